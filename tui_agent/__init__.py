@@ -1,0 +1,12 @@
+"""tui-agent: a terminal UI and local runner for long-running AI agents."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .runtime import Agent, Budget, Context, RetryPolicy
+
+try:
+    __version__ = version("tui-agent")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0"
+
+__all__ = ["Agent", "Budget", "Context", "RetryPolicy", "__version__"]

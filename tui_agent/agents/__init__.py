@@ -1,0 +1,5 @@
+"""Built-in agents and the services they talk to."""
+
+from .hello import AGENT as HELLO
+
+BUILTIN = [HELLO]

@@ -1,0 +1,278 @@
+"""The command line. Actions go through operate.py and the runtime; output shapes through report.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import UserError
+from .operate import start as start_run
+from .report import run_report, runs_listing
+from .runtime.clock import iso, now
+from .runtime.registry import Registry, load_registry
+from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, work_due, worker_name
+from .store import Store, open_store
+from .store.runs import claim_run, get_run, resolve_run
+
+EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
+
+
+class OneLineErrors(click.Group):
+    """Every mistake is one line on stderr and exit 2: click's usage block and tracebacks never show."""
+
+    def main(self, args=None, prog_name=None, **extra):  # noqa: D102
+        try:
+            code = super().main(args=args, prog_name=prog_name or "tui-agent", standalone_mode=False, **extra)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "tui-agent"
+            _fail(f"{e.format_message()} (see '{where} --help')", EXIT_USAGE)
+        except click.ClickException as e:
+            _fail(e.format_message(), e.exit_code)
+        except click.Abort:
+            _fail("aborted", 130)
+        except UserError as e:
+            _fail(str(e), EXIT_USAGE)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"tui-agent: {message}", err=True)
+    sys.exit(code)
+
+
+class Session:
+    """What the global options chose; the store and registry open on first use."""
+
+    def __init__(self, db: str | None, durability: str, agent_modules: tuple[str, ...]) -> None:
+        self.db, self.durability = db, durability
+        self.agent_modules = [m.strip() for spec in agent_modules for m in spec.split(",") if m.strip()]
+        self._store: Store | None = None
+        self._registry: Registry | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.db, self.durability)
+        return self._store
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = load_registry(self.agent_modules)
+        return self._registry
+
+
+def _parse_input(text: str) -> Any:
+    source = "--input"
+    if text.startswith("@"):
+        path = Path(text[1:])
+        source = f"--input {text}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{source} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                        "pass an object such as '{\"name\": \"Ada\"}' or @file.json") from None
+
+
+def _json_out(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar="TUI_AGENT_DB", type=click.Path(dir_okay=False), help="Database file (default: per-user).")
+@click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
+              show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
+@click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
+              help="Import MODULE and register every Agent at its top level (comma-separated, repeatable).")
+@click.version_option(__version__, "--version", prog_name="tui-agent")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, durability: str, agent_modules: tuple[str, ...]) -> int:
+    """A terminal UI and local runner for long-running AI agents."""
+    ctx.obj = Session(db, durability, agent_modules)
+    ctx.call_on_close(lambda: ctx.obj._store and ctx.obj._store.close())
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+    return EXIT_OK
+
+
+@cli.command()
+@click.pass_obj
+def agents(session: Session) -> int:
+    """List the agents this process can run."""
+    for agent in session.registry:
+        click.echo(f"{agent.name:<20} v{agent.version:<4} {agent.code_version}  {agent.description}")
+    return EXIT_OK
+
+
+input_option = click.option("--input", "input_text", default="{}", metavar="JSON|@FILE",
+                            help="The request: a JSON object, or @path to a file holding one.")
+key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
+
+
+@cli.command()
+@click.argument("agent")
+@input_option
+@key_option
+@click.pass_obj
+def start(session: Session, agent: str, input_text: str, key: str | None) -> int:
+    """Queue a run for a worker; prints its id alone."""
+    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key)
+    click.echo(run_id)
+    return EXIT_OK
+
+
+class ProgressLine:
+    """`step i/n name` rewritten in place on a terminal; silent when stderr is not one."""
+
+    def __init__(self) -> None:
+        self.live = sys.stderr.isatty()
+
+    def __call__(self, ctx, position: int, name: str, replayed: bool) -> None:
+        if self.live:
+            total = f"/{ctx.total_steps}" if ctx.total_steps else ""
+            mark = " (recorded)" if replayed else ""
+            sys.stderr.write(f"\r\x1b[2K  step {position + 1}{total} {name}{mark}")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.live:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
+def _report_outcome(outcome: Outcome) -> int:
+    if outcome.status == "refused":
+        click.echo(f"{outcome.run_id} was taken by another worker or a person; see tui-agent show {outcome.run_id}")
+        return EXIT_WAITING
+    click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" +
+               (f": {outcome.error}" if outcome.error else ""))
+    if outcome.result is not None:
+        click.echo(json.dumps(outcome.result, ensure_ascii=False))
+    if outcome.status == "succeeded":
+        return EXIT_OK
+    return EXIT_WAITING if outcome.status in ("waiting", "queued") else EXIT_NOT_SUCCEEDED
+
+
+@cli.command()
+@click.argument("agent")
+@input_option
+@key_option
+@click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
+              help="Seconds this process holds the run before another worker may take it.")
+@click.pass_obj
+def run(session: Session, agent: str, input_text: str, key: str | None, lease: float) -> int:
+    """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
+    store, registry = session.store, session.registry
+    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key)
+    claim = claim_run(store, run_id, worker_name(), lease, now())
+    if claim is None:
+        row = get_run(store, run_id)
+        click.echo(f"{run_id} is {row['status']}" + (f" ({row['reason']})" if row["reason"] else "") +
+                   ("" if row["status"] in ("succeeded", "failed", "cancelled") else "; another worker has it"))
+        return {"succeeded": EXIT_OK, "failed": EXIT_NOT_SUCCEEDED, "cancelled": EXIT_NOT_SUCCEEDED,
+                "parked": EXIT_NOT_SUCCEEDED}.get(row["status"], EXIT_WAITING)
+    progress = ProgressLine()
+    try:
+        outcome = execute(store, registry, claim, progress)
+    finally:
+        progress.done()
+    return _report_outcome(outcome)
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="Work every due run, then exit.")
+@click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
+              help="Seconds a claim lasts; renewed at every step.")
+@click.option("--name", default=None, help="This worker's name (default: a short random one).")
+@click.pass_obj
+def worker(session: Session, once: bool, lease: float, name: str | None) -> int:
+    """Claim due runs and work them."""
+    if not once:
+        raise UserError("only 'worker --once' exists so far: it works every due run and exits; "
+                        "run it from a timer for now")
+    name = name or worker_name()
+    outcomes = work_due(session.store, session.registry, name, lease,
+                        on_claim=lambda c: click.echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
+                                                      f"fence {c.fence})", err=True))
+    for outcome in outcomes:
+        _report_outcome(outcome)
+    if not outcomes:
+        click.echo(f"{name}: no run is due", err=True)
+    return EXIT_OK
+
+
+def _age(created: str | None) -> str:
+    from .runtime.clock import parse_instant
+    seconds = max(0.0, now() - parse_instant(created)) if created else 0.0
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+@cli.command("ls")
+@click.option("--status", type=click.Choice(STATUSES), default=None, help="Only runs with this status.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@click.pass_obj
+def ls(session: Session, status: str | None, as_json: bool) -> int:
+    """List runs, newest first."""
+    rows = runs_listing(session.store, status)
+    if as_json:
+        _json_out(rows)
+        return EXIT_OK
+    if not rows:
+        click.echo("no runs yet; try: tui-agent run hello")
+        return EXIT_OK
+    click.echo(f"{'ID':<11} {'AGENT':<18} {'STATUS':<24} {'STEP':>7} {'ATT':>3}  {'WORKER':<8} AGE")
+    for r in rows:
+        state = r["status"] + (f": {r['reason']}" if r["reason"] else "")
+        step = f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else "")
+        click.echo(f"{r['id']:<11} {r['agent']:<18} {state:<24} {step:>7} {r['attempt']:>3}  "
+                   f"{r['worker'] or '-':<8} {_age(r['created_at'])}")
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (a stable contract).")
+@click.pass_obj
+def show(session: Session, run_id: str, as_json: bool) -> int:
+    """Show one run: its checkpoint, steps, journal, effects, events and budget."""
+    store = session.store
+    report = run_report(store, resolve_run(store, run_id))
+    if as_json:
+        _json_out(report)
+        return EXIT_OK
+    r, cp = report["run"], report["checkpoint"]
+    click.echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
+               + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
+    click.echo(f"request   {json.dumps(r['request'], ensure_ascii=False)}")
+    click.echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
+    total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
+    click.echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
+    if r["error"]:
+        click.echo(f"error     {r['error']}")
+    if r["result"] is not None:
+        click.echo(f"result    {json.dumps(r['result'], ensure_ascii=False)}")
+    if report["steps"]:
+        click.echo("\nsteps")
+        for s in report["steps"]:
+            click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['duration_ms']:>10.1f} ms")
+    click.echo("\nevents")
+    for e in report["events"]:
+        click.echo(f"  {e['at']}  {e['message']}")
+    return EXIT_OK
+
+
+def main() -> None:
+    cli.main()

@@ -1,0 +1,68 @@
+"""The read shapes of `ls --json` and `show --json`: a stable contract for scripts, tests and the TUI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .runtime.agent import BUDGET_DIMENSIONS
+from .runtime.clock import iso
+from .runtime.results import decode
+from .store import Store
+from .store.journal import checkpoint_for, journal_for
+from .store.runs import events_for, get_run, list_runs
+
+_TIMES = ("created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at")
+
+
+def _times(row: dict) -> dict:
+    return {k: iso(v) if k in _TIMES else v for k, v in row.items()}
+
+
+def runs_listing(store: Store, status: str | None = None) -> list[dict]:
+    return [_times(row) for row in list_runs(store, status)]
+
+
+def budget_of(run: dict, checkpoint: dict) -> dict:
+    limits = json.loads(run["budget"] or "{}")
+    dimensions = {}
+    for name in BUDGET_DIMENSIONS:
+        used = checkpoint.get(f"used_{name}") or 0
+        limit = limits.get(name)
+        dimensions[name] = {"used": used, "limit": limit,
+                            "fraction": (used / limit) if limit else None}
+    return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions}
+
+
+def run_report(store: Store, run_id: str) -> dict:
+    run = get_run(store, run_id)
+    checkpoint = checkpoint_for(store, run_id)
+    journal = journal_for(store, run_id)
+    shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
+    shown_run.update(request=json.loads(run["request"]), budget=json.loads(run["budget"] or "{}"),
+                     result=decode(store.data_dir, run["result"], run["result_artifact"]), key=run["run_key"],
+                     artifact_dir=str(store.data_dir / run["artifact_dir"]))
+    steps, entries = [], []
+    for row in journal:
+        value: Any = decode(store.data_dir, row["result"], row["artifact"])
+        current = row["generation"] == run["generation"]
+        if current:
+            steps.append({"position": row["position"], "name": row["name"], "kind": row["kind"],
+                          "attempts": row["attempts"], "duration_ms": round(row["duration_s"] * 1000, 3),
+                          "started_at": iso(row["started_at"])})
+        entries.append({"generation": row["generation"], "position": row["position"], "name": row["name"],
+                        "kind": row["kind"], "result": value,
+                        "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
+                        "fence": row["fence"], "started_at": iso(row["started_at"])})
+    shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}
+    if shown_checkpoint.get("next_input") is not None:
+        shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
+    return {
+        "run": _times(shown_run),
+        "checkpoint": _times(shown_checkpoint),
+        "steps": steps,
+        "journal": entries,
+        "effects": [],
+        "events": [_times(e) for e in events_for(store, run_id)],
+        "budget": budget_of(run, checkpoint),
+    }

@@ -1,0 +1,63 @@
+"""The one clock behind every timestamp, lease and wake time.
+
+Tests move it in-process (`CLOCK.set`, `CLOCK.advance`); `TUI_AGENT_NOW` starts a
+subprocess's clock at an instant and lets it run on from there, so schedules and
+leases can be tested across processes without waiting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+
+def parse_instant(text: str) -> float:
+    """An ISO-8601 instant as epoch seconds; a naive one is taken as UTC."""
+    when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds as an ISO-8601 UTC instant (milliseconds), for output."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Clock:
+    """Wall time plus an offset; the offset is the only thing tests change."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self._offset = 0.0 if start is None else start - time.time()
+
+    def now(self) -> float:
+        return time.time() + self._offset
+
+    def set(self, ts: float) -> None:
+        self._offset = ts - time.time()
+
+    def advance(self, seconds: float) -> None:
+        self._offset += seconds
+
+
+def _from_env() -> Clock:
+    text = os.environ.get("TUI_AGENT_NOW")
+    if not text:
+        return Clock()
+    try:
+        return Clock(parse_instant(text))
+    except ValueError:
+        print(f"tui-agent: TUI_AGENT_NOW={text!r} is not an ISO-8601 instant (such as 2026-11-29T02:00:00Z)",
+              file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+CLOCK = _from_env()
+
+
+def now() -> float:
+    return CLOCK.now()

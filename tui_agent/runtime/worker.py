@@ -1,0 +1,93 @@
+"""Working claimed runs: replay the journal, run the agent, let the harness decide the ending."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from ..store import Claim, FenceRefused, Store
+from ..store.journal import load_checkpoint, load_entries
+from ..store.runs import claim_next, get_run, settle_run
+from ..store.schema import CHECKPOINT_SCHEMA
+from .clock import now
+from .context import CodeChanged, Context, StepFailed, StepObserver
+from .registry import Registry
+from .results import ResultNotJSON, encode, place
+
+DEFAULT_LEASE_S = 60.0
+
+
+def worker_name() -> str:
+    return f"w-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one turn of a run ended for this worker; `refused` means another lease took it."""
+
+    run_id: str
+    status: str
+    reason: str | None
+    result: Any = None
+    error: str | None = None
+
+
+def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None) -> Outcome:
+    """Work one claimed run until it ends, waits or is taken away; every write is fenced."""
+    agent = registry.get(claim.agent)
+    run = get_run(store, claim.run_id)
+
+    def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None) -> Outcome:
+        inline = artifact = None
+        if result is not None:
+            inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}",
+                                     encode(result, "the run"))
+        settle_run(store, claim, status=status, reason=reason, message=message, now=now(),
+                   result=inline, result_artifact=artifact, error=error)
+        return Outcome(claim.run_id, status, reason, result, error)
+
+    try:
+        checkpoint = load_checkpoint(store, claim.run_id)
+        if checkpoint.schema_version != CHECKPOINT_SCHEMA:
+            return settle("parked", "checkpoint_schema",
+                          f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
+                          f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
+        ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
+                      load_entries(store, claim.run_id, claim.generation), on_step)
+        try:
+            result = agent.run(ctx, ctx.request)
+            encode(result, f"agent {agent.name!r}")
+        except CodeChanged as e:
+            return settle("parked", "code_changed", f"parked: the code changed: {e}", error=str(e))
+        except (StepFailed, ResultNotJSON) as e:
+            return settle("failed", "error", f"failed: {e}", error=str(e))
+        except FenceRefused:
+            raise
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+            return settle("failed", "error", f"failed: {error}", error=error)
+        if agent.check is None:
+            return settle("succeeded", "returned", "succeeded: returned (the agent has no check)", result)
+        try:
+            passed = bool(agent.check(ctx, result))
+        except Exception as e:
+            error = f"the check raised {type(e).__name__}: {e}"
+            return settle("failed", "check_failed", f"failed: {error}", result, error)
+        if passed:
+            return settle("succeeded", "check_passed", "succeeded: check passed", result)
+        return settle("failed", "check_failed", "failed: the check did not pass", result, "the check did not pass")
+    except FenceRefused as e:
+        return Outcome(claim.run_id, "refused", None, error=str(e))
+
+
+def work_due(store: Store, registry: Registry, worker: str, lease_s: float = DEFAULT_LEASE_S,
+             on_step: StepObserver | None = None, on_claim=None) -> list[Outcome]:
+    """`worker --once`: claim due runs of the agents this process knows and work them until none is due."""
+    outcomes = []
+    while (claim := claim_next(store, worker, lease_s, registry.names(), now())) is not None:
+        if on_claim is not None:
+            on_claim(claim)
+        outcomes.append(execute(store, registry, claim, on_step))
+    return outcomes

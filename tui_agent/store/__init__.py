@@ -1,0 +1,7 @@
+"""SQLite schema, migrations and queries; nothing above SQL lives here."""
+
+from .db import Store, StoreError, data_dir_for, default_path, open_store
+from .runs import Claim, FenceRefused, RunNotFound
+
+__all__ = ["Claim", "FenceRefused", "RunNotFound", "Store", "StoreError", "data_dir_for", "default_path",
+           "open_store"]

@@ -1,0 +1,147 @@
+"""Opening the per-user database: create it atomically, validate before touching, migrate.
+
+A new database is built in a temporary file (mode 0600) and linked into place, so
+two processes opening a fresh path cannot race and an empty file is never ours. An
+existing file is checked read-only (header, `meta`) before any pragma that writes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import platformdirs
+import sqlite_utils
+
+from ..errors import UserError
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 15_000
+DURABILITY = {"full": "FULL", "normal": "NORMAL"}
+
+
+class StoreError(UserError):
+    """A database the user pointed at cannot be used; the message says what to do."""
+
+
+def default_path() -> Path:
+    return platformdirs.user_data_path("tui-agent") / "runs.db"
+
+
+def data_dir_for(path: Path) -> Path:
+    """The folder beside the database that holds its artifacts and agents' data."""
+    return path.with_name(path.stem + ".data") if path.suffix else path.with_name(path.name + ".data")
+
+
+def _read_version(path: Path) -> int:
+    """Schema version of an existing file, read without writing to it."""
+    size = path.stat().st_size
+    if size == 0:
+        raise StoreError(f"{path} is an empty file, not a tui-agent database; remove it or pass another --db")
+    with path.open("rb") as f:
+        header = f.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a SQLite database; pass another --db")
+    try:
+        ro = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise StoreError(f"{path} cannot be opened read-only ({e}); check its permissions") from None
+    try:
+        row = ro.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            raise StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); "
+                             "pass another --db") from None
+        raise StoreError(f"{path} cannot be read ({e})") from None
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"{path} is damaged or not a database ({e}); pass another --db") from None
+    finally:
+        ro.close()
+    if row is None or not str(row[0]).isdigit():
+        raise StoreError(f"{path} has no schema version in its meta table; it is not tui-agent's")
+    version = int(row[0])
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path} has schema version {version}, newer than this tui-agent understands "
+                         f"({SCHEMA_VERSION}); upgrade tui-agent")
+    return version
+
+
+def _migrate(db: sqlite_utils.Database, start: int) -> None:
+    for version in range(start, SCHEMA_VERSION):
+        MIGRATIONS[version](db)
+    db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+
+def _create(path: Path) -> None:
+    """Build the schema in a private temporary file and link it into place (never over another)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            _migrate(sqlite_utils.Database(conn), 0)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+    finally:
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+class Store:
+    """One connection to the database, in autocommit mode; writers use `write()`."""
+
+    def __init__(self, path: Path, durability: str = "full") -> None:
+        if durability not in DURABILITY:
+            raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+        self.path = Path(path)
+        self.data_dir = data_dir_for(self.path)
+        if not self.path.exists():
+            _create(self.path)
+        version = _read_version(self.path)
+        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.db = sqlite_utils.Database(self.conn)
+        if version < SCHEMA_VERSION:
+            with self.write():
+                current = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+                if current < SCHEMA_VERSION:
+                    _migrate(self.db, current)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A writer's transaction: BEGIN IMMEDIATE, so a busy database waits instead of failing halfway."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def artifact_path(self, relative: str) -> Path:
+        return self.data_dir / relative
+
+
+def open_store(path: str | os.PathLike | None = None, durability: str = "full") -> Store:
+    return Store(Path(path) if path else default_path(), durability)

@@ -1,0 +1,13 @@
+"""The run's append-only progress log: one row per transition, written in the
+transaction that makes the transition."""
+
+from __future__ import annotations
+
+import sqlite3
+
+_INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+def add_event(conn: sqlite3.Connection, run_id: str, at: float, kind: str, message: str,
+              worker: str | None = None, fence: int | None = None) -> None:
+    conn.execute(_INSERT, (run_id, at, kind, message, worker, fence))

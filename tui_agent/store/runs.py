@@ -1,0 +1,171 @@
+"""Run rows: creation (with an optional dedupe key), lookup by id prefix, claims
+with a lease and a fence, and fenced status transitions."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from .db import Store, StoreError
+from .events import add_event
+from .schema import CHECKPOINT_SCHEMA
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+class FenceRefused(Exception):
+    """A write carried a fence older than the run's: another lease (or a person) took the run."""
+
+
+class RunNotFound(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a worker holds after claiming a run: every write it makes carries `fence`."""
+
+    run_id: str
+    agent: str
+    request: str
+    code_version: str | None
+    generation: int
+    attempt: int
+    fence: int
+    worker: str
+    lease_s: float
+
+
+def _new_id(conn: sqlite3.Connection) -> str:
+    while True:
+        run_id = f"r-{secrets.token_hex(4)}"
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            return run_id
+
+
+def create_run(store: Store, *, agent: str, agent_version: str, code_version: str, request: str,
+               budget: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
+    """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
+    with store.write() as conn:
+        if run_key is not None:
+            row = conn.execute("SELECT id FROM runs WHERE run_key = ?", (run_key,)).fetchone()
+            if row:
+                return row[0], False
+        run_id = _new_id(conn)
+        conn.execute(
+            "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, status, reason,"
+            " attempt, fence, generation, artifact_dir, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
+            (run_id, agent, agent_version, code_version, request, run_key, budget, f"artifacts/{run_id}", now, now),
+        )
+        conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
+                     (run_id, CHECKPOINT_SCHEMA, now))
+        add_event(conn, run_id, now, "queued", f"queued ({agent} v{agent_version})")
+        return run_id, True
+
+
+def resolve_run(store: Store, prefix: str) -> str:
+    """The one run whose id starts with `prefix` (the `r-` may be left out)."""
+    prefix = prefix.strip()
+    candidates = [prefix] if prefix.startswith("r-") else [prefix, f"r-{prefix}"]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        escaped = candidate.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = store.conn.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 3",
+                                  (escaped + "%",)).fetchall()
+        if len(rows) == 1:
+            return rows[0][0]
+        if len(rows) > 1:
+            shown = ", ".join(r[0] for r in rows)
+            raise RunNotFound(f"run id {prefix!r} is ambiguous ({shown}, ...); type more of it")
+    raise RunNotFound(f"no run has an id starting with {prefix!r}; see tui-agent ls")
+
+
+_DUE = (
+    "(status = 'queued'"
+    " OR (status = 'waiting' AND reason IN ('sleep', 'retry') AND wake_at <= :now)"
+    " OR (status = 'running' AND lease_expires_at <= :now))"
+)
+_CLAIM_COLUMNS = "id, agent, request, code_version, generation, attempt, fence, status, worker"
+
+
+def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim:
+    run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
+    fence, attempt = fence + 1, attempt + 1
+    conn.execute(
+        "UPDATE runs SET status = 'running', reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
+        " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
+        (worker, now + lease_s, fence, attempt, now, now, run_id),
+    )
+    if status == "running":
+        add_event(conn, run_id, now, "lease_expired", f"lease of {previous} expired", previous, fence - 1)
+    add_event(conn, run_id, now, "claimed", f"claimed by {worker} (attempt {attempt}, fence {fence})", worker, fence)
+    return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s)
+
+
+def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float) -> Claim | None:
+    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run)."""
+    if not agents:
+        return None
+    params = {"now": now, **{f"a{i}": name for i, name in enumerate(agents)}}
+    marks = ", ".join(f":a{i}" for i in range(len(agents)))
+    with store.write() as conn:
+        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND agent IN ({marks})"
+                           " ORDER BY created_at LIMIT 1", params).fetchone()
+        return _take(conn, row, worker, lease_s, now) if row else None
+
+
+def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float) -> Claim | None:
+    """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
+    with store.write() as conn:
+        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE id = :id AND {_DUE}",
+                           {"id": run_id, "now": now}).fetchone()
+        return _take(conn, row, worker, lease_s, now) if row else None
+
+
+def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
+    """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks."""
+    cur = conn.execute("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
+                       " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
+    if cur.rowcount != 1:
+        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
+
+
+def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
+               result: str | None = None, result_artifact: str | None = None, error: str | None = None) -> None:
+    """The worker's last write for a run: its new status and reason, fenced, with an event."""
+    with store.write() as conn:
+        check_fence(conn, claim.run_id, claim.fence, now, None)
+        conn.execute(
+            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, worker = NULL,"
+            " lease_expires_at = NULL, finished_at = ? WHERE id = ?",
+            (status, reason, result, result_artifact, error, now if status in TERMINAL else None, claim.run_id),
+        )
+        add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+
+
+def get_run(store: Store, run_id: str) -> dict:
+    row = store.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,))
+    keys = [d[0] for d in row.description]
+    found = row.fetchone()
+    if found is None:
+        raise RunNotFound(f"no run {run_id}")
+    return dict(zip(keys, found))
+
+
+def list_runs(store: Store, status: str | None = None) -> list[dict]:
+    """Runs newest first, with their checkpoint's step counts."""
+    where = "WHERE r.status = ?" if status else ""
+    return list(store.db.query(
+        "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
+        " r.updated_at, r.finished_at, c.current_step, c.total_steps"
+        f" FROM runs r LEFT JOIN checkpoints c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
+        (status,) if status else (),
+    ))
+
+
+def events_for(store: Store, run_id: str) -> list[dict]:
+    return list(store.db.query("SELECT at, kind, message, worker, fence FROM events WHERE run_id = ? ORDER BY id",
+                               (run_id,)))

@@ -1,0 +1,116 @@
+"""The schema as an ordered list of forward migrations; the version is their count.
+
+Each migration takes a sqlite-utils Database inside the caller's transaction. A new
+database runs all of them; an older one runs the ones it lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlite_utils
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["runs"].create(
+        {
+            "id": str,
+            "agent": str,
+            "agent_version": str,
+            "code_version": str,
+            "request": str,          # JSON
+            "run_key": str,          # caller-given dedupe key (start --key), unique when set
+            "budget": str,           # JSON: the limits this run was started with
+            "status": str,
+            "reason": str,
+            "attempt": int,
+            "fence": int,
+            "worker": str,
+            "lease_expires_at": float,
+            "wake_at": float,
+            "generation": int,
+            "result": str,           # JSON, or null when it is an artifact
+            "result_artifact": str,  # path relative to the data folder
+            "error": str,
+            "artifact_dir": str,     # relative to the data folder
+            "created_at": float,
+            "started_at": float,
+            "updated_at": float,
+            "finished_at": float,
+        },
+        pk="id",
+        not_null=["agent", "request", "status", "attempt", "fence", "generation", "created_at", "updated_at"],
+        defaults={"attempt": 0, "fence": 0, "generation": 1},
+    )
+    db["runs"].create_index(["run_key"], unique=True)
+    db["runs"].create_index(["created_at"])
+    db["runs"].create_index(["status", "wake_at"])
+    db["checkpoints"].create(
+        {
+            "run_id": str,
+            "generation": int,
+            "schema_version": int,
+            "current_step": int,
+            "total_steps": int,
+            "next_input": str,       # JSON
+            "plan_revision": int,
+            "used_steps": int,
+            "used_model_calls": int,
+            "used_input_tokens": int,
+            "used_output_tokens": int,
+            "used_cost_usd": float,
+            "used_tool_calls": int,
+            "used_effects": int,
+            "used_wall_s": float,
+            "updated_at": float,
+        },
+        pk="run_id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["generation", "schema_version", "current_step", "plan_revision"],
+        defaults={
+            "current_step": 0, "plan_revision": 0, "used_steps": 0, "used_model_calls": 0,
+            "used_input_tokens": 0, "used_output_tokens": 0, "used_cost_usd": 0.0,
+            "used_tool_calls": 0, "used_effects": 0, "used_wall_s": 0.0,
+        },
+    )
+    db["journal"].create(
+        {
+            "run_id": str,
+            "generation": int,
+            "position": int,
+            "name": str,
+            "kind": str,             # step (model replies, tool results and effects come later)
+            "result": str,           # JSON, or null when it is an artifact
+            "artifact": str,         # path relative to the data folder
+            "attempts": int,
+            "started_at": float,
+            "duration_s": float,
+            "fence": int,            # the lease that wrote it
+        },
+        pk=("run_id", "generation", "position"),
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["name", "kind", "attempts", "fence"],
+    )
+    db["events"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "at": float,
+            "kind": str,
+            "message": str,
+            "worker": str,
+            "fence": int,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["at", "kind", "message"],
+    )
+    db["events"].create_index(["run_id", "id"])
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.
+CHECKPOINT_SCHEMA = 1
