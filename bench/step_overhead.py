@@ -1,0 +1,159 @@
+"""How much does journaling a step cost beyond the SQLite commit it cannot avoid?
+
+Every step is one durable transaction, so raw sqlite3 doing one ~200-byte INSERT +
+COMMIT per step (same file system, same pragmas) is the floor; this prints our
+per-step time through the real runtime as a multiple of it, at synchronous FULL and
+NORMAL, and the same for loading and replaying a 10,000-step run against a raw
+SELECT + json.loads of those rows. Interleaved repetitions, medians reported.
+
+    python bench/step_overhead.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import json
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tui_agent.runtime.agent import Agent
+from tui_agent.runtime.context import Context
+from tui_agent.runtime.registry import Registry
+from tui_agent.runtime.worker import execute
+from tui_agent.store import open_store
+from tui_agent.store.db import BUSY_TIMEOUT_MS, DURABILITY
+from tui_agent.store.journal import load_checkpoint, load_entries
+from tui_agent.store.runs import claim_run, create_run
+
+STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 5
+GOALS = {"full": 1.3, "normal": 2.0, "replay": 1.5}
+PAYLOAD = "x" * 200
+calls = 0
+
+
+def tiny() -> dict:
+    global calls
+    calls += 1
+    return {"ok": True, "n": 42}
+
+
+def bench_agent(ctx: Context, request: dict) -> int:
+    for i in range(request["n"]):
+        ctx.step(f"s{i}", tiny)
+    return request["n"]
+
+
+AGENT = Agent(name="bench", run=bench_agent)
+REGISTRY = Registry()
+REGISTRY.add(AGENT, "bench")
+
+
+def timed(fn) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def interleaved(ours_fn, raw_fn) -> dict:
+    """Median seconds of each over REPS repetitions, alternating which one goes first."""
+    times = {"ours": [], "raw": []}
+    jobs = [("ours", ours_fn), ("raw", raw_fn)]
+    for rep in range(REPS):
+        for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:
+            times[key].append(fn())
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def ours(store, n: int):
+    """Create and claim a run of n steps; returns (claim, seconds spent in execute)."""
+    run_id, _ = create_run(store, agent=AGENT.name, agent_version=AGENT.version, code_version=AGENT.code_version,
+                           request=json.dumps({"n": n}), budget="{}", now=time.time())
+    claim = claim_run(store, run_id, "w-bench", 600.0, time.time())
+    outcome = []
+    seconds = timed(lambda: outcome.append(execute(store, REGISTRY, claim)))
+    assert outcome[0].status == "succeeded", outcome[0]
+    return claim, seconds
+
+
+def raw_conn(path: Path, durability: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
+    conn.execute("PRAGMA journal_mode=WAL")
+    return conn
+
+
+def raw_inserts(conn: sqlite3.Connection, n: int) -> float:
+    def loop():
+        for i in range(n):
+            conn.execute("INSERT INTO t (payload) VALUES (?)", (PAYLOAD,))
+            conn.commit()
+    return timed(loop)
+
+
+def write_rows(tmp: Path, durability: str) -> dict:
+    store = open_store(tmp / f"ours-{durability}.db", durability)
+    raw = raw_conn(tmp / f"raw-{durability}.db", durability)
+    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
+    raw.commit()
+    ours(store, 200), raw_inserts(raw, 200)  # warm up
+    medians = interleaved(lambda: ours(store, STEPS)[1], lambda: raw_inserts(raw, STEPS))
+    store.close(), raw.close()
+    return {key: seconds / STEPS for key, seconds in medians.items()}
+
+
+def replay_row(tmp: Path) -> dict:
+    global calls
+    store = open_store(tmp / "replay.db", "normal")
+    claim, _ = ours(store, REPLAY_STEPS)
+    raw = raw_conn(store.path, "normal")
+    sql = ("SELECT position, name, result, artifact FROM journal WHERE run_id = ? AND generation = ?"
+           " ORDER BY position")
+    request = json.loads(claim.request)
+    before = calls
+
+    def replay():
+        checkpoint = load_checkpoint(store, claim.run_id)
+        entries = load_entries(store, claim.run_id, claim.generation)
+        ctx = Context(store, claim, request, f"artifacts/{claim.run_id}", checkpoint, entries)
+        assert AGENT.run(ctx, request) == REPLAY_STEPS and len(entries) == REPLAY_STEPS
+
+    def read():
+        rows = raw.execute(sql, (claim.run_id, claim.generation)).fetchall()
+        assert len([json.loads(r[2]) for r in rows]) == REPLAY_STEPS
+
+    replay(), read()  # warm up
+    medians = interleaved(lambda: timed(replay), lambda: timed(read))
+    assert calls == before, "a replayed step ran its function"
+    store.close(), raw.close()
+    return medians
+
+
+def main() -> None:
+    print(f"# step overhead, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
+    print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; "
+          f"{STEPS} steps per write run, {REPLAY_STEPS}-step replay, median of {REPS} interleaved reps\n")
+    tmp = Path(tempfile.mkdtemp(prefix="tui-agent-bench-"))
+    try:
+        rows = [("write, synchronous=FULL (per step)", "full", write_rows(tmp, "full")),
+                ("write, synchronous=NORMAL (per step)", "normal", write_rows(tmp, "normal")),
+                (f"load + replay {REPLAY_STEPS} steps (total)", "replay", replay_row(tmp))]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("| what | ours (us) | raw sqlite3 (us) | ratio | goal | |")
+    print("|---|---:|---:|---:|---:|---|")
+    for label, goal_key, r in rows:
+        ratio, goal = r["ours"] / r["raw"], GOALS[goal_key]
+        print(f"| {label} | {r['ours'] * 1e6:,.1f} | {r['raw'] * 1e6:,.1f} | {ratio:.2f}x | <= {goal}x |"
+              f" {'ok' if ratio <= goal else 'OVER'} |")
+
+
+if __name__ == "__main__":
+    main()

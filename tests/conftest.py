@@ -1,0 +1,59 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tui_agent.cli import cli
+from tui_agent.store import open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """No test may touch the user's own database, or inherit a crash point or clock."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TUI_AGENT_DB", str(tmp_path / "runs.db"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
+    for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.syspath_prepend(str(FIXTURES))
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "runs.db"
+
+
+@pytest.fixture
+def store(db_path):
+    s = open_store(db_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def invoke():
+    """Run the CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
+    runner = CliRunner()
+
+    def _invoke(*args: str, **kwargs):
+        return runner.invoke(cli, list(args), catch_exceptions=False, **kwargs)
+
+    return _invoke
+
+
+@pytest.fixture
+def tui_agent():
+    """Run the CLI in a real subprocess (needed for crash points and TUI_AGENT_NOW)."""
+
+    def _run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        full_env = {**os.environ, **(env or {})}
+        return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True,
+                              env=full_env, timeout=timeout, cwd=ROOT)
+
+    return _run

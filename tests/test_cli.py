@@ -1,0 +1,135 @@
+import json
+
+import pytest
+
+from tui_agent import __version__
+
+
+def _ok(result):
+    assert result.exit_code == 0, result.stderr + result.stdout
+    return result.stdout
+
+
+def test_run_hello_prints_the_id_and_result(invoke):
+    out = _ok(invoke("run", "hello", "--input", '{"name": "Ada", "delay_s": 0}'))
+    first, second = out.strip().splitlines()
+    run_id, status, reason = first.split()
+    assert run_id.startswith("r-") and len(run_id) == 10
+    assert (status, reason) == ("succeeded", "(check_passed)")
+    assert json.loads(second) == {"greeting": "Hello, Ada!", "loud": "HELLO, ADA!", "letters": 8, "distinct": 6}
+
+
+def test_start_prints_the_id_alone_and_a_key_makes_one_run(invoke):
+    first = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
+    second = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
+    other = _ok(invoke("start", "hello", "--key", "nightly:2026-11-30"))
+    assert first == second and first.strip().startswith("r-") and "\n" not in first.strip()
+    assert other != first
+    assert len(json.loads(_ok(invoke("ls", "--json")))) == 2
+
+
+def test_worker_once_works_queued_runs(invoke):
+    ids = [_ok(invoke("start", "hello", "--input", '{"delay_s": 0}')).strip() for _ in range(3)]
+    result = invoke("worker", "--once", "--name", "w-t")
+    _ok(result)
+    assert all(f"w-t claimed {i}" in result.stderr for i in ids)
+    rows = json.loads(_ok(invoke("ls", "--json")))
+    assert {r["status"] for r in rows} == {"succeeded"}
+    assert "no run is due" in invoke("worker", "--once").stderr
+
+
+def test_ls_json_shape(invoke):
+    _ok(invoke("run", "hello", "--input", '{"delay_s": 0}'))
+    _ok(invoke("start", "hello"))
+    rows = json.loads(_ok(invoke("ls", "--json")))
+    assert len(rows) == 2
+    for row in rows:
+        assert {"id", "agent", "status", "reason", "attempt", "created_at"} <= set(row)
+    assert [r["status"] for r in rows] == ["queued", "succeeded"], "newest first"
+    assert rows[0]["created_at"].endswith("Z")
+    assert [r["id"] for r in json.loads(_ok(invoke("ls", "--status", "queued", "--json")))] == [rows[0]["id"]]
+
+
+def test_show_json_shape(invoke):
+    run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
+    report = json.loads(_ok(invoke("show", run_id[:5], "--json")))
+    assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget"}
+    assert report["run"]["id"] == run_id and report["run"]["status"] == "succeeded"
+    assert report["run"]["code_version"] and report["run"]["agent_version"] == "1"
+    assert [s["name"] for s in report["steps"]] == ["greet", "count-letters", "shout"]
+    assert report["journal"][0]["result"] == "Hello, world!"
+    assert report["checkpoint"]["current_step"] == 3 and report["checkpoint"]["total_steps"] == 3
+    assert report["effects"] == []
+    assert [e["kind"] for e in report["events"]] == ["queued", "claimed", "succeeded"]
+    assert report["budget"]["dimensions"]["steps"] == {"used": 3, "limit": 10, "fraction": 0.3}
+
+
+def test_show_human_names_steps_and_events(invoke):
+    run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
+    out = _ok(invoke("show", run_id))
+    assert run_id in out and "count-letters" in out and "claimed by" in out
+
+
+def test_agents_from_a_module_are_registered(invoke):
+    out = _ok(invoke("--agents", "counting_agents", "agents"))
+    assert "counting" in out and "failing" in out and "hello" in out
+
+
+def test_agents_env_var_registers_too(invoke, monkeypatch):
+    monkeypatch.setenv("TUI_AGENT_AGENTS", "counting_agents")
+    assert "counting" in _ok(invoke("agents"))
+
+
+def test_a_failed_run_exits_1_with_its_error(invoke):
+    result = invoke("--agents", "counting_agents", "run", "failing")
+    assert result.exit_code == 1
+    assert "failed (error): step 1 'boom' raised ValueError: the source is missing" in result.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "nope"], "no agent named 'nope'"),
+    (["run", "hello", "--input", "{not json"], "--input is not valid JSON"),
+    (["run", "hello", "--input", "[1, 2]"], "must be a JSON object"),
+    (["run", "hello", "--input", "@/no/such/file.json"], "cannot read"),
+    (["--agents", "no_such_module_xyz", "agents"], "cannot import"),
+    (["show", "r-ffffffff"], "no run has an id starting with"),
+    (["ls", "--status", "sleeping"], "'sleeping' is not one of"),
+    (["frobnicate"], "No such command"),
+    (["run"], "Missing argument 'AGENT'"),
+    (["--durability", "sometimes", "ls"], "--durability"),
+    (["worker"], "--once"),
+])
+def test_user_mistakes_are_one_line_and_exit_2(invoke, args, words):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_ambiguous_prefix_says_so(invoke, monkeypatch):
+    from tui_agent.store import runs
+    ids = iter(["r-abc00001", "r-abc00002"])
+    monkeypatch.setattr(runs, "_new_id", lambda conn: next(ids))
+    _ok(invoke("start", "hello"))
+    _ok(invoke("start", "hello"))
+    result = invoke("show", "abc")
+    assert result.exit_code == 2 and "ambiguous" in result.stderr
+    assert json.loads(_ok(invoke("show", "abc00002", "--json")))["run"]["id"] == "r-abc00002"
+    assert json.loads(_ok(invoke("show", "r-abc00001", "--json")))["run"]["id"] == "r-abc00001"
+
+
+def test_input_from_a_file(invoke, tmp_path):
+    request = tmp_path / "req.json"
+    request.write_text('{"name": "Grace", "delay_s": 0}')
+    assert "Hello, Grace!" in _ok(invoke("run", "hello", "--input", f"@{request}"))
+
+
+def test_version(invoke):
+    assert __version__ in _ok(invoke("--version"))
+
+
+def test_the_console_script_runs_hello_end_to_end(tui_agent):
+    done = tui_agent("run", "hello", "--input", '{"delay_s": 0}')
+    assert done.returncode == 0, done.stderr
+    assert "succeeded (check_passed)" in done.stdout

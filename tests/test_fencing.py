@@ -1,0 +1,114 @@
+import pytest
+
+from tui_agent import Agent
+from tui_agent.runtime.clock import CLOCK, now
+from tui_agent.runtime.worker import execute
+from tui_agent.store import FenceRefused
+from tui_agent.store.journal import commit_step, journal_for, load_checkpoint
+from tui_agent.store.runs import claim_next, claim_run, events_for, get_run, settle_run
+
+from tui_agent.operate import start
+
+from helpers import registry_of
+
+
+@pytest.fixture
+def clock():
+    saved = CLOCK._offset
+    yield CLOCK
+    CLOCK._offset = saved
+
+
+def _noop_agent():
+    return registry_of(Agent(name="noop", run=lambda ctx, req: {"n": ctx.step("one", lambda: 1)}))
+
+
+def _commit(store, claim, position, name="late"):
+    commit_step(store, claim.run_id, claim.generation, claim.fence, position, name, "1", None, 1, now(), 0.0,
+                load_checkpoint(store, claim.run_id), now(), now() + 60)
+
+
+def test_a_live_lease_cannot_be_claimed(store):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    assert claim_run(store, run_id, "w-a", 60, now()) is not None
+    assert claim_run(store, run_id, "w-b", 60, now()) is None
+    assert claim_next(store, "w-b", 60, ["noop"], now()) is None
+
+
+def test_a_write_with_an_old_fence_is_refused_and_changes_nothing(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    old = claim_run(store, run_id, "w-a", 10, now())
+    _commit(store, old, 0, "first")  # renews the lease for 60 s
+    clock.advance(61)
+    new = claim_run(store, run_id, "w-b", 10, now())
+    assert new.fence == old.fence + 1 and new.attempt == 2
+    journal_before = journal_for(store, run_id)
+    checkpoint_before = load_checkpoint(store, run_id)
+    run_before = get_run(store, run_id)
+    with pytest.raises(FenceRefused):
+        _commit(store, old, 1)
+    with pytest.raises(FenceRefused):
+        settle_run(store, old, status="succeeded", reason="check_passed", message="stale", now=now())
+    assert journal_for(store, run_id) == journal_before
+    assert load_checkpoint(store, run_id) == checkpoint_before
+    assert get_run(store, run_id) == run_before
+    assert not store.conn.in_transaction
+
+
+def test_a_worker_whose_fence_is_stale_stops_the_run_without_writing(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    stale = claim_run(store, run_id, "w-a", 10, now())
+    clock.advance(11)
+    claim_run(store, run_id, "w-b", 10, now())
+    events_before = events_for(store, run_id)
+    outcome = execute(store, registry, stale)
+    assert outcome.status == "refused"
+    assert journal_for(store, run_id) == []
+    assert events_for(store, run_id) == events_before
+    assert get_run(store, run_id)["worker"] == "w-b"
+
+
+def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    first = claim_run(store, run_id, "w-a", 30, now())
+    clock.advance(29)
+    assert claim_next(store, "w-b", 30, ["noop"], now()) is None, "the lease has not expired yet"
+    clock.advance(2)
+    second = claim_next(store, "w-b", 30, ["noop"], now())
+    assert second is not None and second.run_id == run_id
+    assert (second.attempt, second.fence) == (2, first.fence + 1)
+    kinds = [(e["kind"], e["message"]) for e in events_for(store, run_id)]
+    assert ("lease_expired", "lease of w-a expired") in kinds
+    assert kinds[-1] == ("claimed", f"claimed by w-b (attempt 2, fence {second.fence})")
+
+
+def test_each_step_renews_the_lease(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    claim = claim_run(store, run_id, "w-a", 30, now())
+    clock.advance(25)
+    _commit(store, claim, 0, "one")
+    clock.advance(25)
+    assert claim_next(store, "w-b", 30, ["noop"], now()) is None, "the step renewed the lease"
+
+
+def test_fences_only_grow(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    fences = []
+    for _ in range(4):
+        fences.append(claim_run(store, run_id, "w-a", 1, now()).fence)
+        clock.advance(2)
+    assert fences == sorted(set(fences)) and len(fences) == 4
+
+
+def test_a_worker_only_claims_agents_it_knows(store):
+    registry = _noop_agent()
+    start(store, registry, "noop", {})
+    assert claim_next(store, "w-x", 30, ["other"], now()) is None
+    assert claim_next(store, "w-x", 30, ["noop"], now()) is not None
+
