@@ -1,0 +1,14 @@
+"""How an agent's code tells the runtime what a failure means."""
+
+
+class TemporaryError(Exception):
+    """Trying again later may work (a timeout, a rate limit): the retry policy applies."""
+
+
+class PermanentError(Exception):
+    """Trying again will not help (a bad request, a missing source): the step fails at once."""
+
+
+class EffectNotDone(Exception):
+    """Raised by an effect's `do` when the service guarantees it did nothing (a refusal), so
+    sending again with the same key is safe. Any other exception leaves the outcome unknown."""
