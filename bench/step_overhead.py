@@ -31,7 +31,7 @@ from tui_agent.store.db import BUSY_TIMEOUT_MS, DURABILITY
 from tui_agent.store.journal import load_checkpoint, load_entries
 from tui_agent.store.runs import claim_run, create_run
 
-STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 5
+STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 7
 GOALS = {"full": 1.3, "normal": 2.0, "replay": 1.5}
 PAYLOAD = "x" * 200
 calls = 0
@@ -59,16 +59,6 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
-
-
-def interleaved(ours_fn, raw_fn) -> dict:
-    """Median seconds of each over REPS repetitions, alternating which one goes first."""
-    times = {"ours": [], "raw": []}
-    jobs = [("ours", ours_fn), ("raw", raw_fn)]
-    for rep in range(REPS):
-        for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:
-            times[key].append(fn())
-    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def ours(store, n: int):
@@ -99,14 +89,19 @@ def raw_inserts(conn: sqlite3.Connection, n: int) -> float:
 
 
 def write_rows(tmp: Path, durability: str) -> dict:
-    store = open_store(tmp / f"ours-{durability}.db", durability)
-    raw = raw_conn(tmp / f"raw-{durability}.db", durability)
-    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
-    raw.commit()
-    ours(store, 200), raw_inserts(raw, 200)  # warm up
-    medians = interleaved(lambda: ours(store, STEPS)[1], lambda: raw_inserts(raw, STEPS))
-    store.close(), raw.close()
-    return {key: seconds / STEPS for key, seconds in medians.items()}
+    """Median seconds per step; fresh files each rep, as fsync time differs from file to file."""
+    times = {"ours": [], "raw": []}
+    for rep in range(REPS):
+        store = open_store(tmp / f"ours-{durability}-{rep}.db", durability)
+        raw = raw_conn(tmp / f"raw-{durability}-{rep}.db", durability)
+        raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
+        raw.commit()
+        ours(store, 300), raw_inserts(raw, 1_000)  # warm up until each WAL has wrapped (1,000 pages)
+        jobs = [("ours", lambda: ours(store, STEPS)[1]), ("raw", lambda: raw_inserts(raw, STEPS))]
+        for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:  # alternate which goes first
+            times[key].append(fn() / STEPS)
+        store.close(), raw.close()
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def replay_row(tmp: Path) -> dict:
@@ -130,10 +125,13 @@ def replay_row(tmp: Path) -> dict:
         assert len([json.loads(r[2]) for r in rows]) == REPLAY_STEPS
 
     replay(), read()  # warm up
-    medians = interleaved(lambda: timed(replay), lambda: timed(read))
+    times = {"ours": [], "raw": []}
+    for rep in range(REPS):
+        for key, fn in [("ours", replay), ("raw", read)][:: 1 if rep % 2 == 0 else -1]:
+            times[key].append(timed(fn))
     assert calls == before, "a replayed step ran its function"
     store.close(), raw.close()
-    return medians
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def main() -> None:

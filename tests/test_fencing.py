@@ -4,8 +4,8 @@ from tui_agent import Agent
 from tui_agent.runtime.clock import CLOCK, now
 from tui_agent.runtime.worker import execute
 from tui_agent.store import FenceRefused
-from tui_agent.store.journal import commit_step, journal_for, load_checkpoint
-from tui_agent.store.runs import claim_next, claim_run, events_for, get_run, settle_run
+from tui_agent.store.journal import add_entry, journal_for, load_checkpoint
+from tui_agent.store.runs import check_fence, claim_next, claim_run, events_for, get_run, settle_run
 
 from tui_agent.operate import start
 
@@ -24,8 +24,12 @@ def _noop_agent():
 
 
 def _commit(store, claim, position, name="late"):
-    commit_step(store, claim.run_id, claim.generation, claim.fence, position, name, "1", None, 1, now(), 0.0,
-                load_checkpoint(store, claim.run_id), now(), now() + 60)
+    """A step's write as the runtime makes it: fence check (renewing the lease 60 s), entry, checkpoint."""
+    at = now()
+    with store.write() as conn:
+        check_fence(conn, claim.run_id, claim.fence, at, at + 60)
+        add_entry(conn, claim.run_id, claim.generation, claim.fence, position, name, "step", "1", None, 1, at, 0.0,
+                  load_checkpoint(store, claim.run_id), at)
 
 
 def test_a_live_lease_cannot_be_claimed(store):

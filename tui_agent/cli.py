@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from . import __version__, operate
 from .errors import UserError
 from .operate import start as start_run
 from .report import run_report, runs_listing
@@ -77,11 +77,15 @@ def _parse_input(text: str) -> Any:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
+    return _parse_json(text, source, " or @file.json")
+
+
+def _parse_json(text: str, source: str, more: str = "") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{source} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                        "pass an object such as '{\"name\": \"Ada\"}' or @file.json") from None
+                        f"pass an object such as '{{\"name\": \"Ada\"}}'{more}") from None
 
 
 def _json_out(value: Any) -> None:
@@ -117,16 +121,19 @@ def agents(session: Session) -> int:
 input_option = click.option("--input", "input_text", default="{}", metavar="JSON|@FILE",
                             help="The request: a JSON object, or @path to a file holding one.")
 key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
+model_option = click.option("--model", default="scripted", show_default=True, metavar="SPEC",
+                            help="The model provider: scripted (offline, built-in script) or scripted:FILE.")
 
 
 @cli.command()
 @click.argument("agent")
 @input_option
 @key_option
+@model_option
 @click.pass_obj
-def start(session: Session, agent: str, input_text: str, key: str | None) -> int:
+def start(session: Session, agent: str, input_text: str, key: str | None, model: str) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key)
+    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model)
     click.echo(run_id)
     return EXIT_OK
 
@@ -167,13 +174,16 @@ def _report_outcome(outcome: Outcome) -> int:
 @click.argument("agent")
 @input_option
 @key_option
+@model_option
 @click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds this process holds the run before another worker may take it.")
 @click.pass_obj
-def run(session: Session, agent: str, input_text: str, key: str | None, lease: float) -> int:
+def run(session: Session, agent: str, input_text: str, key: str | None, model: str, lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
-    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key)
+    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model)
+    if model.startswith("scripted"):
+        click.echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now())
     if claim is None:
         row = get_run(store, run_id)
@@ -208,6 +218,40 @@ def worker(session: Session, once: bool, lease: float, name: str | None) -> int:
         _report_outcome(outcome)
     if not outcomes:
         click.echo(f"{name}: no run is due", err=True)
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.argument("effect_ref", metavar="EFFECT")
+@click.option("--happened", "decision", flag_value="happened", help="It happened: record it as done.")
+@click.option("--not-done", "decision", flag_value="not-done", help="It did not happen: do it again, same key.")
+@click.option("--ask", "decision", flag_value="ask", help="Have the next worker look the key up at the service.")
+@click.option("--abandon", "decision", flag_value="abandon", help="Give up: cancel the run.")
+@click.option("--result", "result_text", default=None, metavar="JSON", help="With --happened: what it returned.")
+@click.option("--note", default=None, help="Why you decided so (kept in the run's events).")
+@click.pass_obj
+def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | None, result_text: str | None,
+              note: str | None) -> int:
+    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position)."""
+    if decision is None:
+        raise UserError("say what happened: --happened, --not-done, --ask or --abandon")
+    if result_text is not None and decision != "happened":
+        raise UserError("--result goes with --happened only")
+    store = session.store
+    if decision == "happened":
+        result = None if result_text is None else _parse_json(result_text, "--result")
+        run_id = operate.reconcile_happened(store, run_ref, effect_ref, result, note)
+        click.echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
+    elif decision == "not-done":
+        run_id = operate.reconcile_not_done(store, run_ref, effect_ref, note)
+        click.echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
+    elif decision == "ask":
+        run_id = operate.reconcile_ask(store, run_ref, effect_ref, note)
+        click.echo(f"{run_id}: the next worker will ask the service about {effect_ref}")
+    else:
+        run_id = operate.abandon(store, run_ref, effect_ref, note)
+        click.echo(f"{run_id}: cancelled")
     return EXIT_OK
 
 

@@ -1,5 +1,18 @@
-"""The one base class for mistakes a user can fix; the CLI prints its message as one line and exits 2."""
+"""Error classes shared across layers: what a user did wrong, and what a failure means to the runtime."""
 
 
 class UserError(Exception):
-    """The message says what went wrong and what to do about it."""
+    """A mistake a user can fix; the CLI prints the message as one line and exits 2."""
+
+
+class TemporaryError(Exception):
+    """Trying again later may work (a timeout, a rate limit): the retry policy applies."""
+
+
+class PermanentError(Exception):
+    """Trying again will not help (a bad request, a missing source): the step fails at once."""
+
+
+class EffectNotDone(Exception):
+    """Raised by an effect's `do` when the service guarantees it did nothing (a refusal), so
+    sending again with the same key is safe. Any other exception leaves the outcome unknown."""

@@ -9,10 +9,12 @@ from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso
 from .runtime.results import decode
 from .store import Store
+from .store.effects import effects_for
 from .store.journal import checkpoint_for, journal_for
 from .store.runs import events_for, get_run, list_runs
 
-_TIMES = ("created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at")
+_TIMES = ("created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
+          "first_attempted_at", "attempted_at", "decided_at")
 
 
 def _times(row: dict) -> dict:
@@ -31,7 +33,15 @@ def budget_of(run: dict, checkpoint: dict) -> dict:
         limit = limits.get(name)
         dimensions[name] = {"used": used, "limit": limit,
                             "fraction": (used / limit) if limit else None}
-    return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions}
+    return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
+            "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0}
+
+
+def _effect(row: dict) -> dict:
+    shown = {k: v for k, v in row.items() if k not in ("id", "run_id")}
+    shown["has_lookup"] = bool(row["has_lookup"])
+    shown["result"] = None if row["result"] is None else json.loads(row["result"])
+    return _times(shown)
 
 
 def run_report(store: Store, run_id: str) -> dict:
@@ -62,7 +72,7 @@ def run_report(store: Store, run_id: str) -> dict:
         "checkpoint": _times(shown_checkpoint),
         "steps": steps,
         "journal": entries,
-        "effects": [],
+        "effects": [_effect(row) for row in effects_for(store, run_id)],
         "events": [_times(e) for e in events_for(store, run_id)],
         "budget": budget_of(run, checkpoint),
     }

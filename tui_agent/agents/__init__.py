@@ -1,5 +1,6 @@
 """Built-in agents and the services they talk to."""
 
 from .hello import AGENT as HELLO
+from .nightly_report import AGENT as NIGHTLY_REPORT
 
-BUILTIN = [HELLO]
+BUILTIN = [HELLO, NIGHTLY_REPORT]

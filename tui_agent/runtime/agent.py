@@ -52,6 +52,7 @@ class Agent:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     check: Callable[..., bool] | None = None
     degrade: Callable[..., Any] | None = None
+    script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str
     description: str = ""
 
     @cached_property

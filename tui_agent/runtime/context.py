@@ -4,14 +4,21 @@ and name; a recorded call returns its recorded result instead of running again."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
+from ..models import Provider, cost_usd
 from ..store import Claim, Store
-from ..store.journal import Checkpoint, commit_step
+from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry
+from ..store.runs import check_fence
 from .clock import now
 from .faults import crash_point
+from .effects import perform
+from .outcomes import CodeChanged, StepFailed
 from .results import decode, encode, place
 
 _UNSET = object()
@@ -20,35 +27,25 @@ _PLAIN = (str, int, float, bool, type(None))
 StepObserver = Callable[["Context", int, str, bool], None]
 
 
-class CodeChanged(Exception):
-    """The agent called something else at a recorded position: its code changed under the run."""
-
-    def __init__(self, position: int, recorded: str, new: str) -> None:
-        super().__init__(f"position {position} was recorded as {recorded!r} but the code now calls {new!r}")
-        self.position, self.recorded, self.new = position, recorded, new
-
-
-class StepFailed(Exception):
-    def __init__(self, position: int, name: str, error: BaseException) -> None:
-        super().__init__(f"step {position} {name!r} raised {type(error).__name__}: {error}")
-        self.position, self.name, self.error = position, name, error
-
-
 class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
-                 entries: list[tuple], on_step: StepObserver | None = None) -> None:
+                 entries: list[tuple], provider: Provider, on_step: StepObserver | None = None) -> None:
         self.run_id = claim.run_id
         self.attempt = claim.attempt
         self.fence = claim.fence
         self.generation = claim.generation
         self.worker = claim.worker
         self.request = request
+        self.data_dir: Path = store.data_dir
+        self.artifact_dir: Path = store.data_dir / artifact_dir
+        self.provider = provider
         self._store = store
         self._claim = claim
         self._artifact_dir = artifact_dir
         self._checkpoint = checkpoint
         self._entries = entries
         self._position = 0
+        self._model_calls = 0
         self._on_step = on_step
 
     @property
@@ -73,17 +70,53 @@ class Context:
         if next_input is not _UNSET:
             self._checkpoint.next_input = encode(next_input, "next_input")
 
-    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `fn` once and journal its JSON result; on replay return the recorded result."""
+    # -- the journal ---------------------------------------------------------------------------
+
+    def _next(self, name: str) -> tuple[int, bool, Any]:
+        """Take the next position; (position, recorded?, recorded value)."""
         position = self._position
         self._position = position + 1
-        if position < len(self._entries):
-            _, recorded, result, artifact = self._entries[position]
-            if recorded != name:
-                raise CodeChanged(position, recorded, name)
-            value = decode(self._store.data_dir, result, artifact)
-            if self._on_step is not None:
-                self._on_step(self, position, name, True)
+        if position >= len(self._entries):
+            return position, False, None
+        _, recorded, result, artifact = self._entries[position]
+        if recorded != name:
+            raise CodeChanged(position, recorded, name)
+        value = decode(self._store.data_dir, result, artifact)
+        if self._on_step is not None:
+            self._on_step(self, position, name, True)
+        return position, True, value
+
+    def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
+                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None) -> Any:
+        """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
+        value as a replay will see it, after the JSON round trip."""
+        encoded = encode(value, f"{kind} {name!r}")
+        result, artifact = place(self._store.data_dir, self._artifact_dir,
+                                 f"g{self.generation}-{position:05d}-{name}", encoded)
+        at = now()
+        with self.write(at) as conn:
+            add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact, 1,
+                      started_at, duration_s, self._checkpoint, at, usage, cost)
+            if also is not None:
+                also(conn)
+        if self._on_step is not None:
+            self._on_step(self, position, name, False)
+        return value if type(value) in _PLAIN else json.loads(encoded)
+
+    @contextmanager
+    def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
+        """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
+        at = now() if at is None else at
+        with self._store.write() as conn:
+            check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
+            yield conn
+
+    # -- what agents call ----------------------------------------------------------------------
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `fn` once and journal its JSON result; on replay return the recorded result."""
+        position, recorded, value = self._next(name)
+        if recorded:
             return value
         crash_point("before-step")
         started_at = now()
@@ -94,13 +127,38 @@ class Context:
             raise StepFailed(position, name, e) from e
         duration = perf_counter() - t0
         crash_point("after-step")
-        encoded = encode(value, f"step {name!r}")
-        result, artifact = place(self._store.data_dir, self._artifact_dir,
-                                 f"g{self.generation}-{position:05d}-{name}", encoded)
-        at = now()
-        commit_step(self._store, self.run_id, self.generation, self.fence, position, name, result, artifact,
-                    1, started_at, duration, self._checkpoint, at, at + self._claim.lease_s)
+        value = self._record(position, name, "step", value, started_at, duration)
         crash_point("after-step-commit")
-        if self._on_step is not None:
-            self._on_step(self, position, name, False)
-        return value if type(value) in _PLAIN else json.loads(encoded)
+        return value
+
+    def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
+              system: str | None = None, tools: list[dict] | None = None) -> dict:
+        """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost."""
+        position, recorded, value = self._next(name)
+        call_index = self._model_calls
+        self._model_calls += 1
+        if recorded:
+            return value
+        started_at = now()
+        t0 = perf_counter()
+        try:
+            reply = self.provider.create(model=model, messages=messages, max_tokens=max_tokens, system=system,
+                                         tools=tools, call_index=call_index)
+        except Exception as e:
+            raise StepFailed(position, name, e) from e
+        duration = perf_counter() - t0
+        usage = reply.get("usage") or {}
+        cost = cost_usd(reply.get("model", ""), usage)
+        spent = Usage(model_calls=1,
+                      input_tokens=int(usage.get("input_tokens") or 0)
+                      + int(usage.get("cache_creation_input_tokens") or 0)
+                      + int(usage.get("cache_read_input_tokens") or 0),
+                      output_tokens=int(usage.get("output_tokens") or 0),
+                      cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
+        return self._record(position, name, "model", reply, started_at, duration, spent, cost)
+
+    def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
+               dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
+               service: str | None = None) -> Any:
+        """Change the world outside the run at most once per key (see runtime/effects.py)."""
+        return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service)

@@ -1,6 +1,10 @@
-"""Crash points: `TUI_AGENT_CRASH_AT=POINT[:N]` kills the worker process the Nth time
-it passes POINT, as `kill -9` would (no cleanup, no commit), so tests and the
-simulator can put a crash exactly where a real one would hurt.
+"""Fault points: named places where a crash hurts most, armed from the environment or in-process.
+
+`TUI_AGENT_CRASH_AT=POINT[:N]` kills the worker process the Nth time it passes POINT, as
+`kill -9` would (no cleanup, no commit); `TUI_AGENT_PAUSE_AT=POINT[:N]` stops it there with
+SIGSTOP, for fencing tests that resume it with SIGCONT. In-process (the simulator, tests) `arm()`
+makes the point raise `SimulatedCrash`, a BaseException, so agent code cannot swallow it and the
+caller survives. Disarmed, a point is one truthiness test.
 """
 
 from __future__ import annotations
@@ -8,43 +12,86 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from dataclasses import dataclass
 
 POINTS = {
     "before-step": "before a step's function is called",
     "after-step": "after a step's function returned, before its result is committed",
     "after-step-commit": "after a step's result is committed",
+    "after-intended": "after an effect's intended row is committed, before it is attempted",
+    "after-attempted": "after an effect's attempted row is committed, before do(key) is called",
+    "after-do": "after do(key) returned, before confirmed is written",
 }
 
 
-def _parse(spec: str | None) -> tuple[str, int] | None:
-    if not spec:
-        return None
+class SimulatedCrash(BaseException):
+    """An in-process crash: the worker drops its connection and stops, as if killed."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(f"simulated crash at {point}")
+        self.point = point
+
+
+@dataclass
+class _Arm:
+    point: str
+    nth: int
+    action: str  # kill | pause | raise
+    passes: int = 0
+
+
+_ARMS: list[_Arm] = []
+
+
+def parse(spec: str, variable: str) -> tuple[str, int]:
     point, _, count = spec.partition(":")
     if point not in POINTS:
-        known = ", ".join(sorted(POINTS))
-        print(f"tui-agent: TUI_AGENT_CRASH_AT names no crash point {point!r}; known points: {known}",
-              file=sys.stderr)
-        raise SystemExit(2)
-    try:
-        nth = int(count) if count else 1
-    except ValueError:
-        nth = 0
-    if nth < 1:
-        print(f"tui-agent: TUI_AGENT_CRASH_AT={spec!r}: the count after ':' must be a whole number >= 1",
-              file=sys.stderr)
-        raise SystemExit(2)
-    return point, nth
+        known = ", ".join(POINTS)
+        raise ValueError(f"{variable} names no fault point {point!r}; known points: {known}")
+    if count and not (count.isdigit() and int(count) >= 1):
+        raise ValueError(f"{variable}={spec!r}: the count after ':' must be a whole number >= 1")
+    return point, int(count or 1)
 
 
-_ARMED = _parse(os.environ.get("TUI_AGENT_CRASH_AT"))
-_passes = 0
+def arm(point: str, nth: int = 1, action: str = "raise") -> None:
+    if point not in POINTS:
+        raise ValueError(f"no fault point {point!r}")
+    _ARMS.append(_Arm(point, nth, action))
+
+
+def disarm() -> None:
+    _ARMS.clear()
 
 
 def crash_point(point: str) -> None:
-    """Die here if this is the armed point's Nth pass; free when nothing is armed."""
-    global _passes
-    if _ARMED is None or _ARMED[0] != point:
+    """Act here if an armed point is passed for its Nth time; free when nothing is armed."""
+    if not _ARMS:
         return
-    _passes += 1
-    if _passes == _ARMED[1]:
-        os.kill(os.getpid(), signal.SIGKILL)
+    for armed in _ARMS:
+        if armed.point != point:
+            continue
+        armed.passes += 1
+        if armed.passes != armed.nth:
+            continue
+        if armed.action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif armed.action == "pause":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        else:
+            raise SimulatedCrash(point)
+
+
+def _arm_from_env() -> None:
+    for variable, action in (("TUI_AGENT_CRASH_AT", "kill"), ("TUI_AGENT_PAUSE_AT", "pause")):
+        spec = os.environ.get(variable)
+        if not spec:
+            continue
+        try:
+            point, nth = parse(spec, variable)
+        except ValueError as e:
+            print(f"tui-agent: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
+        arm(point, nth, action)
+
+
+_arm_from_env()

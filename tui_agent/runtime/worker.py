@@ -11,8 +11,11 @@ from ..store import Claim, FenceRefused, Store
 from ..store.journal import load_checkpoint, load_entries
 from ..store.runs import claim_next, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
+from ..models import provider_for
 from .clock import now
-from .context import CodeChanged, Context, StepFailed, StepObserver
+from .context import Context, StepObserver
+from .faults import SimulatedCrash
+from .outcomes import CodeChanged, StepFailed, Suspend
 from .registry import Registry
 from .results import ResultNotJSON, encode, place
 
@@ -39,13 +42,14 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
 
-    def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None) -> Outcome:
+    def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None,
+               wake_at: float | None = None) -> Outcome:
         inline = artifact = None
         if result is not None:
             inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}",
                                      encode(result, "the run"))
         settle_run(store, claim, status=status, reason=reason, message=message, now=now(),
-                   result=inline, result_artifact=artifact, error=error)
+                   result=inline, result_artifact=artifact, error=error, wake_at=wake_at)
         return Outcome(claim.run_id, status, reason, result, error)
 
     try:
@@ -55,10 +59,13 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                           f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
                           f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
         ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
-                      load_entries(store, claim.run_id, claim.generation), on_step)
+                      load_entries(store, claim.run_id, claim.generation),
+                      provider_for(run["model"] or "scripted", agent.script), on_step)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, f"agent {agent.name!r}")
+        except Suspend as e:
+            return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
         except CodeChanged as e:
             return settle("parked", "code_changed", f"parked: the code changed: {e}", error=str(e))
         except (StepFailed, ResultNotJSON) as e:
@@ -80,6 +87,9 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         return settle("failed", "check_failed", "failed: the check did not pass", result, "the check did not pass")
     except FenceRefused as e:
         return Outcome(claim.run_id, "refused", None, error=str(e))
+    except SimulatedCrash:
+        store.drop()
+        raise
 
 
 def work_due(store: Store, registry: Registry, worker: str, lease_s: float = DEFAULT_LEASE_S,

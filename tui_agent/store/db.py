@@ -139,6 +139,12 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def drop(self) -> None:
+        """What a crash does to the connection: roll back whatever was open and let go."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        self.conn.close()
+
     def artifact_path(self, relative: str) -> Path:
         return self.data_dir / relative
 

@@ -1,16 +1,11 @@
-"""Journal rows and the checkpoint: the per-step hot path, one fenced transaction per step."""
+"""Journal rows and the checkpoint: the per-step hot path, one fenced transaction per entry."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from .db import Store
-from .runs import check_fence
-
-_INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
-           " started_at, duration_s, fence) VALUES (?, ?, ?, ?, 'step', ?, ?, ?, ?, ?, ?)")
-_CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-               " used_steps = used_steps + 1, updated_at = ? WHERE run_id = ?")
 
 
 @dataclass
@@ -23,6 +18,31 @@ class Checkpoint:
     total_steps: int | None
     next_input: str | None
     plan_revision: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one journal entry adds to the run's budget counters (every entry is one step)."""
+
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+    effects: int = 0
+
+
+NO_USAGE = Usage()
+
+_INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+           " started_at, duration_s, fence, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
+               " used_steps = used_steps + 1, updated_at = ? WHERE run_id = ?")
+_CHECKPOINT_USAGE = (
+    "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
+    " used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
+    " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
+    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, updated_at = ? WHERE run_id = ?")
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -38,22 +58,27 @@ def load_entries(store: Store, run_id: str, generation: int) -> list[tuple[int, 
                               (run_id, generation)).fetchall()
 
 
-def commit_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str,
-                result: str | None, artifact: str | None, attempts: int, started_at: float, duration_s: float,
-                checkpoint: Checkpoint, now: float, lease_until: float) -> None:
-    """The step's journal row, the checkpoint and the lease renewal, in one transaction that checks the fence."""
-    with store.write() as conn:
-        check_fence(conn, run_id, fence, now, lease_until)
-        conn.execute(_INSERT, (run_id, generation, position, name, result, artifact, attempts, started_at,
-                               duration_s, fence))
+def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
+              kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
+              duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
+              cost_usd: float | None = None) -> None:
+    """Inside a fenced write: the journal row and the checkpoint that moves past it."""
+    conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
+                           duration_s, fence, cost_usd))
+    if usage is NO_USAGE:
         conn.execute(_CHECKPOINT, (position + 1, checkpoint.total_steps, checkpoint.next_input,
                                    checkpoint.plan_revision, now, run_id))
+    else:
+        conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
+                                         checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
+                                         usage.output_tokens, usage.cost_usd, usage.unpriced_calls, usage.effects,
+                                         now, run_id))
 
 
 def journal_for(store: Store, run_id: str) -> list[dict]:
     return list(store.db.query(
-        "SELECT generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence"
-        " FROM journal WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+        "SELECT generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
+        " cost_usd FROM journal WHERE run_id = ? ORDER BY generation, position", (run_id,)))
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:

@@ -45,7 +45,7 @@ def _new_id(conn: sqlite3.Connection) -> str:
 
 
 def create_run(store: Store, *, agent: str, agent_version: str, code_version: str, request: str,
-               budget: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
+               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
     """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
     with store.write() as conn:
         if run_key is not None:
@@ -54,10 +54,11 @@ def create_run(store: Store, *, agent: str, agent_version: str, code_version: st
                 return row[0], False
         run_id = _new_id(conn)
         conn.execute(
-            "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, status, reason,"
-            " attempt, fence, generation, artifact_dir, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
-            (run_id, agent, agent_version, code_version, request, run_key, budget, f"artifacts/{run_id}", now, now),
+            "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
+            " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
+            (run_id, agent, agent_version, code_version, request, run_key, budget, model, f"artifacts/{run_id}",
+             now, now),
         )
         conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                      (run_id, CHECKPOINT_SCHEMA, now))
@@ -134,14 +135,16 @@ def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, l
 
 
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
-               result: str | None = None, result_artifact: str | None = None, error: str | None = None) -> None:
+               result: str | None = None, result_artifact: str | None = None, error: str | None = None,
+               wake_at: float | None = None) -> None:
     """The worker's last write for a run: its new status and reason, fenced, with an event."""
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, now, None)
         conn.execute(
             "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, worker = NULL,"
-            " lease_expires_at = NULL, finished_at = ? WHERE id = ?",
-            (status, reason, result, result_artifact, error, now if status in TERMINAL else None, claim.run_id),
+            " lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
+            (status, reason, result, result_artifact, error, wake_at, now if status in TERMINAL else None,
+             claim.run_id),
         )
         add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
 
@@ -169,3 +172,18 @@ def list_runs(store: Store, status: str | None = None) -> list[dict]:
 def events_for(store: Store, run_id: str) -> list[dict]:
     return list(store.db.query("SELECT at, kind, message, worker, fence FROM events WHERE run_id = ? ORDER BY id",
                                (run_id,)))
+
+
+def requeue(conn: sqlite3.Connection, run_id: str, reason: str, message: str, now: float) -> None:
+    """Inside a write: hand a run back to the workers (a person decided what it was waiting for)."""
+    conn.execute("UPDATE runs SET status = 'queued', reason = ?, wake_at = NULL, updated_at = ? WHERE id = ?",
+                 (reason, now, run_id))
+    add_event(conn, run_id, now, "queued", message)
+
+
+def cancel(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> None:
+    """Inside a write: end a run for a person; bumping the fence stops any worker at its next write."""
+    conn.execute("UPDATE runs SET status = 'cancelled', reason = 'person', fence = fence + 1, worker = NULL,"
+                 " lease_expires_at = NULL, wake_at = NULL, finished_at = ?, updated_at = ? WHERE id = ?",
+                 (now, now, run_id))
+    add_event(conn, run_id, now, "cancelled", message)

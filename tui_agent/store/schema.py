@@ -22,6 +22,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             "request": str,          # JSON
             "run_key": str,          # caller-given dedupe key (start --key), unique when set
             "budget": str,           # JSON: the limits this run was started with
+            "model": str,            # provider spec: scripted, scripted:FILE
             "status": str,
             "reason": str,
             "attempt": int,
@@ -63,6 +64,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             "used_tool_calls": int,
             "used_effects": int,
             "used_wall_s": float,
+            "unpriced_calls": int,   # model calls whose cost is unknown: never shown as a silent zero
             "updated_at": float,
         },
         pk="run_id",
@@ -71,7 +73,7 @@ def _v1(db: sqlite_utils.Database) -> None:
         defaults={
             "current_step": 0, "plan_revision": 0, "used_steps": 0, "used_model_calls": 0,
             "used_input_tokens": 0, "used_output_tokens": 0, "used_cost_usd": 0.0,
-            "used_tool_calls": 0, "used_effects": 0, "used_wall_s": 0.0,
+            "used_tool_calls": 0, "used_effects": 0, "used_wall_s": 0.0, "unpriced_calls": 0,
         },
     )
     db["journal"].create(
@@ -80,18 +82,52 @@ def _v1(db: sqlite_utils.Database) -> None:
             "generation": int,
             "position": int,
             "name": str,
-            "kind": str,             # step (model replies, tool results and effects come later)
+            "kind": str,             # step | model | effect
             "result": str,           # JSON, or null when it is an artifact
             "artifact": str,         # path relative to the data folder
             "attempts": int,
             "started_at": float,
             "duration_s": float,
             "fence": int,            # the lease that wrote it
+            "cost_usd": float,       # a model reply's cost; null when unknown
         },
         pk=("run_id", "generation", "position"),
         foreign_keys=[("run_id", "runs", "id")],
         not_null=["name", "kind", "attempts", "fence"],
     )
+    db["effects"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "generation": int,
+            "position": int,
+            "name": str,
+            "key": str,              # the idempotency key, built from what the effect means
+            "state": str,            # intended | attempted | confirmed | unknown | not_done
+            "attempts": int,
+            "result": str,           # JSON: what do(key) or lookup(key) returned, or a person recorded
+            "has_lookup": int,
+            "dedupe_ttl_s": float,   # null: the service does not deduplicate keys
+            "lookup_ttl_s": float,   # null: the service's lookups never forget
+            "service": str,
+            "done_by": str,          # another run whose confirmed effect this one reused
+            "first_attempted_at": float,
+            "attempted_at": float,
+            "attempted_by": str,
+            "fence": int,
+            "decided_by": str,       # a person's reconciliation
+            "decided_at": float,
+            "note": str,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["run_id", "generation", "position", "name", "key", "state", "attempts", "created_at"],
+        defaults={"attempts": 0, "has_lookup": 0},
+    )
+    db["effects"].create_index(["run_id", "generation", "position"], unique=True)
+    db["effects"].create_index(["key", "state"])
     db["events"].create(
         {
             "id": int,

@@ -1,0 +1,138 @@
+"""nightly-report: fetch three sources, summarize them with the model, write a Markdown report
+and email it to the team through the local outbox, at most once per date and team."""
+
+from __future__ import annotations
+
+import csv
+import time
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import PermanentError
+from ..runtime.agent import Agent, Budget
+from ..runtime.clock import now
+from ..runtime.context import Context
+from .outbox import Outbox
+
+DAY_S = 24 * 3600
+SOURCES = {
+    "sales": [("region", "orders", "revenue"), ("north", 41, 12890), ("south", 37, 10440), ("west", 12, 3310)],
+    "incidents": [("id", "severity", "status"), ("INC-311", "high", "resolved"), ("INC-312", "low", "open")],
+    "deploys": [("service", "version", "outcome"), ("api", "2.14.1", "ok"), ("web", "8.3.0", "ok"),
+                ("billing", "1.9.2", "rolled back")],
+}
+
+
+def _settings(request: dict) -> dict:
+    """The request with its defaults filled in, once: `date` is today when the run starts, not when it resumes."""
+    settings = {
+        "date": datetime.fromtimestamp(now()).date().isoformat(),
+        "team": "team",
+        "sources": list(SOURCES),
+        "service": "dedupe",
+        "lookup": True,
+        "delay_s": 0,
+        **request,
+    }
+    if settings["service"] not in ("dedupe", "every"):
+        raise PermanentError(f"service must be 'dedupe' or 'every', not {settings['service']!r}")
+    return settings
+
+
+def _pause(settings: dict) -> None:
+    if settings["delay_s"]:
+        time.sleep(float(settings["delay_s"]))
+
+
+def sources_dir(data_dir: Path) -> Path:
+    """The agent's own sample data, created on first use in the database's data folder."""
+    folder = data_dir / "nightly-report" / "sources"
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        for name, rows in SOURCES.items():
+            with open(folder / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+                csv.writer(f).writerows(rows)
+    return folder
+
+
+def fetch(data_dir: str, source: str, settings: dict) -> dict:
+    _pause(settings)
+    path = sources_dir(Path(data_dir)) / f"{source}.csv"
+    if source not in SOURCES or not path.exists():
+        raise PermanentError(f"there is no source {source!r}; known sources: {', '.join(SOURCES)}")
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {"source": source, "rows": rows}
+
+
+def _prompt(settings: dict, fetched: list[dict]) -> str:
+    lines = [f"Summarize the nightly figures for {settings['team']} on {settings['date']} in a few bullets."]
+    for item in fetched:
+        lines.append(f"## {item['source']} ({len(item['rows'])} rows)")
+        lines += [", ".join(f"{k}={v}" for k, v in row.items()) for row in item["rows"]]
+    return "\n".join(lines)
+
+
+def script(messages: list[dict], max_tokens: int, call_index: int) -> str:
+    """The offline model's reply: a summary computed from the prompt, so it changes with the data."""
+    prompt = messages[-1]["content"]
+    bullets = [f"- {line[3:]}: " + ("nothing reported" if line.endswith("(0 rows)") else "figures in, see below")
+               for line in prompt.splitlines() if line.startswith("## ")]
+    flagged = [line for line in prompt.splitlines() if "rolled back" in line or "status=open" in line]
+    bullets += [f"- needs attention: {line}" for line in flagged]
+    return "Nightly summary\n" + "\n".join(bullets)
+
+
+def write_report(artifact_dir: str, settings: dict, summary: str, fetched: list[dict]) -> str:
+    _pause(settings)
+    path = Path(artifact_dir) / f"report-{settings['date']}-{settings['team']}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = [f"# Nightly report, {settings['team']}, {settings['date']}", "", summary, ""]
+    for item in fetched:
+        parts += [f"## {item['source']}", ""]
+        if item["rows"]:
+            header = list(item["rows"][0])
+            parts += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            parts += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in item["rows"]]
+        parts.append("")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return str(path)
+
+
+def outbox_for(data_dir: Path, settings: dict) -> Outbox:
+    return Outbox(data_dir / "outbox", mode=settings["service"], window_s=DAY_S)
+
+
+def nightly_report(ctx: Context, request: dict) -> dict:
+    settings = ctx.step("settings", _settings, request)
+    ctx.plan(total_steps=len(settings["sources"]) + 4)
+    fetched = [ctx.step(f"fetch:{s}", fetch, str(ctx.data_dir), s, settings) for s in settings["sources"]]
+    reply = ctx.model("summarize", messages=[{"role": "user", "content": _prompt(settings, fetched)}],
+                      max_tokens=800)
+    summary = "".join(block.get("text", "") for block in reply["content"])
+    report = ctx.step("write-report", write_report, str(ctx.artifact_dir), settings, summary, fetched)
+    outbox = outbox_for(ctx.data_dir, settings)
+    team = settings["team"]
+
+    def send(key: str) -> dict:
+        _pause(settings)
+        return outbox.send(key, to=f"{team} <{team}@localhost>",
+                           subject=f"Nightly report {settings['date']} ({team})",
+                           body=Path(report).read_text(encoding="utf-8"))
+
+    sent = ctx.effect("send-report", key=f"nightly-report:{settings['date']}:{team}", do=send,
+                      lookup=outbox.lookup if settings["lookup"] else None,
+                      dedupe_ttl_s=DAY_S if settings["service"] == "dedupe" else None,
+                      lookup_ttl_s=DAY_S, service="outbox")
+    return {"report": report, "email": (sent or {}).get("path")}
+
+
+AGENT = Agent(
+    name="nightly-report",
+    version="1",
+    run=nightly_report,
+    budget=Budget(cost_usd=0.50, steps=50),
+    check=lambda ctx, result: Path(result["report"]).exists(),
+    script=script,
+    description="fetches three sources, summarizes them, writes a report and emails it once per date and team",
+)

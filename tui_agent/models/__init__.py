@@ -1,0 +1,7 @@
+"""Model providers (scripted now, the real SDK later) and the price table that turns usage into cost."""
+
+from .pricing import PRICES_DATE, PRICES_SOURCE, cost_usd
+from .provider import Provider, provider_for
+from .scripted import ScriptedProvider
+
+__all__ = ["PRICES_DATE", "PRICES_SOURCE", "Provider", "ScriptedProvider", "cost_usd", "provider_for"]

@@ -1,0 +1,35 @@
+"""The one interface the runtime calls a model through, and the choice of provider by name.
+
+Replies are plain dicts in the Messages API's shape, so they journal as JSON and replay
+unchanged whichever provider produced them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..errors import UserError
+from .scripted import ScriptedProvider, file_script
+
+SPECS = "'scripted' (a built-in script or a generic reply) or 'scripted:PATH' (a JSON list of replies)"
+
+
+class Provider(Protocol):
+    """A model behind one call; `call_index` is the Nth model call of the run, from 0."""
+
+    name: str
+
+    def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
+               system: str | None = None, tools: list[dict] | None = None,
+               call_index: int = 0) -> dict: ...
+
+
+def provider_for(spec: str, script: Callable | None = None) -> Provider:
+    """The provider a spec names; `script` is the agent's own script for plain 'scripted'."""
+    if spec == "scripted":
+        return ScriptedProvider(script)
+    kind, _, path = spec.partition(":")
+    if kind == "scripted" and path:
+        return ScriptedProvider(file_script(path), name=spec)
+    raise UserError(f"unknown model provider {spec!r}: use {SPECS}; the Anthropic provider comes later")

@@ -1,0 +1,145 @@
+"""An offline, deterministic model: the same call always gets the same reply, so runs replay
+and tests compare replies byte for byte without a key or a network.
+
+A script is a callable `script(messages, max_tokens, call_index) -> str | dict`; a str becomes
+one text block, a dict is a (partial) Messages API reply whose missing fields are filled in.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import PermanentError, UserError
+
+Script = Callable[[list[dict], int, int], str | dict]
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+def _text(value) -> str:
+    """The text a person would count as tokens: strings, block text, tool inputs and results."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_text(item) for item in value)
+    if isinstance(value, dict):
+        if "text" in value:
+            return _text(value["text"])
+        if "content" in value:
+            return _text(value["content"])
+        if "input" in value:
+            return json.dumps(value["input"], sort_keys=True)
+    return ""
+
+
+def estimate_tokens(text: str) -> int:
+    """About one token per four characters, at least one: deterministic, not a real tokenizer."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+def generic_reply(messages: list[dict], max_tokens: int, call_index: int) -> str:
+    """The reply when no script is given: names the call and echoes the last user message."""
+    last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    words = _text(last_user.get("content", "")).split()[:8] if last_user else []
+    said = " ".join(words) or "(nothing)"
+    return f"Scripted reply to model call {call_index + 1}: you said {said!r}."
+
+
+def file_script(path: str | Path) -> Script:
+    """A script read from a JSON list of replies; model call N of a run gets entry N."""
+    path = Path(path)
+    spec = f"scripted:{path}"
+    try:
+        replies = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{spec}: no such file; give a JSON file holding a list of replies") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{spec}: not valid JSON ({e.msg} at line {e.lineno}); "
+                        "it must hold a list of replies") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{spec}: cannot read it ({e})") from None
+    if not isinstance(replies, list):
+        raise UserError(f"{spec}: holds a JSON {type(replies).__name__}; it must hold a list of replies")
+    for i, reply in enumerate(replies, 1):
+        if not isinstance(reply, (str, dict)):
+            raise UserError(f"{spec}: reply {i} is a JSON {type(reply).__name__}; "
+                            "each reply must be a string or a reply object")
+        content = reply.get("content", []) if isinstance(reply, dict) else ""
+        if not (isinstance(content, str) or
+                isinstance(content, list) and all(isinstance(b, dict) for b in content)):
+            raise UserError(f"{spec}: reply {i} has a bad \"content\"; "
+                            "give a string or a list of block objects")
+
+    def script(messages: list[dict], max_tokens: int, call_index: int) -> str | dict:
+        if call_index >= len(replies):
+            count = f"{len(replies)} repl{'y' if len(replies) == 1 else 'ies'}"
+            raise PermanentError(f"the script {path} has {count}; "
+                                 f"model call {call_index + 1} asked for another")
+        return replies[call_index]
+
+    return script
+
+
+def _cap(content: list[dict], max_tokens: int) -> list[dict]:
+    """The blocks that fit in about `max_tokens * 4` characters; the last text block is cut."""
+    room = max_tokens * 4
+    kept = []
+    for block in content:
+        size = len(_text(block))
+        if block.get("type") == "text" and size > room:
+            kept.append({**block, "text": block["text"][:room]})
+            break
+        if size > room:
+            break
+        kept.append(block)
+        room -= size
+    return kept
+
+
+class ScriptedProvider:
+    """A `Provider` that answers from a script (or a generic reply), offline and deterministic."""
+
+    def __init__(self, script: Script | None = None, *, name: str = "scripted",
+                 model: str = DEFAULT_MODEL):
+        self.script = script or generic_reply
+        self.name = name
+        self.model = model
+
+    def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
+               system: str | None = None, tools: list[dict] | None = None,
+               call_index: int = 0) -> dict:
+        answer = self.script(messages, max_tokens, call_index)
+        if isinstance(answer, str):
+            reply = {"content": [{"type": "text", "text": answer}]}
+        elif isinstance(answer, dict):
+            reply = copy.deepcopy(answer)  # the caller may change the reply; the script must not change
+        else:
+            raise PermanentError(f"the script returned a {type(answer).__name__}; "
+                                 "it must return a string or a reply dict")
+        content = reply.get("content", [])
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        output_tokens = estimate_tokens(_text(content))
+        if output_tokens > max_tokens:
+            content, output_tokens = _cap(content, max_tokens), max_tokens
+            reply["stop_reason"] = "max_tokens"
+        input_tokens = estimate_tokens(_text(system or "") + _text(messages))
+        digest = hashlib.sha256(json.dumps([call_index, content], sort_keys=True).encode()).hexdigest()
+        return {
+            "id": f"msg_scripted_{digest[:16]}",
+            "type": "message",
+            "role": "assistant",
+            "model": model or self.model,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            **reply,
+            "content": content,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      **reply.get("usage", {})},
+        }

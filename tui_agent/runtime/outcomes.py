@@ -1,0 +1,26 @@
+"""Exceptions that end or pause a run's turn; the worker turns each into a status and reason."""
+
+from __future__ import annotations
+
+
+class CodeChanged(Exception):
+    """The agent called something else at a recorded position: its code changed under the run."""
+
+    def __init__(self, position: int, recorded: str, new: str) -> None:
+        super().__init__(f"position {position} was recorded as {recorded!r} but the code now calls {new!r}")
+        self.position, self.recorded, self.new = position, recorded, new
+
+
+class StepFailed(Exception):
+    def __init__(self, position: int, name: str, error: BaseException) -> None:
+        super().__init__(f"step {position} {name!r} raised {type(error).__name__}: {error}")
+        self.position, self.name, self.error = position, name, error
+
+
+class Suspend(BaseException):
+    """Unwinds the agent's code so the worker can put the run in `status` (waiting, parked) for
+    `reason`; a BaseException, so an agent's `except Exception` cannot swallow it."""
+
+    def __init__(self, status: str, reason: str, message: str, wake_at: float | None = None) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message, self.wake_at = status, reason, message, wake_at

@@ -1,0 +1,78 @@
+"""The effect ledger's rows. Every function runs inside the caller's fenced write, so a
+state change, its journal entry and its event commit together."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .db import Store
+from .runs import RunNotFound
+
+IN_DOUBT = ("attempted", "unknown")
+
+
+def _row(cursor: sqlite3.Cursor) -> dict | None:
+    found = cursor.fetchone()
+    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+
+
+def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
+    return _row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
+                             (run_id, generation, position)))
+
+
+def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
+    """The ledger is unique by key: a confirmed row anywhere in the database means done."""
+    return _row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = 'confirmed' AND id != ?"
+                             " ORDER BY id LIMIT 1", (key, except_id)))
+
+
+def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
+    return _row(conn.execute("SELECT * FROM effects WHERE key = ? AND state IN ('attempted', 'unknown')"
+                             " AND id != ? ORDER BY id LIMIT 1", (key, except_id)))
+
+
+def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, position: int, name: str, key: str,
+                 has_lookup: bool, dedupe_ttl_s: float | None, lookup_ttl_s: float | None,
+                 service: str | None, fence: int, now: float) -> dict:
+    conn.execute(
+        "INSERT INTO effects (run_id, generation, position, name, key, state, attempts, has_lookup, dedupe_ttl_s,"
+        " lookup_ttl_s, service, fence, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, 'intended', 0, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, generation, position, name, key, int(has_lookup), dedupe_ttl_s, lookup_ttl_s, service, fence,
+         now, now))
+    return effect_at(conn, run_id, generation, position)
+
+
+def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, **fields) -> None:
+    """Move one effect to `state`, setting any other columns given."""
+    columns = {"state": state, "updated_at": now, **fields}
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    conn.execute(f"UPDATE effects SET {assignments} WHERE id = ?", (*columns.values(), effect_id))
+
+
+def mark_attempted(conn: sqlite3.Connection, effect_id: int, worker: str, fence: int, now: float) -> None:
+    conn.execute("UPDATE effects SET state = 'attempted', attempts = attempts + 1, attempted_at = ?,"
+                 " first_attempted_at = coalesce(first_attempted_at, ?), attempted_by = ?, fence = ?,"
+                 " updated_at = ? WHERE id = ?", (now, now, worker, fence, now, effect_id))
+
+
+def effects_for(store: Store, run_id: str) -> list[dict]:
+    return list(store.db.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+
+
+def find_effect(store: Store, run_id: str, generation: int, ref: str) -> dict:
+    """The run's effect named `ref`, or at position `ref` when a name repeats."""
+    rows = [r for r in effects_for(store, run_id) if r["generation"] == generation]
+    if ref.isdigit():
+        matches = [r for r in rows if r["position"] == int(ref)]
+    else:
+        matches = [r for r in rows if r["name"] == ref]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        names = ", ".join(f"{r['name']} (position {r['position']}, {r['state']})" for r in rows) or "none"
+        raise RunNotFound(f"run {run_id} has no effect {ref!r}; its effects: {names}")
+    positions = ", ".join(str(r["position"]) for r in matches)
+    raise RunNotFound(f"run {run_id} has {len(matches)} effects named {ref!r} (positions {positions}); "
+                      "pass the position instead")
