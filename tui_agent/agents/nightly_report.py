@@ -55,11 +55,18 @@ def sources_dir(data_dir: Path) -> Path:
     return folder
 
 
+def fetch_log(data_dir: Path) -> Path:
+    """One line per fetch the sources served: what the world saw, for the simulator and tests."""
+    return data_dir / "nightly-report" / "fetches.log"
+
+
 def fetch(data_dir: str, source: str, settings: dict) -> dict:
     _pause(settings)
     path = sources_dir(Path(data_dir)) / f"{source}.csv"
     if source not in SOURCES or not path.exists():
         raise PermanentError(f"there is no source {source!r}; known sources: {', '.join(SOURCES)}")
+    with open(fetch_log(Path(data_dir)), "a", encoding="utf-8") as log:
+        log.write(source + "\n")
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return {"source": source, "rows": rows}
