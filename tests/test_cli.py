@@ -133,3 +133,28 @@ def test_the_console_script_runs_hello_end_to_end(tui_agent):
     done = tui_agent("run", "hello", "--input", '{"delay_s": 0}')
     assert done.returncode == 0, done.stderr
     assert "succeeded (check_passed)" in done.stdout
+
+
+def test_nightly_report_with_an_unknown_source_fails_and_says_which(invoke):
+    result = invoke("run", "nightly-report", "--input", '{"sources": ["sales", "weather"]}')
+    assert result.exit_code == 1
+    assert "there is no source 'weather'" in result.stdout and "PermanentError" in result.stdout
+
+
+def test_nightly_report_journals_the_model_reply_with_its_cost(invoke):
+    run_id = _ok(invoke("run", "nightly-report", "--input", '{"date": "2026-11-20"}')).split()[0]
+    report = json.loads(_ok(invoke("show", run_id, "--json")))
+    (model,) = [s for s in report["steps"] if s["kind"] == "model"]
+    assert model["name"] == "summarize" and model["cost_usd"] > 0
+    reply = next(e["result"] for e in report["journal"] if e["name"] == "summarize")
+    assert reply["type"] == "message" and reply["content"][0]["type"] == "text"
+    assert report["budget"]["dimensions"]["model_calls"]["used"] == 1
+    assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(model["cost_usd"])
+    assert report["budget"]["unpriced_model_calls"] == 0
+    assert [(e["name"], e["state"], e["attempts"]) for e in report["effects"]] == [("send-report", "confirmed", 1)]
+    assert report["effects"][0]["key"] == "nightly-report:2026-11-20:team"
+
+
+def test_a_bad_model_spec_is_a_usage_error(invoke):
+    result = invoke("start", "hello", "--model", "gpt-9")
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1

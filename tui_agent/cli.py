@@ -308,14 +308,33 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
         click.echo(f"error     {r['error']}")
     if r["result"] is not None:
         click.echo(f"result    {json.dumps(r['result'], ensure_ascii=False)}")
+    budget = report["budget"]
+    click.echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
+                                        if d["used"] or d["limit"]) + _unpriced(budget))
     if report["steps"]:
         click.echo("\nsteps")
         for s in report["steps"]:
-            click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['duration_ms']:>10.1f} ms")
+            cost = f"  ${s['cost_usd']:.4f}" if s["cost_usd"] else ""
+            click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['kind']:<7}{s['duration_ms']:>10.1f} ms{cost}")
+    if report["effects"]:
+        click.echo("\neffects")
+        for e in report["effects"]:
+            click.echo(f"  {e['position']:>4}  {e['name']:<20} {e['state']:<10} attempts {e['attempts']}  key {e['key']}")
     click.echo("\nevents")
     for e in report["events"]:
         click.echo(f"  {e['at']}  {e['message']}")
     return EXIT_OK
+
+
+def _usage(name: str, d: dict) -> str:
+    used = f"${d['used']:.4f}" if name == "cost_usd" else f"{d['used']:g}"
+    limit = "" if d["limit"] is None else (f"/${d['limit']:.2f}" if name == "cost_usd" else f"/{d['limit']:g}")
+    return f"{name.removesuffix('_usd')} {used}{limit}"
+
+
+def _unpriced(budget: dict) -> str:
+    count = budget["unpriced_model_calls"]
+    return f"  (cost unknown for {count} model call{'s' * (count != 1)})" if count else ""
 
 
 def main() -> None:

@@ -59,7 +59,7 @@ def run_report(store: Store, run_id: str) -> dict:
         if current:
             steps.append({"position": row["position"], "name": row["name"], "kind": row["kind"],
                           "attempts": row["attempts"], "duration_ms": round(row["duration_s"] * 1000, 3),
-                          "started_at": iso(row["started_at"])})
+                          "cost_usd": row["cost_usd"], "started_at": iso(row["started_at"])})
         entries.append({"generation": row["generation"], "position": row["position"], "name": row["name"],
                         "kind": row["kind"], "result": value,
                         "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
