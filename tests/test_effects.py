@@ -363,7 +363,7 @@ def test_decisions_are_refused_while_a_worker_holds_the_run_or_after_it_ended(db
     world = World(db_path, Service())
     run_id = world.start()
     world.crash(run_id, "after-do")             # running, lease not expired
-    with pytest.raises(UserError, match="is running"):
+    with pytest.raises(UserError, match="w-1 holds it"):
         operate.reconcile_happened(world.store, run_id, "send")
     done = world.work(world.start("other"))
     with pytest.raises(UserError, match="has ended"):
@@ -376,3 +376,16 @@ def test_an_effect_is_named_or_numbered(db_path, clock):
         operate.reconcile_happened(world.store, run_id, "mail")
     operate.reconcile_happened(world.store, run_id, "1")   # position 1: "prepare" is position 0
     assert world.effect(run_id)["state"] == "confirmed"
+
+
+def test_a_person_may_decide_for_a_dead_worker_once_its_lease_ended(db_path, clock):
+    world = World(db_path, Service(), use_lookup=False)
+    run_id = world.start()
+    world.crash(run_id, "after-do")
+    stale_fence = get_run(world.store, run_id)["fence"]
+    clock.advance(31)
+    operate.reconcile_happened(world.store, run_id, "send", {"id": 1})
+    run = get_run(world.store, run_id)
+    assert (run["status"], run["fence"], run["worker"]) == ("queued", stale_fence + 1, None)
+    assert world.work(run_id, "w-2").status == "succeeded"
+    assert world.service.requests == ["report:2026-11-28:team"]

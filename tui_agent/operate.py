@@ -39,8 +39,9 @@ def _person() -> str:
 def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...]) -> tuple[dict, dict]:
     """The run and effect a person is deciding on, refused unless the decision makes sense now."""
     run = get_run(store, resolve_run(store, run_ref))
-    if run["status"] in ("running", *TERMINAL):
-        hint = "wait until its worker stops" if run["status"] == "running" else "it has ended"
+    holding = run["status"] == "running" and run["lease_expires_at"] > now()
+    if holding or run["status"] in TERMINAL:
+        hint = "it has ended" if not holding else f"{run['worker']} holds it; wait until its lease ends"
         raise UserError(f"run {run['id']} is {run['status']}; {hint}")
     effect = find_effect(store, run["id"], run["generation"], effect_ref)
     if effect["state"] not in allowed:
@@ -66,7 +67,7 @@ def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str,
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
                        note: str | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended"))
+    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted", "intended"))
     _decide(store, run, effect, "confirmed", "says it happened", note,
             json.dumps(result, ensure_ascii=False))
     return run["id"]
@@ -74,14 +75,14 @@ def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any 
 
 def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """A person says it did not happen: the next worker does it again with the same key."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended"))
+    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted", "intended"))
     _decide(store, run, effect, "not_done", "says it did not happen", note)
     return run["id"]
 
 
 def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown",))
+    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted"))
     if not effect["has_lookup"]:
         raise UserError(f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with "
                         "--happened or --not-done")

@@ -175,9 +175,10 @@ def events_for(store: Store, run_id: str) -> list[dict]:
 
 
 def requeue(conn: sqlite3.Connection, run_id: str, reason: str, message: str, now: float) -> None:
-    """Inside a write: hand a run back to the workers (a person decided what it was waiting for)."""
-    conn.execute("UPDATE runs SET status = 'queued', reason = ?, wake_at = NULL, updated_at = ? WHERE id = ?",
-                 (reason, now, run_id))
+    """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
+    The fence grows, so a worker that still thinks it holds the run cannot write again."""
+    conn.execute("UPDATE runs SET status = 'queued', reason = ?, fence = fence + 1, worker = NULL,"
+                 " lease_expires_at = NULL, wake_at = NULL, updated_at = ? WHERE id = ?", (reason, now, run_id))
     add_event(conn, run_id, now, "queued", message)
 
 
