@@ -90,14 +90,35 @@ def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
     assert kinds[-1] == ("claimed", f"claimed by w-b (attempt 2, fence {second.fence})")
 
 
-def test_each_step_renews_the_lease(store, clock):
+def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):
+    stolen = []
+
+    def slow_step(i):
+        clock.advance(20)                      # each step takes 20 s of a 30 s lease
+        if i == 2:
+            stolen.append(claim_next(store, "w-b", 30, ["slow"], now()))
+        return i
+
+    def slow_steps(ctx, request):
+        return {"done": [ctx.step(f"s{i}", slow_step, i) for i in range(3)]}
+
+    registry = registry_of(Agent(name="slow", run=slow_steps))
+    run_id, _ = start(store, registry, "slow", {})
+    claim = claim_run(store, run_id, "w-a", 30, now())
+    assert execute(store, registry, claim).status == "succeeded"
+    assert stolen == [None], "60 s into a 30 s lease the run was still held: the steps renewed it"
+
+
+def test_a_run_whose_lease_is_not_renewed_can_be_taken(store, clock):
     registry = _noop_agent()
     run_id, _ = start(store, registry, "noop", {})
     claim = claim_run(store, run_id, "w-a", 30, now())
     clock.advance(25)
-    _commit(store, claim, 0, "one")
-    clock.advance(25)
-    assert claim_next(store, "w-b", 30, ["noop"], now()) is None, "the step renewed the lease"
+    _commit(store, claim, 0, "one")             # renews for 60 s more
+    clock.advance(50)
+    assert claim_next(store, "w-b", 30, ["noop"], now()) is None
+    clock.advance(11)
+    assert claim_next(store, "w-b", 30, ["noop"], now()) is not None
 
 
 def test_fences_only_grow(store, clock):

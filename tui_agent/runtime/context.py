@@ -19,7 +19,7 @@ from .clock import now
 from .faults import crash_point
 from .effects import perform
 from .outcomes import CodeChanged, StepFailed
-from .results import decode, encode, place
+from .results import ARTIFACT_THRESHOLD, decode, encode, place
 
 _UNSET = object()
 _PLAIN = (str, int, float, bool, type(None))
@@ -47,6 +47,7 @@ class Context:
         self._position = 0
         self._model_calls = 0
         self._on_step = on_step
+        self._renew_at = claim.claimed_at + claim.lease_s / 2
 
     @property
     def position(self) -> int:
@@ -91,10 +92,14 @@ class Context:
         """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
         value as a replay will see it, after the JSON round trip."""
         encoded = encode(value, f"{kind} {name!r}")
-        result, artifact = place(self._store.data_dir, self._artifact_dir,
-                                 f"g{self.generation}-{position:05d}-{name}", encoded)
+        result, artifact = encoded, None
+        if len(encoded) > ARTIFACT_THRESHOLD:
+            result, artifact = place(self._store.data_dir, self._artifact_dir,
+                                     f"g{self.generation}-{position:05d}-{name}", encoded)
         at = now()
-        with self.write(at) as conn:
+        with self._store.write() as conn:
+            if at > self._renew_at:  # less than half the lease is left: renew it in this commit
+                self._renew(conn, at)
             add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact, 1,
                       started_at, duration_s, self._checkpoint, at, usage, cost)
             if also is not None:
@@ -103,12 +108,15 @@ class Context:
             self._on_step(self, position, name, False)
         return value if type(value) in _PLAIN else json.loads(encoded)
 
+    def _renew(self, conn: sqlite3.Connection, at: float) -> None:
+        check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
+        self._renew_at = at + self._claim.lease_s / 2
+
     @contextmanager
     def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
         """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
-        at = now() if at is None else at
         with self._store.write() as conn:
-            check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
+            self._renew(conn, now() if at is None else at)
             yield conn
 
     # -- what agents call ----------------------------------------------------------------------

@@ -16,9 +16,12 @@ class ResultNotJSON(TypeError):
     pass
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODE(value)
     except (TypeError, ValueError) as e:
         raise ResultNotJSON(f"{what} returned a value that is not JSON-serialisable ({e}); "
                             "return dicts, lists, strings, numbers, booleans or None") from None
@@ -30,10 +33,8 @@ def decode(data_dir: Path, result: str | None, artifact: str | None) -> Any:
     return None if result is None else json.loads(result)
 
 
-def place(data_dir: Path, artifact_dir: str, label: str, encoded: str) -> tuple[str | None, str | None]:
-    """(inline JSON, None) for a small result; (None, relative path) after writing a large one durably."""
-    if len(encoded) <= ARTIFACT_THRESHOLD:
-        return encoded, None
+def place(data_dir: Path, artifact_dir: str, label: str, encoded: str) -> tuple[None, str]:
+    """Write a large result durably to the run's artifact folder; returns (None, its relative path)."""
     relative = f"{artifact_dir}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', label)}.json"
     target = data_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)

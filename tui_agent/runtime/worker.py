@@ -17,7 +17,7 @@ from .context import Context, StepObserver
 from .faults import SimulatedCrash
 from .outcomes import CodeChanged, StepFailed, Suspend
 from .registry import Registry
-from .results import ResultNotJSON, encode, place
+from .results import ARTIFACT_THRESHOLD, ResultNotJSON, encode, place
 
 DEFAULT_LEASE_S = 60.0
 
@@ -46,8 +46,9 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                wake_at: float | None = None) -> Outcome:
         inline = artifact = None
         if result is not None:
-            inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}",
-                                     encode(result, "the run"))
+            inline = encode(result, "the run")
+            if len(inline) > ARTIFACT_THRESHOLD:
+                inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}", inline)
         settle_run(store, claim, status=status, reason=reason, message=message, now=now(),
                    result=inline, result_artifact=artifact, error=error, wake_at=wake_at)
         return Outcome(claim.run_id, status, reason, result, error)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -101,6 +99,30 @@ def _create(path: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
+class _Write:
+    """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
+    generator, because it sits on the per-step hot path)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, kind, error, trace) -> None:
+        if kind is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        self.conn.execute("ROLLBACK")
+
+
 class Store:
     """One connection to the database, in autocommit mode; writers use `write()`."""
 
@@ -124,17 +146,9 @@ class Store:
                 if current < SCHEMA_VERSION:
                     _migrate(self.db, current)
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> _Write:
         """A writer's transaction: BEGIN IMMEDIATE, so a busy database waits instead of failing halfway."""
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        return _Write(self.conn)
 
     def close(self) -> None:
         self.conn.close()

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from .db import Store
+from .runs import FenceRefused
 
 
 @dataclass
@@ -36,13 +37,15 @@ NO_USAGE = Usage()
 
 _INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
            " started_at, duration_s, fence, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+# The fence is checked by the checkpoint's own UPDATE, so a step writes two pages: the checkpoint and the journal.
+_FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
 _CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-               " used_steps = used_steps + 1, updated_at = ? WHERE run_id = ?")
+               " used_steps = used_steps + 1, updated_at = ?" + _FENCED)
 _CHECKPOINT_USAGE = (
     "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
     " used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
-    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, updated_at = ? WHERE run_id = ?")
+    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, updated_at = ?" + _FENCED)
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -62,17 +65,20 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
               kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
               duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
               cost_usd: float | None = None) -> None:
-    """Inside a fenced write: the journal row and the checkpoint that moves past it."""
+    """Inside a write: the checkpoint that moves past the entry (refused unless `fence` is the run's),
+    then the journal row."""
+    if usage is NO_USAGE:
+        cur = conn.execute(_CHECKPOINT, (position + 1, checkpoint.total_steps, checkpoint.next_input,
+                                         checkpoint.plan_revision, now, run_id, run_id, fence))
+    else:
+        cur = conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
+                                               checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
+                                               usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
+                                               usage.effects, now, run_id, run_id, fence))
+    if cur.rowcount != 1:
+        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd))
-    if usage is NO_USAGE:
-        conn.execute(_CHECKPOINT, (position + 1, checkpoint.total_steps, checkpoint.next_input,
-                                   checkpoint.plan_revision, now, run_id))
-    else:
-        conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
-                                         checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
-                                         usage.output_tokens, usage.cost_usd, usage.unpriced_calls, usage.effects,
-                                         now, run_id))
 
 
 def journal_for(store: Store, run_id: str) -> list[dict]:

@@ -35,6 +35,7 @@ class Claim:
     fence: int
     worker: str
     lease_s: float
+    claimed_at: float
 
 
 def _new_id(conn: sqlite3.Connection) -> str:
@@ -103,7 +104,7 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     if status == "running":
         add_event(conn, run_id, now, "lease_expired", f"lease of {previous} expired", previous, fence - 1)
     add_event(conn, run_id, now, "claimed", f"claimed by {worker} (attempt {attempt}, fence {fence})", worker, fence)
-    return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s)
+    return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
 def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float) -> Claim | None:

@@ -31,6 +31,8 @@ def _v1(db: sqlite_utils.Database) -> None:
             "lease_expires_at": float,
             "wake_at": float,
             "generation": int,
+            "parent_id": str,        # the run this one was forked from
+            "fork_step": int,        # the parent's position where the fork starts anew
             "result": str,           # JSON, or null when it is an artifact
             "result_artifact": str,  # path relative to the data folder
             "error": str,
@@ -76,25 +78,23 @@ def _v1(db: sqlite_utils.Database) -> None:
             "used_tool_calls": 0, "used_effects": 0, "used_wall_s": 0.0, "unpriced_calls": 0,
         },
     )
-    db["journal"].create(
-        {
-            "run_id": str,
-            "generation": int,
-            "position": int,
-            "name": str,
-            "kind": str,             # step | model | effect
-            "result": str,           # JSON, or null when it is an artifact
-            "artifact": str,         # path relative to the data folder
-            "attempts": int,
-            "started_at": float,
-            "duration_s": float,
-            "fence": int,            # the lease that wrote it
-            "cost_usd": float,       # a model reply's cost; null when unknown
-        },
-        pk=("run_id", "generation", "position"),
-        foreign_keys=[("run_id", "runs", "id")],
-        not_null=["name", "kind", "attempts", "fence"],
-    )
+    # WITHOUT ROWID: the primary key is the table, so a step writes one b-tree, not a table and an index.
+    db.execute("""
+        CREATE TABLE journal (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            generation INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,          -- step | model | effect | sleep | approval
+            result TEXT,                 -- JSON, or null when it is an artifact
+            artifact TEXT,               -- path relative to the data folder
+            attempts INTEGER NOT NULL,
+            started_at REAL,
+            duration_s REAL,
+            fence INTEGER NOT NULL,      -- the lease that wrote it
+            cost_usd REAL,               -- a model reply's cost; null when unknown
+            PRIMARY KEY (run_id, generation, position)
+        ) WITHOUT ROWID""")
     db["effects"].create(
         {
             "id": int,
@@ -128,6 +128,25 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
     db["effects"].create_index(["run_id", "generation", "position"], unique=True)
     db["effects"].create_index(["key", "state"])
+    db["approvals"].create(
+        {
+            "id": int,
+            "run_id": str,
+            "generation": int,
+            "position": int,
+            "name": str,
+            "question": str,
+            "asked_at": float,
+            "decision": str,         # approved | denied; null while a person has not answered
+            "note": str,
+            "decided_by": str,
+            "decided_at": float,
+        },
+        pk="id",
+        foreign_keys=[("run_id", "runs", "id")],
+        not_null=["run_id", "generation", "position", "name", "question", "asked_at"],
+    )
+    db["approvals"].create_index(["run_id", "generation", "position"], unique=True)
     db["events"].create(
         {
             "id": int,

@@ -1,0 +1,53 @@
+"""Durable waits: a sleeping run or one waiting for a person is a row with a wake time or a
+question, and no process stays alive. The wait is journaled, so a resumed run keeps its place."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..store.approvals import approval_at, ask
+from ..store.events import add_event
+from .clock import iso, now, parse_instant
+from .outcomes import Suspend
+
+if TYPE_CHECKING:
+    from .context import Context
+
+
+def _instant(when: float | str | datetime) -> float:
+    if isinstance(when, datetime):
+        return when.timestamp() if when.tzinfo else parse_instant(when.isoformat())
+    if isinstance(when, str):
+        return parse_instant(when)
+    return float(when)
+
+
+def sleep_until(ctx: Context, name: str, when: float | str | datetime) -> None:
+    position, recorded, value = ctx._next(name)
+    if not recorded:
+        value = ctx._record(position, name, "sleep", {"wake_at": _instant(when)}, now(), 0.0)
+    wake_at = value["wake_at"]
+    if now() < wake_at:
+        raise Suspend("waiting", "sleep", f"sleeping at {name} until {iso(wake_at)}", wake_at=wake_at)
+
+
+def sleep(ctx: Context, name: str, seconds: float) -> None:
+    sleep_until(ctx, name, now() + seconds if not ctx._is_recorded(ctx.position) else 0.0)
+
+
+def approval(ctx: Context, name: str, question: str) -> dict:
+    position, recorded, value = ctx._next(name)
+    if recorded:
+        return value
+    with ctx.write() as conn:
+        row = approval_at(conn, ctx.run_id, ctx.generation, position)
+        if row is None:
+            row = ask(conn, ctx.run_id, ctx.generation, position, name, question, now())
+            add_event(conn, ctx.run_id, now(), "approval", f"{name}: asks {question!r}", ctx.worker, ctx.fence)
+    if row["decision"] is None:
+        raise Suspend("waiting", "approval",
+                      f"needs a person: {question} (tui-agent approve {ctx.run_id} [--deny] [--note TEXT])")
+    decision = {"approved": row["decision"] == "approved", "note": row["note"], "by": row["decided_by"],
+                "at": iso(row["decided_at"])}
+    return ctx._record(position, name, "approval", decision, now(), 0.0)

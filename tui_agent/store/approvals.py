@@ -1,0 +1,40 @@
+"""Questions a run waits on until a person answers; the answer is journaled when the run resumes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .db import Store
+
+
+def _row(cursor: sqlite3.Cursor) -> dict | None:
+    found = cursor.fetchone()
+    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+
+
+def approval_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
+    return _row(conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position = ?",
+                             (run_id, generation, position)))
+
+
+def ask(conn: sqlite3.Connection, run_id: str, generation: int, position: int, name: str, question: str,
+        now: float) -> dict:
+    conn.execute("INSERT INTO approvals (run_id, generation, position, name, question, asked_at)"
+                 " VALUES (?, ?, ?, ?, ?, ?)", (run_id, generation, position, name, question, now))
+    return approval_at(conn, run_id, generation, position)
+
+
+def pending(store: Store, run_id: str, generation: int) -> dict | None:
+    return _row(store.conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ?"
+                                   " AND decision IS NULL ORDER BY position LIMIT 1", (run_id, generation)))
+
+
+def decide(conn: sqlite3.Connection, approval_id: int, decision: str, note: str | None, who: str,
+           now: float) -> None:
+    conn.execute("UPDATE approvals SET decision = ?, note = ?, decided_by = ?, decided_at = ? WHERE id = ?",
+                 (decision, note, who, now, approval_id))
+
+
+def approvals_for(store: Store, run_id: str) -> list[dict]:
+    return list(store.db.query("SELECT * FROM approvals WHERE run_id = ? ORDER BY generation, position",
+                               (run_id,)))
