@@ -161,8 +161,8 @@ def _report_outcome(outcome: Outcome) -> int:
     if outcome.status == "refused":
         click.echo(f"{outcome.run_id} was taken by another worker or a person; see tui-agent show {outcome.run_id}")
         return EXIT_WAITING
-    click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" +
-               (f": {outcome.error}" if outcome.error else ""))
+    detail = outcome.error or (outcome.message if outcome.status in ("waiting", "parked") else None)
+    click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
     if outcome.result is not None:
         click.echo(json.dumps(outcome.result, ensure_ascii=False))
     if outcome.status == "succeeded":
@@ -255,6 +255,63 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | N
     return EXIT_OK
 
 
+note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--deny", is_flag=True, help="Deny instead of approve.")
+@note_option
+@click.pass_obj
+def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
+    """Answer the approval a run waits for; the run goes on with the answer."""
+    run_id = operate.approve(session.store, run_ref, deny, note)
+    click.echo(f"{run_id}: {'denied' if deny else 'approved'}; the run is queued again")
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@note_option
+@click.pass_obj
+def park(session: Session, run_ref: str, note: str | None) -> int:
+    """Stop a run so a person can look at it; resume continues it."""
+    click.echo(f"{operate.park(session.store, run_ref, note)}: parked")
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@note_option
+@click.pass_obj
+def cancel(session: Session, run_ref: str, note: str | None) -> int:
+    """End a run for good."""
+    click.echo(f"{operate.cancel_run(session.store, run_ref, note)}: cancelled")
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
+@click.pass_obj
+def resume(session: Session, run_ref: str, restart: bool) -> int:
+    """Queue a parked run again where it stopped (or from zero with --restart)."""
+    run_id = operate.resume(session.store, run_ref, restart)
+    click.echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--from-step", "from_step", type=click.IntRange(min=0), required=True, metavar="N",
+              help="Keep positions before N; run N and everything after anew.")
+@click.pass_obj
+def fork(session: Session, run_ref: str, from_step: int) -> int:
+    """Make a new run from RUN's journal up to position N; prints the new id."""
+    click.echo(operate.fork(session.store, run_ref, from_step))
+    return EXIT_OK
+
+
 def _age(created: str | None) -> str:
     from .runtime.clock import parse_instant
     seconds = max(0.0, now() - parse_instant(created)) if created else 0.0
@@ -301,6 +358,11 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     click.echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
                + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
     click.echo(f"request   {json.dumps(r['request'], ensure_ascii=False)}")
+    if r["parent_id"]:
+        click.echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
+    for question in report["approvals"]:
+        answer = question["decision"] or "waiting for a person"
+        click.echo(f"approval  {question['name']}: {question['question']} -> {answer}")
     click.echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
     total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
     click.echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")

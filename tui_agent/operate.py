@@ -14,7 +14,12 @@ from .runtime.registry import Registry
 from .store import Store
 from .store.effects import find_effect, set_state
 from .store.events import add_event
-from .store.runs import TERMINAL, cancel, create_run, get_run, requeue, resolve_run
+from .store.approvals import decide as decide_approval
+from .store.approvals import pending as pending_approval
+from .store.runs import TERMINAL, cancel, create_run, get_run, recorded_positions, requeue, resolve_run
+from .store.runs import fork as fork_run
+from .store.runs import park as park_run
+from .store.runs import restart as restart_run
 
 
 def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
@@ -53,7 +58,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str, note: str | None,
             result: str | None = None) -> None:
     at, who = now(), _person()
-    message = f"{effect['name']}: {who} {what}" + (f" ({note})" if note else "")
+    message = _with_note(f"{effect['name']}: {who} {what}", note)
     with store.write() as conn:
         if state is not None:
             fields = {"decided_by": who, "decided_at": at, "note": note}
@@ -93,8 +98,81 @@ def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None 
 def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """A person gives up on the run: cancelled (reason person); the effect stays as it was, on record."""
     run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended", "not_done", "attempted"))
-    at, who = now(), _person()
     with store.write() as conn:
-        cancel(conn, run["id"], f"cancelled: {who} abandoned the run at {effect['name']}"
-               + (f" ({note})" if note else ""), at)
+        cancel(conn, run["id"], _with_note(f"cancelled: {_person()} abandoned the run at {effect['name']}", note),
+               now())
     return run["id"]
+
+
+def _run(store: Store, run_ref: str) -> dict:
+    return get_run(store, resolve_run(store, run_ref))
+
+
+def _with_note(message: str, note: str | None) -> str:
+    return message + (f" ({note})" if note else "")
+
+
+def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = None) -> str:
+    """Answer the question the run waits on; the agent's `ctx.approval` returns the answer on resume."""
+    run = _run(store, run_ref)
+    question = pending_approval(store, run["id"], run["generation"])
+    if run["status"] != "waiting" or run["reason"] != "approval" or question is None:
+        raise UserError(f"run {run['id']} is not waiting for an approval (it is {run['status']}"
+                        + (f": {run['reason']})" if run["reason"] else ")"))
+    at, who = now(), _person()
+    decision = "denied" if deny else "approved"
+    message = _with_note(f"{question['name']}: {decision} by {who}", note)
+    with store.write() as conn:
+        decide_approval(conn, question["id"], decision, note, who, at)
+        add_event(conn, run["id"], at, "decision", message, who)
+        requeue(conn, run["id"], "resumed", f"queued: {message}", at)
+    return run["id"]
+
+
+def park(store: Store, run_ref: str, note: str | None = None) -> str:
+    """Stop a run resumably; a running run's worker is refused at its next write and stops."""
+    run = _run(store, run_ref)
+    if run["status"] in (*TERMINAL, "parked"):
+        raise UserError(f"run {run['id']} is {run['status']} already; nothing to park")
+    with store.write() as conn:
+        park_run(conn, run["id"], _with_note(f"parked by {_person()}", note), now())
+    return run["id"]
+
+
+def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
+    """End a run for good; a running run's worker is refused at its next write and stops."""
+    run = _run(store, run_ref)
+    if run["status"] in TERMINAL:
+        raise UserError(f"run {run['id']} has ended ({run['status']}); nothing to cancel")
+    with store.write() as conn:
+        cancel(conn, run["id"], _with_note(f"cancelled by {_person()}", note), now())
+    return run["id"]
+
+
+def resume(store: Store, run_ref: str, restart: bool = False) -> str:
+    """Re-queue a parked run where it stopped, or with `restart` from zero in a new journal generation."""
+    run = _run(store, run_ref)
+    if restart:
+        if run["status"] not in ("parked", "failed", "cancelled"):
+            raise UserError(f"run {run['id']} is {run['status']}; only a parked, failed or cancelled run can be "
+                            "restarted (park it first)")
+        with store.write() as conn:
+            restart_run(conn, run["id"], f"restarted from zero by {_person()} in generation {{generation}} "
+                        f"(generation {run['generation']} stays readable)", now())
+        return run["id"]
+    if run["status"] != "parked":
+        waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"])
+        hint = f"; it waits for a decision: use {waits_for}" if waits_for else ""
+        raise UserError(f"run {run['id']} is {run['status']}, not parked{hint}")
+    with store.write() as conn:
+        requeue(conn, run["id"], "resumed", f"resumed by {_person()}", now())
+    return run["id"]
+
+
+def fork(store: Store, run_ref: str, from_step: int) -> str:
+    """A new run that keeps the parent's journal before `from_step` and runs the rest anew."""
+    parent = _run(store, run_ref)
+    recorded = recorded_positions(store, parent["id"], parent["generation"])
+    if not 0 <= from_step <= recorded:
+        raise UserError(f"run {parent['id']} has {recorded} recorded positions; --from-step must be 0 to {recorded}")
+    return fork_run(store, parent, from_step, now())

@@ -9,11 +9,12 @@ from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso
 from .runtime.results import decode
 from .store import Store
+from .store.approvals import approvals_for
 from .store.effects import effects_for
 from .store.journal import checkpoint_for, journal_for
 from .store.runs import events_for, get_run, list_runs
 
-_TIMES = ("created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
+_TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at")
 
 
@@ -75,4 +76,5 @@ def run_report(store: Store, run_id: str) -> dict:
         "effects": [_effect(row) for row in effects_for(store, run_id)],
         "events": [_times(e) for e in events_for(store, run_id)],
         "budget": budget_of(run, checkpoint),
+        "approvals": [_times(a) for a in approvals_for(store, run_id)],
     }

@@ -31,6 +31,8 @@ def _settings(request: dict) -> dict:
         "sources": list(SOURCES),
         "service": "dedupe",
         "lookup": True,
+        "approve": False,
+        "send_at": None,
         "delay_s": 0,
         **request,
     }
@@ -112,14 +114,20 @@ def outbox_for(data_dir: Path, settings: dict) -> Outbox:
 
 def nightly_report(ctx: Context, request: dict) -> dict:
     settings = ctx.step("settings", _settings, request)
-    ctx.plan(total_steps=len(settings["sources"]) + 4)
+    ctx.plan(total_steps=len(settings["sources"]) + 4 + bool(settings["approve"]) + bool(settings["send_at"]))
     fetched = [ctx.step(f"fetch:{s}", fetch, str(ctx.data_dir), s, settings) for s in settings["sources"]]
     reply = ctx.model("summarize", messages=[{"role": "user", "content": _prompt(settings, fetched)}],
                       max_tokens=800)
     summary = "".join(block.get("text", "") for block in reply["content"])
     report = ctx.step("write-report", write_report, str(ctx.artifact_dir), settings, summary, fetched)
-    outbox = outbox_for(ctx.data_dir, settings)
     team = settings["team"]
+    if settings["approve"]:
+        answer = ctx.approval("approve", f"Send the nightly report for {team} on {settings['date']}? ({report})")
+        if not answer["approved"]:
+            return {"report": report, "email": None, "denied": answer["note"] or f"denied by {answer['by']}"}
+    if settings["send_at"]:
+        ctx.sleep_until("send-at", settings["send_at"])
+    outbox = outbox_for(ctx.data_dir, settings)
 
     def send(key: str) -> dict:
         _pause(settings)

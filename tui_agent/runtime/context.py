@@ -7,6 +7,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -17,6 +18,7 @@ from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry
 from ..store.runs import check_fence
 from .clock import now
 from .faults import crash_point
+from . import waits
 from .effects import perform
 from .outcomes import CodeChanged, StepFailed
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
@@ -164,6 +166,18 @@ class Context:
                       output_tokens=int(usage.get("output_tokens") or 0),
                       cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
         return self._record(position, name, "model", reply, started_at, duration, spent, cost)
+
+    def sleep(self, name: str, seconds: float) -> None:
+        """Wait `seconds` with no process alive: the run waits (reason sleep) and any later worker wakes it."""
+        waits.sleep(self, name, seconds)
+
+    def sleep_until(self, name: str, when: float | str | datetime) -> None:
+        """Wait until `when` (epoch seconds, an ISO-8601 instant or an aware datetime), durably."""
+        waits.sleep_until(self, name, when)
+
+    def approval(self, name: str, question: str) -> dict:
+        """Wait for a person to approve or deny; returns {approved, note, by, at}."""
+        return waits.approval(self, name, question)
 
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,

@@ -3,6 +3,7 @@ question, and no process stays alive. The wait is journaled, so a resumed run ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -23,17 +24,22 @@ def _instant(when: float | str | datetime) -> float:
     return float(when)
 
 
-def sleep_until(ctx: Context, name: str, when: float | str | datetime) -> None:
+def _wait(ctx: Context, name: str, wake_at: Callable[[], float]) -> None:
+    """Journal the wake time on the first pass; until it comes, every pass hands the run back."""
     position, recorded, value = ctx._next(name)
     if not recorded:
-        value = ctx._record(position, name, "sleep", {"wake_at": _instant(when)}, now(), 0.0)
-    wake_at = value["wake_at"]
-    if now() < wake_at:
-        raise Suspend("waiting", "sleep", f"sleeping at {name} until {iso(wake_at)}", wake_at=wake_at)
+        value = ctx._record(position, name, "sleep", {"wake_at": wake_at()}, now(), 0.0)
+    if now() < value["wake_at"]:
+        raise Suspend("waiting", "sleep", f"sleeping at {name} until {iso(value['wake_at'])}",
+                      wake_at=value["wake_at"])
 
 
 def sleep(ctx: Context, name: str, seconds: float) -> None:
-    sleep_until(ctx, name, now() + seconds if not ctx._is_recorded(ctx.position) else 0.0)
+    _wait(ctx, name, lambda: now() + seconds)
+
+
+def sleep_until(ctx: Context, name: str, when: float | str | datetime) -> None:
+    _wait(ctx, name, lambda: _instant(when))
 
 
 def approval(ctx: Context, name: str, question: str) -> dict:

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..store import Claim, FenceRefused, Store
 from ..store.journal import load_checkpoint, load_entries
-from ..store.runs import claim_next, get_run, settle_run
+from ..store.events import add_event
+from ..store.runs import check_fence, claim_next, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..models import provider_for
 from .clock import now
@@ -35,6 +36,7 @@ class Outcome:
     reason: str | None
     result: Any = None
     error: str | None = None
+    message: str | None = None
 
 
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None) -> Outcome:
@@ -51,9 +53,11 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                 inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}", inline)
         settle_run(store, claim, status=status, reason=reason, message=message, now=now(),
                    result=inline, result_artifact=artifact, error=error, wake_at=wake_at)
-        return Outcome(claim.run_id, status, reason, result, error)
+        return Outcome(claim.run_id, status, reason, result, error, message)
 
     try:
+        if run["code_version"] != agent.code_version:
+            _note_new_code(store, claim, run, agent)
         checkpoint = load_checkpoint(store, claim.run_id)
         if checkpoint.schema_version != CHECKPOINT_SCHEMA:
             return settle("parked", "checkpoint_schema",
@@ -91,6 +95,19 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     except SimulatedCrash:
         store.drop()
         raise
+
+
+def _note_new_code(store: Store, claim: Claim, run: dict, agent) -> None:
+    """A changed code version alone is shown, not refused: replay by name decides whether it still fits."""
+    at = now()
+    with store.write() as conn:
+        check_fence(conn, claim.run_id, claim.fence, at, None)
+        conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
+                     (agent.code_version, agent.version, claim.run_id))
+        add_event(conn, claim.run_id, at, "code_version",
+                  f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
+                  + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
+                     else "") + ")", claim.worker, claim.fence)
 
 
 def work_due(store: Store, registry: Registry, worker: str, lease_s: float = DEFAULT_LEASE_S,

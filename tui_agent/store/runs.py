@@ -103,6 +103,8 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     )
     if status == "running":
         add_event(conn, run_id, now, "lease_expired", f"lease of {previous} expired", previous, fence - 1)
+    elif status == "waiting":
+        add_event(conn, run_id, now, "woke", "woke: its wait is over")
     add_event(conn, run_id, now, "claimed", f"claimed by {worker} (attempt {attempt}, fence {fence})", worker, fence)
     return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
 
@@ -189,3 +191,59 @@ def cancel(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> N
                  " lease_expires_at = NULL, wake_at = NULL, finished_at = ?, updated_at = ? WHERE id = ?",
                  (now, now, run_id))
     add_event(conn, run_id, now, "cancelled", message)
+
+
+def park(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> None:
+    """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
+    conn.execute("UPDATE runs SET status = 'parked', reason = 'person', fence = fence + 1, worker = NULL,"
+                 " lease_expires_at = NULL, wake_at = NULL, updated_at = ? WHERE id = ?", (now, run_id))
+    add_event(conn, run_id, now, "parked", message)
+
+
+def restart(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> int:
+    """Inside a write: queue the run from position 0 in a new journal generation; the old one stays readable."""
+    conn.execute("UPDATE runs SET generation = generation + 1, status = 'queued', reason = 'resumed',"
+                 " fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL, result = NULL,"
+                 " result_artifact = NULL, error = NULL, finished_at = NULL, updated_at = ? WHERE id = ?",
+                 (now, run_id))
+    generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
+                 " next_input = NULL, plan_revision = 0, updated_at = ? WHERE run_id = ?",
+                 (generation, CHECKPOINT_SCHEMA, now, run_id))
+    add_event(conn, run_id, now, "queued", message.format(generation=generation))
+    return generation
+
+
+def fork(store: Store, parent: dict, from_step: int, now: float) -> str:
+    """A new run holding the parent's journal entries before `from_step`; the parent is not changed."""
+    with store.write() as conn:
+        run_id = _new_id(conn)
+        conn.execute(
+            "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
+            " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
+            " SELECT ?, agent, agent_version, code_version, request, budget, model, 'queued', 'new', 0, 0, 1, id, ?,"
+            " ?, ?, ? FROM runs WHERE id = ?",
+            (run_id, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
+        conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
+                     " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
+                     (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
+        conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+                     " started_at, duration_s, fence, cost_usd) SELECT ?, 1, position, name, kind, result, artifact,"
+                     " attempts, started_at, duration_s, 0, cost_usd FROM journal"
+                     " WHERE run_id = ? AND generation = ? AND position < ?",
+                     (run_id, parent["id"], parent["generation"], from_step))
+        conn.execute("INSERT INTO effects (run_id, generation, position, name, key, state, attempts, result,"
+                     " has_lookup, dedupe_ttl_s, lookup_ttl_s, service, done_by, fence, created_at, updated_at)"
+                     " SELECT ?, 1, position, name, key, state, 0, result, has_lookup, dedupe_ttl_s, lookup_ttl_s,"
+                     " service, run_id, 0, ?, ? FROM effects"
+                     " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'confirmed'",
+                     (run_id, now, now, parent["id"], parent["generation"], from_step))
+        add_event(conn, run_id, now, "queued", f"forked from {parent['id']} at position {from_step} "
+                  f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
+        add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
+        return run_id
+
+
+def recorded_positions(store: Store, run_id: str, generation: int) -> int:
+    return store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
+                              (run_id, generation)).fetchone()[0]
