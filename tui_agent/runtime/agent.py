@@ -34,11 +34,13 @@ class Budget:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential back-off with full jitter, for temporary errors only."""
+    """Exponential back-off with full jitter, for temporary errors only. A back-off longer than
+    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker."""
 
     attempts: int = 3
     base_s: float = 1.0
     cap_s: float = 60.0
+    wait_over_s: float = 30.0
 
 
 @dataclass(eq=False)

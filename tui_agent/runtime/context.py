@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -14,13 +15,17 @@ from typing import Any
 
 from ..models import Provider, cost_usd
 from ..store import Claim, Store
-from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry
+from ..store.events import add_event
+from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry, record_failed_attempt
 from ..store.runs import check_fence
 from .clock import now
 from .faults import crash_point
 from . import waits
 from .effects import perform
-from .outcomes import CodeChanged, StepFailed
+from .agent import RetryPolicy
+from .control import RunControl
+from .outcomes import CodeChanged, StepFailed, Suspend
+from .retry import backoff_s, is_temporary
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
 
 _UNSET = object()
@@ -31,7 +36,8 @@ StepObserver = Callable[["Context", int, str, bool], None]
 
 class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
-                 entries: list[tuple], provider: Provider, on_step: StepObserver | None = None) -> None:
+                 entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
+                 retry: RetryPolicy = RetryPolicy(), control: RunControl | None = None) -> None:
         self.run_id = claim.run_id
         self.attempt = claim.attempt
         self.fence = claim.fence
@@ -49,6 +55,8 @@ class Context:
         self._position = 0
         self._model_calls = 0
         self._on_step = on_step
+        self._retry = retry
+        self._control = control
         self._renew_at = claim.claimed_at + claim.lease_s / 2
 
     @property
@@ -77,6 +85,8 @@ class Context:
 
     def _next(self, name: str) -> tuple[int, bool, Any]:
         """Take the next position; (position, recorded?, recorded value)."""
+        if self._control is not None:
+            self._control.check()
         position = self._position
         self._position = position + 1
         if position >= len(self._entries):
@@ -89,8 +99,37 @@ class Context:
             self._on_step(self, position, name, True)
         return position, True, value
 
+    def _attempt(self, position: int, name: str, call: Callable[[], Any]) -> tuple[Any, int, float, float]:
+        """Call until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
+        started_at, duration). Failed attempts are committed, so a crash does not reset the count."""
+        attempts = self._checkpoint.step_attempts
+        self._checkpoint.step_attempts = 0
+        while True:
+            started_at = now()
+            t0 = perf_counter()
+            try:
+                return call(), attempts + 1, started_at, perf_counter() - t0
+            except Exception as e:
+                attempts += 1
+                if not is_temporary(e) or attempts >= self._retry.attempts:
+                    raise StepFailed(position, name, e, attempts) from e
+                delay = backoff_s(self._retry, attempts)
+                at = now()
+                with self.write(at) as conn:
+                    record_failed_attempt(conn, self.run_id, attempts, at)
+                    add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
+                              f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
+                if delay > self._retry.wait_over_s:
+                    raise Suspend("waiting", "retry", f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
+                                  wake_at=at + delay) from None
+                if self._control is not None:
+                    self._control.pause(delay)
+                else:
+                    time.sleep(delay)
+
     def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
-                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None) -> Any:
+                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
+                attempts: int = 1) -> Any:
         """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
         value as a replay will see it, after the JSON round trip."""
         encoded = encode(value, f"{kind} {name!r}")
@@ -102,8 +141,8 @@ class Context:
         with self._store.write() as conn:
             if at > self._renew_at:  # less than half the lease is left: renew it in this commit
                 self._renew(conn, at)
-            add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact, 1,
-                      started_at, duration_s, self._checkpoint, at, usage, cost)
+            add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
+                      attempts, started_at, duration_s, self._checkpoint, at, usage, cost)
             if also is not None:
                 also(conn)
         if self._on_step is not None:
@@ -129,15 +168,9 @@ class Context:
         if recorded:
             return value
         crash_point("before-step")
-        started_at = now()
-        t0 = perf_counter()
-        try:
-            value = fn(*args, **kwargs)
-        except Exception as e:
-            raise StepFailed(position, name, e) from e
-        duration = perf_counter() - t0
+        value, attempts, started_at, duration = self._attempt(position, name, lambda: fn(*args, **kwargs))
         crash_point("after-step")
-        value = self._record(position, name, "step", value, started_at, duration)
+        value = self._record(position, name, "step", value, started_at, duration, attempts=attempts)
         crash_point("after-step-commit")
         return value
 
@@ -149,14 +182,8 @@ class Context:
         self._model_calls += 1
         if recorded:
             return value
-        started_at = now()
-        t0 = perf_counter()
-        try:
-            reply = self.provider.create(model=model, messages=messages, max_tokens=max_tokens, system=system,
-                                         tools=tools, call_index=call_index)
-        except Exception as e:
-            raise StepFailed(position, name, e) from e
-        duration = perf_counter() - t0
+        reply, attempts, started_at, duration = self._attempt(position, name, lambda: self.provider.create(
+            model=model, messages=messages, max_tokens=max_tokens, system=system, tools=tools, call_index=call_index))
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
         spent = Usage(model_calls=1,
@@ -165,7 +192,7 @@ class Context:
                       + int(usage.get("cache_read_input_tokens") or 0),
                       output_tokens=int(usage.get("output_tokens") or 0),
                       cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
-        return self._record(position, name, "model", reply, started_at, duration, spent, cost)
+        return self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts)
 
     def sleep(self, name: str, seconds: float) -> None:
         """Wait `seconds` with no process alive: the run waits (reason sleep) and any later worker wakes it."""

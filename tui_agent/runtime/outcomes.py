@@ -12,9 +12,10 @@ class CodeChanged(Exception):
 
 
 class StepFailed(Exception):
-    def __init__(self, position: int, name: str, error: BaseException) -> None:
-        super().__init__(f"step {position} {name!r} raised {type(error).__name__}: {error}")
-        self.position, self.name, self.error = position, name, error
+    def __init__(self, position: int, name: str, error: BaseException, attempts: int = 1) -> None:
+        tries = f" (attempt {attempts}, the last allowed)" if attempts > 1 else ""
+        super().__init__(f"step {position} {name!r} raised {type(error).__name__}: {error}{tries}")
+        self.position, self.name, self.error, self.attempts = position, name, error, attempts
 
 
 class Suspend(BaseException):

@@ -15,6 +15,7 @@ from ..store.schema import CHECKPOINT_SCHEMA
 from ..models import provider_for
 from .clock import now
 from .context import Context, StepObserver
+from .control import RunControl
 from .faults import SimulatedCrash
 from .outcomes import CodeChanged, StepFailed, Suspend
 from .registry import Registry
@@ -39,7 +40,8 @@ class Outcome:
     message: str | None = None
 
 
-def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None) -> Outcome:
+def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
+            control: RunControl | None = None) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced."""
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
@@ -65,7 +67,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                           f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
         ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
                       load_entries(store, claim.run_id, claim.generation),
-                      provider_for(run["model"] or "scripted", agent.script), on_step)
+                      provider_for(run["model"] or "scripted", agent.script), on_step, agent.retry, control)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, f"agent {agent.name!r}")

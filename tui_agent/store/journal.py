@@ -19,6 +19,7 @@ class Checkpoint:
     total_steps: int | None
     next_input: str | None
     plan_revision: int
+    step_attempts: int = 0
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,17 @@ _INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, resul
 # The fence is checked by the checkpoint's own UPDATE, so a step writes two pages: the checkpoint and the journal.
 _FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
 _CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-               " used_steps = used_steps + 1, updated_at = ?" + _FENCED)
+               " step_attempts = 0, used_steps = used_steps + 1, updated_at = ?" + _FENCED)
 _CHECKPOINT_USAGE = (
     "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-    " used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
+    " step_attempts = 0, used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
     " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, updated_at = ?" + _FENCED)
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
     row = store.conn.execute("SELECT schema_version, generation, current_step, total_steps, next_input,"
-                             " plan_revision FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()
+                             " plan_revision, step_attempts FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()
     return Checkpoint(*row)
 
 
@@ -79,6 +80,11 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
         raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd))
+
+
+def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, now: float) -> None:
+    """Inside a fenced write: how many attempts the current step has used up."""
+    conn.execute("UPDATE checkpoints SET step_attempts = ?, updated_at = ? WHERE run_id = ?", (attempts, now, run_id))
 
 
 def journal_for(store: Store, run_id: str) -> list[dict]:

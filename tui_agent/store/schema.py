@@ -67,6 +67,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             "used_effects": int,
             "used_wall_s": float,
             "unpriced_calls": int,   # model calls whose cost is unknown: never shown as a silent zero
+            "step_attempts": int,    # failed attempts of the step at current_step, so a crash does not reset them
             "updated_at": float,
         },
         pk="run_id",
@@ -76,6 +77,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             "current_step": 0, "plan_revision": 0, "used_steps": 0, "used_model_calls": 0,
             "used_input_tokens": 0, "used_output_tokens": 0, "used_cost_usd": 0.0,
             "used_tool_calls": 0, "used_effects": 0, "used_wall_s": 0.0, "unpriced_calls": 0,
+            "step_attempts": 0,
         },
     )
     # WITHOUT ROWID: the primary key is the table, so a step writes one b-tree, not a table and an index.
@@ -128,6 +130,20 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
     db["effects"].create_index(["run_id", "generation", "position"], unique=True)
     db["effects"].create_index(["key", "state"])
+    db["workers"].create(
+        {
+            "name": str,
+            "pid": int,
+            "host": str,
+            "concurrency": int,
+            "lease_s": float,
+            "started_at": float,
+            "heartbeat_at": float,   # heartbeats update this and the leases; they are not events
+            "stopped_at": float,
+        },
+        pk="name",
+        not_null=["pid", "host", "started_at", "heartbeat_at"],
+    )
     db["approvals"].create(
         {
             "id": int,

@@ -1,0 +1,23 @@
+"""Retries for temporary errors only: exponential back-off with full jitter, the attempt count
+kept in the checkpoint (a crash between attempts does not reset it), and a long back-off turned
+into a durable wait instead of a held worker."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from ..errors import PermanentError, TemporaryError
+from .agent import RetryPolicy
+
+TEMPORARY = (TemporaryError, TimeoutError, ConnectionError)
+
+
+def is_temporary(error: BaseException) -> bool:
+    """Timeouts, dropped connections and what a provider calls temporary; anything else fails at once."""
+    return isinstance(error, TEMPORARY) and not isinstance(error, PermanentError)
+
+
+def backoff_s(policy: RetryPolicy, attempt: int, rng: Callable[[], float] = random.random) -> float:
+    """The wait after failed attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^(attempt-1))]."""
+    return rng() * min(policy.cap_s, policy.base_s * 2 ** (attempt - 1))
