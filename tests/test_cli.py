@@ -97,7 +97,7 @@ def test_a_failed_run_exits_1_with_its_error(invoke):
     (["frobnicate"], "No such command"),
     (["run"], "Missing argument 'AGENT'"),
     (["--durability", "sometimes", "ls"], "--durability"),
-    (["worker"], "--once"),
+    (["worker", "--concurrency", "0"], "--concurrency"),
 ])
 def test_user_mistakes_are_one_line_and_exit_2(invoke, args, words):
     result = invoke(*args)
@@ -158,3 +158,10 @@ def test_nightly_report_journals_the_model_reply_with_its_cost(invoke):
 def test_a_bad_model_spec_is_a_usage_error(invoke):
     result = invoke("start", "hello", "--model", "gpt-9")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["agents", "start", "run", "worker", "workers", "ls", "show", "resume", "park",
+                                     "cancel", "approve", "reconcile", "fork"])
+def test_every_operator_command_exists(invoke, command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0 and f"Usage: cli {command}" in result.stdout

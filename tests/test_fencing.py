@@ -86,8 +86,7 @@ def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
     assert second is not None and second.run_id == run_id
     assert (second.attempt, second.fence) == (2, first.fence + 1)
     kinds = [(e["kind"], e["message"]) for e in events_for(store, run_id)]
-    assert ("lease_expired", "lease of w-a expired") in kinds
-    assert kinds[-1] == ("claimed", f"claimed by w-b (attempt 2, fence {second.fence})")
+    assert kinds[-1] == ("takeover", f"lease of w-a expired; claimed by w-b (attempt 2, fence {second.fence})")
 
 
 def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +16,16 @@ import click
 from . import __version__, operate
 from .errors import UserError
 from .operate import start as start_run
-from .report import run_report, runs_listing
+from .report import iso_times, run_report, runs_listing
 from .runtime.clock import iso, now
 from .runtime.registry import Registry, load_registry
-from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, work_due, worker_name
+from .runtime.heartbeat import Heartbeat
+from .runtime.serve import GRACE_S, serve
+from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
 from .store import Store, open_store
+from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
+from .store.workers import workers_listing
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
@@ -38,6 +46,11 @@ class OneLineErrors(click.Group):
             _fail("aborted", 130)
         except UserError as e:
             _fail(str(e), EXIT_USAGE)
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            _fail(f"the database is busy: another process held its write lock past the {BUSY_TIMEOUT_MS // 1000} s "
+                  "busy timeout; try again", EXIT_WAITING)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
@@ -121,6 +134,7 @@ def agents(session: Session) -> int:
 input_option = click.option("--input", "input_text", default="{}", metavar="JSON|@FILE",
                             help="The request: a JSON object, or @path to a file holding one.")
 key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
+note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
 model_option = click.option("--model", default="scripted", show_default=True, metavar="SPEC",
                             help="The model provider: scripted (offline, built-in script) or scripted:FILE.")
 
@@ -192,32 +206,70 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         return {"succeeded": EXIT_OK, "failed": EXIT_NOT_SUCCEEDED, "cancelled": EXIT_NOT_SUCCEEDED,
                 "parked": EXIT_NOT_SUCCEEDED}.get(row["status"], EXIT_WAITING)
     progress = ProgressLine()
+    heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
     try:
-        outcome = execute(store, registry, claim, progress)
+        outcome = execute(store, registry, claim, progress, heartbeat.hold(claim))
     finally:
         progress.done()
+        heartbeat.close()
     return _report_outcome(outcome)
 
 
 @cli.command()
-@click.option("--once", is_flag=True, help="Work every due run, then exit.")
-@click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
-              help="Seconds a claim lasts; renewed at every step.")
+@click.option("--once", is_flag=True, help="Work every due run, then exit (for a timer).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True, help="Runs worked at once.")
+@click.option("--lease", type=click.FloatRange(min=0.3), default=DEFAULT_LEASE_S, show_default=True,
+              help="Seconds a claim lasts without a heartbeat; heartbeats come every third of it.")
+@click.option("--grace", type=click.FloatRange(min=0), default=GRACE_S, show_default=True,
+              help="On SIGTERM or SIGINT, seconds to let each run finish its current step.")
 @click.option("--name", default=None, help="This worker's name (default: a short random one).")
 @click.pass_obj
-def worker(session: Session, once: bool, lease: float, name: str | None) -> int:
-    """Claim due runs and work them."""
-    if not once:
-        raise UserError("only 'worker --once' exists so far: it works every due run and exits; "
-                        "run it from a timer for now")
+def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None) -> int:
+    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due."""
     name = name or worker_name()
-    outcomes = work_due(session.store, session.registry, name, lease,
-                        on_claim=lambda c: click.echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
-                                                      f"fence {c.fence})", err=True))
-    for outcome in outcomes:
-        _report_outcome(outcome)
-    if not outcomes:
+    store = session.store  # validates the database before anything starts
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    if not once:
+        click.echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
+                   "SIGTERM or ctrl+c stops it", err=True)
+    outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
+                     lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
+                     on_claim=lambda c: click.echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
+                                                   f"fence {c.fence})", err=True))
+    if once and not outcomes:
         click.echo(f"{name}: no run is due", err=True)
+    if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_OK)
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@click.pass_obj
+def workers(session: Session, as_json: bool) -> int:
+    """List workers, the runs each holds, lease time left and fence."""
+    rows = workers_listing(session.store)
+    at = now()
+    for row in rows:
+        alive = row["stopped_at"] is None and at - row["heartbeat_at"] < row["lease_s"]
+        row["state"] = "stopped" if row["stopped_at"] else ("alive" if alive else "silent")
+        for held in row["runs"]:
+            held["lease_left_s"] = round(held["lease_expires_at"] - at, 1)
+    if as_json:
+        _json_out([iso_times(row) | {"runs": [iso_times(r) for r in row["runs"]]} for row in rows])
+        return EXIT_OK
+    if not rows:
+        click.echo("no workers yet; start one with: tui-agent worker")
+        return EXIT_OK
+    click.echo(f"{'NAME':<10} {'PID':>7}  {'STATE':<8} {'HEARTBEAT':>10}  RUNS")
+    for row in rows:
+        held = ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
+                         for r in row["runs"]) or "-"
+        click.echo(f"{row['name']:<10} {row['pid']:>7}  {row['state']:<8} {at - row['heartbeat_at']:>9.1f}s  {held}")
     return EXIT_OK
 
 
@@ -229,7 +281,7 @@ def worker(session: Session, once: bool, lease: float, name: str | None) -> int:
 @click.option("--ask", "decision", flag_value="ask", help="Have the next worker look the key up at the service.")
 @click.option("--abandon", "decision", flag_value="abandon", help="Give up: cancel the run.")
 @click.option("--result", "result_text", default=None, metavar="JSON", help="With --happened: what it returned.")
-@click.option("--note", default=None, help="Why you decided so (kept in the run's events).")
+@note_option
 @click.pass_obj
 def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | None, result_text: str | None,
               note: str | None) -> int:
@@ -253,9 +305,6 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | N
         run_id = operate.abandon(store, run_ref, effect_ref, note)
         click.echo(f"{run_id}: cancelled")
     return EXIT_OK
-
-
-note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
 
 
 @cli.command()

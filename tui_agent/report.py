@@ -18,12 +18,12 @@ _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "
           "first_attempted_at", "attempted_at", "decided_at")
 
 
-def _times(row: dict) -> dict:
+def iso_times(row: dict) -> dict:
     return {k: iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    return [_times(row) for row in list_runs(store, status)]
+    return [iso_times(row) for row in list_runs(store, status)]
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
@@ -42,7 +42,7 @@ def _effect(row: dict) -> dict:
     shown = {k: v for k, v in row.items() if k not in ("id", "run_id")}
     shown["has_lookup"] = bool(row["has_lookup"])
     shown["result"] = None if row["result"] is None else json.loads(row["result"])
-    return _times(shown)
+    return iso_times(shown)
 
 
 def run_report(store: Store, run_id: str) -> dict:
@@ -69,12 +69,12 @@ def run_report(store: Store, run_id: str) -> dict:
     if shown_checkpoint.get("next_input") is not None:
         shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
     return {
-        "run": _times(shown_run),
-        "checkpoint": _times(shown_checkpoint),
+        "run": iso_times(shown_run),
+        "checkpoint": iso_times(shown_checkpoint),
         "steps": steps,
         "journal": entries,
         "effects": [_effect(row) for row in effects_for(store, run_id)],
-        "events": [_times(e) for e in events_for(store, run_id)],
+        "events": [iso_times(e) for e in events_for(store, run_id)],
         "budget": budget_of(run, checkpoint),
-        "approvals": [_times(a) for a in approvals_for(store, run_id)],
+        "approvals": [iso_times(a) for a in approvals_for(store, run_id)],
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 POINTS = {
@@ -73,10 +74,12 @@ def crash_point(point: str) -> None:
         armed.passes += 1
         if armed.passes != armed.nth:
             continue
+        # Signalled to this thread, not the process: a process-directed signal may be taken by
+        # another thread while this one runs on into its next commit.
         if armed.action == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
+            signal.pthread_kill(threading.get_ident(), signal.SIGKILL)
         elif armed.action == "pause":
-            os.kill(os.getpid(), signal.SIGSTOP)
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         else:
             raise SimulatedCrash(point)
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..store import Claim, FenceRefused, Store
 from ..store.journal import load_checkpoint, load_entries
 from ..store.events import add_event
-from ..store.runs import check_fence, claim_next, get_run, settle_run
+from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..models import provider_for
 from .clock import now
@@ -110,14 +110,3 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent) -> None:
                   f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
                      else "") + ")", claim.worker, claim.fence)
-
-
-def work_due(store: Store, registry: Registry, worker: str, lease_s: float = DEFAULT_LEASE_S,
-             on_step: StepObserver | None = None, on_claim=None) -> list[Outcome]:
-    """`worker --once`: claim due runs of the agents this process knows and work them until none is due."""
-    outcomes = []
-    while (claim := claim_next(store, worker, lease_s, registry.names(), now())) is not None:
-        if on_claim is not None:
-            on_claim(claim)
-        outcomes.append(execute(store, registry, claim, on_step))
-    return outcomes

@@ -19,7 +19,6 @@ import sqlite_utils
 from ..errors import UserError
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 15_000
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
@@ -38,14 +37,14 @@ def data_dir_for(path: Path) -> Path:
 
 
 def _read_version(path: Path) -> int:
-    """Schema version of an existing file, read without writing to it."""
-    size = path.stat().st_size
-    if size == 0:
+    """Schema version of an existing file, read through a read-only SQLite connection.
+
+    Never through Python's own open(): closing any descriptor of the database file drops every
+    POSIX lock this process holds on it, so another process could take the file as unused and
+    checkpoint or delete the WAL under our open connections.
+    """
+    if path.stat().st_size == 0:
         raise StoreError(f"{path} is an empty file, not a tui-agent database; remove it or pass another --db")
-    with path.open("rb") as f:
-        header = f.read(len(SQLITE_HEADER))
-    if header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a SQLite database; pass another --db")
     try:
         ro = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -57,8 +56,8 @@ def _read_version(path: Path) -> int:
             raise StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); "
                              "pass another --db") from None
         raise StoreError(f"{path} cannot be read ({e})") from None
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"{path} is damaged or not a database ({e}); pass another --db") from None
+    except sqlite3.DatabaseError:
+        raise StoreError(f"{path} is not a SQLite database; pass another --db") from None
     finally:
         ro.close()
     if row is None or not str(row[0]).isdigit():

@@ -101,11 +101,13 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
         (worker, now + lease_s, fence, attempt, now, now, run_id),
     )
+    claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == "running":
-        add_event(conn, run_id, now, "lease_expired", f"lease of {previous} expired", previous, fence - 1)
-    elif status == "waiting":
+        add_event(conn, run_id, now, "takeover", f"lease of {previous} expired; {claimed}", worker, fence)
+        return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
+    if status == "waiting":
         add_event(conn, run_id, now, "woke", "woke: its wait is over")
-    add_event(conn, run_id, now, "claimed", f"claimed by {worker} (attempt {attempt}, fence {fence})", worker, fence)
+    add_event(conn, run_id, now, "claimed", claimed, worker, fence)
     return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
@@ -119,6 +121,14 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND agent IN ({marks})"
                            " ORDER BY created_at LIMIT 1", params).fetchone()
         return _take(conn, row, worker, lease_s, now) if row else None
+
+
+def any_due(store: Store, agents: list[str], now: float) -> bool:
+    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
+    marks = ", ".join("?" for _ in agents)
+    sql = _DUE.replace(":now", "?")
+    return bool(agents) and store.conn.execute(
+        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (now, now, *agents)).fetchone() is not None
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float) -> Claim | None:

@@ -1,0 +1,85 @@
+"""The worker process: claims due runs, works up to N at once (a thread and a connection each),
+keeps their leases alive with one heartbeat thread, and on a stop signal finishes each run's
+current step, hands the runs back and exits."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from ..store import Claim, open_store
+from ..store.runs import any_due, claim_next
+from ..store.workers import release
+from .clock import now
+from .heartbeat import Heartbeat
+from .registry import Registry
+from .worker import DEFAULT_LEASE_S, Outcome, execute
+
+GRACE_S = 30.0
+
+
+def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
+          lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
+          stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
+          on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], int]:
+    """Work due runs until `stop` is set (or, with `once`, until none is due and all are done).
+    Returns the outcomes and how many runs were still inside a step when the grace period ended
+    (their threads cannot be stopped, so the caller should exit the process)."""
+    stop = stop or threading.Event()
+    poll_s = min(0.5, lease_s / 3)
+    store = open_store(db_path, durability)
+    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency)
+    local = threading.local()
+    outcomes: list[Outcome] = []
+    active: dict[Future, Claim] = {}
+
+    def work(claim: Claim, control) -> Outcome:
+        if not hasattr(local, "store"):
+            local.store = open_store(db_path, durability)
+        try:
+            return execute(local.store, registry, claim, control=control)
+        finally:
+            heartbeat.drop(claim)
+
+    def collect(done) -> None:
+        for future in done:
+            active.pop(future)
+            outcomes.append(future.result())
+            if on_outcome is not None:
+                on_outcome(outcomes[-1])
+
+    pool = ThreadPoolExecutor(concurrency, thread_name_prefix=name)
+    late: set[Future] = set()
+    try:
+        while not stop.is_set():
+            collect([f for f in active if f.done()])
+            claimed = False
+            while len(active) < concurrency and any_due(store, registry.names(), now()):
+                claim = claim_next(store, name, lease_s, registry.names(), now())
+                if claim is None:
+                    break
+                claimed = True
+                if on_claim is not None:
+                    on_claim(claim)
+                active[pool.submit(work, claim, heartbeat.hold(claim))] = claim
+            if once and not claimed and not active:
+                break
+            if not claimed:
+                if active:
+                    wait(active, timeout=poll_s, return_when=FIRST_COMPLETED)
+                else:
+                    stop.wait(poll_s)
+        for control in heartbeat.controls():
+            control.release(f"released by {name} (shutting down); claimable now")
+        done, late = wait(active, timeout=grace_s)
+        collect(done)
+        for future in late:  # still inside a step after the grace period: hand it back with a new fence
+            claim = active[future]
+            release(store, claim.run_id, claim.fence, name, "its step outlived the grace period", now())
+    finally:
+        heartbeat.close()
+        store.close()
+        pool.shutdown(wait=False, cancel_futures=True)
+    return outcomes, len(late)
