@@ -18,6 +18,6 @@ def is_temporary(error: BaseException) -> bool:
     return isinstance(error, TEMPORARY) and not isinstance(error, PermanentError)
 
 
-def backoff_s(policy: RetryPolicy, attempt: int, rng: Callable[[], float] = random.random) -> float:
+def backoff_s(policy: RetryPolicy, attempt: int, rng: Callable[[], float] | None = None) -> float:
     """The wait after failed attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^(attempt-1))]."""
-    return rng() * min(policy.cap_s, policy.base_s * 2 ** (attempt - 1))
+    return (rng or random.random)() * min(policy.cap_s, policy.base_s * 2 ** (attempt - 1))
