@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store
-
-
-def _row(cursor: sqlite3.Cursor) -> dict | None:
-    found = cursor.fetchone()
-    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+from .db import Store, one_row
 
 
 def approval_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
-    return _row(conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position = ?",
+    return one_row(conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position = ?",
                              (run_id, generation, position)))
 
 
@@ -25,7 +20,7 @@ def ask(conn: sqlite3.Connection, run_id: str, generation: int, position: int, n
 
 
 def pending(store: Store, run_id: str, generation: int) -> dict | None:
-    return _row(store.conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ?"
+    return one_row(store.conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ?"
                                    " AND decision IS NULL ORDER BY position LIMIT 1", (run_id, generation)))
 
 

@@ -69,6 +69,12 @@ def _read_version(path: Path) -> int:
     return version
 
 
+def one_row(cursor: sqlite3.Cursor) -> dict | None:
+    """The cursor's next row as a dict of column names, or None."""
+    found = cursor.fetchone()
+    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+
+
 def _migrate(db: sqlite_utils.Database, start: int) -> None:
     for version in range(start, SCHEMA_VERSION):
         MIGRATIONS[version](db)

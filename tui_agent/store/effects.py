@@ -5,30 +5,25 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store
+from .db import Store, one_row
 from .runs import RunNotFound
 
 IN_DOUBT = ("attempted", "unknown")
 
 
-def _row(cursor: sqlite3.Cursor) -> dict | None:
-    found = cursor.fetchone()
-    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
-
-
 def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
-    return _row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
+    return one_row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
                              (run_id, generation, position)))
 
 
 def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
     """The ledger is unique by key: a confirmed row anywhere in the database means done."""
-    return _row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = 'confirmed' AND id != ?"
+    return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = 'confirmed' AND id != ?"
                              " ORDER BY id LIMIT 1", (key, except_id)))
 
 
 def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
-    return _row(conn.execute("SELECT * FROM effects WHERE key = ? AND state IN ('attempted', 'unknown')"
+    return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state IN ('attempted', 'unknown')"
                              " AND id != ? ORDER BY id LIMIT 1", (key, except_id)))
 
 

@@ -7,7 +7,7 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
-from .db import Store, StoreError
+from .db import Store, StoreError, one_row
 from .events import add_event
 from .schema import CHECKPOINT_SCHEMA
 
@@ -163,12 +163,10 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
 
 
 def get_run(store: Store, run_id: str) -> dict:
-    row = store.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,))
-    keys = [d[0] for d in row.description]
-    found = row.fetchone()
+    found = one_row(store.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)))
     if found is None:
         raise RunNotFound(f"no run {run_id}")
-    return dict(zip(keys, found))
+    return found
 
 
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
