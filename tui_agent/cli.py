@@ -134,6 +134,8 @@ def agents(session: Session) -> int:
 input_option = click.option("--input", "input_text", default="{}", metavar="JSON|@FILE",
                             help="The request: a JSON object, or @path to a file holding one.")
 key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
+budget_option = click.option("--budget", "budget_specs", multiple=True, metavar="NAME=VALUE",
+                             help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable).")
 note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
 model_option = click.option("--model", default="scripted", show_default=True, metavar="SPEC",
                             help="The model provider: scripted (offline, built-in script) or scripted:FILE.")
@@ -144,10 +146,13 @@ model_option = click.option("--model", default="scripted", show_default=True, me
 @input_option
 @key_option
 @model_option
+@budget_option
 @click.pass_obj
-def start(session: Session, agent: str, input_text: str, key: str | None, model: str) -> int:
+def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
+          budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model)
+    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
+                          operate.parse_budget(budget_specs))
     click.echo(run_id)
     return EXIT_OK
 
@@ -189,13 +194,16 @@ def _report_outcome(outcome: Outcome) -> int:
 @input_option
 @key_option
 @model_option
+@budget_option
 @click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds this process holds the run before another worker may take it.")
 @click.pass_obj
-def run(session: Session, agent: str, input_text: str, key: str | None, model: str, lease: float) -> int:
+def run(session: Session, agent: str, input_text: str, key: str | None, model: str, budget_specs: tuple[str, ...],
+        lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
-    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model)
+    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
+                          operate.parse_budget(budget_specs))
     if model.startswith("scripted"):
         click.echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now())
@@ -342,10 +350,11 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
+@budget_option
 @click.pass_obj
-def resume(session: Session, run_ref: str, restart: bool) -> int:
-    """Queue a parked run again where it stopped (or from zero with --restart)."""
-    run_id = operate.resume(session.store, run_ref, restart)
+def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
+    """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
+    run_id = operate.resume(session.store, run_ref, restart, operate.parse_budget(budget_specs))
     click.echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
     return EXIT_OK
 

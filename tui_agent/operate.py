@@ -9,6 +9,7 @@ from typing import Any
 
 from .errors import UserError
 from .models import provider_for
+from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
 from .runtime.registry import Registry
 from .store import Store
@@ -22,15 +23,34 @@ from .store.runs import park as park_run
 from .store.runs import restart as restart_run
 
 
+def parse_budget(specs: list[str] | tuple[str, ...]) -> dict[str, float]:
+    """`cost_usd=0.50`, `steps=100`, `soft=0.8`: ceilings that override the agent's for one run."""
+    limits = {}
+    for spec in specs:
+        name, _, text = spec.partition("=")
+        name = name.strip()
+        if name not in (*BUDGET_DIMENSIONS, "soft"):
+            raise UserError(f"--budget {spec!r}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50")
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"--budget {spec!r}: the value after '=' must be a number, as in {name}=10") from None
+        if value <= 0 or (name == "soft" and value >= 1):
+            raise UserError(f"--budget {spec!r}: must be above 0" + (" and below 1" if name == "soft" else ""))
+        limits[name] = int(value) if value.is_integer() and name not in ("cost_usd", "wall_s", "soft") else value
+    return limits
+
+
 def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
-          model: str = "scripted") -> tuple[str, bool]:
+          model: str = "scripted", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
     agent = registry.get(agent_name)
     if not isinstance(request, dict):
         raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
     provider_for(model, agent.script)  # a bad --model is a usage error now, not a failed run later
+    limits = {**agent.budget.to_dict(), **(budget or {})}
     return create_run(store, agent=agent.name, agent_version=agent.version, code_version=agent.code_version,
-                      request=json.dumps(request, ensure_ascii=False), budget=json.dumps(agent.budget.to_dict()),
+                      request=json.dumps(request, ensure_ascii=False), budget=json.dumps(limits),
                       model=model, now=now(), run_key=key)
 
 
@@ -149,24 +169,37 @@ def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
     return run["id"]
 
 
-def resume(store: Store, run_ref: str, restart: bool = False) -> str:
-    """Re-queue a parked run where it stopped, or with `restart` from zero in a new journal generation."""
+def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
+    """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
+    ceilings with `budget`; with `restart`, from zero in a new journal generation."""
     run = _run(store, run_ref)
     if restart:
         if run["status"] not in ("parked", "failed", "cancelled"):
             raise UserError(f"run {run['id']} is {run['status']}; only a parked, failed or cancelled run can be "
                             "restarted (park it first)")
-        with store.write() as conn:
-            restart_run(conn, run["id"], f"restarted from zero by {_person()} in generation {{generation}} "
-                        f"(generation {run['generation']} stays readable)", now())
-        return run["id"]
-    if run["status"] != "parked":
+    elif not (run["status"] == "parked" or (run["status"] == "waiting" and _waits_on_harness(run["reason"]))):
         waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"])
         hint = f"; it waits for a decision: use {waits_for}" if waits_for else ""
-        raise UserError(f"run {run['id']} is {run['status']}, not parked{hint}")
+        raise UserError(f"run {run['id']} is {run['status']}" + (f": {run['reason']}" if run["reason"] else "")
+                        + f", not parked{hint}")
+    who, at = _person(), now()
     with store.write() as conn:
-        requeue(conn, run["id"], "resumed", f"resumed by {_person()}", now())
+        if budget:
+            limits = {**json.loads(run["budget"] or "{}"), **budget}
+            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(limits), run["id"]))
+            raised = ", ".join(f"{k} {json.loads(run['budget'] or '{}').get(k)} -> {v}" for k, v in budget.items())
+            add_event(conn, run["id"], at, "budget", f"budget changed by {who}: {raised}", who)
+        if restart:
+            restart_run(conn, run["id"], f"restarted from zero by {who} in generation {{generation}} "
+                        f"(generation {run['generation']} stays readable)", at)
+        else:
+            requeue(conn, run["id"], "resumed", f"resumed by {who}", at)
     return run["id"]
+
+
+def _waits_on_harness(reason: str | None) -> bool:
+    """Waiting on its budget or a plateau: a person resumes it (perhaps with a higher ceiling)."""
+    return bool(reason) and (reason.startswith("budget:") or reason == "plateau")
 
 
 def fork(store: Store, run_ref: str, from_step: int) -> str:

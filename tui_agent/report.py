@@ -27,13 +27,16 @@ def runs_listing(store: Store, status: str | None = None) -> list[dict]:
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
+    """Per dimension: used, limit, percent and whether its soft threshold was crossed (the TUI's gauges)."""
     limits = json.loads(run["budget"] or "{}")
+    crossed = json.loads(checkpoint.get("soft_dimensions") or "[]")
     dimensions = {}
     for name in BUDGET_DIMENSIONS:
         used = checkpoint.get(f"used_{name}") or 0
         limit = limits.get(name)
-        dimensions[name] = {"used": used, "limit": limit,
-                            "fraction": (used / limit) if limit else None}
+        dimensions[name] = {"used": used, "limit": limit, "fraction": (used / limit) if limit else None,
+                            "percent": round(100 * used / limit, 1) if limit else None,
+                            "soft_crossed": name in crossed}
     return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
             "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0}
 

@@ -3,5 +3,7 @@
 from .pricing import PRICES_DATE, PRICES_SOURCE, cost_usd
 from .provider import Provider, provider_for
 from .scripted import ScriptedProvider
+from .tokens import estimate_prompt_tokens
 
-__all__ = ["PRICES_DATE", "PRICES_SOURCE", "Provider", "ScriptedProvider", "cost_usd", "provider_for"]
+__all__ = ["PRICES_DATE", "PRICES_SOURCE", "Provider", "ScriptedProvider", "cost_usd", "estimate_prompt_tokens",
+           "provider_for"]

@@ -10,42 +10,21 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import PermanentError, UserError
+from .tokens import estimate_prompt_tokens, estimate_tokens, text_of
 
 Script = Callable[[list[dict], int, int], str | dict]
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
 
-def _text(value) -> str:
-    """The text a person would count as tokens: strings, block text, tool inputs and results."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(_text(item) for item in value)
-    if isinstance(value, dict):
-        if "text" in value:
-            return _text(value["text"])
-        if "content" in value:
-            return _text(value["content"])
-        if "input" in value:
-            return json.dumps(value["input"], sort_keys=True)
-    return ""
-
-
-def estimate_tokens(text: str) -> int:
-    """About one token per four characters, at least one: deterministic, not a real tokenizer."""
-    return max(1, math.ceil(len(text) / 4))
-
-
 def generic_reply(messages: list[dict], max_tokens: int, call_index: int) -> str:
     """The reply when no script is given: names the call and echoes the last user message."""
     last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-    words = _text(last_user.get("content", "")).split()[:8] if last_user else []
+    words = text_of(last_user.get("content", "")).split()[:8] if last_user else []
     said = " ".join(words) or "(nothing)"
     return f"Scripted reply to model call {call_index + 1}: you said {said!r}."
 
@@ -90,7 +69,7 @@ def _cap(content: list[dict], max_tokens: int) -> list[dict]:
     room = max_tokens * 4
     kept = []
     for block in content:
-        size = len(_text(block))
+        size = len(text_of(block))
         if block.get("type") == "text" and size > room:
             kept.append({**block, "text": block["text"][:room]})
             break
@@ -125,11 +104,11 @@ class ScriptedProvider:
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
         stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
-        output_tokens = estimate_tokens(_text(content))
+        output_tokens = estimate_tokens(text_of(content))
         if output_tokens > max_tokens:
             content, output_tokens = _cap(content, max_tokens), max_tokens
             reply["stop_reason"] = "max_tokens"
-        input_tokens = estimate_tokens(_text(system or "") + _text(messages))
+        input_tokens = estimate_prompt_tokens(system, messages)
         digest = hashlib.sha256(json.dumps([call_index, content], sort_keys=True).encode()).hexdigest()
         return {
             "id": f"msg_scripted_{digest[:16]}",

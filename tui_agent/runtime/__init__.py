@@ -2,5 +2,6 @@
 
 from .agent import Agent, Budget, RetryPolicy
 from .context import Context
+from .plateau import Plateau
 
-__all__ = ["Agent", "Budget", "Context", "RetryPolicy"]
+__all__ = ["Agent", "Budget", "Context", "Plateau", "RetryPolicy"]

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
+from .plateau import Plateau
+
 BUDGET_DIMENSIONS = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls",
                      "effects", "wall_s")
 
@@ -55,6 +57,7 @@ class Agent:
     check: Callable[..., bool] | None = None
     degrade: Callable[..., Any] | None = None
     script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str
+    plateau: Plateau | None = None
     description: str = ""
 
     @cached_property

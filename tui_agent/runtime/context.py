@@ -13,23 +13,27 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from ..models import Provider, cost_usd
+from ..models import Provider, cost_usd, estimate_prompt_tokens
 from ..store import Claim, Store
 from ..store.events import add_event
-from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry, record_failed_attempt
+from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry, record_failed_attempt, record_soft
 from ..store.runs import check_fence
 from .clock import now
 from .faults import crash_point
 from . import waits
 from .effects import perform
-from .agent import RetryPolicy
+from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
+from .budget import BudgetMeter
 from .control import RunControl
-from .outcomes import CodeChanged, StepFailed, Suspend
+from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
+from .plateau import PlateauDetector
+from .plateau import fingerprint as plateau_fingerprint
 from .retry import backoff_s, is_temporary
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
 
 _UNSET = object()
 _PLAIN = (str, int, float, bool, type(None))
+_MODEL_DIMENSIONS = ("model_calls", "input_tokens", "output_tokens", "cost_usd")
 
 StepObserver = Callable[["Context", int, str, bool], None]
 
@@ -37,7 +41,8 @@ StepObserver = Callable[["Context", int, str, bool], None]
 class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
-                 retry: RetryPolicy = RetryPolicy(), control: RunControl | None = None) -> None:
+                 agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
+                 soft_position: int | None = None) -> None:
         self.run_id = claim.run_id
         self.attempt = claim.attempt
         self.fence = claim.fence
@@ -55,8 +60,13 @@ class Context:
         self._position = 0
         self._model_calls = 0
         self._on_step = on_step
-        self._retry = retry
+        self._retry = agent.retry if agent else RetryPolicy()
+        self._degrade = agent.degrade if agent else None
+        self._plateau = PlateauDetector(agent.plateau) if agent and agent.plateau else None
         self._control = control
+        self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
+        self._soft_position = soft_position
+        self._last_at = claim.claimed_at
         self._renew_at = claim.claimed_at + claim.lease_s / 2
 
     @property
@@ -83,13 +93,15 @@ class Context:
 
     # -- the journal ---------------------------------------------------------------------------
 
-    def _next(self, name: str) -> tuple[int, bool, Any]:
-        """Take the next position; (position, recorded?, recorded value)."""
+    def _next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
+        """Take the next position; (position, recorded?, recorded value). A new call must fit the budget:
+        one more step, the running time so far, and any `needs` (a model call's reservation)."""
         if self._control is not None:
             self._control.check()
         position = self._position
         self._position = position + 1
         if position >= len(self._entries):
+            self.budget.admit(steps=1, wall_s=now() - self._last_at, **needs)
             return position, False, None
         _, recorded, result, artifact = self._entries[position]
         if recorded != name:
@@ -97,7 +109,28 @@ class Context:
         value = decode(self._store.data_dir, result, artifact)
         if self._on_step is not None:
             self._on_step(self, position, name, True)
+        if position == self._soft_position:
+            self._degrade_now()
         return position, True, value
+
+    def _degrade_now(self) -> None:
+        """The first soft crossing, live or replayed at the same position: the agent's hook, once."""
+        if not self.budget.soft_exceeded:
+            self.budget.soft_exceeded = True
+            if self._degrade is not None:
+                self._degrade(self)
+
+    def _cross_soft(self, position: int, crossed: list[str]) -> None:
+        at = now()
+        dimensions = self.budget.soft_dimensions + crossed
+        with self.write(at) as conn:
+            record_soft(conn, self.run_id, position, dimensions, at)
+            for dimension in crossed:
+                add_event(conn, self.run_id, at, "budget", self.budget.describe(dimension), self.worker, self.fence)
+        self.budget.soft_dimensions = dimensions
+        if self._soft_position is None:
+            self._soft_position = position
+        self._degrade_now()
 
     def _attempt(self, position: int, name: str, call: Callable[[], Any]) -> tuple[Any, int, float, float]:
         """Call until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
@@ -138,13 +171,17 @@ class Context:
             result, artifact = place(self._store.data_dir, self._artifact_dir,
                                      f"g{self.generation}-{position:05d}-{name}", encoded)
         at = now()
+        wall, self._last_at = at - self._last_at, at
         with self._store.write() as conn:
             if at > self._renew_at:  # less than half the lease is left: renew it in this commit
                 self._renew(conn, at)
             add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                      attempts, started_at, duration_s, self._checkpoint, at, usage, cost)
+                      attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
             if also is not None:
                 also(conn)
+        crossed = self.budget.charge(usage, wall)
+        if crossed:
+            self._cross_soft(position, crossed)
         if self._on_step is not None:
             self._on_step(self, position, name, False)
         return value if type(value) in _PLAIN else json.loads(encoded)
@@ -177,7 +214,7 @@ class Context:
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None) -> dict:
         """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost."""
-        position, recorded, value = self._next(name)
+        position, recorded, value = self._next(name, **self._reservation(model, system, messages, max_tokens))
         call_index = self._model_calls
         self._model_calls += 1
         if recorded:
@@ -193,6 +230,38 @@ class Context:
                       output_tokens=int(usage.get("output_tokens") or 0),
                       cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
         return self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts)
+
+    def _reservation(self, model: str | None, system: str | None, messages: list[dict], max_tokens: int) -> dict:
+        """A model call's worst case, held against the hard ceilings before the call is made."""
+        budget = self.budget
+        if self._position < len(self._entries) or not any(budget.limits[d] is not None for d in _MODEL_DIMENSIONS):
+            return {}
+        tokens = estimate_prompt_tokens(system, messages)
+        model_id = model or getattr(self.provider, "model", "")
+        cost = cost_usd(model_id, {"input_tokens": tokens, "output_tokens": max_tokens})
+        if cost is None and budget.limits["cost_usd"] is not None:
+            budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")
+        return {"model_calls": 1, "input_tokens": tokens, "output_tokens": max_tokens, "cost_usd": cost or 0.0}
+
+    def progress(self, value: Any) -> None:
+        """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed
+        run counts on. The same value `Plateau.repeats` times in a row is a plateau."""
+        self._report("progress", value, lambda detector: detector.progress(value))
+
+    def failure(self, error: BaseException | str, fingerprint: str | None = None) -> None:
+        """Report a handled failure the run keeps going after; the same fingerprint `Plateau.failures`
+        times in a row is a plateau. Retries of temporary errors are not failures."""
+        print_ = fingerprint or plateau_fingerprint(error)
+        self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
+
+    def _report(self, kind: str, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
+        position, recorded, _ = self._next(kind)
+        if not recorded:
+            self._record(position, kind, kind, value, now(), 0.0)
+        found = feed(self._plateau) if self._plateau is not None else None
+        if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
+            action = self._plateau.plateau.action
+            raise Suspend(ACTIONS[action], "plateau", f"plateau: {found} ({action})")
 
     def sleep(self, name: str, seconds: float) -> None:
         """Wait `seconds` with no process alive: the run waits (reason sleep) and any later worker wakes it."""

@@ -121,7 +121,7 @@ class _Effect:
 
 def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | None,
             dedupe_ttl_s: float | None, lookup_ttl_s: float | None, service: str | None) -> Any:
-    position, recorded, value = ctx._next(name)
+    position, recorded, value = ctx._next(name, effects=1)
     if recorded:
         return value
     effect = _Effect(ctx, position, name, key, do, lookup)

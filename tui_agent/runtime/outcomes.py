@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# What an exhausted budget or a plateau does to the run: its action -> the run's new status.
+ACTIONS = {"stop": "failed", "park": "parked", "escalate": "waiting"}
+
 
 class CodeChanged(Exception):
     """The agent called something else at a recorded position: its code changed under the run."""

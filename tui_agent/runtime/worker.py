@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Claim, FenceRefused, Store
-from ..store.journal import load_checkpoint, load_entries
+from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.events import add_event
 from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..models import provider_for
 from .clock import now
+from .budget import BudgetMeter
 from .context import Context, StepObserver
 from .control import RunControl
 from .faults import SimulatedCrash
@@ -46,6 +47,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
 
+    ctx: Context | None = None
+
     def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None,
                wake_at: float | None = None) -> Outcome:
         inline = artifact = None
@@ -53,8 +56,10 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             inline = encode(result, "the run")
             if len(inline) > ARTIFACT_THRESHOLD:
                 inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}", inline)
-        settle_run(store, claim, status=status, reason=reason, message=message, now=now(),
-                   result=inline, result_artifact=artifact, error=error, wake_at=wake_at)
+        at = now()
+        settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
+                   result_artifact=artifact, error=error, wake_at=wake_at,
+                   wall_s=at - (ctx._last_at if ctx else claim.claimed_at))
         return Outcome(claim.run_id, status, reason, result, error, message)
 
     try:
@@ -65,9 +70,11 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             return settle("parked", "checkpoint_schema",
                           f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
                           f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
+        used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
         ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
                       load_entries(store, claim.run_id, claim.generation),
-                      provider_for(run["model"] or "scripted", agent.script), on_step, agent.retry, control)
+                      provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
+                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, f"agent {agent.name!r}")
@@ -85,13 +92,15 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         if agent.check is None:
             return settle("succeeded", "returned", "succeeded: returned (the agent has no check)", result)
         try:
-            passed = bool(agent.check(ctx, result))
+            verdict = agent.check(ctx, result)
         except Exception as e:
             error = f"the check raised {type(e).__name__}: {e}"
             return settle("failed", "check_failed", f"failed: {error}", result, error)
+        passed, why = verdict if isinstance(verdict, tuple) else (verdict, None)
         if passed:
             return settle("succeeded", "check_passed", "succeeded: check passed", result)
-        return settle("failed", "check_failed", "failed: the check did not pass", result, "the check did not pass")
+        error = f"the check did not pass: {why}" if why else "the check did not pass"
+        return settle("failed", "check_failed", f"failed: {error}", result, error)
     except FenceRefused as e:
         return Outcome(claim.run_id, "refused", None, error=str(e))
     except SimulatedCrash:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 
@@ -41,12 +42,14 @@ _INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, resul
 # The fence is checked by the checkpoint's own UPDATE, so a step writes two pages: the checkpoint and the journal.
 _FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
 _CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-               " step_attempts = 0, used_steps = used_steps + 1, updated_at = ?" + _FENCED)
+               " step_attempts = 0, used_steps = used_steps + 1, used_wall_s = used_wall_s + ?, updated_at = ?"
+               + _FENCED)
 _CHECKPOINT_USAGE = (
     "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
     " step_attempts = 0, used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
-    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, updated_at = ?" + _FENCED)
+    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_wall_s = used_wall_s + ?,"
+    " updated_at = ?" + _FENCED)
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -65,21 +68,37 @@ def load_entries(store: Store, run_id: str, generation: int) -> list[tuple[int, 
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
               kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
               duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
-              cost_usd: float | None = None) -> None:
+              cost_usd: float | None = None, wall_s: float = 0.0) -> None:
     """Inside a write: the checkpoint that moves past the entry (refused unless `fence` is the run's),
     then the journal row."""
     if usage is NO_USAGE:
         cur = conn.execute(_CHECKPOINT, (position + 1, checkpoint.total_steps, checkpoint.next_input,
-                                         checkpoint.plan_revision, now, run_id, run_id, fence))
+                                         checkpoint.plan_revision, wall_s, now, run_id, run_id, fence))
     else:
         cur = conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
                                                checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
                                                usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
-                                               usage.effects, now, run_id, run_id, fence))
+                                               usage.effects, wall_s, now, run_id, run_id, fence))
     if cur.rowcount != 1:
         raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd))
+
+
+def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None, list[str]]:
+    """(used per budget dimension, soft position, dimensions past their soft threshold)."""
+    row = store.conn.execute(
+        "SELECT used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
+        " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints WHERE run_id = ?",
+        (run_id,)).fetchone()
+    names = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
+    return dict(zip(names, row[:8])), row[8], json.loads(row[9] or "[]")
+
+
+def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
+    """Inside a fenced write: the soft crossing, so a replay degrades at the same point."""
+    conn.execute("UPDATE checkpoints SET soft_position = coalesce(soft_position, ?), soft_dimensions = ?,"
+                 " updated_at = ? WHERE run_id = ?", (position, json.dumps(dimensions), now, run_id))
 
 
 def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, now: float) -> None:

@@ -149,10 +149,12 @@ def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, l
 
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
                result: str | None = None, result_artifact: str | None = None, error: str | None = None,
-               wake_at: float | None = None) -> None:
-    """The worker's last write for a run: its new status and reason, fenced, with an event."""
+               wake_at: float | None = None, wall_s: float = 0.0) -> None:
+    """The worker's last write for a run: its new status and reason, fenced, with an event, and the
+    running time since the last entry (budgets count time running, not waiting)."""
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, now, None)
+        conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
         conn.execute(
             "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, worker = NULL,"
             " lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
@@ -216,7 +218,8 @@ def restart(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> 
                  (now, run_id))
     generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
-                 " next_input = NULL, plan_revision = 0, updated_at = ? WHERE run_id = ?",
+                 " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
+                 " updated_at = ? WHERE run_id = ?",
                  (generation, CHECKPOINT_SCHEMA, now, run_id))
     add_event(conn, run_id, now, "queued", message.format(generation=generation))
     return generation

@@ -68,6 +68,8 @@ def _v1(db: sqlite_utils.Database) -> None:
             "used_wall_s": float,
             "unpriced_calls": int,   # model calls whose cost is unknown: never shown as a silent zero
             "step_attempts": int,    # failed attempts of the step at current_step, so a crash does not reset them
+            "soft_position": int,    # the position after which the first soft budget threshold was crossed
+            "soft_dimensions": str,  # JSON list: every dimension past its soft threshold
             "updated_at": float,
         },
         pk="run_id",

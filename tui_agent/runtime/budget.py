@@ -1,0 +1,66 @@
+"""The run's budget as the runtime keeps it: ceilings checked before each journaled call (a model
+call reserves its worst case first), a soft threshold crossed once per dimension, and the
+dimension's action on exhaustion: stop, park or escalate."""
+
+from __future__ import annotations
+
+from ..store.journal import Usage
+from .agent import BUDGET_DIMENSIONS
+from .outcomes import ACTIONS, Suspend
+
+
+def _show(dimension: str, value: float) -> str:
+    return f"${value:.4f}" if dimension == "cost_usd" else f"{value:g}"
+
+
+class BudgetMeter:
+    """`ctx.budget`: what the run has used and may still use; `soft_exceeded` tells an agent to go easy."""
+
+    def __init__(self, limits: dict, used: dict[str, float], soft_dimensions: list[str]) -> None:
+        self.limits = {d: limits.get(d) for d in BUDGET_DIMENSIONS}
+        self.soft = float(limits.get("soft") or 0.7)
+        self._on_exhaust = limits.get("on_exhaust") or "park"
+        self.used = used
+        self.soft_dimensions = list(soft_dimensions)   # every dimension past its soft threshold so far
+        self.soft_exceeded = False                     # true from the point the first crossing was recorded
+
+    def action(self, dimension: str) -> str:
+        action = self._on_exhaust if isinstance(self._on_exhaust, str) else self._on_exhaust.get(dimension, "park")
+        return action if action in ACTIONS else "park"
+
+    def remaining(self, dimension: str) -> float | None:
+        limit = self.limits[dimension]
+        return None if limit is None else limit - self.used[dimension]
+
+    def admit(self, **needs: float) -> None:
+        """Refuse (with the dimension's action) if any need would cross a hard ceiling."""
+        for dimension, need in needs.items():
+            limit = self.limits[dimension]
+            if limit is not None and self.used[dimension] + need > limit:
+                self.refuse(dimension, f"{_show(dimension, self.used[dimension])} used of {_show(dimension, limit)}, "
+                                       f"the next call needs {_show(dimension, need)}")
+
+    def refuse(self, dimension: str, why: str) -> None:
+        action = self.action(dimension)
+        raise Suspend(ACTIONS[action], f"budget:{dimension}",
+                      f"budget {dimension} exhausted: {why} ({action}); "
+                      f"raise it with tui-agent resume RUN --budget {dimension}=VALUE")
+
+    def charge(self, usage: Usage, wall_s: float) -> list[str]:
+        """Add what an entry used; returns the dimensions that crossed their soft threshold just now."""
+        used = self.used
+        used["steps"] += 1
+        used["wall_s"] += wall_s
+        if usage.model_calls:
+            used["model_calls"] += usage.model_calls
+            used["input_tokens"] += usage.input_tokens
+            used["output_tokens"] += usage.output_tokens
+            used["cost_usd"] += usage.cost_usd
+        used["effects"] += usage.effects
+        return [d for d, limit in self.limits.items()
+                if limit and d not in self.soft_dimensions and used[d] >= self.soft * limit]
+
+    def describe(self, dimension: str) -> str:
+        limit = self.limits[dimension]
+        return (f"budget {dimension} passed its soft threshold: {_show(dimension, self.used[dimension])} of "
+                f"{_show(dimension, limit)} ({self.used[dimension] / limit:.0%}, soft {self.soft:.0%})")

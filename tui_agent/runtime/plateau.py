@@ -1,0 +1,57 @@
+"""No-progress detection: the same progress value reported `repeats` times in a row, or the same
+failure fingerprint `failures` times in a row, is a plateau. Reports are journaled, so a resumed
+run rebuilds the same streaks by replay and counts on from where it was."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .outcomes import ACTIONS
+
+
+@dataclass(frozen=True)
+class Plateau:
+    repeats: int | None = 3
+    failures: int | None = 3
+    action: str = "escalate"   # escalate: wait for a person; park; stop: the run fails
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"plateau action must be one of {', '.join(ACTIONS)}, not {self.action!r}")
+
+
+def fingerprint(error: BaseException | str) -> str:
+    """Exception type plus message with digits removed: 'timeout after 31s' and '... 45s' are one failure."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return re.sub(r"\d+", "", text)
+
+
+_NOTHING = object()
+
+
+class PlateauDetector:
+    def __init__(self, plateau: Plateau) -> None:
+        self.plateau = plateau
+        self._value: Any = _NOTHING
+        self._same = 0
+        self._fingerprint: str | None = None
+        self._fails = 0
+
+    def progress(self, value: Any) -> str | None:
+        """Feed one report; a description when it completes a plateau (the streak then starts over)."""
+        self._same = self._same + 1 if value == self._value else 1
+        self._value = value
+        if self.plateau.repeats and self._same >= self.plateau.repeats:
+            self._same = 0
+            return f"progress stayed at {value!r} for {self.plateau.repeats} reports"
+        return None
+
+    def failure(self, print_: str) -> str | None:
+        self._fails = self._fails + 1 if print_ == self._fingerprint else 1
+        self._fingerprint = print_
+        if self.plateau.failures and self._fails >= self.plateau.failures:
+            self._fails = 0
+            return f"the same failure {self.plateau.failures} times in a row: {print_}"
+        return None
