@@ -1,0 +1,55 @@
+"""The heartbeat thread renews held leases with their fences, marks the worker alive, and tells a
+run whose lease was taken to stop at its next journaled call."""
+
+import time
+
+import pytest
+
+from tui_agent import Agent, operate
+from tui_agent.runtime.clock import now
+from tui_agent.runtime.heartbeat import Heartbeat
+from tui_agent.store import FenceRefused
+from tui_agent.store.runs import claim_run, get_run
+from tui_agent.store.workers import workers_listing
+
+from helpers import registry_of
+
+
+def _wait_for(predicate, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_heartbeats_renew_the_lease_and_the_worker_row(store, db_path):
+    registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
+    run_id, _ = operate.start(store, registry, "idle", {})
+    heartbeat = Heartbeat(db_path, "full", "w-hb", lease_s=0.6)
+    try:
+        claim = claim_run(store, run_id, "w-hb", 0.6, now())
+        heartbeat.hold(claim)
+        first = get_run(store, run_id)["lease_expires_at"]
+        assert _wait_for(lambda: get_run(store, run_id)["lease_expires_at"] > first + 0.3), "the lease was not renewed"
+        (row,) = workers_listing(store)
+        assert row["name"] == "w-hb" and now() - row["heartbeat_at"] < 0.6 and row["stopped_at"] is None
+        assert row["runs"][0]["id"] == run_id
+    finally:
+        heartbeat.close()
+    (row,) = workers_listing(store)
+    assert row["stopped_at"] is not None
+
+
+def test_a_refused_heartbeat_stops_the_run_at_its_next_call(store, db_path):
+    registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
+    run_id, _ = operate.start(store, registry, "idle", {})
+    heartbeat = Heartbeat(db_path, "full", "w-hb", lease_s=0.6)
+    try:
+        claim = claim_run(store, run_id, "w-hb", 0.6, now())
+        control = heartbeat.hold(claim)
+        operate.park(store, run_id)               # a person takes the run: the fence grows
+        assert _wait_for(lambda: control._error is not None), "the heartbeat did not notice"
+        with pytest.raises(FenceRefused):
+            control.check()
+    finally:
+        heartbeat.close()
