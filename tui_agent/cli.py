@@ -8,6 +8,8 @@ import signal
 import sqlite3
 import sys
 import threading
+from datetime import datetime
+from zoneinfo import ZoneInfo
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,15 @@ from .report import iso_times, run_report, runs_listing
 from .runtime.clock import iso, now
 from .runtime.registry import Registry, load_registry
 from .runtime.heartbeat import Heartbeat
+from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
+from .runtime.schedule import MISSED, OVERLAP
+from .runtime.schedule import tick as schedule_tick
 from .runtime.serve import GRACE_S, serve
 from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
 from .store import Store, open_store
 from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
+from .store import schedules as schedules_table
 from .store.workers import workers_listing
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
@@ -367,6 +373,117 @@ def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[st
 def fork(session: Session, run_ref: str, from_step: int) -> int:
     """Make a new run from RUN's journal up to position N; prints the new id."""
     click.echo(operate.fork(session.store, run_ref, from_step))
+    return EXIT_OK
+
+
+@cli.group()
+def schedule() -> None:
+    """Runs started by a cron expression, with missed-run and overlap policies."""
+
+
+@schedule.command("add")
+@click.argument("name")
+@click.option("--agent", required=True, help="The agent each fire runs.")
+@click.option("--cron", required=True, help="Five cron fields, read in --tz: '0 2 * * *' is 02:00 daily.")
+@click.option("--tz", default="UTC", show_default=True, help="The zone the cron expression is read in.")
+@input_option
+@click.option("--missed", type=click.Choice(MISSED), default="once", show_default=True,
+              help="Fires missed while nothing ran (the laptop was off): start none, the latest, or all.")
+@click.option("--overlap", type=click.Choice(OVERLAP), default="skip", show_default=True,
+              help="When the previous run is unfinished at a fire: drop it, hold one until it finishes, or start.")
+@click.option("--grace", type=click.FloatRange(min=0), default=SCHEDULE_GRACE_S / 60, show_default=True,
+              help="Minutes after its time a fire still counts as on time.")
+@click.pass_obj
+def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, input_text: str, missed: str,
+                 overlap: str, grace: float) -> int:
+    """Add a schedule; it counts fires from now on."""
+    row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, _parse_input(input_text),
+                               missed, overlap, grace * 60)
+    click.echo(f"{name}: next fire {_in_zone(row['next_fire_at'], tz)}")
+    return EXIT_OK
+
+
+def _in_zone(at: float | None, tz: str) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, ZoneInfo(tz)).isoformat(timespec="seconds")
+
+
+@schedule.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@click.pass_obj
+def schedule_ls(session: Session, as_json: bool) -> int:
+    """List schedules with their next fire time in their zone."""
+    rows = schedules_table.listing(session.store)
+    shown = [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"], "input": json.loads(r["input"]),
+              "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
+              "next_fire": _in_zone(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
+              "last_fire": _in_zone(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
+              "pending_fire": _in_zone(r["pending_fire_at"], r["tz"])} for r in rows]
+    if as_json:
+        _json_out(shown)
+        return EXIT_OK
+    if not shown:
+        click.echo("no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'")
+    for r in shown:
+        state = f"next {r['next_fire']}" if r["enabled"] else "disabled"
+        click.echo(f"{r['name']:<18} {r['agent']:<16} {r['cron']:<14} {r['tz']:<16} {state}  "
+                   f"missed={r['missed']} overlap={r['overlap']}" + (f"  last run {r['last_run_id']}"
+                                                                      if r["last_run_id"] else ""))
+    return EXIT_OK
+
+
+@schedule.command("rm")
+@click.argument("name")
+@click.pass_obj
+def schedule_rm(session: Session, name: str) -> int:
+    """Remove a schedule (its runs stay)."""
+    operate.schedule_remove(session.store, name)
+    click.echo(f"{name}: removed")
+    return EXIT_OK
+
+
+@schedule.command("enable")
+@click.argument("name")
+@click.pass_obj
+def schedule_enable(session: Session, name: str) -> int:
+    """Enable a schedule; fires while it was disabled never count."""
+    operate.schedule_enable(session.store, name, True)
+    click.echo(f"{name}: enabled")
+    return EXIT_OK
+
+
+@schedule.command("disable")
+@click.argument("name")
+@click.pass_obj
+def schedule_disable(session: Session, name: str) -> int:
+    """Disable a schedule."""
+    operate.schedule_enable(session.store, name, False)
+    click.echo(f"{name}: disabled")
+    return EXIT_OK
+
+
+@schedule.command("fire")
+@click.argument("name")
+@click.pass_obj
+def schedule_fire(session: Session, name: str) -> int:
+    """Fire a schedule now (the overlap policy still applies); prints the run started, if any."""
+    for run_id in operate.schedule_fire(session.store, session.registry, name):
+        click.echo(run_id)
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--work", is_flag=True, help="Then work every due run until none is due (sleeps that ended, retries).")
+@click.pass_obj
+def tick(session: Session, work: bool) -> int:
+    """Fire due schedules (and with --work, work due runs), then exit: for cron or a systemd timer."""
+    store = session.store
+    for run_id in schedule_tick(store, session.registry):
+        click.echo(f"started {run_id}", err=True)
+    if work:
+        outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
+                            on_outcome=_report_outcome)
+        if not outcomes:
+            click.echo("no run is due", err=True)
     return EXIT_OK
 
 

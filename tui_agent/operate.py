@@ -8,13 +8,14 @@ import json
 from typing import Any
 
 from .errors import UserError
-from .models import provider_for
 from .runtime.agent import BUDGET_DIMENSIONS
+from .runtime import schedule
 from .runtime.clock import now
 from .runtime.registry import Registry
 from .store import Store
 from .store.effects import find_effect, set_state
-from .store.events import add_event
+from .store import schedules as schedules_table
+from .store.events import add_event, add_schedule_event
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.runs import TERMINAL, cancel, create_run, get_run, recorded_positions, requeue, resolve_run
@@ -44,14 +45,7 @@ def parse_budget(specs: list[str] | tuple[str, ...]) -> dict[str, float]:
 def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
           model: str = "scripted", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
-    agent = registry.get(agent_name)
-    if not isinstance(request, dict):
-        raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
-    provider_for(model, agent.script)  # a bad --model is a usage error now, not a failed run later
-    limits = {**agent.budget.to_dict(), **(budget or {})}
-    return create_run(store, agent=agent.name, agent_version=agent.version, code_version=agent.code_version,
-                      request=json.dumps(request, ensure_ascii=False), budget=json.dumps(limits),
-                      model=model, now=now(), run_key=key)
+    return create_run(store, now=now(), run_key=key, **registry.run_fields(agent_name, request, model, budget))
 
 
 def _person() -> str:
@@ -209,3 +203,38 @@ def fork(store: Store, run_ref: str, from_step: int) -> str:
     if not 0 <= from_step <= recorded:
         raise UserError(f"run {parent['id']} has {recorded} recorded positions; --from-step must be 0 to {recorded}")
     return fork_run(store, parent, from_step, now())
+
+
+def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
+                 request: Any = None, missed: str = "once", overlap: str = "skip",
+                 grace_s: float = schedule.GRACE_S) -> dict:
+    """A new schedule; fires before now never count."""
+    registry.run_fields(agent, request if request is not None else {})   # the agent and input are usable
+    schedule.check_cron(cron)
+    schedule.zone(tz)
+    at = now()
+    row = {"name": name, "agent": agent, "cron": cron, "tz": tz, "input": json.dumps(request or {}),
+           "missed": missed, "overlap": overlap, "grace_s": grace_s, "enabled": 1, "counts_from": at,
+           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at}
+    schedules_table.add(store, row)
+    return row
+
+
+def schedule_enable(store: Store, name: str, enabled: bool) -> None:
+    """Disable, or enable again: fires while it was disabled never count."""
+    with store.write() as conn:
+        row = schedules_table.get(conn, name)
+        at = now()
+        fields = {"enabled": int(enabled)}
+        if enabled and not row["enabled"]:
+            fields.update(counts_from=at, next_fire_at=schedule.next_fire(row["cron"], row["tz"], at))
+        schedules_table.update(conn, name, **fields)
+        add_schedule_event(conn, name, at, "schedule", f"{'enabled' if enabled else 'disabled'} by {_person()}")
+
+
+def schedule_remove(store: Store, name: str) -> None:
+    schedules_table.remove(store, name)
+
+
+def schedule_fire(store: Store, registry: Registry, name: str) -> list[str]:
+    return schedule.fire_now(store, registry, name)

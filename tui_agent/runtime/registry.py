@@ -4,9 +4,12 @@ and every `Agent` at the top level of each `--agents` module."""
 from __future__ import annotations
 
 import importlib
+import json
 from importlib.metadata import entry_points
+from typing import Any
 
 from ..errors import UserError
+from ..models import provider_for
 from .agent import Agent
 
 
@@ -39,6 +42,17 @@ class Registry:
         except KeyError:
             known = ", ".join(sorted(self._agents)) or "none"
             raise UserError(f"no agent named {name!r} (known: {known}); see tui-agent agents") from None
+
+    def run_fields(self, agent_name: str, request: Any, model: str = "scripted",
+                   budget: dict[str, float] | None = None) -> dict[str, str]:
+        """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run."""
+        agent = self.get(agent_name)
+        if not isinstance(request, dict):
+            raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
+        provider_for(model, agent.script)
+        return {"agent": agent.name, "agent_version": agent.version, "code_version": agent.code_version,
+                "request": json.dumps(request, ensure_ascii=False),
+                "budget": json.dumps({**agent.budget.to_dict(), **(budget or {})}), "model": model}
 
     def __iter__(self):
         return iter(sorted(self._agents.values(), key=lambda a: a.name))

@@ -15,6 +15,7 @@ from ..store.workers import release
 from .clock import now
 from .heartbeat import Heartbeat
 from .registry import Registry
+from .schedule import tick
 from .worker import DEFAULT_LEASE_S, Outcome, execute
 
 GRACE_S = 30.0
@@ -54,6 +55,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     late: set[Future] = set()
     try:
         while not stop.is_set():
+            tick(store, registry)  # one running worker is enough for schedules too
             collect([f for f in active if f.done()])
             claimed = False
             while len(active) < concurrency and any_due(store, registry.names(), now()):

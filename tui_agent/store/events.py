@@ -11,3 +11,9 @@ _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES 
 def add_event(conn: sqlite3.Connection, run_id: str, at: float, kind: str, message: str,
               worker: str | None = None, fence: int | None = None) -> None:
     conn.execute(_INSERT, (run_id, at, kind, message, worker, fence))
+
+
+def add_schedule_event(conn: sqlite3.Connection, schedule: str, at: float, kind: str, message: str,
+                       run_id: str | None = None) -> None:
+    conn.execute("INSERT INTO events (run_id, at, kind, message, schedule) VALUES (?, ?, ?, ?, ?)",
+                 (run_id, at, kind, message, schedule))

@@ -45,26 +45,31 @@ def _new_id(conn: sqlite3.Connection) -> str:
             return run_id
 
 
-def create_run(store: Store, *, agent: str, agent_version: str, code_version: str, request: str,
-               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
+def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str) -> tuple[str, bool]:
     """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
     with store.write() as conn:
-        if run_key is not None:
-            row = conn.execute("SELECT id FROM runs WHERE run_key = ?", (run_key,)).fetchone()
-            if row:
-                return row[0], False
-        run_id = _new_id(conn)
-        conn.execute(
-            "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
-            " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
-            (run_id, agent, agent_version, code_version, request, run_key, budget, model, f"artifacts/{run_id}",
-             now, now),
-        )
-        conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
-                     (run_id, CHECKPOINT_SCHEMA, now))
-        add_event(conn, run_id, now, "queued", f"queued ({agent} v{agent_version})")
-        return run_id, True
+        return insert_run(conn, now=now, run_key=run_key, **fields)
+
+
+def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
+               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names)."""
+    if run_key is not None:
+        row = conn.execute("SELECT id FROM runs WHERE run_key = ?", (run_key,)).fetchone()
+        if row:
+            return row[0], False
+    run_id = _new_id(conn)
+    conn.execute(
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
+        " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
+        (run_id, agent, agent_version, code_version, request, run_key, budget, model, f"artifacts/{run_id}",
+         now, now),
+    )
+    conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
+                 (run_id, CHECKPOINT_SCHEMA, now))
+    add_event(conn, run_id, now, "queued", f"queued ({agent} v{agent_version})")
+    return run_id, True
 
 
 def resolve_run(store: Store, prefix: str) -> str:

@@ -174,12 +174,36 @@ def _v1(db: sqlite_utils.Database) -> None:
             "message": str,
             "worker": str,
             "fence": int,
+            "schedule": str,         # set on a schedule's own events (a fire skipped, a run held back)
         },
         pk="id",
         foreign_keys=[("run_id", "runs", "id")],
         not_null=["at", "kind", "message"],
     )
     db["events"].create_index(["run_id", "id"])
+    db["events"].create_index(["schedule", "id"])
+    db["schedules"].create(
+        {
+            "name": str,
+            "agent": str,
+            "cron": str,
+            "tz": str,
+            "input": str,            # JSON request for each run
+            "missed": str,           # skip | once | all
+            "overlap": str,          # skip | wait | allow
+            "grace_s": float,        # a fire first seen later than this after its time is missed
+            "enabled": int,
+            "counts_from": float,    # fires at or before this never count (added, or re-enabled)
+            "last_fire_at": float,   # the latest fire instant handled
+            "next_fire_at": float,   # cached, so an idle worker checks schedules with one cheap read
+            "pending_fire_at": float,  # overlap=wait: the one fire held until the previous run finishes
+            "last_run_id": str,
+            "created_at": float,
+        },
+        pk="name",
+        not_null=["agent", "cron", "tz", "input", "missed", "overlap", "grace_s", "enabled", "counts_from",
+                  "created_at"],
+    )
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]

@@ -1,0 +1,161 @@
+"""When schedules fire, and what a fire does.
+
+Cron expressions come from croniter, read as wall-clock times in the schedule's zone. Daylight
+saving is settled here, not by croniter: a wall time that occurs twice fires once, at its first
+occurrence; one that does not occur fires at the first instant after the gap. Each fire starts at
+most one run, keyed `schedule:<name>:<instant in UTC>`, so two processes ticking the same instant
+start one run; missed fires and overlapping runs follow the schedule's policies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from ..errors import UserError
+from ..store import Store
+from ..store import schedules as table
+from ..store.events import add_schedule_event
+from ..store.runs import TERMINAL, insert_run
+from .clock import iso, now
+from .registry import Registry
+
+MISSED = ("skip", "once", "all")
+OVERLAP = ("skip", "wait", "allow")
+GRACE_S = 15 * 60.0
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UserError(f"--tz {name!r} is not a time zone; use a name such as Europe/Berlin or UTC") from None
+
+
+def check_cron(expr: str) -> str:
+    if not croniter.is_valid(expr):
+        raise UserError(f"--cron {expr!r} is not a cron expression; five fields, such as '0 2 * * *' (02:00 daily)")
+    return expr
+
+
+def _instant(wall: datetime, tz: ZoneInfo) -> float:
+    """A wall-clock time in `tz` as an instant: the first occurrence if it happens twice, the end of the
+    gap if it never happens."""
+    first = wall.replace(tzinfo=tz, fold=0)
+    if first.astimezone(timezone.utc).astimezone(tz).replace(tzinfo=None) == wall:
+        return first.timestamp()
+    lo, hi = wall.replace(tzinfo=tz, fold=1).timestamp(), first.timestamp()  # it falls in a gap
+    lo, hi = min(lo, hi), max(lo, hi)
+    while hi - lo > 1:  # the offset changes between lo and hi: find the instant it does
+        mid = (lo + hi) / 2
+        if datetime.fromtimestamp(mid, tz).utcoffset() == datetime.fromtimestamp(lo, tz).utcoffset():
+            lo = mid
+        else:
+            hi = mid
+    return float(round(hi))
+
+
+def fires(expr: str, tz_name: str, after: float, until: float) -> Iterator[float]:
+    """Fire instants in (after, until], oldest first, each once."""
+    tz = zone(tz_name)
+    start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)  # room for a DST fold
+    walls = croniter(expr, start)
+    last = after
+    while True:
+        at = _instant(walls.get_next(datetime), tz)
+        if at > until:
+            return
+        if at > last:
+            last = at
+            yield at
+
+
+def next_fire(expr: str, tz_name: str, after: float) -> float:
+    return next(fires(expr, tz_name, after, float("inf")))
+
+
+def fire_key(name: str, at: float) -> str:
+    return f"schedule:{name}:{iso(at)}"
+
+
+def tick(store: Store, registry: Registry, names: list[str] | None = None) -> list[str]:
+    """Fire what is due of the schedules whose agent this process knows; returns the runs started."""
+    started = []
+    for name in names if names is not None else table.due_names(store, now()):
+        with store.write() as conn:
+            schedule = table.get(conn, name)
+            if schedule["enabled"] and schedule["agent"] in registry.names():
+                at = now()
+                base = max(schedule["last_fire_at"] or 0.0, schedule["counts_from"])
+                started += _fire(conn, schedule, registry, list(fires(schedule["cron"], schedule["tz"], base, at)), at)
+    return started
+
+
+def fire_now(store: Store, registry: Registry, name: str) -> list[str]:
+    """`schedule fire NAME`: one fire at this instant, through the overlap policy like any other."""
+    with store.write() as conn:
+        schedule = table.get(conn, name)
+        registry.get(schedule["agent"])
+        at = now()
+        return _fire(conn, schedule, registry, [at], at, manual=True)
+
+
+def _fire(conn, schedule: dict, registry: Registry, due: list[float], at: float, manual: bool = False) -> list[str]:
+    name = schedule["name"]
+    missed = [f for f in due if at - f > schedule["grace_s"]]
+    if missed:
+        policy = schedule["missed"]
+        keep = [] if policy == "skip" else missed[-1:] if policy == "once" else missed
+        dropped = len(missed) - len(keep)
+        if dropped:
+            add_schedule_event(conn, name, at, "missed", f"{dropped} missed fire{'s' * (dropped != 1)} skipped "
+                               f"(from {iso(missed[0])} to {iso(missed[-len(keep) - 1])}; missed={policy})")
+        due = keep + [f for f in due if at - f <= schedule["grace_s"]]
+    started = []
+    pending = schedule["pending_fire_at"]
+    if pending is not None and _previous_done(conn, schedule):
+        started += _start(conn, schedule, registry, pending, at, "the previous run finished")
+        schedule["last_run_id"], pending = started[-1], None
+    for fire in due:
+        previous = table.run_status(conn, schedule["last_run_id"])
+        if previous is None or previous[0] in TERMINAL or schedule["overlap"] == "allow":
+            started += _start(conn, schedule, registry, fire, at, "fired by hand" if manual else None)
+            schedule["last_run_id"] = started[-1]
+            continue
+        held = f"the fire at {iso(fire)}"
+        why = f"previous run {schedule['last_run_id']} is {previous[0]}" + (f": {previous[1]}" if previous[1] else "")
+        if schedule["overlap"] == "skip":
+            add_schedule_event(conn, name, at, "overlap", f"{held} skipped: {why}")
+        else:
+            if pending is not None:
+                add_schedule_event(conn, name, at, "overlap", f"the pending fire at {iso(pending)} is replaced "
+                                   "by a newer one (at most one waits)")
+            pending = fire
+            add_schedule_event(conn, name, at, "overlap", f"{held} waits: {why}")
+        if previous[0] == "parked" or (previous[0] == "waiting" and previous[1] not in ("sleep", "retry")):
+            add_schedule_event(conn, name, at, "needs_person", f"needs a person: {held} is held back because {why}",
+                               schedule["last_run_id"])
+    fields = {"pending_fire_at": pending, "last_run_id": schedule["last_run_id"]}
+    if not manual:
+        last = max([schedule["last_fire_at"] or 0.0, *due, *missed]) or None
+        fields.update(last_fire_at=last, next_fire_at=next_fire(schedule["cron"], schedule["tz"], max(at, last or 0)))
+    table.update(conn, name, **fields)
+    return started
+
+
+def _previous_done(conn, schedule: dict) -> bool:
+    previous = table.run_status(conn, schedule["last_run_id"])
+    return previous is None or previous[0] in TERMINAL
+
+
+def _start(conn, schedule: dict, registry: Registry, fire: float, at: float, why: str | None = None) -> list[str]:
+    fields = registry.run_fields(schedule["agent"], json.loads(schedule["input"]))
+    run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
+    if created:
+        add_schedule_event(conn, schedule["name"], at, "fired",
+                           f"fired for {iso(fire)}: started {run_id}" + (f" ({why})" if why else ""), run_id)
+    return [run_id]

@@ -1,0 +1,50 @@
+"""Schedule rows. The firing rules live in runtime/schedule.py; this is only their storage."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .db import Store, one_row
+from .runs import RunNotFound
+
+
+def add(store: Store, row: dict) -> None:
+    with store.write() as conn:
+        if conn.execute("SELECT 1 FROM schedules WHERE name = ?", (row["name"],)).fetchone():
+            raise RunNotFound(f"a schedule named {row['name']!r} exists; remove it first or pick another name")
+        columns = ", ".join(row)
+        conn.execute(f"INSERT INTO schedules ({columns}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values()))
+
+
+def get(conn: sqlite3.Connection, name: str) -> dict:
+    row = one_row(conn.execute("SELECT * FROM schedules WHERE name = ?", (name,)))
+    if row is None:
+        raise RunNotFound(f"no schedule named {name!r}; see tui-agent schedule ls")
+    return row
+
+
+def update(conn: sqlite3.Connection, name: str, **fields) -> None:
+    assignments = ", ".join(f"{column} = ?" for column in fields)
+    conn.execute(f"UPDATE schedules SET {assignments} WHERE name = ?", (*fields.values(), name))
+
+
+def remove(store: Store, name: str) -> None:
+    with store.write() as conn:
+        get(conn, name)
+        conn.execute("DELETE FROM schedules WHERE name = ?", (name,))
+
+
+def listing(store: Store) -> list[dict]:
+    return list(store.db.query("SELECT * FROM schedules ORDER BY name"))
+
+
+def due_names(store: Store, now: float) -> list[str]:
+    """Enabled schedules with a fire due or a pending fire waiting: one cheap read for an idle worker."""
+    return [r[0] for r in store.conn.execute(
+        "SELECT name FROM schedules WHERE enabled = 1 AND (next_fire_at <= ? OR pending_fire_at IS NOT NULL)"
+        " ORDER BY name", (now,))]
+
+
+def run_status(conn: sqlite3.Connection, run_id: str | None) -> tuple[str, str | None] | None:
+    row = conn.execute("SELECT status, reason FROM runs WHERE id = ?", (run_id,)).fetchone() if run_id else None
+    return None if row is None else (row[0], row[1])
