@@ -15,7 +15,7 @@ from .store.journal import checkpoint_for, journal_for
 from .store.runs import events_for, get_run, list_runs
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
-          "first_attempted_at", "attempted_at", "decided_at")
+          "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
 
 
 def iso_times(row: dict) -> dict:
