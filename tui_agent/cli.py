@@ -27,7 +27,7 @@ from .runtime.schedule import MISSED, OVERLAP
 from .runtime.schedule import tick as schedule_tick
 from .runtime.serve import GRACE_S, serve
 from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
-from .store import Store, open_store
+from .store import Store, default_path, open_store
 from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
 from .store import schedules as schedules_table
@@ -124,7 +124,30 @@ def cli(ctx: click.Context, db: str | None, durability: str, agent_modules: tupl
     ctx.obj = Session(db, durability, agent_modules)
     ctx.call_on_close(lambda: ctx.obj._store and ctx.obj._store.close())
     if ctx.invoked_subcommand is None:
-        click.echo(ctx.get_help())
+        _open_tui(ctx.obj, ctx.obj.store.path)
+    return EXIT_OK
+
+
+def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
+    from .app import TuiAgentApp
+
+    app = TuiAgentApp(db_path, session.durability, session.registry, session.agent_modules)
+    if worker:
+        app.spawned.append(operate.start_worker(db_path, session.durability, session.agent_modules, "w-demo"))
+    app.run()
+
+
+@cli.command()
+@click.pass_obj
+def demo(session: Session) -> int:
+    """Rebuild demo.db beside your database by executing real runs, then open the TUI on it."""
+    from .demo import build, demo_path
+
+    path = demo_path(Path(session.db) if session.db else default_path())
+    click.echo(f"building {path} by running nightly-report seven times (crashes included)...", err=True)
+    roles = build(path, session.registry, lambda message: click.echo(f"  {message}", err=True))
+    click.echo(f"  {len(roles)} runs; starting a worker and the terminal UI", err=True)
+    _open_tui(session, path, worker=True)
     return EXIT_OK
 
 

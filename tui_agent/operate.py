@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from .errors import UserError
@@ -12,7 +17,8 @@ from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime import schedule
 from .runtime.clock import now
 from .runtime.registry import Registry
-from .store import Store
+from .runtime.worker import worker_name
+from .store import Store, data_dir_for
 from .store.effects import find_effect, set_state
 from .store import schedules as schedules_table
 from .store.events import add_event, add_schedule_event
@@ -238,3 +244,27 @@ def schedule_remove(store: Store, name: str) -> None:
 
 def schedule_fire(store: Store, registry: Registry, name: str) -> list[str]:
     return schedule.fire_now(store, registry, name)
+
+
+def start_worker(db_path: Path, durability: str = "full", agent_modules: list[str] = (),
+                 name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
+    """A worker in its own process (the TUI never runs agent code itself); its output goes to a log file."""
+    name = name or worker_name()
+    command = [sys.executable, "-m", "tui_agent", "--db", str(db_path), "--durability", durability]
+    for module in agent_modules:
+        command += ["--agents", module]
+    log_dir = log_dir or data_dir_for(Path(db_path)) / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{name}.log", "ab") as log:
+        return subprocess.Popen([*command, "worker", "--name", name], stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop_worker(pid: int, kill: bool = False) -> None:
+    """SIGTERM (finish the current step, hand the runs back) or SIGKILL (as a crash would)."""
+    try:
+        os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
+    except ProcessLookupError:
+        raise UserError(f"no process {pid}: the worker has already stopped") from None
+    except PermissionError:
+        raise UserError(f"process {pid} belongs to another user; stop it from there") from None

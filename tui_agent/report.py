@@ -22,6 +22,19 @@ def iso_times(row: dict) -> dict:
     return {k: iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
+def needs_person(status: str, reason: str | None) -> bool:
+    """DESIGN.md section 3: a parked run, or one waiting on anything but time, waits for a person."""
+    return status == "parked" or (status == "waiting" and reason not in ("sleep", "retry"))
+
+
+def busiest_budget(row: dict) -> tuple[str, float] | None:
+    """The budget dimension closest to its ceiling, as (name, fraction), for a one-column gauge."""
+    limits = json.loads(row.get("budget") or "{}")
+    fractions = [(name, (row.get(f"used_{name}") or 0) / limits[name])
+                 for name in BUDGET_DIMENSIONS if limits.get(name)]
+    return max(fractions, key=lambda pair: pair[1]) if fractions else None
+
+
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:
     return [iso_times(row) for row in list_runs(store, status)]
 

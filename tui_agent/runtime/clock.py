@@ -29,19 +29,35 @@ def iso(ts: float | None) -> str | None:
 
 
 class Clock:
-    """Wall time plus an offset; the offset is the only thing tests change."""
+    """Wall time plus an offset; the offset is the only thing tests change. A frozen clock (snapshot
+    tests) stands still, and so do the durations measured with `perf()`."""
 
     def __init__(self, start: float | None = None) -> None:
         self._offset = 0.0 if start is None else start - time.time()
+        self._frozen: float | None = None
 
     def now(self) -> float:
-        return time.time() + self._offset
+        return time.time() + self._offset if self._frozen is None else self._frozen
+
+    def perf(self) -> float:
+        """A monotonic reading for durations."""
+        return time.perf_counter() if self._frozen is None else 0.0
 
     def set(self, ts: float) -> None:
         self._offset = ts - time.time()
+        if self._frozen is not None:
+            self._frozen = ts
 
     def advance(self, seconds: float) -> None:
         self._offset += seconds
+        if self._frozen is not None:
+            self._frozen += seconds
+
+    def freeze(self, ts: float | None) -> None:
+        """Stand still at `ts` (None: run again)."""
+        self._frozen = ts
+        if ts is not None:
+            self._offset = ts - time.time()
 
 
 def _from_env() -> Clock:

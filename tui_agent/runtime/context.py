@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from time import perf_counter
 from typing import Any
 
 from ..models import Provider, cost_usd, estimate_prompt_tokens
@@ -18,7 +17,7 @@ from ..store import Claim, Store
 from ..store.events import add_event
 from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry, record_failed_attempt, record_soft
 from ..store.runs import check_fence
-from .clock import now
+from .clock import CLOCK, now
 from .faults import crash_point
 from . import waits
 from .effects import perform
@@ -139,9 +138,9 @@ class Context:
         self._checkpoint.step_attempts = 0
         while True:
             started_at = now()
-            t0 = perf_counter()
+            t0 = CLOCK.perf()
             try:
-                return call(), attempts + 1, started_at, perf_counter() - t0
+                return call(), attempts + 1, started_at, CLOCK.perf() - t0
             except Exception as e:
                 attempts += 1
                 if not is_temporary(e) or attempts >= self._retry.attempts:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from ..store.effects import (add_intended, confirmed_with_key, effect_at, in_doubt_with_key, mark_attempted,
                              set_state)
 from ..store.events import add_event
 from ..store.journal import Usage
-from .clock import now
+from .clock import CLOCK, now
 from ..errors import EffectNotDone
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
@@ -35,7 +34,7 @@ class _Effect:
     def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None):
         self.ctx, self.position, self.name, self.key, self.do, self.lookup = ctx, position, name, key, do, lookup
         self.started_at = now()
-        self.t0 = perf_counter()
+        self.t0 = CLOCK.perf()
 
     def event(self, conn, message: str) -> None:
         ctx = self.ctx
@@ -57,7 +56,7 @@ class _Effect:
                 self.event(conn, message)
 
         return self.ctx._record(self.position, self.name, "effect", value, self.started_at,
-                                perf_counter() - self.t0, _EFFECT, also=also)
+                                CLOCK.perf() - self.t0, _EFFECT, also=also)
 
     def wait_for_person(self, row: dict, why: str) -> None:
         run = self.ctx.run_id

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..store import Claim, FenceRefused, Store
+from ..store import Claim, FenceRefused, Store, ids
 from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.events import add_event
 from ..store.runs import check_fence, get_run, settle_run
@@ -26,7 +25,7 @@ DEFAULT_LEASE_S = 60.0
 
 
 def worker_name() -> str:
-    return f"w-{secrets.token_hex(2)}"
+    return f"w-{ids.token(2)}"
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@ with a lease and a fence, and fenced status transitions."""
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from dataclasses import dataclass
 
+from . import ids
 from .db import Store, StoreError, one_row
 from .events import add_event
 from .schema import CHECKPOINT_SCHEMA
@@ -40,7 +40,7 @@ class Claim:
 
 def _new_id(conn: sqlite3.Connection) -> str:
     while True:
-        run_id = f"r-{secrets.token_hex(4)}"
+        run_id = f"r-{ids.token(4)}"
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             return run_id
 
@@ -263,3 +263,44 @@ def fork(store: Store, parent: dict, from_step: int, now: float) -> str:
 def recorded_positions(store: Store, run_id: str, generation: int) -> int:
     return store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
                               (run_id, generation)).fetchone()[0]
+
+
+_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, c.current_step,"
+         " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
+         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
+         " FROM runs r JOIN checkpoints c ON c.run_id = r.id")
+NEEDS_PERSON = ("(r.status = 'parked' OR (r.status = 'waiting' AND r.reason NOT IN ('sleep', 'retry')))")
+
+
+def runs_page(store: Store, *, limit: int = 200, before: tuple[float, str] | None = None,
+              status: str | None = None, text: str | None = None, needs_person: bool | None = None) -> list[dict]:
+    """One page of runs, newest first, keyset-paged on (created_at, id) so a page costs the same with
+    100,000 runs as with ten. `needs_person` selects runs that wait for a person (or all the others)."""
+    where, params = [], []
+    if before is not None:
+        where.append("(r.created_at, r.id) < (?, ?)")
+        params += list(before)
+    if status:
+        where.append("r.status = ?")
+        params.append(status)
+    if text:
+        where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
+        params += [f"{text}%", f"%{text}%", f"%{text}%"]
+    if needs_person is not None:
+        where.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    cursor = store.conn.execute(f"{_PAGE}{clause} ORDER BY r.created_at DESC, r.id DESC LIMIT ?", (*params, limit))
+    keys = [d[0] for d in cursor.description]
+    return [dict(zip(keys, row)) for row in cursor]
+
+
+def counts(store: Store) -> dict[str, int]:
+    """Header figures: runs queued, running, and waiting for a person."""
+    row = store.conn.execute(
+        f"SELECT sum(r.status = 'queued'), sum(r.status = 'running'), sum({NEEDS_PERSON}) FROM runs r").fetchone()
+    return {"queued": row[0] or 0, "running": row[1] or 0, "needs_you": row[2] or 0}
+
+
+def data_version(store: Store) -> int:
+    """Changes when another connection commits: a refresh check that costs one pragma."""
+    return store.conn.execute("PRAGMA data_version").fetchone()[0]

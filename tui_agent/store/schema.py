@@ -47,7 +47,7 @@ def _v1(db: sqlite_utils.Database) -> None:
         defaults={"attempt": 0, "fence": 0, "generation": 1},
     )
     db["runs"].create_index(["run_key"], unique=True)
-    db["runs"].create_index(["created_at"])
+    db["runs"].create_index(["created_at", "id"])
     db["runs"].create_index(["status", "wake_at"])
     db["checkpoints"].create(
         {

@@ -1,0 +1,91 @@
+"""The Textual app: screens over one database, a cheap poll for changes, and every action through
+operate.py so a keystroke and a command can never disagree."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.app import App
+from textual.binding import Binding
+
+from .errors import UserError
+from .messages import DataChanged
+from .runtime.registry import Registry, load_registry
+from .screens.palette import RunCommands
+from .store import Store, open_store
+from .store.runs import data_version
+
+POLL_S = 0.5
+
+
+class TuiAgentApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "tui-agent"
+    COMMANDS = App.COMMANDS | {RunCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+    ]
+
+    def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
+                 agent_modules: list[str] = (), poll_s: float | None = POLL_S) -> None:
+        super().__init__()
+        self.db_path, self.durability, self.agent_modules = Path(db_path), durability, list(agent_modules)
+        self.store: Store = open_store(db_path, durability)     # actions write through this one
+        self.reader: Store = open_store(db_path, durability)    # reads and the change poll use this one
+        self.registry = registry or load_registry(self.agent_modules)
+        self.spawned: list[subprocess.Popen] = []                # workers this app started: stopped on quit
+        self._poll_s = poll_s
+        self._version: int | None = None
+
+    def on_mount(self) -> None:
+        from .screens.runs import RunsScreen
+
+        self.sub_title = self.db_path.name
+        self.push_screen(RunsScreen())
+        if self._poll_s:
+            self.set_interval(self._poll_s, self.poll)
+
+    def poll(self) -> None:
+        """One pragma when nothing changed; the screen re-reads only when another commit happened."""
+        version = data_version(self.reader)
+        if version != self._version:
+            self._version = version
+            self.screen.post_message(DataChanged())
+
+    def changed(self) -> None:
+        """After an action: refresh now rather than at the next poll."""
+        self.screen.post_message(DataChanged())
+
+    def act(self, action: Callable[..., Any], *args: Any, done: str | Callable[[Any], str] | None = None,
+            **kwargs: Any) -> Any:
+        """Run an operate.py action; a toast says what happened (or, one line, why it could not)."""
+        try:
+            result = action(*args, **kwargs)
+        except UserError as e:
+            self.notify(str(e), title="Not done", severity="error", timeout=6)
+            return None
+        if done:
+            self.notify(done(result) if callable(done) else done, timeout=4)
+        self.changed()
+        return result
+
+    def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    def on_unmount(self) -> None:
+        for process in self.spawned:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.spawned:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.store.close()
+        self.reader.close()

@@ -1,0 +1,74 @@
+"""`tui-agent demo`: a separate database rebuilt by EXECUTING real nightly-report runs with the
+scripted model and injected crashes, so every row on screen is something the runtime really did."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from . import operate
+from .runtime import faults
+from .runtime.clock import now
+from .runtime.faults import SimulatedCrash
+from .runtime.registry import Registry
+from .runtime.worker import execute
+from .store import data_dir_for, open_store
+from .store.runs import claim_run
+
+LEASE_S = 0.5
+
+
+def demo_path(user_db: Path) -> Path:
+    return user_db.with_name("demo.db")
+
+
+def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None) -> None:
+    """One worker turn in this process, as a worker process would take it (a crash drops the store)."""
+    store = open_store(db)
+    claim = claim_run(store, run_id, "w-demo", LEASE_S, now())
+    if crash_at:
+        faults.arm(crash_at)
+    try:
+        execute(store, registry, claim)
+    except SimulatedCrash:
+        return
+    finally:
+        faults.disarm()
+    store.close()
+
+
+def build(db: Path, registry: Registry, progress=lambda message: None) -> dict[str, str]:
+    """Rebuild the demo database; returns the run ids by role. The running one is left queued for the
+    worker process the TUI starts."""
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(data_dir_for(db), ignore_errors=True)
+    store = open_store(db)
+    today = datetime.fromtimestamp(now()).date()
+    day = (today - timedelta(days=1)).isoformat()
+    plan = [
+        ("succeeded", {"date": (today - timedelta(days=2)).isoformat()}, {}, None),
+        ("failed", {"date": day, "team": "ops", "sources": ["sales", "weather"]}, {}, None),
+        ("parked on cost", {"date": day, "team": "finance"}, {"cost_usd": 0.002}, None),
+        ("waiting for approval", {"date": day, "team": "leads", "approve": True}, {}, None),
+        ("sleeping until tomorrow", {"date": today.isoformat(), "team": "europe",
+                                     "send_at": (datetime.now().astimezone() + timedelta(days=1)).replace(
+                                         hour=7, minute=0, second=0, microsecond=0).isoformat()}, {}, None),
+        ("outcome unknown", {"date": day, "team": "support", "service": "every", "lookup": False}, {}, "after-do"),
+    ]
+    roles = {}
+    for role, request, budget, crash in plan:
+        progress(f"running: {role}")
+        run_id, _ = operate.start(store, registry, "nightly-report", request, budget=budget)
+        _work(db, registry, run_id, crash)
+        if crash:                       # the crashed worker's lease runs out; the next worker reconciles
+            time.sleep(LEASE_S + 0.1)
+            _work(db, registry, run_id)
+        roles[role] = run_id
+    progress("queueing the run the demo worker will work")
+    roles["running"], _ = operate.start(store, registry, "nightly-report",
+                                        {"date": today.isoformat(), "team": "platform", "delay_s": 4})
+    store.close()
+    return roles

@@ -1,0 +1,189 @@
+"""Decisions, one small modal each: confirm, approve, reconcile, raise a budget, start a run, fork.
+Each returns its answer through `dismiss`; the caller acts through operate.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
+
+from ..runtime.agent import BUDGET_DIMENSIONS
+from ..runtime.clock import iso, now
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, minutes = divmod(seconds // 60, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds % 60:02d}s"
+
+
+class Dialog(ModalScreen):
+    """A modal with a title, a body and Confirm/Cancel; escape cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    TITLE = ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.TITLE, classes="title")
+            yield from self.body()
+            with Horizontal(classes="buttons"):
+                yield Button("Confirm", variant="primary", id="confirm")
+                yield Button("Cancel", id="cancel")
+
+    def body(self) -> ComposeResult:
+        yield from ()
+
+    def answer(self) -> Any:
+        return True
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "confirm":
+            self.submit()
+        else:
+            self.dismiss(None)
+
+    def on_input_submitted(self) -> None:
+        self.submit()
+
+    def submit(self) -> None:
+        answer = self.answer()
+        if answer is not None:
+            self.dismiss(answer)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmModal(Dialog):
+    def __init__(self, title: str, question: str) -> None:
+        super().__init__()
+        self.TITLE, self.question = title, question
+
+    def body(self) -> ComposeResult:
+        yield Static(self.question)
+
+
+class ApproveModal(Dialog):
+    """Approve or deny what a run asks, with a note."""
+
+    def __init__(self, run_id: str, question: str) -> None:
+        super().__init__()
+        self.TITLE = f"Approve {run_id}"
+        self.question = question
+
+    def body(self) -> ComposeResult:
+        yield Static(self.question)
+        with RadioSet(id="decision"):
+            yield RadioButton("Approve", value=True, id="approve")
+            yield RadioButton("Deny", id="deny")
+        yield Input(placeholder="note (optional)", id="note")
+
+    def answer(self) -> tuple[bool, str | None]:
+        deny = self.query_one("#decision", RadioSet).pressed_button.id == "deny"
+        return deny, self.query_one("#note", Input).value.strip() or None
+
+
+RECONCILE_CHOICES = [("ask", "Ask the service", "look the key up, then decide"),
+                     ("happened", "It happened", "record it as done (optional result)"),
+                     ("not-done", "It did not happen", "send again with the same key"),
+                     ("abandon", "Abandon the run", "cancel it; the doubt stays on record")]
+
+
+class ReconcileModal(Dialog):
+    """What happened to an effect whose outcome is unknown: the facts, then four choices."""
+
+    def __init__(self, effect: dict) -> None:
+        super().__init__()
+        self.effect = effect
+        self.TITLE = f'Reconcile "{effect["name"]}"'
+
+    def body(self) -> ComposeResult:
+        e = self.effect
+        at = e.get("attempted_at")
+        since = now() - at if at else None
+        window = e.get("dedupe_ttl_s")
+        service = e.get("service") or "the service"
+        remembers = (f"dedupes this key {_span(window - since)} more" if window and since is not None
+                     and window > since else "does not deduplicate it now")
+        yield Static("The worker stopped after it tried this and before it could record whether it succeeded."
+                     if e["state"] in ("unknown", "attempted") else f"The effect is {e['state']}.")
+        yield Static(f"key        {e['key']}")
+        yield Static(f"attempted  {iso(at) if at else '-'}" + (f" ({_span(since)} ago)" if since is not None else "")
+                     + f" by {e.get('attempted_by') or '-'} · attempts {e['attempts']}")
+        yield Static(f"service    {service} · {remembers} · {'has lookup' if e['has_lookup'] else 'no lookup'}")
+        with RadioSet(id="decision"):
+            for value, label, hint in RECONCILE_CHOICES:
+                yield RadioButton(f"{label:<20} {hint}", id=value, value=value == "ask" and bool(e["has_lookup"]),
+                                  disabled=value == "ask" and not e["has_lookup"])
+        yield Input(placeholder='result as JSON (with "It happened", optional)', id="result")
+        yield Input(placeholder="note (optional)", id="note")
+
+    def answer(self) -> tuple[str, Any, str | None] | None:
+        pressed = self.query_one("#decision", RadioSet).pressed_button
+        if pressed is None:
+            self.notify("choose what happened first", severity="warning")
+            return None
+        text = self.query_one("#result", Input).value.strip()
+        result = None
+        if text:
+            try:
+                result = json.loads(text)
+            except json.JSONDecodeError as e:
+                self.notify(f"the result is not JSON ({e.msg})", severity="error")
+                return None
+        return pressed.id, result, self.query_one("#note", Input).value.strip() or None
+
+
+class BudgetModal(Dialog):
+    """Raise one ceiling of a run (the run is resumed with it)."""
+
+    TITLE = "Raise a budget ceiling"
+
+    def __init__(self, budget: dict) -> None:
+        super().__init__()
+        self.budget = budget
+
+    def body(self) -> ComposeResult:
+        dims = self.budget["dimensions"]
+        options = [(f"{name}  used {dims[name]['used']:g} of {dims[name]['limit']}", name) for name in BUDGET_DIMENSIONS]
+        exhausted = max(BUDGET_DIMENSIONS, key=lambda n: dims[n]["fraction"] or 0)
+        yield Select(options, value=exhausted, allow_blank=False, id="dimension")
+        yield Input(placeholder="new ceiling, e.g. 1.50", id="value")
+
+    def answer(self) -> dict[str, float] | None:
+        text = self.query_one("#value", Input).value.strip()
+        try:
+            value = float(text)
+        except ValueError:
+            self.notify("the ceiling must be a number", severity="error")
+            return None
+        return {self.query_one("#dimension", Select).value: value}
+
+
+class NewRunModal(Dialog):
+    """Start a run of an agent with its input."""
+
+    TITLE = "Start a run"
+
+    def __init__(self, agents: list[str]) -> None:
+        super().__init__()
+        self.agents = agents
+
+    def body(self) -> ComposeResult:
+        yield Select([(name, name) for name in self.agents], value=self.agents[0], allow_blank=False, id="agent")
+        yield Input(value="{}", placeholder='input as a JSON object, e.g. {"date": "2026-11-29"}', id="input")
+
+    def answer(self) -> tuple[str, dict] | None:
+        text = self.query_one("#input", Input).value.strip() or "{}"
+        try:
+            request = json.loads(text)
+        except json.JSONDecodeError as e:
+            self.notify(f"the input is not JSON ({e.msg})", severity="error")
+            return None
+        return self.query_one("#agent", Select).value, request

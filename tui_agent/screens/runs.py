@@ -1,0 +1,233 @@
+"""Runs (home): find a run. What needs a person sorts first; the strip under the table says what
+the selected run is waiting for and which key acts on it."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from ..messages import DataChanged
+from ..report import busiest_budget
+from ..runtime.clock import now
+from ..store.runs import counts, runs_page
+from ..store.workers import workers_listing
+from . import run_actions
+from .situation import situation
+from ..widgets.status import badge
+
+PAGE = 200
+COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
+           ("WORKER", "worker"), ("BUDGET", "budget"), ("AGE", "age")]
+
+
+def age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+def parse_filter(text: str) -> tuple[str | None, str | None]:
+    """`status:waiting nightly` -> ("waiting", "nightly")."""
+    status, words = None, []
+    for word in text.split():
+        if word.startswith("status:"):
+            status = word.removeprefix("status:") or None
+        else:
+            words.append(word)
+    return status, " ".join(words) or None
+
+
+class RunsScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "Open"),
+        Binding("slash", "filter", "Filter"),
+        Binding("n", "new", "New"),
+        Binding("r", "resume", "Resume"),
+        Binding("p", "park", "Park"),
+        Binding("x", "cancel", "Cancel"),
+        Binding("c", "reconcile", "Reconcile"),
+        Binding("a", "approve", "Approve"),
+        Binding("b", "budget", "Budget"),
+        Binding("o", "sort", "Sort"),
+        Binding("w", "workers", "Workers"),
+        Binding("s", "schedules", "Schedules"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status_filter: str | None = None
+        self.text_filter: str | None = None
+        self.needs_first = True
+        self.loaded_rows = PAGE
+        self._rows: list[dict] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="summary", classes="summary")
+        yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
+                    id="filter", classes="filter")
+        table = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static(id="situation", classes="situation")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+        self.query_one(DataTable).focus()
+
+    # -- data -----------------------------------------------------------------------------------
+
+    def _fetch(self) -> list[dict]:
+        reader = self.app.reader
+        query = {"status": self.status_filter, "text": self.text_filter}
+        if not self.needs_first:
+            return runs_page(reader, limit=self.loaded_rows, **query)
+        first = runs_page(reader, limit=self.loaded_rows, needs_person=True, **query)
+        return first + runs_page(reader, limit=max(0, self.loaded_rows - len(first)), needs_person=False, **query)
+
+    def reload(self) -> None:
+        """Re-read the loaded pages and repaint in one batch, keeping the cursor on the same run."""
+        table = self.query_one(DataTable)
+        selected = self.selected_id()
+        self._rows = self._fetch()
+        at = now()
+        with self.app.batch_update():
+            table.clear()
+            for row in self._rows:
+                table.add_row(*self._cells(row, at), key=row["id"])
+            if selected and selected in {r["id"] for r in self._rows}:
+                table.move_cursor(row=table.get_row_index(selected), animate=False)
+        self._summarize()
+        self._explain()
+
+    def _cells(self, row: dict, at: float) -> list:
+        step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
+        busiest = busiest_budget(row)
+        budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
+                      style="bold red" if busiest[1] >= 1 else "#ffb000" if busiest[1] >= 0.7 else "") \
+            if busiest else Text("–", style="dim")
+        return [row["id"], row["agent"], badge(row["status"], row["reason"]), step, str(row["attempt"]),
+                row["worker"] or "–", budget, age(at - row["created_at"])]
+
+    def _summarize(self) -> None:
+        figures = counts(self.app.reader)
+        alive = [w for w in workers_listing(self.app.reader)
+                 if w["stopped_at"] is None and now() - w["heartbeat_at"] < w["lease_s"]]
+        shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
+            self.status_filter or self.text_filter) else ""
+        self.query_one("#summary", Static).update(
+            f"{self.app.db_path.name} · workers {len(alive)} {'●' if alive else '○'} · queued {figures['queued']} · "
+            f"running {figures['running']} · needs you {figures['needs_you']}"
+            f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
+
+    def _explain(self) -> None:
+        run_id = self.selected_id()
+        text = situation(self.app.reader, run_id) if run_id else "No runs yet: press n to start one."
+        self.query_one("#situation", Static).update(text)
+
+    def selected_id(self) -> str | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._explain()
+        if event.cursor_row >= len(self._rows) - 5 and len(self._rows) >= self.loaded_rows:
+            self.loaded_rows += PAGE      # the next page, keyset-paged: as cheap as the first
+            self.reload()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.status_filter, self.text_filter = parse_filter(event.value)
+        self.loaded_rows = PAGE
+        self.query_one(DataTable).focus()
+        self.reload()
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def _with_run(self, act) -> None:
+        run_id = self.selected_id()
+        if run_id is None:
+            self.notify("no run selected", severity="warning")
+        else:
+            act(self.app, run_id)
+
+    def action_open(self) -> None:
+        from .run import RunScreen
+
+        run_id = self.selected_id()
+        if run_id:
+            self.app.push_screen(RunScreen(run_id))
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("-shown")
+        self.status_filter = self.text_filter = None
+        self.query_one(DataTable).focus()
+        self.reload()
+
+    def action_sort(self) -> None:
+        self.needs_first = not self.needs_first
+        self.reload()
+
+    def action_cursor_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_new(self) -> None:
+        run_actions.new_run(self.app)
+
+    def action_resume(self) -> None:
+        self._with_run(run_actions.resume)
+
+    def action_park(self) -> None:
+        self._with_run(run_actions.park)
+
+    def action_cancel(self) -> None:
+        self._with_run(run_actions.cancel)
+
+    def action_reconcile(self) -> None:
+        self._with_run(run_actions.reconcile)
+
+    def action_approve(self) -> None:
+        self._with_run(run_actions.approve)
+
+    def action_budget(self) -> None:
+        self._with_run(run_actions.raise_budget)
+
+    def action_workers(self) -> None:
+        from .workers import WorkersScreen
+
+        self.app.push_screen(WorkersScreen())
+
+    def action_schedules(self) -> None:
+        from .schedules import SchedulesScreen
+
+        self.app.push_screen(SchedulesScreen())

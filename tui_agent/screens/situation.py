@@ -1,0 +1,65 @@
+"""One or two sentences on where a run stands and which key acts on it: the strip under the runs
+table, computed from the run's own rows, never a canned text per status."""
+
+from __future__ import annotations
+
+import json
+
+from ..runtime.clock import iso, now
+from ..store import Store
+from ..store.approvals import pending as pending_approval
+from ..store.effects import effects_for
+from ..store.journal import checkpoint_for
+from ..store.runs import events_for, get_run
+
+
+def _ago(at: float) -> str:
+    minutes = max(0, int((now() - at) // 60))
+    return f"{minutes // 60}h {minutes % 60:02d}m ago" if minutes >= 60 else f"{minutes} min ago"
+
+
+def situation(store: Store, run_id: str) -> str:
+    run = get_run(store, run_id)
+    status, reason = run["status"], run["reason"]
+    head = f"{run_id} · {run['agent']}"
+    if status == "waiting" and reason == "reconcile":
+        doubtful = [e for e in effects_for(store, run_id)
+                    if e["generation"] == run["generation"] and e["state"] in ("unknown", "attempted")]
+        if doubtful:
+            e = doubtful[-1]
+            window = e["dedupe_ttl_s"]
+            left = window - (now() - e["attempted_at"]) if window and e["attempted_at"] else None
+            memory = f"the service remembers it {left / 3600:.0f}h more" if left and left > 0 else \
+                "the service does not deduplicate it now"
+            return (f"{head} · {e['name']!r} may or may not have happened\n"
+                    f"key {e['key']} · attempted {iso(e['attempted_at'])} by {e['attempted_by']} · {memory} · "
+                    "c reconciles")
+        return f"{head} · waits for a decision on an effect · c reconciles"
+    if status == "waiting" and reason == "approval":
+        question = pending_approval(store, run_id, run["generation"])
+        return f"{head} · asks: {question['question'] if question else '?'}\na approves or denies"
+    if reason and reason.startswith("budget:"):
+        dimension = reason.removeprefix("budget:")
+        limit = json.loads(run["budget"] or "{}").get(dimension)
+        used = checkpoint_for(store, run_id).get(f"used_{dimension}")
+        return (f"{head} · stopped by its {dimension} budget ({used:g} of {limit})\n"
+                + ("b raises the ceiling and resumes it" if status != "failed" else "the run ended"))
+    if reason == "plateau":
+        last = next((e["message"] for e in reversed(events_for(store, run_id)) if "plateau" in e["message"]), "")
+        return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
+    if status == "waiting" and reason in ("sleep", "retry"):
+        return f"{head} · {'sleeping' if reason == 'sleep' else 'backing off'} until {iso(run['wake_at'])}; " \
+               "a worker wakes it then"
+    if status == "parked":
+        return f"{head} · parked ({reason}){': ' + run['error'] if run['error'] else ''}\nr resumes it"
+    if status == "running":
+        cp = checkpoint_for(store, run_id)
+        total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
+        return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
+               f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
+    if status == "queued":
+        return f"{head} · queued ({reason}) {_ago(run['created_at'])}; a worker will claim it"
+    if status == "failed":
+        return f"{head} · failed ({reason}): {run['error'] or ''}"
+    return f"{head} · {status}" + (f" ({reason})" if reason else "") + \
+        (f" {_ago(run['finished_at'])}" if run["finished_at"] else "")
