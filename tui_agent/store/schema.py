@@ -48,7 +48,10 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
     db["runs"].create_index(["run_key"], unique=True)
     db["runs"].create_index(["created_at", "id"])
-    db["runs"].create_index(["status", "wake_at"])
+    db["runs"].create_index(["status", "reason", "wake_at"])
+    # The runs screen's "needs you" section, keyset-paged like the rest (the WHERE matches runs.NEEDS_PERSON).
+    db.execute("CREATE INDEX runs_needs_person ON runs (created_at, id) WHERE status = 'parked'"
+               " OR (status = 'waiting' AND reason NOT IN ('sleep', 'retry'))")
     db["checkpoints"].create(
         {
             "run_id": str,
