@@ -39,9 +39,9 @@ def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None
     store.close()
 
 
-def build(db: Path, registry: Registry, progress=lambda message: None) -> dict[str, str]:
+def build(db: Path, registry: Registry, progress=lambda message: None, wait=time.sleep) -> dict[str, str]:
     """Rebuild the demo database; returns the run ids by role. The running one is left queued for the
-    worker process the TUI starts."""
+    worker process the TUI starts. `wait` lets a test with a frozen clock move it instead of sleeping."""
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         path.unlink(missing_ok=True)
     shutil.rmtree(data_dir_for(db), ignore_errors=True)
@@ -64,7 +64,7 @@ def build(db: Path, registry: Registry, progress=lambda message: None) -> dict[s
         run_id, _ = operate.start(store, registry, "nightly-report", request, budget=budget)
         _work(db, registry, run_id, crash)
         if crash:                       # the crashed worker's lease runs out; the next worker reconciles
-            time.sleep(LEASE_S + 0.1)
+            wait(LEASE_S + 0.1)
             _work(db, registry, run_id)
         roles[role] = run_id
     progress("queueing the run the demo worker will work")

@@ -1,0 +1,56 @@
+"""How the screens look: one small app state per snapshot, on the fixture database (executed runs,
+frozen clock, seeded ids). Update with `pytest --snapshot-update` after a deliberate change, and look."""
+
+import pytest
+
+from tui_agent.app import TuiAgentApp
+
+from tui_fixture import build_fixture, thaw
+
+
+@pytest.fixture
+def roles(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    yield build_fixture(tmp_path)
+    thaw()
+
+
+def app() -> TuiAgentApp:
+    return TuiAgentApp("runs.db", poll_s=None)
+
+
+def test_runs_screen(roles, snap_compare):
+    assert snap_compare(app(), terminal_size=(120, 30))
+
+
+def test_runs_screen_at_80x24(roles, snap_compare):
+    assert snap_compare(app(), terminal_size=(80, 24))
+
+
+def test_runs_screen_filtered(roles, snap_compare):
+    assert snap_compare(app(), press=["slash", *"status:failed", "enter"], terminal_size=(120, 30))
+
+
+def test_help(roles, snap_compare):
+    assert snap_compare(app(), press=["question_mark"], terminal_size=(120, 40))
+
+
+def test_reconcile_modal(roles, snap_compare):
+    # the outcome-unknown run sorts first (needs you, newest)
+    assert snap_compare(app(), press=["c"], terminal_size=(120, 34))
+
+
+def test_approve_modal(roles, snap_compare):
+    assert snap_compare(app(), press=["j", "a"], terminal_size=(120, 30))
+
+
+def test_budget_modal(roles, snap_compare):
+    assert snap_compare(app(), press=["j", "j", "b"], terminal_size=(120, 30))
+
+
+def test_new_run_modal(roles, snap_compare):
+    assert snap_compare(app(), press=["n"], terminal_size=(120, 30))
+
+
+def test_cancel_confirmation(roles, snap_compare):
+    assert snap_compare(app(), press=["x"], terminal_size=(100, 24))
