@@ -85,15 +85,16 @@ def _model_agent(calls, budget):
     return registry, provider_calls, Counting
 
 
-def test_a_model_call_whose_worst_case_would_cross_the_cost_ceiling_is_refused_before_it_is_made(store,
-                                                                                                  monkeypatch):
+@pytest.mark.parametrize("action", ["stop", "park", "escalate"])
+def test_a_model_call_whose_worst_case_would_cross_the_cost_ceiling_is_refused_before_it_is_made(store, monkeypatch,
+                                                                                                  action):
     # claude-haiku-4-5: $1 / M input, $5 / M output. Worst case of one call: 100 input tokens (400 characters)
     # + 1000 output tokens = $0.0051; its real cost is $0.00011 (a one-word reply). A ceiling of $0.0052 admits
     # the first call but not a second, whose reservation would cross it although its real cost would fit.
-    registry, provider_calls, counting = _model_agent(3, Budget(cost_usd=0.0052, on_exhaust="park"))
+    registry, provider_calls, counting = _model_agent(3, Budget(cost_usd=0.0052, on_exhaust=action))
     monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script: counting(script))
     outcome = start_and_work(store, registry, "asks", {})
-    assert (outcome.status, outcome.reason) == ("parked", "budget:cost_usd")
+    assert (outcome.status, outcome.reason) == (STATUS[action], "budget:cost_usd")
     assert provider_calls == [0], "the second call was refused before the provider was asked"
     used = checkpoint_for(store, outcome.run_id)["used_cost_usd"]
     assert used == pytest.approx(0.00011)
@@ -107,7 +108,8 @@ def test_output_tokens_are_reserved_at_max_tokens(store):
     assert checkpoint_for(store, outcome.run_id)["used_model_calls"] == 1
 
 
-def test_wall_time_counts_running_not_waiting(store, clock):
+@pytest.mark.parametrize("action", ["stop", "park", "escalate"])
+def test_wall_time_counts_running_not_waiting(store, clock, action):
     def slow_then_sleep(ctx, request):
         ctx.step("a", clock.advance, 10)
         ctx.sleep("night", 8 * 3600)           # waiting: not counted
@@ -115,11 +117,11 @@ def test_wall_time_counts_running_not_waiting(store, clock):
             ctx.step(f"b{i}", clock.advance, 10)
         return {}
 
-    registry = registry_of(Agent(name="slow", run=slow_then_sleep, budget=Budget(wall_s=25, on_exhaust="park")))
+    registry = registry_of(Agent(name="slow", run=slow_then_sleep, budget=Budget(wall_s=25, on_exhaust=action)))
     run_id = start_and_work(store, registry, "slow", {}).run_id
     clock.advance(8 * 3600 + 1)
     outcome = work(store, registry, run_id)
-    assert (outcome.status, outcome.reason) == ("parked", "budget:wall_s")
+    assert (outcome.status, outcome.reason) == (STATUS[action], "budget:wall_s")
     assert [e["name"] for e in journal_for(store, run_id)] == ["a", "night", "b0", "b1"]
     assert 29 < checkpoint_for(store, run_id)["used_wall_s"] < 40
 
