@@ -54,3 +54,29 @@ def test_new_run_modal(roles, snap_compare):
 
 def test_cancel_confirmation(roles, snap_compare):
     assert snap_compare(app(), press=["x"], terminal_size=(100, 24))
+
+
+def test_run_screen_model_reply(roles, snap_compare):
+    from tui_agent.screens.run import RunScreen
+
+    async def open_succeeded(pilot):
+        pilot.app.push_screen(RunScreen(roles["succeeded"]))
+        await pilot.pause()
+
+    assert snap_compare(app(), run_before=open_succeeded, press=["j", "j", "j", "j"], terminal_size=(120, 40))
+
+
+def test_run_screen_outcome_unknown_at_80x24(roles, snap_compare):
+    assert snap_compare(app(), press=["enter"], terminal_size=(80, 24))
+
+
+def test_run_screen_effect_in_doubt(roles, snap_compare):
+    assert snap_compare(app(), press=["enter"], terminal_size=(160, 48))
+
+
+def test_workers_screen(roles, snap_compare):
+    assert snap_compare(app(), press=["w"], terminal_size=(120, 24))
+
+
+def test_schedules_screen(roles, snap_compare):
+    assert snap_compare(app(), press=["s"], terminal_size=(120, 24))

@@ -3,6 +3,8 @@ operate.py so a keystroke and a command can never disagree."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from textual.binding import Binding
 from .errors import UserError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
+from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
 from .store import Store, open_store
 from .store.runs import data_version
@@ -45,6 +48,9 @@ class TuiAgentApp(App):
         from .screens.runs import RunsScreen
 
         self.sub_title = self.db_path.name
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):  # a closed terminal still stops the workers we started
+            loop.add_signal_handler(signum, self.exit)
         self.push_screen(RunsScreen())
         if self._poll_s:
             self.set_interval(self._poll_s, self.poll)
@@ -79,12 +85,15 @@ class TuiAgentApp(App):
         self.push_screen(HelpScreen())
 
     def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
         for process in self.spawned:
             if process.poll() is None:
                 process.terminate()
-        for process in self.spawned:
+        for process in self.spawned:  # each finishes its current step first, as long as its grace period allows
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=GRACE_S + 5)
             except subprocess.TimeoutExpired:
                 process.kill()
         self.store.close()

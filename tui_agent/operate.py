@@ -262,6 +262,9 @@ def start_worker(db_path: Path, durability: str = "full", agent_modules: list[st
 
 def stop_worker(pid: int, kill: bool = False) -> None:
     """SIGTERM (finish the current step, hand the runs back) or SIGKILL (as a crash would)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists() and b"tui_agent" not in cmdline.read_bytes() and b"tui-agent" not in cmdline.read_bytes():
+        raise UserError(f"process {pid} is not a tui-agent worker any more (its pid was reused); nothing sent")
     try:
         os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
     except ProcessLookupError:

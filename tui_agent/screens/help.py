@@ -29,8 +29,7 @@ class HelpScreen(ModalScreen):
             for name, screen in [("Everywhere", self.app.__class__), *_screens()]:
                 for binding in screen.BINDINGS:
                     if isinstance(binding, Binding) and binding.description:
-                        table.add_row(name, binding.key.replace("question_mark", "?").replace("slash", "/"),
-                                      binding.description)
+                        table.add_row(name, self.app.get_key_display(binding), binding.description)
             table.add_row("Everywhere", "ctrl+p", "Command palette: the actions for the current run")
             yield table
 

@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
 
+from ..errors import UserError
+from ..operate import parse_budget
 from ..runtime.agent import BUDGET_DIMENSIONS
 from ..runtime.clock import iso, now
 
@@ -145,25 +147,24 @@ class BudgetModal(Dialog):
 
     TITLE = "Raise a budget ceiling"
 
-    def __init__(self, budget: dict) -> None:
+    def __init__(self, budget: dict, exhausted: str | None = None) -> None:
         super().__init__()
-        self.budget = budget
+        self.budget, self.exhausted = budget, exhausted
 
     def body(self) -> ComposeResult:
         dims = self.budget["dimensions"]
         options = [(f"{name}  used {dims[name]['used']:g} of {dims[name]['limit']}", name) for name in BUDGET_DIMENSIONS]
-        exhausted = max(BUDGET_DIMENSIONS, key=lambda n: dims[n]["fraction"] or 0)
-        yield Select(options, value=exhausted, allow_blank=False, id="dimension")
+        chosen = self.exhausted or max(BUDGET_DIMENSIONS, key=lambda n: dims[n]["fraction"] or 0)
+        yield Select(options, value=chosen, allow_blank=False, id="dimension")
         yield Input(placeholder="new ceiling, e.g. 1.50", id="value")
 
     def answer(self) -> dict[str, float] | None:
         text = self.query_one("#value", Input).value.strip()
         try:
-            value = float(text)
-        except ValueError:
-            self.notify("the ceiling must be a number", severity="error")
+            return parse_budget([f"{self.query_one('#dimension', Select).value}={text}"])
+        except UserError as e:
+            self.notify(str(e), severity="error")
             return None
-        return {self.query_one("#dimension", Select).value: value}
 
 
 class NewRunModal(Dialog):

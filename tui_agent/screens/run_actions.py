@@ -9,7 +9,7 @@ from .. import operate
 from ..report import run_report
 from ..store.approvals import pending as pending_approval
 from ..store.effects import effects_for
-from ..store.runs import get_run
+from ..store.runs import TERMINAL, get_run
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:
@@ -25,6 +25,11 @@ def park(app: TuiAgentApp, run_id: str) -> None:
 
 
 def cancel(app: TuiAgentApp, run_id: str) -> None:
+    status = get_run(app.reader, run_id)["status"]
+    if status in TERMINAL:
+        app.notify(f"{run_id} has ended ({status}); nothing to cancel", severity="warning")
+        return
+
     def confirmed(yes: bool | None) -> None:
         if yes:
             app.act(operate.cancel_run, app.store, run_id, done=f"{run_id} cancelled")
@@ -83,7 +88,9 @@ def raise_budget(app: TuiAgentApp, run_id: str) -> None:
             app.act(operate.resume, app.store, run_id, budget=limits,
                     done=lambda _: f"{run_id}: {', '.join(f'{k} {v:g}' for k, v in limits.items())}; resumed")
 
-    app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"]), chosen)
+    reason = get_run(app.reader, run_id)["reason"] or ""
+    exhausted = reason.removeprefix("budget:") if reason.startswith("budget:") else None
+    app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], exhausted), chosen)
 
 
 def new_run(app: TuiAgentApp) -> None:

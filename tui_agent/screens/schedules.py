@@ -1,16 +1,271 @@
-"""Schedules (being built)."""
+"""Schedules: each schedule with its cron, next fire (in the schedule's own zone), missed and overlap
+policy and whether it is enabled; enable, disable and fire now act through operate.py."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
+
+from .. import operate
+from ..messages import DataChanged
+from ..runtime.clock import now
+from ..store import schedules as schedules_table
+from ..store.runs import RunNotFound, get_run
+from ..store.workers import workers_listing
+from ..widgets.status import badge, mark_of, style_of
+
+# The columns a person scans first come first: at 80 columns the rest scroll, and the strip under the
+# table spells out every field of the selected schedule.
+COLUMNS = [("NAME", "name"), ("CRON", "cron"), ("NEXT FIRE", "next"), ("ENABLED", "enabled"), ("LAST RUN", "last"),
+           ("AGENT", "agent"), ("ZONE", "tz"), ("MISSED", "missed"), ("OVERLAP", "overlap")]
+MISSED_MEANS = {"skip": "fires missed while no worker ran are dropped",
+                "once": "only the latest missed fire runs",
+                "all": "every missed fire runs"}
+OVERLAP_MEANS = {"skip": "a fire during an unfinished run is skipped",
+                 "wait": "a fire during an unfinished run waits for it",
+                 "allow": "fires run alongside unfinished runs"}
+
+
+def in_zone(at: float, tz: str) -> datetime:
+    try:
+        return datetime.fromtimestamp(at, ZoneInfo(tz))
+    except (ZoneInfoNotFoundError, ValueError):
+        return datetime.fromtimestamp(at).astimezone()
+
+
+def when(at: float, tz: str, reference: float) -> str:
+    """`Nov 29 02:00`, in the schedule's zone; the year only when it is not this one."""
+    moment = in_zone(at, tz)
+    return moment.strftime("%b %d %H:%M" if moment.year == in_zone(reference, tz).year else "%Y-%m-%d %H:%M")
+
+
+def until(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {seconds % 60:02d}s" if minutes else f"{seconds}s"
 
 
 class SchedulesScreen(Screen):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [
+        Binding("e", "enable", "Enable"),
+        Binding("d", "disable", "Disable"),
+        Binding("F", "fire", "Fire now", key_display="F"),
+        Binding("enter", "fire", "Fire now", show=False),
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[dict] = []
+        self._last: dict[str, dict | None] = {}      # each schedule's last run, when it still exists
+        self._strip_text: Text | str | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("schedules")
+        yield Static(id="summary", classes="summary")
+        table = DataTable(id="schedules", cursor_type="row", zebra_stripes=True)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static(id="schedule-strip", classes="situation")
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+        self.query_one(DataTable).focus()
+        self.set_interval(1.0, self._count_down)
+
+    def _count_down(self) -> None:
+        """"in 14m 33s" moves on even when nothing was written."""
+        if self.is_current:
+            self._explain()
+
+    # -- data -----------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Re-read the schedules and repaint in one batch, keeping the cursor on the same schedule."""
+        table = self.query_one(DataTable)
+        selected = self.selected_name()
+        old_index = table.cursor_row
+        reader = self.app.reader
+        self._rows = schedules_table.listing(reader)
+        self._last = {row["name"]: self._run(row["last_run_id"]) for row in self._rows}
+        at = now()
+        with self.app.batch_update():
+            table.clear()
+            for row in self._rows:
+                table.add_row(*self._cells(row, at), key=row["name"])
+            names = [row["name"] for row in self._rows]
+            if selected in names:
+                table.move_cursor(row=names.index(selected), animate=False)
+            elif names:
+                table.move_cursor(row=min(old_index, len(names) - 1), animate=False)
+        enabled = sum(1 for row in self._rows if row["enabled"])
+        alive = any(w["stopped_at"] is None and at - w["heartbeat_at"] < w["lease_s"]
+                    for w in workers_listing(reader))
+        summary = Text(f"Schedules · {self.app.db_path.name} · {len(self._rows)} ({enabled} enabled) · ")
+        summary.append("running workers fire them" if alive else "no worker running: nothing fires (w, +)",
+                       style="" if alive else "#ffb000")
+        self.query_one("#summary", Static).update(summary)
+        self._explain()
+
+    def _run(self, run_id: str | None) -> dict | None:
+        if not run_id:
+            return None
+        try:
+            return get_run(self.app.reader, run_id)
+        except RunNotFound:
+            return None
+
+    def _cells(self, row: dict, at: float) -> list:
+        enabled = bool(row["enabled"])
+        if enabled and row["next_fire_at"]:
+            zone_name = in_zone(row["next_fire_at"], row["tz"]).strftime("%Z")
+            next_fire = Text(f"{when(row['next_fire_at'], row['tz'], at)} {zone_name}",
+                             style="#ffb000" if row["next_fire_at"] < at else "")      # overdue: no worker fired it
+        else:
+            next_fire = Text("–", style="dim")
+        last = self._last.get(row["name"])
+        if last is not None:
+            last_cell = Text.assemble(last["id"], " ", (mark_of(last["status"], last["reason"]),
+                                                         style_of(last["status"], last["reason"])))
+        else:
+            last_cell = Text(row["last_run_id"] or "–", style="dim")
+        cells = {"name": row["name"], "cron": row["cron"], "next": next_fire,
+                 "enabled": Text("yes", style="#4ec94e") if enabled else Text("no", style="bold #8a8a8a"),
+                 "last": last_cell, "agent": row["agent"], "tz": row["tz"], "missed": row["missed"],
+                 "overlap": row["overlap"]}
+        return [cells[key] for _, key in COLUMNS]
+
+    def _explain(self) -> None:
+        row = self.selected()
+        strip = self.query_one("#schedule-strip", Static)
+        if row is None:
+            self._set_strip(strip, "No schedules yet: add one from a shell, for example\n"
+                                   "tui-agent schedule add NAME --agent AGENT --cron '0 2 * * *'")
+            return
+        at = now()
+        name = row["name"]
+        request = row["input"] if len(row["input"]) <= 40 else row["input"][:39] + "…"
+        text = Text(f"{name} · {row['agent']} {request} · ")
+        if row["enabled"] and row["next_fire_at"]:
+            fire = in_zone(row["next_fire_at"], row["tz"])
+            if row["next_fire_at"] >= at:
+                text.append(f"next fire {fire.strftime('%Y-%m-%d %H:%M %Z')} (in {until(row['next_fire_at'] - at)})")
+            else:
+                text.append(f"due since {when(row['next_fire_at'], row['tz'], at)} {fire.strftime('%Z')} "
+                            f"({until(at - row['next_fire_at'])} ago): fires once a worker runs", style="#ffb000")
+        else:
+            text.append("disabled: it does not fire", style="bold #8a8a8a")
+        text.append("\n")
+        last = self._last.get(name)
+        if last is not None:
+            text.append(f"last run {last['id']} ")
+            text.append_text(badge(last["status"], last["reason"]))
+            if row["pending_fire_at"]:
+                text.append(f" · the fire at {when(row['pending_fire_at'], row['tz'], at)} waits for it")
+            text.append(" · ")
+        text.append("F fires it now · " + ("d disables" if row["enabled"] else "e enables") + "\n")
+        text.append(f"missed={row['missed']}: {MISSED_MEANS.get(row['missed'], '?')} · "
+                    f"overlap={row['overlap']}: {OVERLAP_MEANS.get(row['overlap'], '?')}", style="dim")
+        self._set_strip(strip, text)
+
+    def _set_strip(self, strip: Static, text: Text | str) -> None:
+        if text != self._strip_text:           # the countdown repaints only when a figure moved
+            self._strip_text = text
+            strip.update(text)
+
+    def selected_name(self) -> str | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def selected(self) -> dict | None:
+        name = self.selected_name()
+        return next((row for row in self._rows if row["name"] == name), None)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._explain()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_fire()
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_cursor_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def _with_schedule(self) -> dict | None:
+        row = self.selected()
+        if row is None:
+            self.notify("no schedule selected" if self._rows else "no schedules yet: tui-agent schedule add makes one",
+                        severity="warning")
+        return row
+
+    def _switch(self, enabled: bool) -> None:
+        row = self._with_schedule()
+        if row is None:
+            return
+        name = row["name"]
+        if bool(row["enabled"]) == enabled:
+            self.notify(f"{name} is {'enabled' if enabled else 'disabled'} already")
+            return
+
+        def done(_) -> str:
+            if not enabled:
+                return f"{name} disabled; it does not fire until enabled again"
+            try:
+                fresh = next(r for r in schedules_table.listing(self.app.reader) if r["name"] == name)
+                return (f"{name} enabled; next fire {when(fresh['next_fire_at'], fresh['tz'], now())} "
+                        f"{fresh['tz']} (fires while it was disabled never count)")
+            except StopIteration:
+                return f"{name} enabled"
+
+        self.app.act(operate.schedule_enable, self.app.store, name, enabled, done=done)
+
+    def action_enable(self) -> None:
+        self._switch(True)
+
+    def action_disable(self) -> None:
+        self._switch(False)
+
+    def action_fire(self) -> None:
+        row = self._with_schedule()
+        if row is None:
+            return
+        name = row["name"]
+
+        def done(started: list[str]) -> str:
+            if started:
+                return f"{name} fired: {', '.join(started)} queued; a worker will pick it up"
+            last = self._run(row["last_run_id"])
+            why = f": previous run {last['id']} is {last['status']}" if last else ""
+            verb = "waits" if row["overlap"] == "wait" else "skipped"
+            return f"{name}: held back by the overlap policy (overlap={row['overlap']}, the fire {verb}){why}"
+
+        self.app.act(operate.schedule_fire, self.app.store, self.app.registry, name, done=done)

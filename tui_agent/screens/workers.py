@@ -1,16 +1,309 @@
-"""Workers: who holds what (being built)."""
+"""Workers: who holds what. One row per run a worker holds (a worker holding none still gets a
+row); the heartbeat age and lease time left tick every half second even when nothing was written.
+Start, stop (SIGTERM) and kill -9 act through operate.py; the worker always runs in its own process."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
+
+from .. import operate
+from ..messages import DataChanged
+from ..runtime.clock import now
+from ..runtime.worker import worker_name
+from ..store.workers import workers_listing
+from .modals import ConfirmModal
+
+TICK_S = 0.5
+COLUMNS = [("NAME", "name"), ("PID", "pid"), ("STATE", "state"), ("HEARTBEAT", "heartbeat"), ("RUN", "run"),
+           ("LEASE LEFT", "lease"), ("FENCE", "fence")]
+STATE_STYLE = {"alive": "bold #4ec94e", "silent": "bold #ffb000", "dead": "bold #ff5f5f", "stopped": "dim"}
+ORDER = {"alive": 0, "silent": 1, "dead": 2, "stopped": 3}
+HOST = socket.gethostname()
+NONE = Text("–", style="dim")
+
+
+def state_of(worker: dict, at: float) -> str:
+    """As `tui-agent workers` says it: stopped (said goodbye), alive (heartbeat inside its lease) or silent;
+    and dead when its process is known to be gone from this host although it never said goodbye (killed)."""
+    if worker["stopped_at"] is not None:
+        return "stopped"
+    if worker["host"] == HOST and not _exists(worker["pid"]):
+        return "dead"
+    return "alive" if at - worker["heartbeat_at"] < worker["lease_s"] else "silent"
+
+
+def _exists(pid: int) -> bool:
+    """False only when no process has this pid here (a reused pid still counts as existing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def span(seconds: float) -> str:
+    """0.8s, 14s, 75s, 3m, 2h, 4d: short enough for a narrow column, precise where it matters."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 100:
+        return f"{int(seconds)}s"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _row_key(worker: str, run_id: str | None) -> str:
+    return f"{worker}/{run_id or ''}"
 
 
 class WorkersScreen(Screen):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS = [
+        Binding("plus", "start", "Start worker", key_display="+"),
+        Binding("t", "stop", "Stop (SIGTERM)"),
+        Binding("K", "kill", "Kill -9", key_display="K"),
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._workers: list[dict] = []
+        self._rows: list[tuple[str, dict, dict | None]] = []    # (row key, worker, held run or None)
+        self._shown: dict[tuple[str, str], str] = {}             # what each ticking cell shows now
+        self._follow: str | None = None                          # a worker just started: select it once it shows
 
     def compose(self) -> ComposeResult:
-        yield Static("workers")
+        yield Static(id="summary", classes="summary")
+        table = DataTable(id="workers", cursor_type="row", zebra_stripes=True)
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static(id="worker-strip", classes="situation")
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+        self.query_one(DataTable).focus()
+        self.set_interval(TICK_S, self.tick)
+
+    # -- data -----------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Re-read the workers and repaint in one batch, keeping the cursor on the same worker."""
+        table = self.query_one(DataTable)
+        selected_key, selected_worker = self._selected()
+        old_index = table.cursor_row
+        at = now()
+        workers = workers_listing(self.app.reader)
+        workers.sort(key=lambda w: ORDER[state_of(w, at)])          # stable: newest first inside each state
+        self._workers = workers
+        self._rows = []
+        for worker in workers:
+            for held in worker["runs"] or [None]:
+                self._rows.append((_row_key(worker["name"], held and held["id"]), worker, held))
+        self._shown = {}
+        keys = [key for key, _, _ in self._rows]
+        with self.app.batch_update():
+            table.clear()
+            for key, worker, held in self._rows:
+                cells = self._cells(worker, held, at)
+                self._shown.update({(key, column): cell.plain for column, cell in cells.items()})
+                table.add_row(*(cells[column] for _, column in COLUMNS), key=key)
+            target = None
+            if self._follow and any(w["name"] == self._follow for w in workers):
+                target = next(i for i, (_, w, _) in enumerate(self._rows) if w["name"] == self._follow)
+                self._follow = None
+            elif selected_key in keys:
+                target = keys.index(selected_key)
+            elif selected_worker and any(w["name"] == selected_worker for w in workers):
+                target = next(i for i, (_, w, _) in enumerate(self._rows) if w["name"] == selected_worker)
+            elif self._rows:
+                target = min(old_index, len(self._rows) - 1)
+            if target is not None:
+                table.move_cursor(row=target, animate=False)
+        self._summarize(at)
+        self._explain(at)
+
+    def _cells(self, worker: dict, held: dict | None, at: float) -> dict[str, Text]:
+        """Every cell of one row; continuation rows (a second run of the same worker) leave the worker's own
+        columns empty."""
+        state = state_of(worker, at)
+        first = held is None or held is worker["runs"][0]
+        cells = {
+            "name": Text(worker["name"], style="" if first else "dim"),
+            "pid": Text(str(worker["pid"]) if first else ""),
+            "state": Text(state if first else "", style=STATE_STYLE[state]),
+            "heartbeat": Text(f"{span(at - worker['heartbeat_at'])} ago" if first else "",
+                              style={"alive": "", "silent": STATE_STYLE["silent"]}.get(state, "dim")),
+        }
+        if held is None:
+            cells.update(run=NONE.copy(), lease=NONE.copy(), fence=NONE.copy())
+            return cells
+        left = (held["lease_expires_at"] or 0) - at
+        if left > 0:
+            cells["run"] = Text(f"{held['id']} {held['agent']}")
+            cells["lease"] = Text(f"{span(left)}", style="#ffb000" if left < worker["lease_s"] / 3 else "")
+        else:
+            cells["run"] = Text.assemble(held["id"], " ", ("(lease expired)", "#ffb000"))
+            cells["lease"] = NONE.copy()
+        cells["fence"] = Text(str(held["fence"]))
+        return cells
+
+    def tick(self) -> None:
+        """Every half second: ages, states and leases move on even when nothing was written."""
+        for process in self.app.spawned:
+            process.poll()                  # reap a worker this app started, so its exit shows
+        if not self.is_current:
+            return
+        table = self.query_one(DataTable)
+        at = now()
+        for key, worker, held in self._rows:
+            for column, cell in self._cells(worker, held, at).items():
+                if self._shown.get((key, column)) != cell.plain:
+                    self._shown[(key, column)] = cell.plain
+                    table.update_cell(key, column, cell, update_width=True)
+        self._summarize(at)
+        self._explain(at)
+
+    def _summarize(self, at: float) -> None:
+        states = [state_of(w, at) for w in self._workers]
+        held = sum(len(w["runs"]) for w in self._workers)
+        figures = [f"{states.count(s)} {s}" for s in ORDER if states.count(s)]
+        mine = sum(1 for p in self.app.spawned if p.returncode is None)
+        text = (f"Workers · {self.app.db_path.name} · " + (" · ".join(figures) or "none yet")
+                + f" · {held} run{'s' * (held != 1)} held" + (f" · {mine} mine" if mine else ""))
+        self._set(self.query_one("#summary", Static), text)
+
+    def _explain(self, at: float) -> None:
+        worker = self.selected_worker()
+        strip = self.query_one("#worker-strip", Static)
+        if worker is None:
+            self._set(strip, "No workers yet: + starts one in its own process (the TUI never runs agent code "
+                             "itself); it claims the queued runs of this database.")
+            return
+        state = state_of(worker, at)
+        name = worker["name"]
+        process = self._process(worker)
+        exited = "" if process is None or process.returncode is None else \
+            f" · exited with {self._exit(process.returncode)}"
+        head = (f"{name} · {state} · started{' here' if process else ''} {span(at - worker['started_at'])} ago"
+                f"{exited} · pid {worker['pid']} on {worker['host']} · lease {span(worker['lease_s'])}"
+                + (f" · concurrency {worker['concurrency']}" if worker["concurrency"] != 1 else ""))
+        runs = ", ".join(f"{r['id']} (fence {r['fence']})" for r in worker["runs"])
+        if state == "stopped":
+            line = f"stopped {span(at - worker['stopped_at'])} ago and handed its runs back"
+        elif state == "dead":
+            line = ("gone without saying goodbye (killed or crashed)" + (f"; {runs} " if runs else "; ")
+                    + "other workers take its runs over as their leases run out")
+        elif state == "silent":
+            line = (f"no heartbeat for {span(at - worker['heartbeat_at'])} (lease {span(worker['lease_s'])}): hung "
+                    "or dead; its runs are claimable again · K kills it")
+        else:
+            line = (f"holds {runs}" if runs else "holds no run; it claims the next due one") + \
+                " · t stops it and hands its runs back · K kills it like a crash"
+        self._set(strip, f"{head}\n{line}")
+
+    @staticmethod
+    def _set(widget: Static, text: str) -> None:
+        if getattr(widget, "_shown_text", None) != text:      # no repaint when nothing moved
+            widget._shown_text = text
+            widget.update(text)
+
+    @staticmethod
+    def _exit(code: int) -> str:
+        return f"signal {-code}" if code < 0 else f"code {code}"
+
+    def _process(self, worker: dict) -> subprocess.Popen | None:
+        if worker["host"] != HOST:
+            return None
+        return next((p for p in self.app.spawned if p.pid == worker["pid"]), None)
+
+    def _selected(self) -> tuple[str | None, str | None]:
+        table = self.query_one(DataTable)
+        if table.row_count == 0 or not self._rows:
+            return None, None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return key, key.split("/", 1)[0]
+
+    def selected_worker(self) -> dict | None:
+        key, _ = self._selected()
+        return next((w for k, w, _ in self._rows if k == key), None)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.reload()
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._explain(now())
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_cursor_down(self) -> None:
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.query_one(DataTable).action_cursor_up()
+
+    def action_start(self) -> None:
+        app = self.app
+        name = worker_name()
+        process = app.act(operate.start_worker, app.db_path, app.durability, app.agent_modules, name,
+                          done=lambda p: f"{name} started (pid {p.pid})")
+        if process is not None:
+            app.spawned.append(process)
+            self._follow = name
+
+    def _signalable(self) -> dict | None:
+        """The selected worker, if a signal can reach it from here."""
+        worker = self.selected_worker()
+        if worker is None:
+            self.notify("no worker selected: + starts one", severity="warning")
+            return None
+        state = state_of(worker, now())
+        if state in ("stopped", "dead"):
+            self.notify(f"{worker['name']} has {'stopped' if state == 'stopped' else 'gone'} already",
+                        severity="warning")
+            return None
+        if worker["host"] != HOST:
+            self.notify(f"{worker['name']} runs on {worker['host']}; stop it there", severity="warning")
+            return None
+        return worker
+
+    def action_stop(self) -> None:
+        worker = self._signalable()
+        if worker is not None:
+            self.app.act(operate.stop_worker, worker["pid"],
+                         done=f"{worker['name']}: SIGTERM sent (pid {worker['pid']}); it finishes its step, "
+                              "hands its runs back and stops")
+
+    def action_kill(self) -> None:
+        worker = self._signalable()
+        if worker is None:
+            return
+        name, pid = worker["name"], worker["pid"]
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.app.act(operate.stop_worker, pid, kill=True,
+                             done=f"{name} killed (SIGKILL, pid {pid}); its runs are taken over when the lease "
+                                  "runs out")
+
+        self.app.push_screen(ConfirmModal(f"Kill {name}?", f"Kill {name} with SIGKILL? Its runs are taken over "
+                                                           "when the lease runs out"), confirmed)

@@ -1,0 +1,261 @@
+"""The Runs (home) screen through Pilot, over a database built by EXECUTING real nightly-report runs
+(tui_agent.demo): each key acts through operate.py, so each test asserts on the database."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tui_agent.app import TuiAgentApp
+from tui_agent.demo import build
+from tui_agent.report import run_report
+from tui_agent.runtime.registry import load_registry
+from tui_agent.screens.modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
+from tui_agent.screens.runs import RunsScreen
+from tui_agent.store.effects import effects_for
+from tui_agent.store.runs import get_run, list_runs
+
+SIZE = (120, 40)
+NEEDS_YOU = ("parked on cost", "waiting for approval", "outcome unknown")
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory):
+    """Built once (about a second of real runs); each test gets its own copy."""
+    base = tmp_path_factory.mktemp("demo-template")
+    roles = build(base / "demo.db", load_registry())
+    return base, roles
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path):
+    base, roles = demo_template
+    target = tmp_path / "copy"
+    shutil.copytree(base, target)
+    return target / "demo.db", roles
+
+
+def screen_of(app) -> RunsScreen:
+    assert isinstance(app.screen, RunsScreen), app.screen
+    return app.screen
+
+
+def shown_ids(app) -> list[str]:
+    table = screen_of(app).query_one("DataTable")
+    return [key.value for key in table.rows]
+
+
+async def select(pilot, run_id: str) -> None:
+    """Move the cursor with the keys a person would use."""
+    screen = screen_of(pilot.app)
+    for _ in range(len(shown_ids(pilot.app)) * 2):
+        if screen.selected_id() == run_id:
+            break
+        index = shown_ids(pilot.app).index(run_id)
+        await pilot.press("j" if index > screen.query_one("DataTable").cursor_row else "k")
+    assert screen.selected_id() == run_id
+
+
+def strip(app) -> str:
+    return str(screen_of(app).query_one("#situation").content)
+
+
+def run(app, run_id: str) -> dict:
+    return get_run(app.reader, run_id)
+
+
+async def test_needs_you_runs_come_first_and_o_sorts_newest_first(demo):
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        ids = shown_ids(app)
+        assert len(ids) == 7
+        assert set(ids[:3]) == {roles[r] for r in NEEDS_YOU}
+        assert "needs you 3" in str(screen_of(app).query_one("#summary").content)
+
+        await pilot.press("o")
+        ids = shown_ids(app)
+        assert ids[0] == roles["running"]         # queued last: the newest
+        assert [run(app, i)["created_at"] for i in ids] == sorted((run(app, i)["created_at"] for i in ids),
+                                                                  reverse=True)
+        await pilot.press("o")
+        assert set(shown_ids(app)[:3]) == {roles[r] for r in NEEDS_YOU}
+
+
+async def test_the_situation_strip_names_the_selected_run(demo):
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        for role in ("outcome unknown", "waiting for approval", "parked on cost", "failed", "sleeping until tomorrow"):
+            await select(pilot, roles[role])
+            assert roles[role] in strip(app)
+        await select(pilot, roles["outcome unknown"])
+        assert "may or may not" in strip(app) and "c reconciles" in strip(app)
+        await select(pilot, roles["waiting for approval"])
+        assert "a approves" in strip(app)
+        await select(pilot, roles["parked on cost"])
+        assert "b raises" in strip(app)
+
+
+async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
+    db, roles = demo
+    queued = roles["running"]
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, queued)
+        before = shown_ids(app).index(queued)
+        await pilot.press("p")
+        await pilot.pause()
+        assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("parked", "person")
+        assert shown_ids(app).index(queued) < before          # a parked run needs you: it moved up
+        assert screen_of(app).selected_id() == queued and queued in strip(app)
+
+        await pilot.press("r")
+        await pilot.pause()
+        assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("queued", "resumed")
+        assert screen_of(app).selected_id() == queued
+
+        await pilot.press("r")                 # not parked any more: refused, nothing written
+        await pilot.pause()
+        assert run(app, queued)["status"] == "queued"
+
+
+async def test_x_asks_then_cancels(demo):
+    db, roles = demo
+    sleeping = roles["sleeping until tomorrow"]
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, sleeping)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmModal)
+        await pilot.press("escape")            # asked once: escape leaves it alone
+        await pilot.pause()
+        assert run(app, sleeping)["status"] == "waiting"
+
+        await pilot.press("x")
+        await pilot.pause()
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert (run(app, sleeping)["status"], run(app, sleeping)["reason"]) == ("cancelled", "person")
+        assert screen_of(app).selected_id() == sleeping
+
+
+async def test_a_approves_the_run_waiting_for_approval(demo):
+    db, roles = demo
+    waiting = roles["waiting for approval"]
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, waiting)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ApproveModal)
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert (run(app, waiting)["status"], run(app, waiting)["reason"]) == ("queued", "resumed")
+        assert [a["decision"] for a in run_report(app.reader, waiting)["approvals"]] == ["approved"]
+        assert screen_of(app).selected_id() == waiting        # it left the needs-you group; the cursor followed
+
+        await select(pilot, roles["failed"])
+        await pilot.press("a")                 # nothing to approve: no modal, nothing written
+        await pilot.pause()
+        assert isinstance(app.screen, RunsScreen)
+
+
+async def test_c_it_happened_confirms_the_unknown_effect_and_queues_the_run(demo):
+    db, roles = demo
+    unknown = roles["outcome unknown"]
+    app = TuiAgentApp(db, poll_s=None)
+    doubtful = [e for e in effects_for(app.reader, unknown) if e["state"] == "unknown"]
+    assert len(doubtful) == 1
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, unknown)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, ReconcileModal)
+        await pilot.click("#confirm")          # no choice made yet: the modal stays
+        await pilot.pause()
+        assert isinstance(app.screen, ReconcileModal)
+        await pilot.click("#happened")
+        await pilot.click("#confirm")
+        await pilot.pause()
+        assert isinstance(app.screen, RunsScreen)
+        effect = next(e for e in effects_for(app.reader, unknown) if e["id"] == doubtful[0]["id"])
+        assert effect["state"] == "confirmed" and effect["decided_by"]
+        assert (run(app, unknown)["status"], run(app, unknown)["reason"]) == ("queued", "resumed")
+        assert screen_of(app).selected_id() == unknown
+
+
+async def test_b_raises_the_cost_ceiling_and_queues_the_parked_run(demo):
+    db, roles = demo
+    parked = roles["parked on cost"]
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        assert run(app, parked)["reason"] == "budget:cost_usd"
+        await select(pilot, parked)
+        await pilot.press("b")
+        await pilot.pause()
+        assert isinstance(app.screen, BudgetModal)
+        assert app.screen.query_one("#dimension").value == "cost_usd"     # the one in its reason, preselected
+        await pilot.click("#value")
+        await pilot.press(*"0.5")
+        await pilot.click("#confirm")
+        await pilot.pause()
+        row = run(app, parked)
+        assert json.loads(row["budget"])["cost_usd"] == 0.5
+        assert (row["status"], row["reason"]) == ("queued", "resumed")
+        assert run_report(app.reader, parked)["budget"]["dimensions"]["cost_usd"]["limit"] == 0.5
+        assert screen_of(app).selected_id() == parked
+
+
+async def test_n_starts_a_new_run(demo):
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        before = {r["id"] for r in list_runs(app.reader)}
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, NewRunModal)
+        app.screen.query_one("#agent").value = "hello"
+        box = app.screen.query_one("#input")
+        box.value = ""
+        await pilot.click("#input")
+        await pilot.press(*'{"name": "tui"}')
+        await pilot.click("#confirm")
+        await pilot.pause()
+        new = [r for r in list_runs(app.reader) if r["id"] not in before]
+        assert len(new) == 1
+        row = run(app, new[0]["id"])
+        assert (row["agent"], row["status"], json.loads(row["request"])) == ("hello", "queued", {"name": "tui"})
+        assert new[0]["id"] in shown_ids(app)
+
+
+async def test_slash_filters_by_status_and_escape_clears(demo):
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash")
+        await pilot.press(*"status:failed", "enter")
+        await pilot.pause()
+        assert shown_ids(app) == [roles["failed"]]
+        assert "filter: failed" in str(screen_of(app).query_one("#summary").content)
+        assert roles["failed"] in strip(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert len(shown_ids(app)) == 7
+
+
+
+async def test_escape_while_typing_a_filter_clears_it(demo):
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("slash", *"status:succeeded", "enter")
+        await pilot.pause()
+        assert shown_ids(app) == [roles["succeeded"]]
+        await pilot.press("slash", "backspace", "escape")
+        await pilot.pause()
+        assert len(shown_ids(app)) == 7
+        assert screen_of(app).query_one("DataTable").has_focus

@@ -1,0 +1,286 @@
+"""The Workers and Schedules screens through Pilot: every key acts through operate.py, so each test
+asserts on the database (and on the real worker processes), never on pixels."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tui_agent import operate
+from tui_agent.app import TuiAgentApp
+from tui_agent.runtime.registry import load_registry
+from tui_agent.screens.modals import ConfirmModal
+from tui_agent.screens.schedules import SchedulesScreen
+from tui_agent.screens.workers import WorkersScreen
+from tui_agent.store import open_store
+from tui_agent.store import schedules as schedules_table
+from tui_agent.store.runs import get_run, list_runs
+from tui_agent.store.workers import workers_listing
+
+SIZE = (120, 40)
+
+
+async def until(pilot, what: str, check, deadline_s: float = 20.0):
+    """Poll `check` (the app re-reads as its change poll would) until it returns something truthy."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        pilot.app.poll()
+        await pilot.pause()
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def worker_row(app: TuiAgentApp, pid: int) -> dict | None:
+    return next((w for w in workers_listing(app.reader) if w["pid"] == pid), None)
+
+
+def cell(screen, row_key: str, column: str) -> str | None:
+    """What the table shows in one cell now (None when there is no such row)."""
+    table = screen.query_one("DataTable")
+    if row_key not in {key.value for key in table.rows}:
+        return None
+    return table.get_cell(row_key, column).plain
+
+
+def exited(process):
+    return lambda: process.poll() is not None
+
+
+def kill_all(app: TuiAgentApp) -> None:
+    for process in app.spawned:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+async def open_workers(pilot) -> WorkersScreen:
+    await pilot.press("w")
+    await pilot.pause()
+    assert isinstance(pilot.app.screen, WorkersScreen)
+    return pilot.app.screen
+
+
+async def start_one(pilot) -> tuple:
+    """`+`: a real worker process, registered in the database under the pid of the Popen."""
+    app = pilot.app
+    before = len(app.spawned)
+    await pilot.press("plus")
+    assert len(app.spawned) == before + 1
+    process = app.spawned[-1]
+    row = await until(pilot, f"worker pid {process.pid} to register", lambda: worker_row(app, process.pid))
+    assert row["stopped_at"] is None
+    screen = app.screen
+    await until(pilot, "the screen to select the new worker", lambda: (screen.selected_worker() or {}).get("pid")
+                == process.pid)
+    return process, row
+
+
+async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
+    app = TuiAgentApp(db_path, poll_s=None)
+    toasts = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_workers(pilot)
+            process, row = await start_one(pilot)
+            assert row["name"].startswith("w-") and process.args[-1] == row["name"]
+            assert cell(screen, f"{row['name']}/", "pid") == str(process.pid)
+            assert f"{row['name']} started (pid {process.pid})" in toasts
+
+            await pilot.press("t")
+            await until(pilot, "the worker to exit after SIGTERM", exited(process))
+            assert process.returncode == 0
+            stopped = await until(pilot, "stopped_at", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
+            assert stopped > 0
+            await until(pilot, "the row to say stopped", lambda: cell(screen, f"{row['name']}/", "state") == "stopped")
+    finally:
+        kill_all(app)
+
+
+async def test_a_worker_holding_a_run_shows_the_run_lease_and_fence(db_path):
+    registry = load_registry()
+    store = open_store(db_path)
+    run_id, _ = operate.start(store, registry, "nightly-report", {"date": "2026-11-28", "delay_s": 3})
+    store.close()
+    app = TuiAgentApp(db_path, poll_s=None)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_workers(pilot)
+            process, row = await start_one(pilot)
+            await until(pilot, "the worker to claim the run",
+                        lambda: get_run(app.reader, run_id)["status"] == "running")
+            key = f"{row['name']}/{run_id}"
+            await until(pilot, "a row for the held run", lambda: cell(screen, key, "run"))
+            run = get_run(app.reader, run_id)
+            assert cell(screen, key, "run") == f"{run_id} nightly-report"
+            assert cell(screen, key, "fence") == str(run["fence"])
+            assert cell(screen, key, "lease").endswith("s") and cell(screen, key, "state") == "alive"
+            first = cell(screen, key, "heartbeat")
+            await until(pilot, "the heartbeat age to tick with no write",
+                        lambda: cell(screen, key, "heartbeat") != first, deadline_s=3)
+    finally:
+        kill_all(app)
+
+
+async def test_K_asks_then_kills_the_worker_with_sigkill(db_path):
+    app = TuiAgentApp(db_path, poll_s=None)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_workers(pilot)
+            process, row = await start_one(pilot)
+
+            await pilot.press("K")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmModal)
+            await pilot.click("#cancel")          # asked once; cancel leaves it running
+            await pilot.pause()
+            assert isinstance(app.screen, WorkersScreen) and process.poll() is None
+
+            await pilot.press("K")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmModal)
+            assert "SIGKILL" in str(app.screen.question) and row["name"] in str(app.screen.question)
+            await pilot.click("#confirm")
+            await until(pilot, "the worker to die", exited(process))
+            assert process.returncode == -9
+            assert worker_row(app, process.pid)["stopped_at"] is None     # a crash says no goodbye
+            await until(pilot, "the row to say dead", lambda: cell(screen, f"{row['name']}/", "state") == "dead")
+    finally:
+        kill_all(app)
+
+
+async def test_quitting_the_app_stops_the_workers_it_started(db_path):
+    app = TuiAgentApp(db_path, poll_s=None)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await open_workers(pilot)
+            first, _ = await start_one(pilot)
+            second, _ = await start_one(pilot)
+            await pilot.press("q")
+        assert first.poll() == 0 and second.poll() == 0
+        store = open_store(db_path)
+        try:
+            assert all(w["stopped_at"] for w in workers_listing(store))
+            assert len(workers_listing(store)) == 2
+        finally:
+            store.close()
+    finally:
+        kill_all(app)
+
+
+async def test_t_on_a_stopped_worker_is_refused_without_a_signal(db_path):
+    app = TuiAgentApp(db_path, poll_s=None)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await open_workers(pilot)
+            process, row = await start_one(pilot)
+            await pilot.press("t")
+            await until(pilot, "the worker to stop", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
+            await pilot.press("t", "K")
+            await pilot.pause()
+            assert isinstance(app.screen, WorkersScreen)      # no confirmation for a worker that is gone
+    finally:
+        kill_all(app)
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scheduled(db_path):
+    store = open_store(db_path)
+    operate.schedule_add(store, load_registry(), "nightly-hello", "hello", "0 2 * * *")
+    store.close()
+    return "nightly-hello"
+
+
+def schedule(app: TuiAgentApp, name: str) -> dict:
+    return next(r for r in schedules_table.listing(app.reader) if r["name"] == name)
+
+
+async def open_schedules(pilot) -> SchedulesScreen:
+    await pilot.press("s")
+    await pilot.pause()
+    assert isinstance(pilot.app.screen, SchedulesScreen)
+    return pilot.app.screen
+
+
+async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
+    app = TuiAgentApp(db_path, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_schedules(pilot)
+        assert screen.selected_name() == scheduled
+        await pilot.press("d")
+        await pilot.pause()
+        assert schedule(app, scheduled)["enabled"] == 0
+        assert "disabled" in str(screen.query_one("#schedule-strip").content)
+        await pilot.press("e")
+        await pilot.pause()
+        row = schedule(app, scheduled)
+        assert row["enabled"] == 1 and row["next_fire_at"] > time.time()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, SchedulesScreen)
+
+
+async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
+    app = TuiAgentApp(db_path, poll_s=None)
+    toasts = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    async with app.run_test(size=SIZE) as pilot:
+        await open_schedules(pilot)
+        assert list_runs(app.reader) == []
+        await pilot.press("F")
+        await pilot.pause()
+        runs = list_runs(app.reader)
+        assert len(runs) == 1 and runs[0]["agent"] == "hello"
+        run = get_run(app.reader, runs[0]["id"])
+        assert run["run_key"].startswith(f"schedule:{scheduled}:")
+        assert schedule(app, scheduled)["last_run_id"] == run["id"]
+
+        assert run["id"] in toasts[-1]
+        await pilot.press("enter")        # the previous run is unfinished: overlap=skip holds the fire back
+        await pilot.pause()
+        assert len(list_runs(app.reader)) == 1
+        assert "held back by the overlap policy" in toasts[-1] and run["id"] in toasts[-1]
+
+
+async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled):
+    app = TuiAgentApp(db_path, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_schedules(pilot)
+        app.poll()
+        store = open_store(db_path)
+        operate.schedule_add(store, load_registry(), "another", "hello", "*/5 * * * *", tz="Europe/Berlin")
+        store.close()
+        await until(pilot, "the new schedule's row", lambda: screen.query_one("DataTable").row_count == 2)
+        assert screen.selected_name() == scheduled          # "another" sorts above; the cursor stays put
+        await pilot.press("k")
+        assert screen.selected_name() == "another"
+
+
+async def test_both_screens_read_at_80x24_with_rows_and_when_empty(db_path, scheduled):
+    app = TuiAgentApp(db_path, poll_s=None)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = await open_workers(pilot)
+            assert "No workers yet" in str(screen.query_one("#worker-strip").content)
+            await pilot.press("t")                      # nothing selected: a warning, no signal, no modal
+            await pilot.press("K")
+            await pilot.pause()
+            assert isinstance(app.screen, WorkersScreen)
+            process, row = await start_one(pilot)
+            assert row["name"] in str(screen.query_one("#worker-strip").content)
+            await pilot.press("escape")
+            schedules = await open_schedules(pilot)
+            assert scheduled in str(schedules.query_one("#schedule-strip").content)
+            assert "running workers fire them" in str(schedules.query_one("#summary").content)
+    finally:
+        kill_all(app)

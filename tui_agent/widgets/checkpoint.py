@@ -1,0 +1,56 @@
+"""Where a run stands, from its checkpoint row: step i of n, plan revision, next input, schema version,
+and the run's result or error once it has one."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual.widgets import Static
+
+LABEL = 12
+
+
+def checkpoint_text(report: dict) -> Text:
+    run, cp = report["run"], report["checkpoint"]
+    text = Text()
+
+    def field(label: str, value: str, style: str = "") -> None:
+        text.append(f"{label:<{LABEL}}", style="dim")
+        text.append(f"{value}\n", style=style)
+
+    total = cp.get("total_steps")
+    field("request", json.dumps(run["request"], ensure_ascii=False))
+    field("step", f"{cp.get('current_step', 0)}" + (f" of {total}" if total else " (total unknown)"))
+    field("generation", f"{cp.get('generation')} · plan revision {cp.get('plan_revision', 0)}")
+    nxt = cp.get("next_input")
+    field("next input", "–" if nxt is None else json.dumps(nxt, ensure_ascii=False))
+    field("schema", f"v{cp.get('schema_version')}")
+    if cp.get("step_attempts"):
+        field("attempts", f"{cp['step_attempts']} failed at this step")
+    if cp.get("soft_position") is not None:
+        field("soft", f"crossed at #{cp['soft_position']}: {', '.join(json.loads(cp['soft_dimensions'] or '[]'))}"
+              if isinstance(cp.get("soft_dimensions"), str) else f"crossed at #{cp['soft_position']}", "#ffb000")
+    field("updated", (cp.get("updated_at") or "–").replace("T", " ").removesuffix("Z"))
+    if run.get("parent_id"):
+        field("forked", f"from {run['parent_id']} at #{run['fork_step']}")
+    if run.get("wake_at"):
+        field("wakes", run["wake_at"].replace("T", " ").removesuffix("Z") + " UTC")
+    if run.get("error"):
+        field("error", run["error"], "bold #ff5f5f")
+    if run.get("result") is not None:
+        field("result", json.dumps(run["result"], ensure_ascii=False)[:400], "#4ec94e")
+    text.rstrip()
+    return text
+
+
+class CheckpointView(Static):
+    def set_report(self, report: dict) -> None:
+        text = checkpoint_text(report)
+        if text != getattr(self, "text", None):
+            self.text = text
+            self.update(text)
+
+    @property
+    def plain(self) -> str:
+        return getattr(self, "text", Text()).plain

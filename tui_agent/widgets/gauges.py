@@ -1,0 +1,140 @@
+"""Budget gauges: one bar per dimension with a ceiling (or any use), the soft threshold marked with a
+`│`, the bar amber once past soft and red at the ceiling (the same colours as the runs table)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from ..runtime.agent import BUDGET_DIMENSIONS
+
+AMBER = "#ffb000"
+RED = "bold #ff5f5f"
+LABELS = {"steps": "steps", "model_calls": "calls", "input_tokens": "tok in", "output_tokens": "tok out",
+          "cost_usd": "cost", "tool_calls": "tools", "effects": "effects", "wall_s": "wall"}
+LABEL_WIDTH = max(len(label) for label in LABELS.values())
+
+
+def amount(name: str, value: float | None) -> str:
+    """A budget figure the way people read it: $0.19, 2.1k, 6, 3m 20s."""
+    if value is None:
+        return "–"
+    if name == "cost_usd":
+        if value == 0:
+            return "$0"
+        return f"${value:.2f}" if value >= 0.01 else "$" + f"{value:.4f}".rstrip("0").rstrip(".")
+    if name == "wall_s":
+        if value < 60:
+            return f"{value:.1f}s" if value < 10 else f"{value:.0f}s"
+        minutes, seconds = divmod(int(value), 60)
+        return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if value >= size:
+            shown = f"{value / size:.1f}".removesuffix(".0")
+            return f"{shown}{unit}"
+    return f"{value:g}"
+
+
+def level_style(fraction: float | None, soft: float | None, crossed: bool = False) -> str:
+    """Default below soft, amber from soft, red at the ceiling."""
+    if fraction is None:
+        return ""
+    if fraction >= 1:
+        return RED
+    if crossed or (soft is not None and fraction >= soft):
+        return AMBER
+    return ""
+
+
+def gauge_line(label: str, used: float, limit: float | None, *, soft: float | None = None, width: int = 40,
+               name: str = "", crossed: bool = False, stopped: bool = False,
+               label_width: int = LABEL_WIDTH) -> Text:
+    """One gauge as a line of `width` cells: label, bar with the soft mark, used/limit and percent.
+    `stopped`: the run stopped on this dimension (its next use would pass the ceiling): the label is red."""
+    figures = f"{amount(name, used)}/{amount(name, limit)}" if limit else amount(name, used)
+    fraction = (used / limit) if limit else None
+    percent = "" if fraction is None else "<1%" if 0 < fraction < 0.01 else f"{fraction:.0%}"
+    tail = f" {figures:>{max(len(figures), 11)}} {percent:>4}"
+    bar_width = max(4, width - label_width - 1 - len(tail))
+    style = level_style(fraction, soft, crossed)
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f"{label:<{label_width}}", style=RED if stopped else None)
+    line.append(" ")
+    if fraction is None:
+        line.append(f"{'no ceiling':<{bar_width}}"[:bar_width], style="dim italic")
+    else:
+        filled = min(bar_width, round(min(fraction, 1.0) * bar_width))
+        if fraction > 0 and filled == 0:
+            filled = 1                      # any use shows
+        mark = min(bar_width - 1, round(soft * bar_width)) if soft else None
+        cells = ["█" if cell < filled else "░" for cell in range(bar_width)]
+        runs: list[tuple[str, str | None]] = []
+        for cell, char in enumerate(cells):
+            if cell == mark:
+                char, cell_style = "│", (f"bold {style}" if cell < filled else "bold")
+            else:
+                cell_style = (style or None) if cell < filled else "dim"
+            if runs and runs[-1][1] == cell_style:
+                runs[-1] = (runs[-1][0] + char, cell_style)
+            else:
+                runs.append((char, cell_style))
+        for chars, cell_style in runs:
+            line.append(chars, style=cell_style)
+    line.append(tail, style=style or None)
+    return line
+
+
+def gauge_rows(budget: dict) -> list[tuple[str, dict]]:
+    """The dimensions worth a line: those with a ceiling first, then any other that was used."""
+    dims = budget["dimensions"]
+    limited = [(n, dims[n]) for n in BUDGET_DIMENSIONS if n in dims and dims[n]["limit"]]
+    used = [(n, dims[n]) for n in BUDGET_DIMENSIONS if n in dims and not dims[n]["limit"] and dims[n]["used"]]
+    return limited + used
+
+
+class BudgetGauges(Widget):
+    """All of a run's gauges, redrawn to the widget's width. `set_budget(report["budget"])`."""
+
+    DEFAULT_CSS = "BudgetGauges { height: auto; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.budget: dict = {"soft": None, "on_exhaust": None, "dimensions": {}}
+        self.stopped: str | None = None
+
+    def set_budget(self, budget: dict, stopped: str | None = None) -> None:
+        """`stopped`: the dimension the run stopped on (its reason `budget:<dimension>`), if any."""
+        if budget != self.budget or stopped != self.stopped:
+            grew = len(gauge_rows(budget)) != len(gauge_rows(self.budget))
+            self.budget, self.stopped = budget, stopped
+            self.refresh(layout=grew)
+
+    def lines(self, width: int) -> list[Text]:
+        soft = self.budget.get("soft")
+        rows = [gauge_line(LABELS.get(name, name), row["used"], row["limit"], soft=soft, width=width, name=name,
+                           crossed=row.get("soft_crossed", False), stopped=name == self.stopped)
+                for name, row in gauge_rows(self.budget)]
+        if not rows:
+            return [Text("no ceilings and nothing used yet", style="dim")]
+        notes = []
+        if soft:
+            notes.append(f"│ soft {soft:.0%}")
+        if self.budget.get("on_exhaust"):
+            notes.append(f"at a ceiling: {self.budget['on_exhaust']}")
+        if self.budget.get("unpriced_model_calls"):
+            notes.append(f"{self.budget['unpriced_model_calls']} call(s) without a price")
+        if self.stopped:
+            notes.insert(0, f"stopped on {LABELS.get(self.stopped, self.stopped)}")
+        if notes:
+            rows.append(Text(" · ".join(notes), style="dim", no_wrap=True, overflow="ellipsis"))
+        return rows
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return len(self.lines(width))
+
+    def render(self) -> Text:
+        return Text("\n").join(self.lines(max(20, self.content_size.width)))
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(line.plain for line in self.lines(60))

@@ -1,0 +1,240 @@
+"""The journal viewer: one timeline entry rendered for people (a model reply as its text and tool
+calls with a usage and cost line, a step result as pretty JSON, an effect with its ledger row), or
+as raw JSON (`v`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from rich.json import JSON
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ..runtime.clock import now
+from .gauges import amount
+from .timeline import TimelineItem, clock, duration
+
+LABEL = 9
+GREEN, AMBER, RED = "#4ec94e", "#ffb000", "bold #ff5f5f"
+EFFECT_STATES = {"confirmed": GREEN, "unknown": AMBER, "attempted": AMBER, "not_done": "", "intended": ""}
+
+
+def span(seconds: float) -> str:
+    """A human length of time: 45s, 12m, 23h 37m, 3d 4h."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def pretty_json(value: Any) -> Text:
+    """Indented, highlighted JSON (anything json cannot encode shown by its str)."""
+    return JSON(json.dumps(value, indent=2, default=str, ensure_ascii=False)).text
+
+
+def key_window(effect: dict, at: float | None = None) -> str:
+    """How much longer the service remembers the effect's key (dedupe_ttl_s minus time since attempted_at)."""
+    window = effect.get("dedupe_ttl_s")
+    if window is None:
+        return "no dedupe"
+    attempted = effect.get("attempted_at")
+    if not attempted:
+        return f"{span(window)} once sent"
+    left = window - ((at or now()) - attempted)
+    return f"{span(left)} left" if left > 0 else "expired"
+
+
+def _field(text: Text, label: str, value: str | Text, style: str | None = None) -> None:
+    text.append(f"{label:<{LABEL}}", style="dim")
+    text.append(value if isinstance(value, Text) else Text(str(value), style=style or ""))
+    text.append("\n")
+
+
+def effect_lines(effect: dict, at: float | None = None) -> Text:
+    """A ledger row for people: state, key, service and how long it remembers the key, attempts, fence."""
+    at = at or now()
+    text = Text()
+    state = effect["state"]
+    when = (f" (attempted {clock(effect['attempted_at'])} by {effect.get('attempted_by') or '–'}, "
+            f"fence {effect.get('fence')})") if effect.get("attempted_at") else ""
+    _field(text, "state", Text.assemble((state, EFFECT_STATES.get(state, "") or ""), when))
+    _field(text, "key", effect["key"])
+    window = effect.get("dedupe_ttl_s")
+    service = [effect.get("service") or "the service"]
+    service.append(f"dedupes keys {span(window)}" if window else "does not deduplicate")
+    if window and effect.get("attempted_at"):
+        left = window - (at - effect["attempted_at"])
+        service.append(f"remembers this key {span(left)} more" if left > 0 else
+                       f"forgot this key {span(-left)} ago")
+    lookup = effect.get("lookup_ttl_s")
+    service.append(("lookup available" + (f" for {span(lookup)}" if lookup else "")) if effect.get("has_lookup")
+                   else "no lookup")
+    _field(text, "service", " · ".join(service))
+    first = effect.get("first_attempted_at")
+    _field(text, "attempts", f"{effect['attempts']}" + (f" (first {clock(first)})" if first and
+                                                         effect["attempts"] > 1 else ""))
+    if effect.get("done_by"):
+        _field(text, "done by", f"{effect['done_by']} (this run reused its confirmed result)")
+    if effect.get("decided_by"):
+        _field(text, "decided", f"by {effect['decided_by']} at {clock(effect.get('decided_at'))}"
+               + (f": {effect['note']}" if effect.get("note") else ""))
+    if state in ("unknown", "attempted"):
+        text.append("may or may not have happened: c reconciles\n", style=AMBER)
+    return text
+
+
+def model_lines(reply: Any, cost: float | None) -> Text:
+    """A Messages API reply: model, usage and cost first (they fit a small screen), then its text
+    blocks and tool calls with their inputs."""
+    text = Text()
+    if not isinstance(reply, dict):
+        return pretty_json(reply)
+    usage = reply.get("usage") or {}
+    parts = [f"{usage.get('input_tokens', 0):,} in", f"{usage.get('output_tokens', 0):,} out"]
+    for key, label in (("cache_read_input_tokens", "cache read"), ("cache_creation_input_tokens", "cache write")):
+        if usage.get(key):
+            parts.append(f"{label} {usage[key]:,}")
+    text.append("usage ", style="dim")
+    text.append(" · ".join(parts))
+    text.append(" · cost ", style="dim")
+    text.append(amount("cost_usd", cost) if cost is not None else "unknown (no price for this model)", style="bold")
+    head = " · ".join(str(p) for p in (reply.get("model"), reply.get("stop_reason") and
+                                          f"stop {reply['stop_reason']}") if p)
+    if head:
+        text.append(f"\n{head}", style="dim")
+    text.append("\n\n")
+    for block in reply.get("content") or []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            text.append(block.get("text", "").rstrip() + "\n\n")
+        elif kind == "tool_use":
+            text.append(f"tool_use {block.get('name')}", style="bold")
+            text.append(f"  {block.get('id', '')}\n", style="dim")
+            text.append(pretty_json(block.get("input", {})))
+            text.append("\n\n")
+        elif kind in ("thinking", "redacted_thinking"):
+            text.append("thinking\n", style="dim bold")
+            text.append((block.get("thinking") or "(redacted)").rstrip() + "\n\n", style="dim italic")
+        else:
+            text.append(f"{kind or 'block'}\n", style="dim bold")
+            text.append(pretty_json(block))
+            text.append("\n\n")
+    text.rstrip()
+    return text
+
+
+def human(item: TimelineItem, situation: str = "", at: float | None = None) -> Text:
+    """The selected entry for people."""
+    text = Text()
+    entry, step = item.entry, item.step or {}
+    if entry is not None:
+        meta = [item.kind, f"attempts {item.attempts}" if item.attempts > 1 else None,
+                duration(item.duration_ms) or None, f"started {clock(_epoch(entry.get('started_at')))}",
+                f"fence {entry.get('fence')}"]
+        text.append(" · ".join(m for m in meta if m) + "\n", style="dim")
+        if entry.get("artifact"):
+            text.append(f"artifact {entry['artifact']}\n", style="dim")
+        text.append("\n")
+    if item.kind == "model" and entry is not None:
+        text.append(model_lines(entry["result"], step.get("cost_usd")))
+    elif item.kind == "effect":
+        if item.effect:
+            text.append(effect_lines(item.effect, at))
+        if entry is not None:
+            text.append("\nresult\n", style="dim")
+            text.append(pretty_json(entry["result"]))
+        elif item.effect and item.effect.get("result") is not None:
+            text.append("\nresult\n", style="dim")
+            text.append(pretty_json(json.loads(item.effect["result"]) if isinstance(item.effect["result"], str)
+                                    else item.effect["result"]))
+    elif item.kind == "sleep" and entry is not None:
+        wake = entry["result"].get("wake_at") if isinstance(entry["result"], dict) else None
+        if wake:
+            left = wake - (at or now())
+            _field(text, "wakes at" if left > 0 else "woke at", clock(wake) + (f" (in {span(left)})" if left > 0
+                                                                              else ""))
+        text.append(pretty_json(entry["result"]))
+    elif item.kind == "approval":
+        a = item.approval or {}
+        if a.get("question"):
+            _field(text, "question", a["question"])
+        if entry is not None and isinstance(entry["result"], dict):
+            r = entry["result"]
+            _field(text, "decision", "approved" if r.get("approved") else "denied",
+                   GREEN if r.get("approved") else RED)
+            _field(text, "by", f"{r.get('by') or '–'} at {r.get('at') or '–'}")
+            if r.get("note"):
+                _field(text, "note", r["note"])
+        elif a.get("decision"):
+            _field(text, "decision", f"{a['decision']} by {a.get('decided_by') or '–'}")
+        else:
+            text.append("waits for your answer: a approves or denies\n", style=AMBER)
+    elif item.kind == "failure" and entry is not None and isinstance(entry["result"], dict):
+        _field(text, "error", entry["result"].get("error", ""), RED)
+        _field(text, "print", entry["result"].get("fingerprint", ""))
+    elif entry is not None:
+        text.append(pretty_json(entry["result"]))
+    if item.pending and item.kind == "pending":
+        text.append(situation or item.note)
+        text.append("\n")
+    return text
+
+
+def raw(item: TimelineItem, report: dict) -> Text:
+    """The selected entry as stored (the report's shapes): the journal entry, its ledger row or approval."""
+    shown: dict[str, Any] = {}
+    if item.entry is not None:
+        shown = dict(item.entry)
+        if item.step:
+            shown.update(attempts=item.step.get("attempts"), duration_ms=item.step.get("duration_ms"),
+                         cost_usd=item.step.get("cost_usd"))
+    effect = next((e for e in report["effects"] if item.effect and e["generation"] == item.effect["generation"]
+                   and e["position"] == item.effect["position"]), None)
+    if effect is not None:
+        shown["ledger" if shown else "effect"] = effect
+    if item.approval is not None:
+        shown["approval"] = item.approval
+    if not shown:
+        shown = {"position": item.position, "status": report["run"]["status"], "reason": report["run"]["reason"],
+                 "checkpoint": report["checkpoint"]}
+    return pretty_json(shown)
+
+
+def _epoch(stamp: str | None) -> float | None:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+
+
+class JournalViewer(VerticalScroll):
+    """A scrolling view of one entry; `plain` is what it shows, as text."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.text = Text()
+        self.shown: tuple | None = None
+
+    def compose(self):
+        yield Static(id="viewer-body")
+
+    def show(self, text: Text, key: tuple | None = None) -> None:
+        """Show `text`; back to the top only when a different entry (`key`) is shown."""
+        if text == self.text and key == self.shown:
+            return
+        moved = key != self.shown
+        self.text, self.shown = text, key
+        self.query_one("#viewer-body", Static).update(text)
+        if moved:
+            self.scroll_home(animate=False)
+
+    @property
+    def plain(self) -> str:
+        return self.text.plain

@@ -1,0 +1,56 @@
+"""The effect ledger of one run: each effect's name, key, state, attempts, last attempt and how long the
+service still remembers its key."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from .journal import EFFECT_STATES, key_window
+from .timeline import clock
+
+# the key last: it is the longest, and on a small terminal the columns before it matter more
+COLUMNS = [("NAME", "name"), ("STATE", "state"), ("ATT", "att"), ("LAST ATTEMPT", "last"), ("KEY WINDOW", "window"),
+           ("KEY", "key")]
+
+
+class EffectLedger(DataTable):
+    """`set_effects(rows)` with the ledger rows (epoch times); older generations are dimmed."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
+        self.rows_shown: list[tuple] = []
+        self.generation: int | None = None
+
+    def on_mount(self) -> None:
+        for label, key in COLUMNS:
+            self.add_column(label, key=key)
+
+    def set_effects(self, effects: list[dict], generation: int, at: float) -> None:
+        rows = [self._cells(e, generation, at) for e in effects]
+        if [r[1] for r in rows] == [r[1] for r in self.rows_shown] and rows == self.rows_shown:
+            return
+        keep = self.cursor_row
+        self.clear()
+        for cells, key in rows:
+            self.add_row(*cells, key=key)
+        self.rows_shown = rows
+        if rows:
+            self.move_cursor(row=min(keep, len(rows) - 1), animate=False)
+
+    @staticmethod
+    def _cells(e: dict, generation: int, at: float) -> tuple[tuple, str]:
+        old = e["generation"] != generation
+        dim = "dim" if old else ""
+        name = f"{e['name']} (g{e['generation']})" if old else e["name"]
+        state = Text(e["state"], style=dim or EFFECT_STATES.get(e["state"], ""))
+        cells = (Text(name, style=dim), state, Text(str(e["attempts"]), style=dim),
+                 Text(clock(e["attempted_at"]) if e["attempted_at"] else "–", style=dim),
+                 Text(key_window(e, at), style=dim), Text(e["key"], style=dim))
+        return cells, f"{e['generation']}:{e['position']}"
+
+    def position_at_cursor(self) -> tuple[int, int] | None:
+        if not self.rows_shown:
+            return None
+        generation, position = self.rows_shown[self.cursor_row][1].split(":")
+        return int(generation), int(position)

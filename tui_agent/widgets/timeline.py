@@ -1,0 +1,290 @@
+"""The run's timeline: each journal entry of the current generation in order, a mark for its state,
+its duration, `↺N` when it took N attempts, its kind and (for a model call) its cost, then the position
+the run stands at (an effect in doubt, an approval it waits on, the step it stopped at)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from ..report import needs_person
+from .gauges import amount
+from .status import NEEDS_YOU, mark_of, style_of
+
+DONE, DOUBT, FAILED, WAITING = "✓", "?", "✗", "◔"
+GREEN, RED, CYAN = "#4ec94e", "bold #ff5f5f", "#3cc6c6"
+TAGS = {"model": "model", "effect": "effect", "sleep": "sleep", "approval": "ask", "progress": "progress",
+        "failure": "failure"}
+IN_DOUBT = ("unknown", "attempted")
+
+
+@dataclass
+class TimelineItem:
+    """One row: a journal entry, or the pending position (`entry` None)."""
+
+    position: int
+    name: str
+    kind: str
+    mark: str
+    mark_style: str
+    note: str = ""
+    duration_ms: float | None = None
+    attempts: int = 1
+    cost_usd: float | None = None
+    entry: dict | None = None          # the report's journal entry
+    step: dict | None = None           # the report's step row (attempts, duration, cost)
+    effect: dict | None = None         # the ledger row (epoch times), for effects
+    approval: dict | None = None       # the approvals row, for approvals
+    run: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"p{self.position}"
+
+    @property
+    def pending(self) -> bool:
+        return self.entry is None
+
+    @property
+    def in_doubt(self) -> bool:
+        return bool(self.effect) and self.effect["state"] in IN_DOUBT
+
+
+def duration(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 10:
+        return f"{ms:.1f}ms"
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
+
+
+def clock(ts: float | None) -> str:
+    """Local wall time, with the date when it is not today."""
+    if ts is None:
+        return "–"
+    at = datetime.fromtimestamp(ts).astimezone()
+    today = datetime.now().astimezone().date()
+    return at.strftime("%H:%M:%S") if at.date() == today else at.strftime("%m-%d %H:%M")
+
+
+def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
+    """The current generation's entries in order, then where the run stands (when it is not done)."""
+    run, checkpoint = report["run"], report["checkpoint"]
+    generation = run["generation"]
+    steps = {s["position"]: s for s in report["steps"]}
+    ledger = {e["position"]: e for e in effects if e["generation"] == generation}
+    asked = {a["position"]: a for a in report["approvals"] if a["generation"] == generation}
+    items = []
+    for entry in report["journal"]:
+        if entry["generation"] != generation:
+            continue
+        position, kind = entry["position"], entry["kind"]
+        step = steps.get(position, {})
+        mark, style, note = DONE, GREEN, ""
+        if kind == "failure":
+            mark, style = FAILED, RED
+            note = (entry["result"] or {}).get("fingerprint", "") if isinstance(entry["result"], dict) else ""
+        elif kind == "sleep" and run["status"] == "waiting" and run["reason"] == "sleep" \
+                and position == checkpoint.get("current_step", 0) - 1:
+            mark, style = WAITING, CYAN
+            wake = (entry["result"] or {}).get("wake_at") if isinstance(entry["result"], dict) else None
+            note = f"until {clock(wake)}" if wake else "sleeping"
+        elif kind == "approval" and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
+            note = "denied"
+        items.append(TimelineItem(position, entry["name"], kind, mark, style, note, step.get("duration_ms"),
+                                  step.get("attempts") or 1, step.get("cost_usd"), entry, step,
+                                  ledger.get(position), asked.get(position), run))
+    pending = _pending(report, ledger, asked, {i.position for i in items})
+    if pending:
+        items.append(pending)
+    return items
+
+
+def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int]) -> TimelineItem | None:
+    run, checkpoint = report["run"], report["checkpoint"]
+    status, reason = run["status"], run["reason"]
+    waiting_effects = [e for p, e in sorted(ledger.items()) if p not in recorded]
+    if waiting_effects:
+        e = waiting_effects[-1]
+        if e["state"] in IN_DOUBT:
+            mark, style = DOUBT, NEEDS_YOU
+        elif e["state"] == "confirmed":
+            mark, style = DONE, GREEN
+        else:
+            mark, style = WAITING, CYAN
+        return TimelineItem(e["position"], e["name"], "effect", mark, style, e["state"], attempts=e["attempts"],
+                            effect=e, run=run)
+    questions = [a for p, a in sorted(asked.items()) if p not in recorded]
+    if questions:
+        a = questions[-1]
+        style = NEEDS_YOU if needs_person(status, reason) else CYAN
+        note = "waits for you" if a["decision"] is None else a["decision"]
+        return TimelineItem(a["position"], a["name"], "approval", WAITING, style, note, approval=a, run=run)
+    if status in ("succeeded", "cancelled") and not run.get("error"):
+        return None
+    if status == "waiting" and reason == "sleep":
+        return None                       # the sleep entry itself carries the wait
+    position = checkpoint.get("current_step") or 0
+    if position in recorded:
+        return None
+    failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
+    name = failing.group(1) if failing else "next step"
+    if status in ("parked", "waiting") and reason:
+        label = reason if reason != "retry" else f"retry after {checkpoint.get('step_attempts') or 0} attempt(s)"
+    elif status == "running" and run.get("worker"):
+        label = f"running on {run['worker']}"
+    else:
+        label = status
+    return TimelineItem(position, name, "pending", mark_of(status, reason), style_of(status, reason) or "bold",
+                        label, attempts=(checkpoint.get("step_attempts") or 0) + (status == "running"), run=run)
+
+
+class Timeline(OptionList):
+    """An OptionList of TimelineItems; each row is laid out to the widget's width so columns line up."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.items: list[TimelineItem] = []
+        self._width = 0
+
+    # -- content ----------------------------------------------------------------------------------
+
+    def set_items(self, items: list[TimelineItem], select: str | None = None) -> None:
+        """Replace the rows in place, keeping the highlighted key (or moving to `select`)."""
+        keep = select or self.selected_key
+        if not select and self.items and keep == self.items[-1].key and items:
+            keep = items[-1].key              # on the last row: follow the run as it moves on
+        same_rows = [i.key for i in items] == [i.key for i in self.items]
+        self.items = items
+        prompts = self._prompts()
+        if same_rows:
+            for index, prompt in enumerate(prompts):
+                if self.get_option_at_index(index).prompt != prompt:
+                    self.replace_option_prompt_at_index(index, prompt)
+        else:
+            self.clear_options()
+            self.add_options([Option(prompt, id=item.key) for item, prompt in zip(items, prompts)])
+        keys = [i.key for i in items]
+        if keep in keys:
+            index = keys.index(keep)
+        elif items:
+            index = len(items) - 1
+        else:
+            index = None
+        if self.highlighted != index:
+            self.highlighted = index
+
+    @property
+    def selected_key(self) -> str | None:
+        option = self.highlighted_option
+        return option.id if option else None
+
+    @property
+    def selected(self) -> TimelineItem | None:
+        key = self.selected_key
+        return next((i for i in self.items if i.key == key), None)
+
+    def select_key(self, key: str) -> bool:
+        keys = [i.key for i in self.items]
+        if key in keys:
+            self.highlighted = keys.index(key)
+            return True
+        return False
+
+    def on_resize(self) -> None:
+        width = self.scrollable_content_region.width
+        if width != self._width and self.items:
+            self._width = width
+            for index, prompt in enumerate(self._prompts()):
+                self.replace_option_prompt_at_index(index, prompt)
+
+    # -- layout -----------------------------------------------------------------------------------
+    #
+    # A row is: mark, name, kind, duration, extra (↺N, a model call's cost). Kind and extra are
+    # columns as wide as their widest cell, so rows line up; when the name would get too narrow the
+    # kind folds into the extra column (a model call then shows only its cost: only model calls cost).
+
+    @staticmethod
+    def _timing(item: TimelineItem) -> str:
+        if item.pending or (item.note and not item.duration_ms):
+            return item.note
+        return duration(item.duration_ms)
+
+    @staticmethod
+    def _extra(item: TimelineItem, with_tag: bool) -> str:
+        parts = []
+        if with_tag and item.kind != "model":
+            parts.append(TAGS.get(item.kind, ""))
+        if item.attempts > 1:
+            parts.append(f"↺{item.attempts}")
+        if item.kind == "model":
+            parts.append(amount("cost_usd", item.cost_usd).replace("$0.", "$.") if item.cost_usd is not None
+                         else "$?")
+        elif item.note and item.duration_ms and not item.pending:
+            parts.append(item.note)
+        return " ".join(p for p in parts if p)
+
+    @staticmethod
+    def _spread(item: TimelineItem) -> bool:
+        """A row whose note reads across the rest of the line (the pending row, a long wait)."""
+        return item.pending or len(Timeline._timing(item)) > 9
+
+    def _prompts(self) -> list[Text]:
+        width = self._width or self.scrollable_content_region.width or 36
+        rows = [i for i in self.items if not self._spread(i)]
+        longest = max((len(i.name) for i in self.items), default=0)
+        time_w = max((len(self._timing(i)) for i in rows), default=0)
+
+        def widths(folded: bool) -> tuple[int, int, int]:
+            tag_w = 0 if folded else max((len(TAGS.get(i.kind, "")) for i in rows), default=0)
+            extra_w = max((len(self._extra(i, folded)) for i in rows), default=0)
+            used = 2 + sum(w + 1 for w in (tag_w, time_w, extra_w) if w)
+            return tag_w, extra_w, width - used
+
+        tag_w, extra_w, room = widths(False)
+        if room < min(14, longest):
+            tag_w, extra_w, room = widths(True)
+        folded = tag_w == 0
+        name_w = max(6, min(room, longest + 1))
+        prompts = []
+        for item in self.items:
+            prompt = self._prompt(item, name_w, tag_w, time_w, extra_w, folded)
+            prompt.truncate(width, overflow="ellipsis")
+            prompts.append(prompt)
+        return prompts
+
+    def _prompt(self, item: TimelineItem, name_w: int, tag_w: int, time_w: int, extra_w: int,
+                folded: bool) -> Text:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append(item.mark, style=item.mark_style or None)
+        line.append(" ")
+        name = item.name if len(item.name) <= name_w else item.name[: max(1, name_w - 1)] + "…"
+        if self._spread(item):
+            shown = item.name if len(item.name) < name_w else name
+            line.append(f"{shown:<{min(name_w, len(shown) + 2)}} ", style="bold" if item.pending else None)
+            line.append(self._timing(item), style=item.mark_style or None)
+            return line
+        line.append(f"{name:<{name_w}} ")
+        if tag_w:
+            line.append(f"{TAGS.get(item.kind, ''):<{tag_w}} ", style="dim")
+        if time_w:
+            line.append(f"{self._timing(item):>{time_w}} ", style="dim" if not item.note else item.mark_style or None)
+        if extra_w:
+            extra = self._extra(item, folded)
+            tag = TAGS.get(item.kind, "") if folded and item.kind != "model" else ""
+            if tag:
+                line.append(tag, style="dim")
+                extra = extra[len(tag):]
+            line.append(f"{extra:<{extra_w - len(tag)}}", style="bold" if "↺" in extra else None)
+        return line
