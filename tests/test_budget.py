@@ -1,14 +1,13 @@
 """Budgets (ceilings, reservations, soft threshold, actions) and plateaus: the harness decides every ending."""
 
 import pytest
+from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent, Budget, Plateau, operate
 from tui_agent.models import ScriptedProvider
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.store.journal import checkpoint_for, journal_for
 from tui_agent.store.runs import events_for, get_run
-
-from helpers import registry_of, start_and_work, work
 
 STATUS = {"stop": "failed", "park": "parked", "escalate": "waiting"}
 

@@ -11,7 +11,6 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from conftest import ROOT
 
 AGENTS = ["--agents", "counting_agents"]

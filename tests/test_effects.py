@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from helpers import registry_of
 
-from tui_agent import Agent
-from tui_agent import operate
+from tui_agent import Agent, operate
 from tui_agent.errors import EffectNotDone, UserError
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import CLOCK, now
@@ -15,8 +15,6 @@ from tui_agent.store import open_store
 from tui_agent.store.effects import effects_for
 from tui_agent.store.journal import checkpoint_for, journal_for
 from tui_agent.store.runs import claim_run, events_for, get_run
-
-from helpers import registry_of
 
 HOUR = 3600.0
 

@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from tui_agent.runtime import faults
-
-from conftest import ROOT
 
 
 def _state(pid: int) -> str:

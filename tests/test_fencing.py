@@ -1,15 +1,20 @@
 import pytest
+from helpers import registry_of
 
 from tui_agent import Agent
+from tui_agent.operate import start
 from tui_agent.runtime.clock import CLOCK, now
 from tui_agent.runtime.worker import execute
 from tui_agent.store import FenceRefused
 from tui_agent.store.journal import add_entry, journal_for, load_checkpoint
-from tui_agent.store.runs import check_fence, claim_next, claim_run, events_for, get_run, settle_run
-
-from tui_agent.operate import start
-
-from helpers import registry_of
+from tui_agent.store.runs import (
+    check_fence,
+    claim_next,
+    claim_run,
+    events_for,
+    get_run,
+    settle_run,
+)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ run whose lease was taken to stop at its next journaled call."""
 import time
 
 import pytest
+from helpers import registry_of
 
 from tui_agent import Agent, operate
 from tui_agent.runtime.clock import now
@@ -11,8 +12,6 @@ from tui_agent.runtime.heartbeat import Heartbeat
 from tui_agent.store import FenceRefused
 from tui_agent.store.runs import claim_run, get_run
 from tui_agent.store.workers import workers_listing
-
-from helpers import registry_of
 
 
 def _wait_for(predicate, seconds=5.0):

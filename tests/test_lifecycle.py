@@ -1,6 +1,7 @@
 """Operator lifecycle actions in-process: approvals, park, cancel, resume, restart, fork."""
 
 import pytest
+from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
@@ -8,8 +9,6 @@ from tui_agent.runtime.clock import CLOCK, now
 from tui_agent.store.effects import effects_for
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import events_for, get_run
-
-from helpers import registry_of, start_and_work, work
 
 
 @pytest.fixture

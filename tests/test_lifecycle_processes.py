@@ -13,10 +13,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from tui_agent.runtime.clock import parse_instant
-
-from conftest import ROOT
 
 AGENTS = ["--agents", "counting_agents"]
 

@@ -6,9 +6,15 @@ import json
 
 import pytest
 
-from tui_agent.models import PRICES_DATE, PRICES_SOURCE, ScriptedProvider, cost_usd, provider_for
-from tui_agent.models.pricing import PRICES
 from tui_agent.errors import PermanentError, UserError
+from tui_agent.models import (
+    PRICES_DATE,
+    PRICES_SOURCE,
+    ScriptedProvider,
+    cost_usd,
+    provider_for,
+)
+from tui_agent.models.pricing import PRICES
 
 USER = [{"role": "user", "content": "Summarize the nightly numbers for the platform team please"}]
 

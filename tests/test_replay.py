@@ -1,13 +1,12 @@
 import json
 
 import pytest
+from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent
 from tui_agent.runtime import results
 from tui_agent.store.journal import journal_for
-from tui_agent.store.runs import get_run, events_for
-
-from helpers import registry_of, start_and_work, work
+from tui_agent.store.runs import events_for, get_run
 
 
 class Calls:

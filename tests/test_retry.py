@@ -4,20 +4,19 @@ crash, and a long back-off that becomes a durable wait."""
 import random
 
 import pytest
+from helpers import registry_of, start_and_work, work
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tui_agent import Agent, RetryPolicy
 from tui_agent.errors import PermanentError, TemporaryError
+from tui_agent.operate import start
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import CLOCK, now
 from tui_agent.runtime.retry import backoff_s, is_temporary
-from tui_agent.operate import start
 from tui_agent.store import open_store
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import claim_next, events_for, get_run
-
-from helpers import registry_of, start_and_work, work
 
 FAST = RetryPolicy(attempts=3, base_s=0.001, cap_s=0.002)
 

@@ -8,6 +8,8 @@ import sys
 from datetime import datetime, timezone
 
 import pytest
+from conftest import ROOT
+from helpers import registry_of, work
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
@@ -16,9 +18,6 @@ from tui_agent.runtime.registry import load_registry
 from tui_agent.runtime.schedule import fires, tick
 from tui_agent.store import schedules as table
 from tui_agent.store.runs import claim_run, get_run, list_runs
-
-from conftest import ROOT
-from helpers import registry_of, work
 
 NY = "America/New_York"
 

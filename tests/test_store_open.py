@@ -6,9 +6,8 @@ import threading
 
 import pytest
 
-from tui_agent.store import data_dir_for, open_store
+from tui_agent.store import data_dir_for, open_store, schema
 from tui_agent.store import db as store_db
-from tui_agent.store import schema
 
 
 def _digest(path):

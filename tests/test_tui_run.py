@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import work
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
@@ -16,7 +17,12 @@ from tui_agent.demo import build
 from tui_agent.messages import DataChanged
 from tui_agent.report import run_report
 from tui_agent.runtime.registry import load_registry
-from tui_agent.screens.modals import ApproveModal, BudgetModal, ConfirmModal, ReconcileModal
+from tui_agent.screens.modals import (
+    ApproveModal,
+    BudgetModal,
+    ConfirmModal,
+    ReconcileModal,
+)
 from tui_agent.screens.run import RunScreen
 from tui_agent.store import data_dir_for, open_store
 from tui_agent.store.approvals import approvals_for
@@ -27,8 +33,6 @@ from tui_agent.widgets.gauges import BudgetGauges, gauge_line
 from tui_agent.widgets.journal import JournalViewer
 from tui_agent.widgets.ledger import EffectLedger
 from tui_agent.widgets.timeline import Timeline, timeline_items
-
-from helpers import work
 
 SIZE = (120, 40)
 

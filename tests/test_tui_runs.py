@@ -12,7 +12,13 @@ from tui_agent.app import TuiAgentApp
 from tui_agent.demo import build
 from tui_agent.report import run_report
 from tui_agent.runtime.registry import load_registry
-from tui_agent.screens.modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
+from tui_agent.screens.modals import (
+    ApproveModal,
+    BudgetModal,
+    ConfirmModal,
+    NewRunModal,
+    ReconcileModal,
+)
 from tui_agent.screens.runs import RunsScreen
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import get_run, list_runs

@@ -2,10 +2,9 @@
 frozen clock, seeded ids). Update with `pytest --snapshot-update` after a deliberate change, and look."""
 
 import pytest
+from tui_fixture import build_fixture, thaw
 
 from tui_agent.app import TuiAgentApp
-
-from tui_fixture import build_fixture, thaw
 
 
 @pytest.fixture

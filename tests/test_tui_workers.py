@@ -215,7 +215,7 @@ async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
     app = TuiAgentApp(db_path, poll_s=None)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_schedules(pilot)
-        assert screen.selected_name() == scheduled
+        assert screen.selected_key() == scheduled
         await pilot.press("d")
         await pilot.pause()
         assert schedule(app, scheduled)["enabled"] == 0
@@ -261,9 +261,9 @@ async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled
         operate.schedule_add(store, load_registry(), "another", "hello", "*/5 * * * *", tz="Europe/Berlin")
         store.close()
         await until(pilot, "the new schedule's row", lambda: screen.query_one("DataTable").row_count == 2)
-        assert screen.selected_name() == scheduled          # "another" sorts above; the cursor stays put
+        assert screen.selected_key() == scheduled          # "another" sorts above; the cursor stays put
         await pilot.press("k")
-        assert screen.selected_name() == "another"
+        assert screen.selected_key() == "another"
 
 
 async def test_both_screens_read_at_80x24_with_rows_and_when_empty(db_path, scheduled):

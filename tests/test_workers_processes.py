@@ -14,10 +14,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from tui_agent.runtime.clock import parse_instant
-
-from conftest import ROOT
 
 AGENTS = ["--agents", "counting_agents"]
 BEFORE_EFFECT = ["settings", "fetch:sales", "fetch:incidents", "fetch:deploys", "summarize", "write-report"]

@@ -9,9 +9,9 @@ import sqlite3
 import sys
 import threading
 from datetime import datetime
-from zoneinfo import ZoneInfo
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -19,18 +19,18 @@ from . import __version__, operate
 from .errors import UserError
 from .operate import start as start_run
 from .report import iso_times, run_report, runs_listing
-from .runtime.clock import iso, now
-from .runtime.registry import Registry, load_registry
+from .runtime.clock import now
 from .runtime.heartbeat import Heartbeat
+from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
 from .runtime.schedule import tick as schedule_tick
 from .runtime.serve import GRACE_S, serve
 from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
 from .store import Store, default_path, open_store
+from .store import schedules as schedules_table
 from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
-from .store import schedules as schedules_table
 from .store.workers import workers_listing
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3

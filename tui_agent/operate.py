@@ -13,18 +13,26 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime import schedule
+from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
 from .runtime.registry import Registry
 from .runtime.worker import worker_name
 from .store import Store, data_dir_for
-from .store.effects import find_effect, set_state
 from .store import schedules as schedules_table
-from .store.events import add_event, add_schedule_event
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
-from .store.runs import TERMINAL, cancel, create_run, get_run, recorded_positions, requeue, resolve_run
+from .store.effects import find_effect, set_state
+from .store.events import add_event, add_schedule_event
+from .store.runs import (
+    TERMINAL,
+    cancel,
+    create_run,
+    get_run,
+    recorded_positions,
+    requeue,
+    resolve_run,
+)
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run

@@ -15,20 +15,27 @@ from typing import Any
 from ..models import Provider, cost_usd, estimate_prompt_tokens
 from ..store import Claim, Store
 from ..store.events import add_event
-from ..store.journal import NO_USAGE, Checkpoint, Usage, add_entry, record_failed_attempt, record_soft
+from ..store.journal import (
+    NO_USAGE,
+    Checkpoint,
+    Usage,
+    add_entry,
+    record_failed_attempt,
+    record_soft,
+)
 from ..store.runs import check_fence
-from .clock import CLOCK, now
-from .faults import crash_point
 from . import waits
-from .effects import perform
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
+from .clock import CLOCK, now
 from .control import RunControl
+from .effects import perform
+from .faults import crash_point
 from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
 from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
-from .retry import backoff_s, is_temporary
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
+from .retry import backoff_s, is_temporary
 
 _UNSET = object()
 _PLAIN = (str, int, float, bool, type(None))

@@ -8,12 +8,18 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..store.effects import (add_intended, confirmed_with_key, effect_at, in_doubt_with_key, mark_attempted,
-                             set_state)
+from ..errors import EffectNotDone
+from ..store.effects import (
+    add_intended,
+    confirmed_with_key,
+    effect_at,
+    in_doubt_with_key,
+    mark_attempted,
+    set_state,
+)
 from ..store.events import add_event
 from ..store.journal import Usage
 from .clock import CLOCK, now
-from ..errors import EffectNotDone
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
 from .results import encode

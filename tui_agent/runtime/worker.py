@@ -6,14 +6,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..models import provider_for
 from ..store import Claim, FenceRefused, Store, ids
-from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.events import add_event
+from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
-from ..models import provider_for
-from .clock import now
 from .budget import BudgetMeter
+from .clock import now
 from .context import Context, StepObserver
 from .control import RunControl
 from .faults import SimulatedCrash

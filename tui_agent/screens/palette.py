@@ -26,4 +26,4 @@ class RunCommands(Provider):
         for text, callback in commands:
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help=f"the same action as the CLI's")
+                yield Hit(score, matcher.highlight(text), callback, help="the same action as the CLI's")

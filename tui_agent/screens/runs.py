@@ -6,17 +6,16 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
-from ..messages import DataChanged
 from ..report import busiest_budget
 from ..runtime.clock import now
 from ..store.runs import counts, runs_page
 from ..store.workers import workers_listing
+from ..widgets.status import badge
 from . import run_actions
 from .situation import situation
-from ..widgets.status import badge
+from .table import TableScreen
 
 PAGE = 200
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
@@ -41,7 +40,9 @@ def parse_filter(text: str) -> tuple[str | None, str | None]:
     return status, " ".join(words) or None
 
 
-class RunsScreen(Screen):
+class RunsScreen(TableScreen):
+    COLUMNS = COLUMNS
+    TABLE_ID = "runs"
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("slash", "filter", "Filter"),
@@ -55,8 +56,6 @@ class RunsScreen(Screen):
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -68,16 +67,9 @@ class RunsScreen(Screen):
         self.loaded_rows = PAGE
         self._rows: list[dict] = []
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="summary", classes="summary")
+    def above_table(self) -> ComposeResult:
         yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
                     id="filter", classes="filter")
-        table = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
-        yield Static(id="situation", classes="situation")
-        yield Footer()
 
     def on_mount(self) -> None:
         self.reload()
@@ -134,18 +126,9 @@ class RunsScreen(Screen):
         self.query_one("#situation", Static).update(text)
 
     def selected_id(self) -> str | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return self.selected_key()
 
     # -- events ---------------------------------------------------------------------------------
-
-    def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._explain()
@@ -194,12 +177,6 @@ class RunsScreen(Screen):
     def action_sort(self) -> None:
         self.needs_first = not self.needs_first
         self.reload()
-
-    def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_new(self) -> None:
         run_actions.new_run(self.app)

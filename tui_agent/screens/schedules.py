@@ -7,18 +7,16 @@ from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from .. import operate
-from ..messages import DataChanged
 from ..runtime.clock import now
 from ..store import schedules as schedules_table
 from ..store.runs import RunNotFound, get_run
 from ..store.workers import workers_listing
 from ..widgets.status import badge, mark_of, style_of
+from .table import TableScreen
 
 # The columns a person scans first come first: at 80 columns the rest scroll, and the strip under the
 # table spells out every field of the selected schedule.
@@ -57,15 +55,16 @@ def until(seconds: float) -> str:
     return f"{minutes}m {seconds % 60:02d}s" if minutes else f"{seconds}s"
 
 
-class SchedulesScreen(Screen):
+class SchedulesScreen(TableScreen):
+    COLUMNS = COLUMNS
+    TABLE_ID = "schedules"
+    STRIP_ID = "schedule-strip"
     BINDINGS = [
         Binding("e", "enable", "Enable"),
         Binding("d", "disable", "Disable"),
         Binding("F", "fire", "Fire now", key_display="F"),
         Binding("enter", "fire", "Fire now", show=False),
         Binding("escape", "app.pop_screen", "Back"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
     ]
 
     def __init__(self) -> None:
@@ -73,15 +72,6 @@ class SchedulesScreen(Screen):
         self._rows: list[dict] = []
         self._last: dict[str, dict | None] = {}      # each schedule's last run, when it still exists
         self._strip_text: Text | str | None = None
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="summary", classes="summary")
-        table = DataTable(id="schedules", cursor_type="row", zebra_stripes=True)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
-        yield Static(id="schedule-strip", classes="situation")
-        yield Footer()
 
     def on_mount(self) -> None:
         self.reload()
@@ -98,7 +88,7 @@ class SchedulesScreen(Screen):
     def reload(self) -> None:
         """Re-read the schedules and repaint in one batch, keeping the cursor on the same schedule."""
         table = self.query_one(DataTable)
-        selected = self.selected_name()
+        selected = self.selected_key()
         old_index = table.cursor_row
         reader = self.app.reader
         self._rows = schedules_table.listing(reader)
@@ -188,23 +178,11 @@ class SchedulesScreen(Screen):
             self._strip_text = text
             strip.update(text)
 
-    def selected_name(self) -> str | None:
-        table = self.query_one(DataTable)
-        if table.row_count == 0:
-            return None
-        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-
     def selected(self) -> dict | None:
-        name = self.selected_name()
+        name = self.selected_key()
         return next((row for row in self._rows if row["name"] == name), None)
 
     # -- events ---------------------------------------------------------------------------------
-
-    def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._explain()
@@ -213,12 +191,6 @@ class SchedulesScreen(Screen):
         self.action_fire()
 
     # -- actions --------------------------------------------------------------------------------
-
-    def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def _with_schedule(self) -> dict | None:
         row = self.selected()

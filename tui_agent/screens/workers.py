@@ -9,17 +9,15 @@ import socket
 import subprocess
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from .. import operate
-from ..messages import DataChanged
 from ..runtime.clock import now
 from ..runtime.worker import worker_name
 from ..store.workers import workers_listing
 from .modals import ConfirmModal
+from .table import TableScreen
 
 TICK_S = 0.5
 COLUMNS = [("NAME", "name"), ("PID", "pid"), ("STATE", "state"), ("HEARTBEAT", "heartbeat"), ("RUN", "run"),
@@ -68,14 +66,15 @@ def _row_key(worker: str, run_id: str | None) -> str:
     return f"{worker}/{run_id or ''}"
 
 
-class WorkersScreen(Screen):
+class WorkersScreen(TableScreen):
+    COLUMNS = COLUMNS
+    TABLE_ID = "workers"
+    STRIP_ID = "worker-strip"
     BINDINGS = [
         Binding("plus", "start", "Start worker", key_display="+"),
         Binding("t", "stop", "Stop (SIGTERM)"),
         Binding("K", "kill", "Kill -9", key_display="K"),
         Binding("escape", "app.pop_screen", "Back"),
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
     ]
 
     def __init__(self) -> None:
@@ -84,15 +83,6 @@ class WorkersScreen(Screen):
         self._rows: list[tuple[str, dict, dict | None]] = []    # (row key, worker, held run or None)
         self._shown: dict[tuple[str, str], str] = {}             # what each ticking cell shows now
         self._follow: str | None = None                          # a worker just started: select it once it shows
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="summary", classes="summary")
-        table = DataTable(id="workers", cursor_type="row", zebra_stripes=True)
-        for label, key in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
-        yield Static(id="worker-strip", classes="situation")
-        yield Footer()
 
     def on_mount(self) -> None:
         self.reload()
@@ -232,11 +222,8 @@ class WorkersScreen(Screen):
         return next((p for p in self.app.spawned if p.pid == worker["pid"]), None)
 
     def _selected(self) -> tuple[str | None, str | None]:
-        table = self.query_one(DataTable)
-        if table.row_count == 0 or not self._rows:
-            return None, None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return key, key.split("/", 1)[0]
+        key = self.selected_key() if self._rows else None
+        return (key, key.split("/", 1)[0]) if key else (None, None)
 
     def selected_worker(self) -> dict | None:
         key, _ = self._selected()
@@ -244,22 +231,10 @@ class WorkersScreen(Screen):
 
     # -- events ---------------------------------------------------------------------------------
 
-    def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
-
-    def on_screen_resume(self) -> None:
-        self.reload()
-
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._explain(now())
 
     # -- actions --------------------------------------------------------------------------------
-
-    def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
-
-    def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
 
     def action_start(self) -> None:
         app = self.app
