@@ -23,6 +23,9 @@ class BudgetMeter:
         self.used = used
         self.soft_dimensions = list(soft_dimensions)   # every dimension past its soft threshold so far
         self.soft_exceeded = False                     # true from the point the first crossing was recorded
+        # precomputed for the per-step path: what each step must check
+        self._steps_cap, self._wall_cap = self.limits["steps"], self.limits["wall_s"]
+        self._not_soft_yet = [d for d, limit in self.limits.items() if limit and d not in self.soft_dimensions]
 
     def action(self, dimension: str) -> str:
         action = self._on_exhaust if isinstance(self._on_exhaust, str) else self._on_exhaust.get(dimension, "park")
@@ -31,6 +34,13 @@ class BudgetMeter:
     def remaining(self, dimension: str) -> float | None:
         limit = self.limits[dimension]
         return None if limit is None else limit - self.used[dimension]
+
+    def admit_step(self, wall_s: float) -> None:
+        """Every new journaled call: one more step, and the running time so far."""
+        if self._steps_cap is not None and self.used["steps"] + 1 > self._steps_cap:
+            self.admit(steps=1)
+        if self._wall_cap is not None and self.used["wall_s"] + wall_s > self._wall_cap:
+            self.admit(wall_s=wall_s)
 
     def admit(self, **needs: float) -> None:
         """Refuse (with the dimension's action) if any need would cross a hard ceiling."""
@@ -57,8 +67,12 @@ class BudgetMeter:
             used["output_tokens"] += usage.output_tokens
             used["cost_usd"] += usage.cost_usd
         used["effects"] += usage.effects
-        return [d for d, limit in self.limits.items()
-                if limit and d not in self.soft_dimensions and used[d] >= self.soft * limit]
+        if not self._not_soft_yet:
+            return []
+        crossed = [d for d in self._not_soft_yet if used[d] >= self.soft * self.limits[d]]
+        if crossed:
+            self._not_soft_yet = [d for d in self._not_soft_yet if d not in crossed]
+        return crossed
 
     def describe(self, dimension: str) -> str:
         limit = self.limits[dimension]

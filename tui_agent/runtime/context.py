@@ -107,7 +107,9 @@ class Context:
         position = self._position
         self._position = position + 1
         if position >= len(self._entries):
-            self.budget.admit(steps=1, wall_s=now() - self._last_at, **needs)
+            self.budget.admit_step(now() - self._last_at)
+            if needs:
+                self.budget.admit(**needs)
             return position, False, None
         _, recorded, result, artifact = self._entries[position]
         if recorded != name:
