@@ -5,7 +5,7 @@ import json
 import pytest
 from helpers import registry_of
 
-from tui_agent import Agent, operate
+from tui_agent import Agent, RetryPolicy, operate
 from tui_agent.errors import EffectNotDone, UserError
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import CLOCK, now
@@ -86,7 +86,7 @@ class World:
                               dedupe_ttl_s=dedupe_ttl_s, lookup_ttl_s=lookup_ttl_s, service="fake")
             return {"sent": sent}
 
-        self.registry = registry_of(Agent(name="fx", run=agent_run))
+        self.registry = registry_of(Agent(name="fx", run=agent_run, retry=RetryPolicy(3, base_s=0.001, cap_s=0.002)))
 
     def start(self, key="report:2026-11-28:team"):
         return operate.start(self.store, self.registry, "fx", {"key": key})[0]
@@ -250,14 +250,26 @@ def test_without_lookup_or_dedupe_a_person_decides(db_path, clock):
     assert "tui-agent reconcile" in world.messages(run_id)[-1]
 
 
-def test_a_refusal_is_not_done_and_fails_the_run(db_path):
+def test_a_refusal_is_not_done_and_the_retry_policy_sends_again_with_the_same_key(db_path):
     service = Service()
-    service.refuse = 1
+    service.refuse = 2
+    world = World(db_path, service)
+    outcome = world.work(world.start())
+    assert outcome.status == "succeeded"
+    assert service.requests == ["report:2026-11-28:team"] * 3 and service.delivered == ["report:2026-11-28:team"]
+    assert world.effect(outcome.run_id)["attempts"] == 3
+    refusals = [m for m in world.messages(outcome.run_id) if "the service refused it" in m]
+    assert len(refusals) == 2 and "sending again with the same key" in refusals[0]
+
+
+def test_refusals_past_the_retry_policy_fail_the_run(db_path):
+    service = Service()
+    service.refuse = 5
     world = World(db_path, service)
     run_id = world.start()
     outcome = world.work(run_id)
     assert (outcome.status, outcome.reason) == ("failed", "error")
-    assert "EffectNotDone: mailbox full" in outcome.error
+    assert "EffectNotDone: mailbox full" in outcome.error and len(service.requests) == 3
     assert world.effect(run_id)["state"] == "not_done"
     assert service.delivered == []
 

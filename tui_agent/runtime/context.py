@@ -160,13 +160,17 @@ class Context:
                     record_failed_attempt(conn, self.run_id, attempts, at)
                     add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
                               f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
-                if delay > self._retry.wait_over_s:
-                    raise Suspend("waiting", "retry", f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
-                                  wake_at=at + delay) from None
-                if self._control is not None:
-                    self._control.pause(delay)
-                else:
-                    time.sleep(delay)
+                self._back_off(name, attempts, delay)
+
+    def _back_off(self, name: str, attempts: int, delay: float) -> None:
+        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long."""
+        if delay > self._retry.wait_over_s:
+            raise Suspend("waiting", "retry", f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
+                          wake_at=now() + delay) from None
+        if self._control is not None:
+            self._control.pause(delay)
+        else:
+            time.sleep(delay)
 
     def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
                 usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,

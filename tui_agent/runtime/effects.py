@@ -22,6 +22,7 @@ from ..store.journal import Usage
 from .clock import CLOCK, now
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
+from .retry import backoff_s
 from .results import encode
 
 if TYPE_CHECKING:
@@ -89,8 +90,15 @@ class _Effect:
         try:
             value = self.do(self.key)
         except EffectNotDone as e:
-            self.transition(row, "not_done", f"the service refused it, nothing was done ({e})")
-            raise StepFailed(self.position, self.name, e) from e
+            attempts = row["attempts"]
+            if attempts >= ctx._retry.attempts:
+                self.transition(row, "not_done", f"the service refused it, nothing was done ({e}); no attempts left")
+                raise StepFailed(self.position, self.name, e, attempts) from e
+            delay = backoff_s(ctx._retry, attempts)
+            row = self.transition(row, "not_done", f"the service refused it, nothing was done ({e}); "
+                                  f"sending again with the same key in {delay:.1f}s")
+            ctx._back_off(self.name, attempts, delay)
+            return self.attempt(row)
         except Exception as e:
             row = self.transition(row, "unknown", f"outcome unknown: do raised {type(e).__name__}: {e}")
             return self.reconcile(row)
