@@ -223,3 +223,16 @@ def test_fork_outside_the_journal_is_a_usage_error(store):
     run_id = start_and_work(store, registry, "one", {}).run_id
     with pytest.raises(UserError, match="--from-step must be 0 to 1"):
         operate.fork(store, run_id, 5)
+
+
+def test_a_checkpoint_of_another_schema_parks_the_run(store):
+    registry = registry_of(Agent(name="asks", run=lambda ctx, r: ctx.approval("q", "ok?")))
+    run_id = start_and_work(store, registry, "asks", {}).run_id
+    operate.approve(store, run_id)
+    with store.write() as conn:
+        conn.execute("UPDATE checkpoints SET schema_version = 99 WHERE run_id = ?", (run_id,))
+    outcome = work(store, registry, run_id)
+    assert (outcome.status, outcome.reason) == ("parked", "checkpoint_schema")
+    assert "checkpoint schema 99" in outcome.message and "resume --restart" in outcome.message
+    operate.resume(store, run_id, restart=True)
+    assert work(store, registry, run_id).reason == "approval", "the restart writes the current schema"

@@ -265,3 +265,19 @@ async def test_escape_while_typing_a_filter_clears_it(demo):
         await pilot.pause()
         assert len(shown_ids(app)) == 7
         assert screen_of(app).query_one("DataTable").has_focus
+
+
+async def test_the_command_palette_offers_the_selected_runs_actions(demo):
+    from tui_agent.screens.palette import RunCommands
+
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        selected = app.screen.selected_id()
+        provider = RunCommands(app.screen)
+        hits = [hit async for hit in provider.search("park")]
+        assert [str(hit.text) for hit in hits] == [f"Park {selected}"]
+        hits[0].command()
+        await pilot.pause()
+        assert get_run(app.store, selected)["status"] == "parked"
