@@ -99,3 +99,22 @@ def test_a_worker_killed_at_a_random_moment_resumes_cleanly(tui_agent, tmp_path,
     # only the step in flight when the kill came (the first one not recorded) may have run twice
     assert [name for name, n in ran.items() if n > 1] in ([], [f"s{recorded}"])
     assert max(ran.values()) <= 2
+
+
+def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
+    log = tmp_path / "calls.log"
+    command = [sys.executable, "-m", "tui_agent", *AGENTS, "run", "counting", "--input",
+               json.dumps({"log": str(log), "steps": 6, "delay_s": 0.3})]
+    running = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(_ran(log)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    running.send_signal(signal.SIGINT)
+    out, _ = running.communicate(timeout=30)
+    assert running.returncode == 3 and "interrupted; it is queued again" in out
+    run_id = out.split()[0]
+    report = _show(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"], report["run"]["worker"]) == ("queued", "resumed", None)
+    done = tui_agent(*AGENTS, "worker", "--once")          # no clock trick: claimable at once
+    assert done.returncode == 0 and _show(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert max(_ran(log).values()) <= 2 and sum(1 for n in _ran(log).values() if n == 2) <= 1

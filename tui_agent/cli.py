@@ -31,7 +31,7 @@ from .store import Store, default_path, open_store
 from .store import schedules as schedules_table
 from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
-from .store.workers import workers_listing
+from .store.workers import release, workers_listing
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
@@ -233,7 +233,7 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     store, registry = session.store, session.registry
     run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
                           operate.parse_budget(budget_specs))
-    if model.startswith("scripted"):
+    if model.startswith("scripted") and registry.get(agent).script is not None:
         click.echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now())
     if claim is None:
@@ -246,6 +246,11 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
     try:
         outcome = execute(store, registry, claim, progress, heartbeat.hold(claim))
+    except KeyboardInterrupt:  # ctrl+c: hand the run back now rather than when the lease runs out
+        progress.done()
+        release(store, claim.run_id, claim.fence, claim.worker, "interrupted with ctrl+c", now())
+        click.echo(f"{run_id} interrupted; it is queued again where it stopped (tui-agent worker --once goes on)")
+        return EXIT_WAITING
     finally:
         progress.done()
         heartbeat.close()
