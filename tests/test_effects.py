@@ -295,6 +295,21 @@ def test_a_key_in_doubt_in_another_run_makes_this_one_wait(db_path):
     assert world.service.requests == []
 
 
+def test_deciding_the_key_in_doubt_lets_the_run_that_waited_on_it_go_on(db_path, clock):
+    world = World(db_path, Service(), use_lookup=False)
+    first = world.start()
+    world.crash(first, "after-do")                        # the service acted; nobody recorded it
+    second = world.work(world.start(), "w-2")
+    assert second.reason == "reconcile"
+    clock.advance(31)
+    assert world.work(first, "w-3").reason == "reconcile"  # no lookup, no dedupe: a person decides
+    operate.reconcile_happened(world.store, first, "send", {"id": 1})
+    assert get_run(world.store, second.run_id)["status"] == "queued"
+    assert f"was decided in run {first}" in world.messages(second.run_id)[-1]
+    assert world.work(second.run_id, "w-4").status == "succeeded"
+    assert world.service.requests == ["report:2026-11-28:team"], "the second run reused the decided result"
+
+
 def test_a_changed_key_at_a_recorded_effect_fails_clearly(db_path, clock):
     world = World(db_path, Service())
     run_id = world.start("k1")

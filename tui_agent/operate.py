@@ -22,7 +22,7 @@ from .store import Store, data_dir_for
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
-from .store.effects import find_effect, set_state
+from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
 from .store.runs import (
     TERMINAL,
@@ -95,6 +95,9 @@ def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str,
             set_state(conn, effect["id"], state, at, **fields)
         add_event(conn, run["id"], at, "decision", message, who)
         requeue(conn, run["id"], "resumed", f"queued: {message}", at)
+        if state is not None:  # runs that held back because this key was in doubt here may go on now
+            for other in waiting_on_key(conn, effect["key"], run["id"]):
+                requeue(conn, other, "resumed", f"queued: key {effect['key']} was decided in run {run['id']}", at)
 
 
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,

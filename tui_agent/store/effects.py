@@ -27,6 +27,13 @@ def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dic
                              " AND id != ? ORDER BY id LIMIT 1", (key, except_id)))
 
 
+def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[str]:
+    """Other runs that wait (reason reconcile) before attempting `key` because it was in doubt here."""
+    return [r[0] for r in conn.execute(
+        "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = 'intended'"
+        " AND r.status = 'waiting' AND r.reason = 'reconcile' AND e.run_id != ?", (key, except_run))]
+
+
 def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, position: int, name: str, key: str,
                  has_lookup: bool, dedupe_ttl_s: float | None, lookup_ttl_s: float | None,
                  service: str | None, fence: int, now: float) -> dict:
