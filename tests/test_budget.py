@@ -131,24 +131,27 @@ def test_the_soft_threshold_is_one_event_and_one_degrade_call_replayed_at_the_sa
     def degrade(ctx):
         degraded_at.append(ctx.position)
 
-    seen_soft = []
+    seen_soft, remaining = [], []
 
     def gated(ctx, request):
         for i in range(6):
             ctx.step(f"s{i}", lambda i=i: i)
             seen_soft.append(ctx.budget.soft_exceeded)
+            remaining.append(ctx.budget.remaining("steps"))
         return ctx.approval("end", "done?")
 
     registry = registry_of(Agent(name="soft", run=gated, degrade=degrade, budget=Budget(steps=10, soft=0.5)))
     run_id = start_and_work(store, registry, "soft", {}).run_id
     assert degraded_at == [5], "called once, right after the fifth step crossed 50% of 10"
     assert seen_soft == [False] * 4 + [True] * 2
+    assert remaining == [9, 8, 7, 6, 5, 4], "ctx.budget.remaining counts down with each step"
     crossings = [e["message"] for e in events_for(store, run_id) if e["kind"] == "budget"]
     assert crossings == ["budget steps passed its soft threshold: 5 of 10 (50%, soft 50%)"]
 
     operate.approve(store, run_id)
     degraded_at.clear()
     seen_soft.clear()
+    remaining.clear()
     assert work(store, registry, run_id).status == "succeeded"
     assert degraded_at == [5], "the replay degraded at the same point, once"
     assert seen_soft == [False] * 4 + [True] * 2

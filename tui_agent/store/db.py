@@ -164,9 +164,6 @@ class Store:
             self.conn.execute("ROLLBACK")
         self.conn.close()
 
-    def artifact_path(self, relative: str) -> Path:
-        return self.data_dir / relative
-
 
 def open_store(path: str | os.PathLike | None = None, durability: str = "full") -> Store:
     return Store(Path(path) if path else default_path(), durability)
