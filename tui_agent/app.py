@@ -22,6 +22,7 @@ from .store import Store, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
+STOP_SIGNALS = [s for s in (getattr(signal, "SIGHUP", None), signal.SIGTERM) if s is not None]
 
 
 class TuiAgentApp(App):
@@ -49,7 +50,7 @@ class TuiAgentApp(App):
 
         self.sub_title = self.db_path.name
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):  # a closed terminal still stops the workers we started
+        for signum in STOP_SIGNALS:  # a closed terminal still stops the workers we started
             loop.add_signal_handler(signum, self.exit)
         self.push_screen(RunsScreen())
         if self._poll_s:
@@ -86,7 +87,7 @@ class TuiAgentApp(App):
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
         for process in self.spawned:
             if process.poll() is None:
