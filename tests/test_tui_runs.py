@@ -281,3 +281,35 @@ async def test_the_command_palette_offers_the_selected_runs_actions(demo):
         hits[0].command()
         await pilot.pause()
         assert get_run(app.store, selected)["status"] == "parked"
+
+
+async def test_a_refresh_with_the_same_runs_updates_cells_in_place(demo, monkeypatch):
+    from tui_agent import operate
+    from tui_agent.messages import DataChanged
+
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        screen = screen_of(app)
+        table = screen.query_one("DataTable")
+        rebuilds = []
+        clear = type(table).clear
+
+        def counted_clear(self, *args, **kwargs):
+            rebuilds.append(1)
+            return clear(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(table), "clear", counted_clear)
+        sleeping = roles["sleeping until tomorrow"]
+        operate.park(app.store, sleeping)            # the needs-you section grows: the order changes
+        screen.post_message(DataChanged())
+        await pilot.pause()
+        assert rebuilds == [1]
+        failed = roles["failed"]
+        with app.store.write() as conn:            # a run's row changes, the order does not
+            conn.execute("UPDATE runs SET attempt = 7 WHERE id = ?", (failed,))
+        screen.post_message(DataChanged())
+        await pilot.pause()
+        assert rebuilds == [1], "no rebuild: the changed cell was updated in place"
+        assert str(table.get_cell(failed, "att")) == "7"

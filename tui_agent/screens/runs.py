@@ -66,6 +66,7 @@ class RunsScreen(TableScreen):
         self.needs_first = True
         self.loaded_rows = PAGE
         self._rows: list[dict] = []
+        self._shown: dict[str, list] = {}     # the cells on screen, so a refresh updates only what changed
 
     def above_table(self) -> ComposeResult:
         yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
@@ -86,17 +87,26 @@ class RunsScreen(TableScreen):
         return first + runs_page(reader, limit=max(0, self.loaded_rows - len(first)), needs_person=False, **query)
 
     def reload(self) -> None:
-        """Re-read the loaded pages and repaint in one batch, keeping the cursor on the same run."""
+        """Re-read the loaded pages and repaint what changed, keeping the cursor on the same run: when the
+        same runs are shown in the same order only changed cells are updated, else the table is rebuilt."""
         table = self.query_one(DataTable)
         selected = self.selected_id()
-        self._rows = self._fetch()
+        rows = self._fetch()
         at = now()
+        cells = {row["id"]: self._cells(row, at) for row in rows}
         with self.app.batch_update():
-            table.clear()
-            for row in self._rows:
-                table.add_row(*self._cells(row, at), key=row["id"])
-            if selected and selected in {r["id"] for r in self._rows}:
-                table.move_cursor(row=table.get_row_index(selected), animate=False)
+            if [r["id"] for r in rows] == [r["id"] for r in self._rows]:
+                for run_id, new in cells.items():
+                    for (_, column), old_cell, new_cell in zip(COLUMNS, self._shown[run_id], new):
+                        if old_cell != new_cell:
+                            table.update_cell(run_id, column, new_cell)
+            else:
+                table.clear()
+                for run_id, new in cells.items():
+                    table.add_row(*new, key=run_id)
+                if selected and selected in cells:
+                    table.move_cursor(row=table.get_row_index(selected), animate=False)
+        self._rows, self._shown = rows, cells
         self._summarize()
         self._explain()
 
