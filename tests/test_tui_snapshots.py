@@ -1,6 +1,8 @@
 """How the screens look: one small app state per snapshot, on the fixture database (executed runs,
 frozen clock, seeded ids). Update with `pytest --snapshot-update` after a deliberate change, and look."""
 
+import time
+
 import pytest
 from tui_fixture import build_fixture, thaw
 
@@ -10,8 +12,12 @@ from tui_agent.app import TuiAgentApp
 @pytest.fixture
 def roles(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")      # times on screen are local: pin the zone so snapshots match anywhere
+    time.tzset()
     yield build_fixture(tmp_path)
     thaw()
+    monkeypatch.undo()
+    time.tzset()
 
 
 def app() -> TuiAgentApp:

@@ -54,7 +54,7 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
         ("parked on cost", {"date": day, "team": "finance"}, {"cost_usd": 0.002}, None),
         ("waiting for approval", {"date": day, "team": "leads", "approve": True}, {}, None),
         ("sleeping until tomorrow", {"date": today.isoformat(), "team": "europe",
-                                     "send_at": (datetime.now().astimezone() + timedelta(days=1)).replace(
+                                     "send_at": (datetime.fromtimestamp(now()).astimezone() + timedelta(days=1)).replace(
                                          hour=7, minute=0, second=0, microsecond=0).isoformat()}, {}, None),
         ("outcome unknown", {"date": day, "team": "support", "service": "every", "lookup": False}, {}, "after-do"),
     ]

@@ -13,6 +13,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ..report import needs_person
+from ..runtime.clock import now
 from .gauges import amount
 from .status import NEEDS_YOU, mark_of, style_of
 
@@ -74,7 +75,7 @@ def clock(ts: float | None) -> str:
     if ts is None:
         return "–"
     at = datetime.fromtimestamp(ts).astimezone()
-    today = datetime.now().astimezone().date()
+    today = datetime.fromtimestamp(now()).astimezone().date()
     return at.strftime("%H:%M:%S") if at.date() == today else at.strftime("%m-%d %H:%M")
 
 
