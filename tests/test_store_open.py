@@ -24,6 +24,7 @@ def test_new_database_is_private_wal_and_versioned(db_path):
         assert s.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
             schema.SCHEMA_VERSION)
         assert s.data_dir == db_path.parent / "runs.data"
+        assert stat.S_IMODE(s.data_dir.stat().st_mode) == 0o700
     finally:
         s.close()
     assert not [p for p in db_path.parent.iterdir() if p.name.endswith(".tmp")], "the temporary file was left"

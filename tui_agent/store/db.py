@@ -139,6 +139,7 @@ class Store:
         if not self.path.exists():
             _create(self.path)
         version = _read_version(self.path)
+        self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
         self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA foreign_keys=ON")
