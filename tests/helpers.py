@@ -25,3 +25,14 @@ def work(store, registry, run_id, worker="w-test", lease_s=60.0):
     claim = claim_run(store, run_id, worker, lease_s, now())
     assert claim is not None, f"{run_id} was not claimable"
     return execute(store, registry, claim)
+
+
+async def key(pilot, name: str) -> None:
+    """Press a key in a Pilot test and let the app settle."""
+    await pilot.press(name)
+    await pilot.pause()
+
+
+async def click(pilot, selector: str) -> None:
+    await pilot.click(selector)
+    await pilot.pause()

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from helpers import work
+from helpers import click, key, work
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
@@ -71,6 +72,15 @@ async def open_run(app: TuiAgentApp, pilot, run_id: str) -> RunScreen:
     return screen
 
 
+@asynccontextmanager
+async def run_screen(db: Path, run_id: str, size: tuple[int, int] = SIZE):
+    """The app on one run's screen: (app, pilot)."""
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=size) as pilot:
+        await open_run(app, pilot, run_id)
+        yield app, pilot
+
+
 def viewer(app) -> JournalViewer:
     return app.screen.query_one(JournalViewer)
 
@@ -93,12 +103,10 @@ async def test_enter_on_the_runs_table_opens_the_run(demo):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         runs = app.screen
-        await pilot.press("enter")
-        await pilot.pause()
+        await key(pilot, "enter")
         assert isinstance(app.screen, RunScreen)
         assert app.screen.run_id == runs.selected_id()
-        await pilot.press("escape")
-        await pilot.pause()
+        await key(pilot, "escape")
         assert app.screen is runs
 
 
@@ -216,12 +224,10 @@ async def test_p_parks_a_waiting_run_and_r_resumes_it(demo, store):
     app = TuiAgentApp(db, poll_s=None)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_run(app, pilot, run_id)
-        await pilot.press("p")
-        await pilot.pause()
+        await key(pilot, "p")
         assert get_run(store, run_id)["status"] == "parked"
         assert "parked" in str(screen.query_one("#run-header").render())
-        await pilot.press("r")
-        await pilot.pause()
+        await key(pilot, "r")
         run = get_run(store, run_id)
         assert (run["status"], run["reason"]) == ("queued", "resumed")
 
@@ -229,27 +235,20 @@ async def test_p_parks_a_waiting_run_and_r_resumes_it(demo, store):
 async def test_r_resumes_the_parked_run(demo, store):
     db, roles = demo
     run_id = roles["parked on cost"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
+    async with run_screen(db, run_id) as (app, pilot):
         assert timeline(app).items[-1].mark == "■"
-        await pilot.press("r")
-        await pilot.pause()
+        await key(pilot, "r")
         assert get_run(store, run_id)["status"] == "queued"
 
 
 async def test_x_asks_then_cancels(demo, store):
     db, roles = demo
     run_id = roles["waiting for approval"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
-        await pilot.press("x")
-        await pilot.pause()
+    async with run_screen(db, run_id) as (app, pilot):
+        await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
         assert get_run(store, run_id)["status"] == "waiting"      # nothing before the answer
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         assert isinstance(app.screen, RunScreen)
         assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("cancelled", "person")
 
@@ -257,17 +256,13 @@ async def test_x_asks_then_cancels(demo, store):
 async def test_a_approves_with_a_note(demo, store):
     db, roles = demo
     run_id = roles["waiting for approval"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
-        await pilot.press("a")
-        await pilot.pause()
+    async with run_screen(db, run_id) as (app, pilot):
+        await key(pilot, "a")
         modal = app.screen
         assert isinstance(modal, ApproveModal)
         assert modal.query_one("#approve", RadioButton).value
         modal.query_one("#note", Input).value = "looks right"
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         run = get_run(store, run_id)
         assert run["status"] == "queued"
         decided = approvals_for(store, run_id)[-1]
@@ -278,17 +273,13 @@ async def test_a_approves_with_a_note(demo, store):
 async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, store):
     db, roles = demo
     run_id = roles["outcome unknown"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
+    async with run_screen(db, run_id) as (app, pilot):
         await select(pilot, app, 2)          # not an effect: the run's doubtful effect is the one decided
-        await pilot.press("c")
-        await pilot.pause()
+        await key(pilot, "c")
         modal = app.screen
         assert isinstance(modal, ReconcileModal) and modal.effect["name"] == "send-report"
         await pilot.click("#happened")
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         effect = effects_for(store, run_id)[-1]
         assert effect["state"] == "confirmed" and effect["decided_by"]
         assert get_run(store, run_id)["status"] == "queued"
@@ -298,15 +289,11 @@ async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, store):
 async def test_c_on_the_selected_effect_in_doubt(demo, store):
     db, roles = demo
     run_id = roles["outcome unknown"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
-        await pilot.press("c")
-        await pilot.pause()
+    async with run_screen(db, run_id) as (app, pilot):
+        await key(pilot, "c")
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#not-done")
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         assert effects_for(store, run_id)[-1]["state"] == "not_done"
         assert get_run(store, run_id)["status"] == "queued"
 
@@ -314,17 +301,13 @@ async def test_c_on_the_selected_effect_in_doubt(demo, store):
 async def test_b_raises_the_cost_ceiling(demo, store):
     db, roles = demo
     run_id = roles["parked on cost"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
-        await pilot.press("b")
-        await pilot.pause()
+    async with run_screen(db, run_id) as (app, pilot):
+        await key(pilot, "b")
         modal = app.screen
         assert isinstance(modal, BudgetModal)
         modal.query_one("#dimension", Select).value = "cost_usd"
         modal.query_one("#value", Input).value = "1.5"
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         run = get_run(store, run_id)
         assert json.loads(run["budget"])["cost_usd"] == 1.5
         assert run["status"] == "queued"
@@ -334,17 +317,13 @@ async def test_b_raises_the_cost_ceiling(demo, store):
 async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, store):
     db, roles = demo
     run_id = roles["succeeded"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
-        await open_run(app, pilot, run_id)
+    async with run_screen(db, run_id) as (app, pilot):
         await pilot.press("k", "k")                   # from #6 to #4 (summarize)
         await pilot.pause()
         assert timeline(app).selected_key == "p4"
-        await pilot.press("f")
-        await pilot.pause()
+        await key(pilot, "f")
         assert isinstance(app.screen, ConfirmModal)
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         children = [r for r in (get_run(store, row["id"]) for row in list_runs(store)) if r["parent_id"] == run_id]
         assert len(children) == 1 and children[0]["fork_step"] == 4
         assert isinstance(app.screen, RunScreen) and app.screen.run_id == children[0]["id"]
@@ -390,8 +369,7 @@ async def test_small_terminal_shows_lower_panes_as_tabs(demo):
         assert screen.has_class("-compact")
         assert screen.query_one(Tabs).display
         assert screen.query_one("#budget-pane").display and not screen.query_one("#events-pane").display
-        await pilot.press("t")
-        await pilot.pause()
+        await key(pilot, "t")
         assert screen.query_one("#events-pane").display and not screen.query_one("#budget-pane").display
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
@@ -425,6 +403,5 @@ async def test_j_k_move_and_enter_on_a_ledger_row_selects_its_entry(demo):
         await pilot.pause()
         assert timeline(app).selected_key == "p4"
         screen.query_one(EffectLedger).focus()
-        await pilot.press("enter")
-        await pilot.pause()
+        await key(pilot, "enter")
         assert timeline(app).selected_key == "p6" and timeline(app).has_focus

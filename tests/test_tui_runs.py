@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from helpers import click, key
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.demo import build
@@ -112,14 +113,12 @@ async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, queued)
         before = shown_ids(app).index(queued)
-        await pilot.press("p")
-        await pilot.pause()
+        await key(pilot, "p")
         assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("parked", "person")
         assert shown_ids(app).index(queued) < before          # a parked run needs you: it moved up
         assert screen_of(app).selected_id() == queued and queued in strip(app)
 
-        await pilot.press("r")
-        await pilot.pause()
+        await key(pilot, "r")
         assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("queued", "resumed")
         assert screen_of(app).selected_id() == queued
 
@@ -134,17 +133,14 @@ async def test_x_asks_then_cancels(demo):
     app = TuiAgentApp(db, poll_s=None)
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, sleeping)
-        await pilot.press("x")
-        await pilot.pause()
+        await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("escape")            # asked once: escape leaves it alone
         await pilot.pause()
         assert run(app, sleeping)["status"] == "waiting"
 
-        await pilot.press("x")
-        await pilot.pause()
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await key(pilot, "x")
+        await click(pilot, "#confirm")
         assert (run(app, sleeping)["status"], run(app, sleeping)["reason"]) == ("cancelled", "person")
         assert screen_of(app).selected_id() == sleeping
 
@@ -155,11 +151,9 @@ async def test_a_approves_the_run_waiting_for_approval(demo):
     app = TuiAgentApp(db, poll_s=None)
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, waiting)
-        await pilot.press("a")
-        await pilot.pause()
+        await key(pilot, "a")
         assert isinstance(app.screen, ApproveModal)
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         assert (run(app, waiting)["status"], run(app, waiting)["reason"]) == ("queued", "resumed")
         assert [a["decision"] for a in run_report(app.reader, waiting)["approvals"]] == ["approved"]
         assert screen_of(app).selected_id() == waiting        # it left the needs-you group; the cursor followed
@@ -178,15 +172,13 @@ async def test_c_it_happened_confirms_the_unknown_effect_and_queues_the_run(demo
     assert len(doubtful) == 1
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, unknown)
-        await pilot.press("c")
-        await pilot.pause()
+        await key(pilot, "c")
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#confirm")          # no choice made yet: the modal stays
         await pilot.pause()
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#happened")
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         assert isinstance(app.screen, RunsScreen)
         effect = next(e for e in effects_for(app.reader, unknown) if e["id"] == doubtful[0]["id"])
         assert effect["state"] == "confirmed" and effect["decided_by"]
@@ -201,14 +193,12 @@ async def test_b_raises_the_cost_ceiling_and_queues_the_parked_run(demo):
     async with app.run_test(size=SIZE) as pilot:
         assert run(app, parked)["reason"] == "budget:cost_usd"
         await select(pilot, parked)
-        await pilot.press("b")
-        await pilot.pause()
+        await key(pilot, "b")
         assert isinstance(app.screen, BudgetModal)
         assert app.screen.query_one("#dimension").value == "cost_usd"     # the one in its reason, preselected
         await pilot.click("#value")
         await pilot.press(*"0.5")
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         row = run(app, parked)
         assert json.loads(row["budget"])["cost_usd"] == 0.5
         assert (row["status"], row["reason"]) == ("queued", "resumed")
@@ -221,16 +211,14 @@ async def test_n_starts_a_new_run(demo):
     app = TuiAgentApp(db, poll_s=None)
     async with app.run_test(size=SIZE) as pilot:
         before = {r["id"] for r in list_runs(app.reader)}
-        await pilot.press("n")
-        await pilot.pause()
+        await key(pilot, "n")
         assert isinstance(app.screen, NewRunModal)
         app.screen.query_one("#agent").value = "hello"
         box = app.screen.query_one("#input")
         box.value = ""
         await pilot.click("#input")
         await pilot.press(*'{"name": "tui"}')
-        await pilot.click("#confirm")
-        await pilot.pause()
+        await click(pilot, "#confirm")
         new = [r for r in list_runs(app.reader) if r["id"] not in before]
         assert len(new) == 1
         row = run(app, new[0]["id"])
@@ -248,8 +236,7 @@ async def test_slash_filters_by_status_and_escape_clears(demo):
         assert shown_ids(app) == [roles["failed"]]
         assert "filter: failed" in str(screen_of(app).query_one("#summary").content)
         assert roles["failed"] in strip(app)
-        await pilot.press("escape")
-        await pilot.pause()
+        await key(pilot, "escape")
         assert len(shown_ids(app)) == 7
 
 

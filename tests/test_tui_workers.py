@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import pytest
+from helpers import key
 
 from tui_agent import operate
 from tui_agent.app import TuiAgentApp
@@ -59,8 +60,7 @@ def kill_all(app: TuiAgentApp) -> None:
 
 
 async def open_workers(pilot) -> WorkersScreen:
-    await pilot.press("w")
-    await pilot.pause()
+    await key(pilot, "w")
     assert isinstance(pilot.app.screen, WorkersScreen)
     return pilot.app.screen
 
@@ -135,15 +135,13 @@ async def test_K_asks_then_kills_the_worker_with_sigkill(db_path):
             screen = await open_workers(pilot)
             process, row = await start_one(pilot)
 
-            await pilot.press("K")
-            await pilot.pause()
+            await key(pilot, "K")
             assert isinstance(app.screen, ConfirmModal)
             await pilot.click("#cancel")          # asked once; cancel leaves it running
             await pilot.pause()
             assert isinstance(app.screen, WorkersScreen) and process.poll() is None
 
-            await pilot.press("K")
-            await pilot.pause()
+            await key(pilot, "K")
             assert isinstance(app.screen, ConfirmModal)
             assert "SIGKILL" in str(app.screen.question) and row["name"] in str(app.screen.question)
             await pilot.click("#confirm")
@@ -205,8 +203,7 @@ def schedule(app: TuiAgentApp, name: str) -> dict:
 
 
 async def open_schedules(pilot) -> SchedulesScreen:
-    await pilot.press("s")
-    await pilot.pause()
+    await key(pilot, "s")
     assert isinstance(pilot.app.screen, SchedulesScreen)
     return pilot.app.screen
 
@@ -216,16 +213,13 @@ async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_schedules(pilot)
         assert screen.selected_key() == scheduled
-        await pilot.press("d")
-        await pilot.pause()
+        await key(pilot, "d")
         assert schedule(app, scheduled)["enabled"] == 0
         assert "disabled" in str(screen.query_one("#schedule-strip").content)
-        await pilot.press("e")
-        await pilot.pause()
+        await key(pilot, "e")
         row = schedule(app, scheduled)
         assert row["enabled"] == 1 and row["next_fire_at"] > time.time()
-        await pilot.press("escape")
-        await pilot.pause()
+        await key(pilot, "escape")
         assert not isinstance(app.screen, SchedulesScreen)
 
 
@@ -237,8 +231,7 @@ async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
     async with app.run_test(size=SIZE) as pilot:
         await open_schedules(pilot)
         assert list_runs(app.reader) == []
-        await pilot.press("F")
-        await pilot.pause()
+        await key(pilot, "F")
         runs = list_runs(app.reader)
         assert len(runs) == 1 and runs[0]["agent"] == "hello"
         run = get_run(app.reader, runs[0]["id"])
@@ -273,8 +266,7 @@ async def test_both_screens_read_at_80x24_with_rows_and_when_empty(db_path, sche
             screen = await open_workers(pilot)
             assert "No workers yet" in str(screen.query_one("#worker-strip").content)
             await pilot.press("t")                      # nothing selected: a warning, no signal, no modal
-            await pilot.press("K")
-            await pilot.pause()
+            await key(pilot, "K")
             assert isinstance(app.screen, WorkersScreen)
             process, row = await start_one(pilot)
             assert row["name"] in str(screen.query_one("#worker-strip").content)

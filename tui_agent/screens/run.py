@@ -78,20 +78,15 @@ class RunScreen(Screen):
         with Vertical(id="run-lower"):
             yield Tabs(*[Tab(label, id=f"tab-{key}") for key, label in LOWER], id="lower-tabs")
             with Horizontal(id="lower-columns"):
-                with Vertical(id="lower-left", classes="lower-column"):
-                    with Vertical(id="budget-pane", classes="pane lower-pane") as pane:
-                        pane.border_title = "Budget"
-                        yield BudgetGauges(id="gauges")
-                    with Vertical(id="checkpoint-pane", classes="pane lower-pane") as pane:
-                        pane.border_title = "Checkpoint"
-                        yield CheckpointView(id="checkpoint")
-                with Vertical(id="lower-right", classes="lower-column"):
-                    with Vertical(id="ledger-pane", classes="pane lower-pane") as pane:
-                        pane.border_title = "Effect ledger"
-                        yield EffectLedger(id="ledger")
-                    with Vertical(id="events-pane", classes="pane lower-pane") as pane:
-                        pane.border_title = "Events"
-                        yield EventsLog(id="events")
+                for column, panes in (("lower-left", [("budget", "Budget", BudgetGauges(id="gauges")),
+                                                      ("checkpoint", "Checkpoint", CheckpointView(id="checkpoint"))]),
+                                      ("lower-right", [("ledger", "Effect ledger", EffectLedger(id="ledger")),
+                                                       ("events", "Events", EventsLog(id="events"))])):
+                    with Vertical(id=column, classes="lower-column"):
+                        for key, title, widget in panes:
+                            with Vertical(id=f"{key}-pane", classes="pane lower-pane") as pane:
+                                pane.border_title = title
+                                yield widget
         yield Footer()
 
     def on_mount(self) -> None:
