@@ -21,34 +21,33 @@ def _wait_for(predicate, seconds=5.0):
     return predicate()
 
 
-def test_heartbeats_renew_the_lease_and_the_worker_row(store, db_path):
+@pytest.fixture
+def held(store, db_path):
+    """A queued run claimed by w-hb, whose heartbeat (a 0.6 s lease) holds it: (run id, heartbeat, control)."""
     registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
     run_id, _ = operate.start(store, registry, "idle", {})
     heartbeat = Heartbeat(db_path, "full", "w-hb", lease_s=0.6)
     try:
-        claim = claim_run(store, run_id, "w-hb", 0.6, now())
-        heartbeat.hold(claim)
-        first = get_run(store, run_id)["lease_expires_at"]
-        assert _wait_for(lambda: get_run(store, run_id)["lease_expires_at"] > first + 0.3), "the lease was not renewed"
-        (row,) = workers_listing(store)
-        assert row["name"] == "w-hb" and now() - row["heartbeat_at"] < 0.6 and row["stopped_at"] is None
-        assert row["runs"][0]["id"] == run_id
+        yield run_id, heartbeat, heartbeat.hold(claim_run(store, run_id, "w-hb", 0.6, now()))
     finally:
         heartbeat.close()
+
+
+def test_heartbeats_renew_the_lease_and_the_worker_row(store, held):
+    run_id, heartbeat, _ = held
+    first = get_run(store, run_id)["lease_expires_at"]
+    assert _wait_for(lambda: get_run(store, run_id)["lease_expires_at"] > first + 0.3), "the lease was not renewed"
+    (row,) = workers_listing(store)
+    assert row["name"] == "w-hb" and now() - row["heartbeat_at"] < 0.6 and row["stopped_at"] is None
+    assert row["runs"][0]["id"] == run_id
+    heartbeat.close()
     (row,) = workers_listing(store)
     assert row["stopped_at"] is not None
 
 
-def test_a_refused_heartbeat_stops_the_run_at_its_next_call(store, db_path):
-    registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
-    run_id, _ = operate.start(store, registry, "idle", {})
-    heartbeat = Heartbeat(db_path, "full", "w-hb", lease_s=0.6)
-    try:
-        claim = claim_run(store, run_id, "w-hb", 0.6, now())
-        control = heartbeat.hold(claim)
-        operate.park(store, run_id)               # a person takes the run: the fence grows
-        assert _wait_for(lambda: control._error is not None), "the heartbeat did not notice"
-        with pytest.raises(FenceRefused):
-            control.check()
-    finally:
-        heartbeat.close()
+def test_a_refused_heartbeat_stops_the_run_at_its_next_call(store, held):
+    run_id, _, control = held
+    operate.park(store, run_id)               # a person takes the run: the fence grows
+    assert _wait_for(lambda: control._error is not None), "the heartbeat did not notice"
+    with pytest.raises(FenceRefused):
+        control.check()

@@ -83,6 +83,12 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
     return run, effect
 
 
+def _decided(conn, run_id: str, message: str, who: str, at: float) -> None:
+    """Inside a write: a person's decision on the record, and the run handed back to the workers."""
+    add_event(conn, run_id, at, "decision", message, who)
+    requeue(conn, run_id, "resumed", f"queued: {message}", at)
+
+
 def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str, note: str | None,
             result: str | None = None) -> None:
     at, who = now(), _person()
@@ -93,8 +99,7 @@ def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str,
             if result is not None:
                 fields["result"] = result
             set_state(conn, effect["id"], state, at, **fields)
-        add_event(conn, run["id"], at, "decision", message, who)
-        requeue(conn, run["id"], "resumed", f"queued: {message}", at)
+        _decided(conn, run["id"], message, who, at)
         if state is not None:  # runs that held back because this key was in doubt here may go on now
             for other in waiting_on_key(conn, effect["key"], run["id"]):
                 requeue(conn, other, "resumed", f"queued: key {effect['key']} was decided in run {run['id']}", at)
@@ -155,8 +160,7 @@ def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = N
     message = _with_note(f"{question['name']}: {decision} by {who}", note)
     with store.write() as conn:
         decide_approval(conn, question["id"], decision, note, who, at)
-        add_event(conn, run["id"], at, "decision", message, who)
-        requeue(conn, run["id"], "resumed", f"queued: {message}", at)
+        _decided(conn, run["id"], message, who, at)
     return run["id"]
 
 
