@@ -1,6 +1,16 @@
-"""Small in-process drivers shared by the runtime tests."""
+"""Small drivers shared by the tests: in-process work, a worker process paused at a fault point, Pilot keys."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from conftest import ROOT
 
 from tui_agent.operate import start
 from tui_agent.runtime.clock import now
@@ -36,3 +46,27 @@ async def key(pilot, name: str) -> None:
 async def click(pilot, selector: str) -> None:
     await pilot.click(selector)
     await pilot.pause()
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process: `T` when it is stopped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@contextmanager
+def paused_worker(*args: str, pause_at: str) -> Iterator[subprocess.Popen]:
+    """`tui-agent ARGS worker --once ...` run until it stops itself at `pause_at` (TUI_AGENT_PAUSE_AT);
+    the caller continues it with SIGCONT. Killed on the way out if it is still alive."""
+    worker = subprocess.Popen([sys.executable, "-m", "tui_agent", *args], cwd=ROOT, text=True,
+                              env={**os.environ, "TUI_AGENT_PAUSE_AT": pause_at},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while process_state(worker.pid) != "T" and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert process_state(worker.pid) == "T", "the worker did not stop itself"
+        yield worker
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

@@ -100,8 +100,8 @@ def test_a_failed_run_exits_1_with_its_error(invoke):
     (["--durability", "sometimes", "ls"], "--durability"),
     (["worker", "--concurrency", "0"], "--concurrency"),
 ])
-def test_user_mistakes_are_one_line_and_exit_2(invoke, args, words):
-    result = invoke(*args)
+def test_user_mistakes_are_one_line_and_exit_2(invoke, store, args, words):
+    result = invoke(*args)  # `store`: the database exists, so `show` gets as far as looking for the run
     assert result.exit_code == 2
     assert words in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

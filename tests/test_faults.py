@@ -1,39 +1,21 @@
 """Fault points armed from the environment: a pause that a test resumes, and the in-process crash."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import paused_worker
 
 from tui_agent.runtime import faults
 
 
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
 def test_pause_at_stops_the_worker_there_until_it_is_continued(tui_agent):
     run_id = tui_agent("start", "hello", "--input", '{"delay_s": 0}').stdout.strip()
-    worker = subprocess.Popen([sys.executable, "-m", "tui_agent", "worker", "--once"], cwd=ROOT,
-                              env={**os.environ, "TUI_AGENT_PAUSE_AT": "after-step-commit:2"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while _state(worker.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _state(worker.pid) == "T", "the worker did not stop itself"
+    with paused_worker("worker", "--once", pause_at="after-step-commit:2") as worker:
         report = json.loads(tui_agent("show", run_id, "--json").stdout)
         assert [s["name"] for s in report["steps"]] == ["greet", "count-letters"]
         worker.send_signal(signal.SIGCONT)
         assert worker.wait(timeout=30) == 0
-    finally:
-        worker.kill()
     assert json.loads(tui_agent("show", run_id, "--json").stdout)["run"]["status"] == "succeeded"
 
 

@@ -3,17 +3,14 @@ no process, and park or cancel of a running run stops its worker at its next wri
 
 import json
 import mailbox
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from helpers import paused_worker
 
 from tui_agent.runtime.clock import parse_instant
 
@@ -57,10 +54,6 @@ def _ran(log: Path) -> Counter:
 def _emails(tmp_path) -> int:
     folder = tmp_path / "runs.data" / "outbox"
     return len(mailbox.Maildir(folder, factory=None, create=False)) if folder.exists() else 0
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def _not_due(tui_agent, run_id, before: dict) -> None:
@@ -134,14 +127,7 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
     run_id = _ok(tui_agent(*AGENTS, "start", "counting", "--input",
                            json.dumps({"log": str(log), "steps": 4}))).stdout.strip()
     # the worker stops itself after s1's function returned, before s1 is committed
-    worker = subprocess.Popen([sys.executable, "-m", "tui_agent", *AGENTS, "worker", "--once", "--name", "w-1"],
-                              cwd=ROOT, env={**os.environ, "TUI_AGENT_PAUSE_AT": "after-step:2"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        while _state(worker.pid) != "T" and worker.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _state(worker.pid) == "T", "the worker did not stop itself"
+    with paused_worker(*AGENTS, "worker", "--once", "--name", "w-1", pause_at="after-step:2") as worker:
         held = _show(tui_agent, run_id)
         assert (held["run"]["status"], held["run"]["worker"]) == ("running", "w-1")
         assert [e["name"] for e in held["journal"]] == ["s0"]
@@ -149,10 +135,6 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
         _ok(tui_agent(*AGENTS, action, run_id, "--note", "look"))
         worker.send_signal(signal.SIGCONT)
         out, err = worker.communicate(timeout=20)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
     assert worker.returncode == 0, (out, err)
     assert f"{run_id} was taken by another worker or a person" in out
 

@@ -300,3 +300,43 @@ async def test_a_refresh_with_the_same_runs_updates_cells_in_place(demo, monkeyp
         await pilot.pause()
         assert rebuilds == [1], "no rebuild: the changed cell was updated in place"
         assert str(table.get_cell(failed, "att")) == "7"
+
+
+async def test_the_palette_offers_only_the_actions_that_apply_to_the_selected_run(demo):
+    from tui_agent.screens.palette import ACTIONS, RunCommands
+
+    db, roles = demo
+    app = TuiAgentApp(db, poll_s=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        offered = {}
+        for role in ("succeeded", "waiting for approval", "parked on cost", "outcome unknown"):
+            await select(pilot, roles[role])
+            provider = RunCommands(app.screen)
+            hits = [str(hit.text) for label, _ in ACTIONS async for hit in provider.search(label)]
+            offered[role] = {text.removesuffix(f" {roles[role]}") for text in hits if text.endswith(roles[role])}
+        assert offered["succeeded"] == set()       # an ended run: nothing to resume, park or cancel
+        assert offered["waiting for approval"] == {"Park", "Cancel", "Approve or deny"}
+        assert offered["parked on cost"] == {"Resume", "Cancel", "Raise a budget ceiling"}
+        assert offered["outcome unknown"] == {"Park", "Cancel", "Reconcile an effect"}
+
+
+async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(demo):
+    from tui_agent import operate
+
+    db, roles = demo
+    done = roles["succeeded"]
+    app = TuiAgentApp(db, poll_s=None)
+    toasts = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, done)
+        before = run_report(app.store, done)
+        for name in ("x", "a", "p"):
+            await key(pilot, name)
+            assert not isinstance(app.screen, (ConfirmModal, ApproveModal)), name
+        row = get_run(app.store, done)
+        assert toasts == [f"{done}: {operate.why_not_cancel(row)}",
+                          f"{done}: {operate.why_not_approve(row, None)}",
+                          f"{done}: {operate.why_not_park(row)}"]
+        assert run_report(app.store, done) == before

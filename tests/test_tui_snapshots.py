@@ -46,11 +46,12 @@ def test_reconcile_modal(roles, snap_compare):
 
 
 def test_approve_modal(roles, snap_compare):
-    assert snap_compare(app(), press=["j", "a"], terminal_size=(120, 30))
+    # needs you first: outcome unknown, parked on cost, then the run waiting for approval
+    assert snap_compare(app(), press=["j", "j", "a"], terminal_size=(120, 30))
 
 
 def test_budget_modal(roles, snap_compare):
-    assert snap_compare(app(), press=["j", "j", "b"], terminal_size=(120, 30))
+    assert snap_compare(app(), press=["j", "b"], terminal_size=(120, 30))   # the run parked on its cost budget
 
 
 def test_new_run_modal(roles, snap_compare):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from helpers import process_state
 
 from tui_agent.runtime.clock import parse_instant
 
@@ -42,10 +43,6 @@ def _start(invoke, log: Path, steps: int, delay_s: float) -> str:
 
 def _ran(log: Path) -> Counter:
     return Counter(log.read_text().split()) if log.exists() else Counter()
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def _until(what: str, check, deadline_s: float = 20, every_s: float = 0.02, why=lambda: ""):
@@ -102,6 +99,8 @@ def _exits(tmp_path, proc, timeout: float = 15) -> tuple[str, str]:
 
 
 def _registered(invoke, names) -> bool:
+    if not Path(os.environ["TUI_AGENT_DB"]).exists():  # no worker has created it yet (`workers` never does)
+        return False
     rows = {w["name"]: w for w in _json(invoke, "workers")}
     return all(n in rows and rows[n]["stopped_at"] is None for n in names)
 
@@ -169,8 +168,8 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
 
     a = spawn("worker", "--once", "--lease", "2", "--name", "w-a", env={"TUI_AGENT_PAUSE_AT": "after-attempted"},
               label="w-a")
-    _until("w-a to stop itself after the attempted row", lambda: a.poll() is not None or _state(a.pid) == "T")
-    assert a.poll() is None and _state(a.pid) == "T", _output(tmp_path, a)
+    _until("w-a to stop itself after the attempted row", lambda: a.poll() is not None or process_state(a.pid) == "T")
+    assert a.poll() is None and process_state(a.pid) == "T", _output(tmp_path, a)
     held = _json(invoke, "show", run_id)
     assert (held["run"]["status"], held["run"]["worker"], held["run"]["fence"]) == ("running", "w-a", 1)
     a_fence = held["run"]["fence"]

@@ -32,6 +32,7 @@ from .store import schedules as schedules_table
 from .store.db import BUSY_TIMEOUT_MS
 from .store.runs import claim_run, get_run, resolve_run
 from .store.workers import release, workers_listing
+from .strict_json import finite, parse_json
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
@@ -76,8 +77,18 @@ class Session:
 
     @property
     def store(self) -> Store:
+        """For commands that write (start, run, worker, ...): a database that does not exist yet is created."""
+        return self._open(create=True)
+
+    @property
+    def existing_store(self) -> Store:
+        """For commands that read, or act on a run or schedule that must exist: a missing database is
+        reported, never created."""
+        return self._open(create=False)
+
+    def _open(self, create: bool) -> Store:
         if self._store is None:
-            self._store = open_store(self.db, self.durability)
+            self._store = open_store(self.db, self.durability, create)
         return self._store
 
     @property
@@ -96,23 +107,28 @@ def _parse_input(text: str) -> Any:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
             raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
-    return _parse_json(text, source, " or @file.json")
-
-
-def _parse_json(text: str, source: str, more: str = "") -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{source} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                        f"pass an object such as '{{\"name\": \"Ada\"}}'{more}") from None
+    return parse_json(text, source, " or @file.json")
 
 
 def _json_out(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """Strict JSON for scripts: rows stored before input was read strictly may hold NaN or an infinity,
+    which JSON cannot write; those come out as null rather than as bare NaN that breaks every reader."""
+    click.echo(json.dumps(finite(value), indent=2, ensure_ascii=False, allow_nan=False))
+
+
+def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An empty --db or TUI_AGENT_DB (a script's unset variable, say) is a mistake, not a wish for the
+    default database; click reads an empty variable as unset, so it is looked at here."""
+    given = value if value is not None else os.environ.get("TUI_AGENT_DB")
+    if given is not None and not given.strip():
+        raise click.BadParameter("it is empty (or TUI_AGENT_DB is set to ''); name a database file, or leave both "
+                                 "unset for the per-user default", ctx, param)
+    return value
 
 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="TUI_AGENT_DB", type=click.Path(dir_okay=False), help="Database file (default: per-user).")
+@click.option("--db", envvar="TUI_AGENT_DB", type=click.Path(dir_okay=False), callback=_given_db,
+              help="Database file (default: per-user).")
 @click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
 @click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
@@ -207,7 +223,8 @@ class ProgressLine:
 
 def _report_outcome(outcome: Outcome) -> int:
     if outcome.status == "refused":
-        click.echo(f"{outcome.run_id} was taken by another worker or a person; see tui-agent show {outcome.run_id}")
+        click.echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
+                   f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
         return EXIT_WAITING
     detail = outcome.error or (outcome.message if outcome.status in ("waiting", "parked") else None)
     click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
@@ -294,7 +311,7 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
 @click.pass_obj
 def workers(session: Session, as_json: bool) -> int:
     """List workers, the runs each holds, lease time left and fence."""
-    rows = workers_listing(session.store)
+    rows = workers_listing(session.existing_store)
     at = now()
     for row in rows:
         alive = row["stopped_at"] is None and at - row["heartbeat_at"] < row["lease_s"]
@@ -318,23 +335,24 @@ def workers(session: Session, as_json: bool) -> int:
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.argument("effect_ref", metavar="EFFECT")
-@click.option("--happened", "decision", flag_value="happened", help="It happened: record it as done.")
-@click.option("--not-done", "decision", flag_value="not-done", help="It did not happen: do it again, same key.")
-@click.option("--ask", "decision", flag_value="ask", help="Have the next worker look the key up at the service.")
-@click.option("--abandon", "decision", flag_value="abandon", help="Give up: cancel the run.")
+@click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
+@click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
+              help="It did not happen: do it again, same key.")
+@click.option("--ask", "decisions", flag_value="ask", multiple=True,
+              help="Have the next worker look the key up at the service.")
+@click.option("--abandon", "decisions", flag_value="abandon", multiple=True, help="Give up: cancel the run.")
 @click.option("--result", "result_text", default=None, metavar="JSON", help="With --happened: what it returned.")
 @note_option
 @click.pass_obj
-def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | None, result_text: str | None,
+def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[str, ...], result_text: str | None,
               note: str | None) -> int:
     """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position)."""
-    if decision is None:
-        raise UserError("say what happened: --happened, --not-done, --ask or --abandon")
+    decision = _one_decision(decisions)
     if result_text is not None and decision != "happened":
         raise UserError("--result goes with --happened only")
-    store = session.store
+    store = session.existing_store
     if decision == "happened":
-        result = None if result_text is None else _parse_json(result_text, "--result")
+        result = None if result_text is None else parse_json(result_text, "--result")
         run_id = operate.reconcile_happened(store, run_ref, effect_ref, result, note)
         click.echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
@@ -349,6 +367,18 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | N
     return EXIT_OK
 
 
+def _one_decision(given: tuple[str, ...]) -> str:
+    """Exactly one decision: the flags share one destination, so without this check the last one given
+    would silently win (and --happened --not-done would send the email again)."""
+    chosen = list(dict.fromkeys(given))
+    if not chosen:
+        raise UserError("say what happened: --happened, --not-done, --ask or --abandon")
+    if len(chosen) > 1:
+        raise click.UsageError(f"give one decision, not {' and '.join('--' + d for d in chosen)}",
+                               click.get_current_context())
+    return chosen[0]
+
+
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
@@ -356,7 +386,7 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decision: str | N
 @click.pass_obj
 def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
-    run_id = operate.approve(session.store, run_ref, deny, note)
+    run_id = operate.approve(session.existing_store, run_ref, deny, note)
     click.echo(f"{run_id}: {'denied' if deny else 'approved'}; the run is queued again")
     return EXIT_OK
 
@@ -367,7 +397,7 @@ def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int
 @click.pass_obj
 def park(session: Session, run_ref: str, note: str | None) -> int:
     """Stop a run so a person can look at it; resume continues it."""
-    click.echo(f"{operate.park(session.store, run_ref, note)}: parked")
+    click.echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
     return EXIT_OK
 
 
@@ -377,7 +407,7 @@ def park(session: Session, run_ref: str, note: str | None) -> int:
 @click.pass_obj
 def cancel(session: Session, run_ref: str, note: str | None) -> int:
     """End a run for good."""
-    click.echo(f"{operate.cancel_run(session.store, run_ref, note)}: cancelled")
+    click.echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
     return EXIT_OK
 
 
@@ -388,7 +418,7 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 @click.pass_obj
 def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
-    run_id = operate.resume(session.store, run_ref, restart, operate.parse_budget(budget_specs))
+    run_id = operate.resume(session.existing_store, run_ref, restart, operate.parse_budget(budget_specs))
     click.echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
     return EXIT_OK
 
@@ -400,7 +430,7 @@ def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[st
 @click.pass_obj
 def fork(session: Session, run_ref: str, from_step: int) -> int:
     """Make a new run from RUN's journal up to position N; prints the new id."""
-    click.echo(operate.fork(session.store, run_ref, from_step))
+    click.echo(operate.fork(session.existing_store, run_ref, from_step))
     return EXIT_OK
 
 
@@ -440,7 +470,7 @@ def _in_zone(at: float | None, tz: str) -> str | None:
 @click.pass_obj
 def schedule_ls(session: Session, as_json: bool) -> int:
     """List schedules with their next fire time in their zone."""
-    rows = schedules_table.listing(session.store)
+    rows = schedules_table.listing(session.existing_store)
     shown = [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"], "input": json.loads(r["input"]),
               "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
               "next_fire": _in_zone(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
@@ -464,7 +494,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
 @click.pass_obj
 def schedule_rm(session: Session, name: str) -> int:
     """Remove a schedule (its runs stay)."""
-    operate.schedule_remove(session.store, name)
+    operate.schedule_remove(session.existing_store, name)
     click.echo(f"{name}: removed")
     return EXIT_OK
 
@@ -474,7 +504,7 @@ def schedule_rm(session: Session, name: str) -> int:
 @click.pass_obj
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
-    operate.schedule_enable(session.store, name, True)
+    operate.schedule_enable(session.existing_store, name, True)
     click.echo(f"{name}: enabled")
     return EXIT_OK
 
@@ -484,7 +514,7 @@ def schedule_enable(session: Session, name: str) -> int:
 @click.pass_obj
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
-    operate.schedule_enable(session.store, name, False)
+    operate.schedule_enable(session.existing_store, name, False)
     click.echo(f"{name}: disabled")
     return EXIT_OK
 
@@ -494,7 +524,7 @@ def schedule_disable(session: Session, name: str) -> int:
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
     """Fire a schedule now (the overlap policy still applies); prints the run started, if any."""
-    for run_id in operate.schedule_fire(session.store, session.registry, name):
+    for run_id in operate.schedule_fire(session.existing_store, session.registry, name):
         click.echo(run_id)
     return EXIT_OK
 
@@ -530,7 +560,7 @@ def _age(created: str | None) -> str:
 @click.pass_obj
 def ls(session: Session, status: str | None, as_json: bool) -> int:
     """List runs, newest first."""
-    rows = runs_listing(session.store, status)
+    rows = runs_listing(session.existing_store, status)
     if as_json:
         _json_out(rows)
         return EXIT_OK
@@ -552,7 +582,7 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
 @click.pass_obj
 def show(session: Session, run_id: str, as_json: bool) -> int:
     """Show one run: its checkpoint, steps, journal, effects, events and budget."""
-    store = session.store
+    store = session.existing_store
     report = run_report(store, resolve_run(store, run_id))
     if as_json:
         _json_out(report)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import getpass
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
 from .runtime.registry import Registry
-from .runtime.worker import worker_name
+from .runtime.worker import standing, worker_name
 from .store import Store, data_dir_for
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
@@ -46,14 +48,32 @@ def parse_budget(specs: list[str] | tuple[str, ...]) -> dict[str, float]:
         name = name.strip()
         if name not in (*BUDGET_DIMENSIONS, "soft"):
             raise UserError(f"--budget {spec!r}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50")
-        try:
-            value = float(text)
-        except ValueError:
-            raise UserError(f"--budget {spec!r}: the value after '=' must be a number, as in {name}=10") from None
-        if value <= 0 or (name == "soft" and value >= 1):
-            raise UserError(f"--budget {spec!r}: must be above 0" + (" and below 1" if name == "soft" else ""))
-        limits[name] = int(value) if value.is_integer() and name not in ("cost_usd", "wall_s", "soft") else value
+        limits[name] = _budget_value(spec, name, text)
     return limits
+
+
+_MEASURED = ("cost_usd", "wall_s", "soft")  # every other dimension counts things
+
+
+def _budget_value(spec: str, name: str, text: str) -> float:
+    """One ceiling, refused unless it bounds something: no count reaches NaN or infinity (the ceiling
+    would silently be unlimited), and a count has no fractions."""
+    example = {"soft": "0.8", "cost_usd": "0.50"}.get(name, "10")
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"--budget {spec!r}: the value after '=' must be a number, as in {name}={example}") from None
+    if not math.isfinite(value):
+        raise UserError(f"--budget {spec!r}: the value must be a finite number, as in {name}={example}; "
+                        "leave the dimension out to keep the agent's ceiling")
+    if value <= 0 or (name == "soft" and value >= 1):
+        raise UserError(f"--budget {spec!r}: must be above 0" + (" and below 1" if name == "soft" else ""))
+    if name in _MEASURED:
+        return value
+    if not value.is_integer():
+        raise UserError(f"--budget {spec!r}: {name} is a count, so it takes a whole number, as in "
+                        f"{name}={math.ceil(value)}")
+    return int(value)
 
 
 def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
@@ -69,147 +89,67 @@ def _person() -> str:
         return "someone"
 
 
-def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...]) -> tuple[dict, dict]:
-    """The run and effect a person is deciding on, refused unless the decision makes sense now."""
-    run = get_run(store, resolve_run(store, run_ref))
-    holding = run["status"] == "running" and run["lease_expires_at"] > now()
-    if holding or run["status"] in TERMINAL:
-        hint = "it has ended" if not holding else f"{run['worker']} holds it; wait until its lease ends"
-        raise UserError(f"run {run['id']} is {run['status']}; {hint}")
-    effect = find_effect(store, run["id"], run["generation"], effect_ref)
-    if effect["state"] not in allowed:
-        raise UserError(f"effect {effect['name']} of {run['id']} is {effect['state']}; only an effect that is "
-                        f"{' or '.join(allowed)} can be decided")
-    return run, effect
-
-
-def _decided(conn, run_id: str, message: str, who: str, at: float) -> None:
-    """Inside a write: a person's decision on the record, and the run handed back to the workers."""
-    add_event(conn, run_id, at, "decision", message, who)
-    requeue(conn, run_id, "resumed", f"queued: {message}", at)
-
-
-def _decide(store: Store, run: dict, effect: dict, state: str | None, what: str, note: str | None,
-            result: str | None = None) -> None:
-    at, who = now(), _person()
-    message = _with_note(f"{effect['name']}: {who} {what}", note)
-    with store.write() as conn:
-        if state is not None:
-            fields = {"decided_by": who, "decided_at": at, "note": note}
-            if result is not None:
-                fields["result"] = result
-            set_state(conn, effect["id"], state, at, **fields)
-        _decided(conn, run["id"], message, who, at)
-        if state is not None:  # runs that held back because this key was in doubt here may go on now
-            for other in waiting_on_key(conn, effect["key"], run["id"]):
-                requeue(conn, other, "resumed", f"queued: key {effect['key']} was decided in run {run['id']}", at)
-
-
-def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
-                       note: str | None = None) -> str:
-    """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted", "intended"))
-    _decide(store, run, effect, "confirmed", "says it happened", note,
-            json.dumps(result, ensure_ascii=False))
-    return run["id"]
-
-
-def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
-    """A person says it did not happen: the next worker does it again with the same key."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted", "intended"))
-    _decide(store, run, effect, "not_done", "says it did not happen", note)
-    return run["id"]
-
-
-def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
-    """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "attempted"))
-    if not effect["has_lookup"]:
-        raise UserError(f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with "
-                        "--happened or --not-done")
-    _decide(store, run, effect, None, "asked the service to look the key up", note)
-    return run["id"]
-
-
-def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
-    """A person gives up on the run: cancelled (reason person); the effect stays as it was, on record."""
-    run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended", "not_done", "attempted"))
-    with store.write() as conn:
-        cancel(conn, run["id"], _with_note(f"cancelled: {_person()} abandoned the run at {effect['name']}", note),
-               now())
-    return run["id"]
-
-
-def _run(store: Store, run_ref: str) -> dict:
-    return get_run(store, resolve_run(store, run_ref))
-
-
 def _with_note(message: str, note: str | None) -> str:
     return message + (f" ({note})" if note else "")
 
 
-def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = None) -> str:
-    """Answer the question the run waits on; the agent's `ctx.approval` returns the answer on resume."""
-    run = _run(store, run_ref)
-    question = pending_approval(store, run["id"], run["generation"])
-    if run["status"] != "waiting" or run["reason"] != "approval" or question is None:
-        raise UserError(f"run {run['id']} is not waiting for an approval (it is {run['status']}"
-                        + (f": {run['reason']})" if run["reason"] else ")"))
-    at, who = now(), _person()
-    decision = "denied" if deny else "approved"
-    message = _with_note(f"{question['name']}: {decision} by {who}", note)
-    with store.write() as conn:
-        decide_approval(conn, question["id"], decision, note, who, at)
-        _decided(conn, run["id"], message, who, at)
-    return run["id"]
+# -- Which action applies to a run in which state: one predicate per action, None when it applies.
+# Each action asks inside its own write transaction; the TUI asks before it opens a modal or offers a
+# command, so the two can never disagree about the rule (only about a moment, which the write settles).
 
 
-def park(store: Store, run_ref: str, note: str | None = None) -> str:
-    """Stop a run resumably; a running run's worker is refused at its next write and stops."""
-    run = _run(store, run_ref)
-    if run["status"] in (*TERMINAL, "parked"):
-        raise UserError(f"run {run['id']} is {run['status']} already; nothing to park")
-    with store.write() as conn:
-        park_run(conn, run["id"], _with_note(f"parked by {_person()}", note), now())
-    return run["id"]
-
-
-def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
-    """End a run for good; a running run's worker is refused at its next write and stops."""
-    run = _run(store, run_ref)
+def why_not_park(run: dict) -> str | None:
     if run["status"] in TERMINAL:
-        raise UserError(f"run {run['id']} has ended ({run['status']}); nothing to cancel")
-    with store.write() as conn:
-        cancel(conn, run["id"], _with_note(f"cancelled by {_person()}", note), now())
-    return run["id"]
+        return "it has ended; nothing to park"
+    return "it is parked already" if run["status"] == "parked" else None
 
 
-def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
-    """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
-    ceilings with `budget`; with `restart`, from zero in a new journal generation."""
-    run = _run(store, run_ref)
-    if restart:
-        if run["status"] not in ("parked", "failed", "cancelled"):
-            raise UserError(f"run {run['id']} is {run['status']}; only a parked, failed or cancelled run can be "
-                            "restarted (park it first)")
-    elif not (run["status"] == "parked" or (run["status"] == "waiting" and _waits_on_harness(run["reason"]))):
-        waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"])
-        hint = f"; it waits for a decision: use {waits_for}" if waits_for else ""
-        raise UserError(f"run {run['id']} is {run['status']}" + (f": {run['reason']}" if run["reason"] else "")
-                        + f", not parked{hint}")
-    who, at = _person(), now()
-    with store.write() as conn:
-        if budget:
-            limits = {**json.loads(run["budget"] or "{}"), **budget}
-            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(limits), run["id"]))
-            raised = ", ".join(f"{k} {json.loads(run['budget'] or '{}').get(k)} -> {v}" for k, v in budget.items())
-            add_event(conn, run["id"], at, "budget", f"budget changed by {who}: {raised}", who)
-        if restart:
-            restart_run(conn, run["id"], f"restarted from zero by {who} in generation {{generation}} "
-                        f"(generation {run['generation']} stays readable)", at)
-        else:
-            requeue(conn, run["id"], "resumed", f"resumed by {who}", at)
-    return run["id"]
+def why_not_cancel(run: dict) -> str | None:
+    return "it has ended; nothing to cancel" if run["status"] in TERMINAL else None
+
+
+def why_not_resume(run: dict) -> str | None:
+    if run["status"] == "parked" or (run["status"] == "waiting" and _waits_on_harness(run["reason"])):
+        return None
+    waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"] or "")
+    if run["status"] == "waiting" and waits_for:
+        return f"it is not parked: it waits for a decision, use {waits_for}"
+    if run["status"] in ("failed", "cancelled"):
+        return "it has ended; resume --restart runs it again from zero"
+    return "it is not parked (resume continues a parked run, or one stopped by its budget or a plateau)"
+
+
+def why_not_restart(run: dict) -> str | None:
+    if run["status"] in ("parked", "failed", "cancelled"):
+        return None
+    return "only a parked, failed or cancelled run can be restarted (park it first)"
+
+
+def why_not_approve(run: dict, question: dict | None) -> str | None:
+    if run["status"] == "waiting" and run["reason"] == "approval" and question is not None:
+        return None
+    return "it is not waiting for an approval"
+
+
+def why_not_decide(run: dict, effect: dict | None = None, allowed: tuple[str, ...] = ()) -> str | None:
+    """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
+    out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
+    if run["status"] == "running" and (run["lease_expires_at"] or 0) > now():
+        return f"{run['worker']} holds it; wait until its lease ends"
+    if run["status"] in TERMINAL:
+        return "it has ended; nothing to decide"
+    if not (run["status"] in ("parked", "running") or (run["status"], run["reason"]) == ("waiting", "reconcile")):
+        return "it is not waiting for a decision on an effect"
+    if effect is not None and effect["state"] not in allowed:
+        return (f"effect {effect['name']} is {effect['state']}; only an effect that is {' or '.join(allowed)} "
+                "can be decided")
+    return None
+
+
+def why_not_fork(recorded: int, from_step: int) -> str | None:
+    if 0 <= from_step <= recorded:
+        return None
+    return f"it has {recorded} recorded positions; --from-step must be 0 to {recorded}"
 
 
 def _waits_on_harness(reason: str | None) -> bool:
@@ -217,19 +157,156 @@ def _waits_on_harness(reason: str | None) -> bool:
     return bool(reason) and (reason.startswith("budget:") or reason == "plateau")
 
 
+def _refuse(store: Store, run: dict, why: str) -> UserError:
+    """The one-line refusal says what the run is now and what last happened to it (often the other actor's
+    decision that won a race), so the loser learns what happened instead."""
+    return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
+
+
+def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None) -> dict:
+    """Inside the action's write: the run as it is now, refused unless the action applies to it."""
+    run = get_run(store, resolve_run(store, run_ref))
+    why = why_not(run) if why_not else None
+    if why:
+        raise _refuse(store, run, why)
+    return run
+
+
+def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...]) -> tuple[dict, dict]:
+    """Inside a reconcile decision's write: the run and its effect as they are now, refused unless the
+    decision applies to both."""
+    run = _current(store, run_ref, why_not_decide)
+    effect = find_effect(store, run["id"], run["generation"], effect_ref)
+    why = why_not_decide(run, effect, allowed)
+    if why:
+        raise _refuse(store, run, why)
+    return run, effect
+
+
+def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
+    """Inside a write: a person's decision on the record, and the run handed back to the workers."""
+    add_event(conn, run["id"], at, "decision", message, who)
+    requeue(conn, run["id"], run["status"], "resumed", f"queued: {message}", at)
+
+
+def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
+            note: str | None, result: str | None = None, needs_lookup: bool = False) -> str:
+    """One reconcile decision in one write: the run and the effect checked as they are now, the effect
+    moved only from the state that was checked, the run re-queued only from the status that was checked."""
+    at, who = now(), _person()
+    with store.write() as conn:
+        run, effect = _deciding(store, run_ref, effect_ref, allowed)
+        if needs_lookup and not effect["has_lookup"]:
+            raise UserError(f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with "
+                            "--happened or --not-done")
+        message = _with_note(f"{effect['name']}: {who} {what}", note)
+        if state is None:
+            _decided(conn, run, message, who, at)
+            return run["id"]
+        fields = {"decided_by": who, "decided_at": at, "note": note}
+        if result is not None:
+            fields["result"] = result
+        set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
+        _decided(conn, run, message, who, at)
+        for other in waiting_on_key(conn, effect["key"], run["id"]):  # runs that held back on this key go on
+            requeue(conn, other, "waiting", "resumed", f"queued: key {effect['key']} was decided in run {run['id']}",
+                    at)
+    return run["id"]
+
+
+def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
+                       note: str | None = None) -> str:
+    """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
+    return _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "confirmed",
+                   "says it happened", note, json.dumps(result, ensure_ascii=False))
+
+
+def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
+    """A person says it did not happen: the next worker does it again with the same key."""
+    return _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "not_done",
+                   "says it did not happen", note)
+
+
+def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
+    """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
+    return _decide(store, run_ref, effect_ref, ("unknown", "attempted"), None, "asked the service to look the key up",
+                   note, needs_lookup=True)
+
+
+def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
+    """A person gives up on the run: cancelled (reason person); the effect stays as it was, on record."""
+    with store.write() as conn:
+        run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended", "not_done", "attempted"))
+        cancel(conn, run["id"], run["status"],
+               _with_note(f"cancelled: {_person()} abandoned the run at {effect['name']}", note), now())
+    return run["id"]
+
+
+def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = None) -> str:
+    """Answer the question the run waits on; the agent's `ctx.approval` returns the answer on resume."""
+    at, who = now(), _person()
+    decision = "denied" if deny else "approved"
+    with store.write() as conn:
+        run = _current(store, run_ref)
+        question = pending_approval(store, run["id"], run["generation"])
+        why = why_not_approve(run, question)
+        if why:
+            raise _refuse(store, run, why)
+        decide_approval(conn, question["id"], decision, note, who, at)
+        _decided(conn, run, _with_note(f"{question['name']}: {decision} by {who}", note), who, at)
+    return run["id"]
+
+
+def park(store: Store, run_ref: str, note: str | None = None) -> str:
+    """Stop a run resumably; a running run's worker is refused at its next write and stops."""
+    with store.write() as conn:
+        run = _current(store, run_ref, why_not_park)
+        park_run(conn, run["id"], run["status"], _with_note(f"parked by {_person()}", note), now())
+    return run["id"]
+
+
+def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
+    """End a run for good; a running run's worker is refused at its next write and stops."""
+    with store.write() as conn:
+        run = _current(store, run_ref, why_not_cancel)
+        cancel(conn, run["id"], run["status"], _with_note(f"cancelled by {_person()}", note), now())
+    return run["id"]
+
+
+def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
+    """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
+    ceilings with `budget`; with `restart`, from zero in a new journal generation."""
+    who, at = _person(), now()
+    with store.write() as conn:
+        run = _current(store, run_ref, why_not_restart if restart else why_not_resume)
+        if budget:
+            before = json.loads(run["budget"] or "{}")
+            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps({**before, **budget}), run["id"]))
+            raised = ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in budget.items())
+            add_event(conn, run["id"], at, "budget", f"budget changed by {who}: {raised}", who)
+        if restart:
+            restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
+                        f"(generation {run['generation']} stays readable)", at)
+        else:
+            requeue(conn, run["id"], run["status"], "resumed", f"resumed by {who}", at)
+    return run["id"]
+
+
 def fork(store: Store, run_ref: str, from_step: int) -> str:
     """A new run that keeps the parent's journal before `from_step` and runs the rest anew."""
-    parent = _run(store, run_ref)
-    recorded = recorded_positions(store, parent["id"], parent["generation"])
-    if not 0 <= from_step <= recorded:
-        raise UserError(f"run {parent['id']} has {recorded} recorded positions; --from-step must be 0 to {recorded}")
-    return fork_run(store, parent, from_step, now())
+    with store.write() as conn:
+        parent = _current(store, run_ref)
+        why = why_not_fork(recorded_positions(conn, parent["id"], parent["generation"]), from_step)
+        if why:
+            raise _refuse(store, parent, why)
+        return fork_run(conn, parent, from_step, now())
 
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
                  request: Any = None, missed: str = "once", overlap: str = "skip",
                  grace_s: float = schedule.GRACE_S) -> dict:
     """A new schedule; fires before now never count."""
+    schedule.check_name(name)
     registry.run_fields(agent, request if request is not None else {})   # the agent and input are usable
     schedule.check_cron(cron)
     schedule.zone(tz)

@@ -28,6 +28,13 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def clock_time(at: float) -> str:
+    """A local time for a person: the time alone when it was today (by this process's clock), else the date too."""
+    when = datetime.fromtimestamp(at)
+    today = datetime.fromtimestamp(now()).date()
+    return when.strftime("%H:%M:%S" if when.date() == today else "%Y-%m-%d %H:%M:%S")
+
+
 class Clock:
     """Wall time plus an offset; the offset is the only thing tests change. A frozen clock (snapshot
     tests) stands still, and so do the durations measured with `perf()`."""

@@ -10,11 +10,12 @@ start one run; missed fires and overlapping runs follow the schedule's policies.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from ..errors import UserError
 from ..store import Store
@@ -27,6 +28,8 @@ from .registry import Registry
 MISSED = ("skip", "once", "all")
 OVERLAP = ("skip", "wait", "allow")
 GRACE_S = 15 * 60.0
+CRON_FIELDS = "minute hour day-of-month month day-of-week"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 
 
 def zone(name: str) -> ZoneInfo:
@@ -37,9 +40,28 @@ def zone(name: str) -> ZoneInfo:
 
 
 def check_cron(expr: str) -> str:
-    if not croniter.is_valid(expr):
-        raise UserError(f"--cron {expr!r} is not a cron expression; five fields, such as '0 2 * * *' (02:00 daily)")
+    """Five fields, as the help says, that match some date: croniter also takes a sixth field (seconds,
+    so a schedule would fire every few seconds) and dates such as 30 February (it would never fire)."""
+    count = len(expr.split())
+    if count != 5 or not croniter.is_valid(expr):
+        has = f" (it has {count} field{'s' * (count != 1)})" if count != 5 else ""
+        raise UserError(f"--cron {expr!r} is not a cron expression{has}; give five fields ({CRON_FIELDS}), "
+                        "such as '0 2 * * *' (02:00 daily)")
+    try:
+        croniter(expr, datetime(2001, 1, 1)).get_next(datetime)
+    except CroniterError:
+        raise UserError(f"--cron {expr!r} never fires: no date matches it (such as 30 February); "
+                        "pick a day of the month that the month has") from None
     return expr
+
+
+def check_name(name: str) -> str:
+    """A name a person can type and read back: it is part of every fire's run key and of each line of
+    `schedule ls`, and one starting with '-' would read as an option."""
+    if not _NAME.fullmatch(name):
+        raise UserError(f"schedule name {name!r}: use 1 to 64 letters, digits and - _ . : starting with a letter "
+                        "or digit, such as nightly-report")
+    return name
 
 
 def _instant(wall: datetime, tz: ZoneInfo) -> float:

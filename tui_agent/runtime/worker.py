@@ -8,12 +8,12 @@ from typing import Any
 
 from ..models import provider_for
 from ..store import Claim, FenceRefused, Store, ids
-from ..store.events import add_event
+from ..store.events import add_event, last_event
 from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from .budget import BudgetMeter
-from .clock import now
+from .clock import clock_time, now
 from .context import Context, StepObserver
 from .control import RunControl
 from .faults import SimulatedCrash
@@ -26,6 +26,14 @@ DEFAULT_LEASE_S = 60.0
 
 def worker_name() -> str:
     return f"w-{ids.token(2)}"
+
+
+def standing(store: Store, run: dict) -> str:
+    """What a run is now and what last happened to it (often another actor's decision), for a person who
+    expected something else: `is cancelled: person since 10:24:31 (cancelled by ada)`."""
+    state = run["status"] + (f": {run['reason']}" if run["reason"] else "")
+    last = last_event(store.conn, run["id"])
+    return f"is {state}" + (f" since {clock_time(last['at'])} ({last['message']})" if last else "")
 
 
 @dataclass(frozen=True)
@@ -100,8 +108,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             return settle("succeeded", "check_passed", "succeeded: check passed", result)
         error = f"the check did not pass: {why}" if why else "the check did not pass"
         return settle("failed", "check_failed", f"failed: {error}", result, error)
-    except FenceRefused as e:
-        return Outcome(claim.run_id, "refused", None, error=str(e))
+    except FenceRefused as e:  # a person or another worker took the run: report that, never an ending of ours
+        return Outcome(claim.run_id, "refused", None, error=str(e), message=standing(store, get_run(store, claim.run_id)))
     except SimulatedCrash:
         store.drop()
         raise

@@ -3,7 +3,6 @@ Each returns its answer through `dismiss`; the caller acts through operate.py.""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from textual.app import ComposeResult
@@ -16,6 +15,7 @@ from ..errors import UserError
 from ..operate import parse_budget
 from ..runtime.agent import BUDGET_DIMENSIONS
 from ..runtime.clock import iso, now
+from ..strict_json import parse_json
 
 
 def _span(seconds: float) -> str:
@@ -132,13 +132,11 @@ class ReconcileModal(Dialog):
             self.notify("choose what happened first", severity="warning")
             return None
         text = self.query_one("#result", Input).value.strip()
-        result = None
-        if text:
-            try:
-                result = json.loads(text)
-            except json.JSONDecodeError as e:
-                self.notify(f"the result is not JSON ({e.msg})", severity="error")
-                return None
+        try:
+            result = parse_json(text, "the result") if text else None
+        except UserError as e:
+            self.notify(str(e), severity="error")
+            return None
         return pressed.id, result, self.query_one("#note", Input).value.strip() or None
 
 
@@ -183,8 +181,8 @@ class NewRunModal(Dialog):
     def answer(self) -> tuple[str, dict] | None:
         text = self.query_one("#input", Input).value.strip() or "{}"
         try:
-            request = json.loads(text)
-        except json.JSONDecodeError as e:
-            self.notify(f"the input is not JSON ({e.msg})", severity="error")
+            request = parse_json(text, "the input")
+        except UserError as e:
+            self.notify(str(e), severity="error")
             return None
         return self.query_one("#agent", Select).value, request

@@ -1,5 +1,5 @@
-"""The command palette knows the current run: on the runs and run screens it offers the actions
-for the selected run, by name."""
+"""The command palette knows the current run: on the runs and run screens it offers, by name, the
+actions that apply to the selected run as it is now."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from functools import partial
 
 from textual.command import Hit, Hits, Provider
 
+from ..store.runs import get_run
 from . import run_actions
 
 ACTIONS = [("Resume", run_actions.resume), ("Park", run_actions.park), ("Cancel", run_actions.cancel),
@@ -22,7 +23,9 @@ class RunCommands(Provider):
                                                      else None)
         commands = [("Start a new run", partial(run_actions.new_run, self.app))]
         if run_id:
-            commands += [(f"{label} {run_id}", partial(act, self.app, run_id)) for label, act in ACTIONS]
+            run = get_run(self.app.reader, run_id)
+            commands += [(f"{label} {run_id}", partial(act, self.app, run_id)) for label, act in ACTIONS
+                         if run_actions.WHY_NOT[act](self.app, run) is None]
         for text, callback in commands:
             score = matcher.match(text)
             if score > 0:

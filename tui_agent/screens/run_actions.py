@@ -9,25 +9,49 @@ from .. import operate
 from ..report import run_report
 from ..store.approvals import pending as pending_approval
 from ..store.effects import effects_for
-from ..store.runs import TERMINAL, get_run
+from ..store.runs import get_run
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:
     from ..app import TuiAgentApp
 
 
+def _why_not_approve(app: TuiAgentApp, run: dict) -> str | None:
+    return operate.why_not_approve(run, pending_approval(app.reader, run["id"], run["generation"]))
+
+
+def _in_doubt(app: TuiAgentApp, run: dict) -> list[dict]:
+    return [e for e in effects_for(app.reader, run["id"])
+            if e["generation"] == run["generation"] and e["state"] in ("unknown", "attempted", "intended")]
+
+
+def _why_not_reconcile(app: TuiAgentApp, run: dict) -> str | None:
+    why = operate.why_not_decide(run)
+    return why or (None if _in_doubt(app, run) else "it has no effect waiting for a decision")
+
+
+def _applies(app: TuiAgentApp, run_id: str, why_not) -> dict | None:
+    """The run, when the action applies to it as it is now; else a toast says why (operate.py's rule)."""
+    run = get_run(app.reader, run_id)
+    why = why_not(app, run)
+    if why:
+        app.notify(f"{run_id}: {why}", severity="warning")
+        return None
+    return run
+
+
 def resume(app: TuiAgentApp, run_id: str) -> None:
-    app.act(operate.resume, app.store, run_id, done=f"{run_id} resumed; a worker will pick it up")
+    if _applies(app, run_id, WHY_NOT[resume]):
+        app.act(operate.resume, app.store, run_id, done=f"{run_id} resumed; a worker will pick it up")
 
 
 def park(app: TuiAgentApp, run_id: str) -> None:
-    app.act(operate.park, app.store, run_id, done=f"{run_id} parked")
+    if _applies(app, run_id, WHY_NOT[park]):
+        app.act(operate.park, app.store, run_id, done=f"{run_id} parked")
 
 
 def cancel(app: TuiAgentApp, run_id: str) -> None:
-    status = get_run(app.reader, run_id)["status"]
-    if status in TERMINAL:
-        app.notify(f"{run_id} has ended ({status}); nothing to cancel", severity="warning")
+    if not _applies(app, run_id, WHY_NOT[cancel]):
         return
 
     def confirmed(yes: bool | None) -> None:
@@ -39,10 +63,8 @@ def cancel(app: TuiAgentApp, run_id: str) -> None:
 
 
 def approve(app: TuiAgentApp, run_id: str) -> None:
-    run = get_run(app.reader, run_id)
-    question = pending_approval(app.reader, run_id, run["generation"])
-    if run["status"] != "waiting" or run["reason"] != "approval" or question is None:
-        app.notify(f"{run_id} is not waiting for an approval", severity="warning")
+    run = _applies(app, run_id, WHY_NOT[approve])
+    if run is None:
         return
 
     def decided(answer: tuple[bool, str | None] | None) -> None:
@@ -51,19 +73,15 @@ def approve(app: TuiAgentApp, run_id: str) -> None:
             app.act(operate.approve, app.store, run_id, deny, note,
                     done=f"{run_id} {'denied' if deny else 'approved'}; queued again")
 
+    question = pending_approval(app.reader, run_id, run["generation"])
     app.push_screen(ApproveModal(run_id, question["question"]), decided)
 
 
 def reconcile(app: TuiAgentApp, run_id: str, effect: dict | None = None) -> None:
-    if effect is None:
-        run = get_run(app.reader, run_id)
-        doubtful = [e for e in effects_for(app.reader, run_id)
-                    if e["generation"] == run["generation"] and e["state"] in ("unknown", "attempted", "intended")
-                    and run["reason"] == "reconcile"]
-        if not doubtful:
-            app.notify(f"{run_id} has no effect waiting for a decision", severity="warning")
-            return
-        effect = doubtful[-1]
+    run = _applies(app, run_id, WHY_NOT[reconcile])
+    if run is None:
+        return
+    effect = effect or _in_doubt(app, run)[-1]
     ref = str(effect["position"])
     actions = {"ask": operate.reconcile_ask, "not-done": operate.reconcile_not_done, "abandon": operate.abandon}
 
@@ -83,14 +101,26 @@ def reconcile(app: TuiAgentApp, run_id: str, effect: dict | None = None) -> None
 
 
 def raise_budget(app: TuiAgentApp, run_id: str) -> None:
+    run = _applies(app, run_id, WHY_NOT[raise_budget])
+    if run is None:
+        return
+
     def chosen(limits: dict | None) -> None:
         if limits:
             app.act(operate.resume, app.store, run_id, budget=limits,
                     done=lambda _: f"{run_id}: {', '.join(f'{k} {v:g}' for k, v in limits.items())}; resumed")
 
-    reason = get_run(app.reader, run_id)["reason"] or ""
+    reason = run["reason"] or ""
     exhausted = reason.removeprefix("budget:") if reason.startswith("budget:") else None
     app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], exhausted), chosen)
+
+
+# Each run action's rule, from operate.py: the key handlers refuse with its words, the palette offers
+# only the actions that apply.
+WHY_NOT = {resume: lambda app, run: operate.why_not_resume(run), park: lambda app, run: operate.why_not_park(run),
+           cancel: lambda app, run: operate.why_not_cancel(run), approve: _why_not_approve,
+           reconcile: _why_not_reconcile,
+           raise_budget: lambda app, run: operate.why_not_resume(run)}
 
 
 def new_run(app: TuiAgentApp) -> None:

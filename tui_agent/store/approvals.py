@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from .db import Store, one_row
+from .runs import StateChanged
 
 
 def approval_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
@@ -26,8 +27,11 @@ def pending(store: Store, run_id: str, generation: int) -> dict | None:
 
 def decide(conn: sqlite3.Connection, approval_id: int, decision: str, note: str | None, who: str,
            now: float) -> None:
-    conn.execute("UPDATE approvals SET decision = ?, note = ?, decided_by = ?, decided_at = ? WHERE id = ?",
-                 (decision, note, who, now, approval_id))
+    """Answer a question once: a second answer (a race between two people) is refused, not recorded."""
+    cur = conn.execute("UPDATE approvals SET decision = ?, note = ?, decided_by = ?, decided_at = ?"
+                       " WHERE id = ? AND decision IS NULL", (decision, note, who, now, approval_id))
+    if cur.rowcount != 1:
+        raise StateChanged(f"approval {approval_id} was answered already; nothing changed")
 
 
 def approvals_for(store: Store, run_id: str) -> list[dict]:

@@ -81,11 +81,38 @@ def _migrate(db: sqlite_utils.Database, start: int) -> None:
     db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
 
+_KERNEL_FOLDERS = (Path("/proc"), Path("/sys"))  # their files are the kernel's: no database can live there
+
+
+def _check_place(path: Path) -> None:
+    """Refuse, before anything is opened or made there, a path that can never hold a database."""
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a database file; pass --db a file in it, such as "
+                         f"{path / 'runs.db'}")
+    resolved = path.resolve()
+    for root in _KERNEL_FOLDERS:
+        if resolved.is_relative_to(root):
+            raise StoreError(f"{path} is under {root}, which holds the kernel's files, never a database; "
+                             "pass --db a file in a folder of yours")
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A new private empty file in the database's folder (made if missing), or a one-line StoreError."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as e:
+        why = ("part of its path is a file, not a folder" if isinstance(e, (FileExistsError, NotADirectoryError))
+               else e.strerror)
+        raise StoreError(f"cannot create a database at {path} ({why}); pass --db a file in a folder you can "
+                         "write") from None
+    return tmp
+
+
 def _create(path: Path) -> None:
     """Build the schema in a private temporary file and link it into place (never over another)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    tmp = _temporary_beside(path)
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
@@ -131,15 +158,21 @@ class _Write:
 class Store:
     """One connection to the database, in autocommit mode; writers use `write()`."""
 
-    def __init__(self, path: Path, durability: str = "full") -> None:
+    def __init__(self, path: Path, durability: str = "full", create: bool = True) -> None:
+        """`create=False` for commands that only read: a missing database is an error, and neither it nor
+        its folders are made (a mistyped --db must not leave an empty database behind)."""
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.path = Path(path)
         self.data_dir = data_dir_for(self.path)
+        _check_place(self.path)
         if not self.path.exists():
+            if not create:
+                raise StoreError(f"no database at {self.path}; start a run to create one (tui-agent run hello)")
             _create(self.path)
         version = _read_version(self.path)
-        self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
+        if create:
+            self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
         self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA foreign_keys=ON")
@@ -166,5 +199,6 @@ class Store:
         self.conn.close()
 
 
-def open_store(path: str | os.PathLike | None = None, durability: str = "full") -> Store:
-    return Store(Path(path) if path else default_path(), durability)
+def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True) -> Store:
+    """The database at `path` (None: the per-user default); an empty path is refused, never the default."""
+    return Store(default_path() if path is None else Path(path), durability, create)

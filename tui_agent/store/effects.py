@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from .db import Store, one_row
-from .runs import RunNotFound
+from .runs import RunNotFound, StateChanged
 
 IN_DOUBT = ("attempted", "unknown")
 
@@ -46,11 +46,19 @@ def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, posi
     return effect_at(conn, run_id, generation, position)
 
 
-def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, **fields) -> None:
-    """Move one effect to `state`, setting any other columns given."""
+def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, expected: str | None = None,
+              **fields) -> None:
+    """Move one effect to `state`, setting any other columns given; with `expected`, only from that state
+    (a person's answer to a question that was answered a moment ago is refused, not applied twice)."""
     columns = {"state": state, "updated_at": now, **fields}
     assignments = ", ".join(f"{name} = ?" for name in columns)
-    conn.execute(f"UPDATE effects SET {assignments} WHERE id = ?", (*columns.values(), effect_id))
+    if expected is None:
+        conn.execute(f"UPDATE effects SET {assignments} WHERE id = ?", (*columns.values(), effect_id))
+        return
+    cur = conn.execute(f"UPDATE effects SET {assignments} WHERE id = ? AND state = ?",
+                       (*columns.values(), effect_id, expected))
+    if cur.rowcount != 1:
+        raise StateChanged(f"effect {effect_id} is no longer {expected}; nothing changed")
 
 
 def mark_attempted(conn: sqlite3.Connection, effect_id: int, worker: str, fence: int, now: float) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from .db import one_row
+
 _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
 
 
@@ -17,3 +19,9 @@ def add_schedule_event(conn: sqlite3.Connection, schedule: str, at: float, kind:
                        run_id: str | None = None) -> None:
     conn.execute("INSERT INTO events (run_id, at, kind, message, schedule) VALUES (?, ?, ?, ?, ?)",
                  (run_id, at, kind, message, schedule))
+
+
+def last_event(conn: sqlite3.Connection, run_id: str) -> dict | None:
+    """What happened to the run most recently: often the reason an action no longer applies."""
+    return one_row(conn.execute("SELECT at, kind, message, worker FROM events WHERE run_id = ? ORDER BY id DESC"
+                                " LIMIT 1", (run_id,)))

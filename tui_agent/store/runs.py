@@ -3,9 +3,11 @@ with a lease and a fence, and fenced status transitions."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 
+from ..errors import UserError
 from . import ids
 from .db import Store, StoreError, one_row
 from .events import add_event
@@ -55,8 +57,12 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
                budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
     """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names)."""
     if run_key is not None:
-        row = conn.execute("SELECT id FROM runs WHERE run_key = ?", (run_key,)).fetchone()
+        row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
+            difference = _difference(row[1], row[2], agent, request)
+            if difference:  # a key names one run: handing back a run of another request would hide the mistake
+                raise UserError(f"run key {run_key!r} already names run {row[0]}, which {difference}; pass the "
+                                f"same agent and input to get {row[0]}, or another key for a new run")
             return row[0], False
     run_id = _new_id(conn)
     conn.execute(
@@ -70,6 +76,23 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
                  (run_id, CHECKPOINT_SCHEMA, now))
     add_event(conn, run_id, now, "queued", f"queued ({agent} v{agent_version})")
     return run_id, True
+
+
+_ABSENT = object()  # a field one request lacks differs from any value, None included
+
+
+def _difference(had_agent: str, had_request: str, agent: str, request: str) -> str | None:
+    """How a run a key names differs from the one asked for, or None. Requests compare as parsed JSON,
+    so spacing and field order never count."""
+    if had_agent != agent:
+        return f"is a run of {had_agent}, not {agent}"
+    had, wanted = json.loads(had_request), json.loads(request)
+    if had == wanted:
+        return None
+    if not (isinstance(had, dict) and isinstance(wanted, dict)):
+        return "has another input"
+    fields = sorted(k for k in had.keys() | wanted.keys() if had.get(k, _ABSENT) != wanted.get(k, _ABSENT))
+    return f"has other input field{'s' * (len(fields) != 1)}: {', '.join(fields)}"
 
 
 def resolve_run(store: Store, prefix: str) -> str:
@@ -192,35 +215,46 @@ def events_for(store: Store, run_id: str) -> list[dict]:
                                (run_id,)))
 
 
-def requeue(conn: sqlite3.Connection, run_id: str, reason: str, message: str, now: float) -> None:
+class StateChanged(StoreError):
+    """A guarded UPDATE found the run no longer in the status its caller checked: nothing was written."""
+
+
+def _transition(conn: sqlite3.Connection, run_id: str, expected: str, assignments: str, params: tuple) -> None:
+    """Inside a write: change the run only if it is still `expected`, so a decision made on a state
+    that another actor has since changed can never land."""
+    cur = conn.execute(f"UPDATE runs SET {assignments} WHERE id = ? AND status = ?", (*params, run_id, expected))
+    if cur.rowcount != 1:
+        raise StateChanged(f"run {run_id} is no longer {expected}; nothing changed")
+
+
+_LET_GO = "fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL"
+
+
+def requeue(conn: sqlite3.Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
     """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
-    conn.execute("UPDATE runs SET status = 'queued', reason = ?, fence = fence + 1, worker = NULL,"
-                 " lease_expires_at = NULL, wake_at = NULL, updated_at = ? WHERE id = ?", (reason, now, run_id))
+    _transition(conn, run_id, expected, f"status = 'queued', reason = ?, {_LET_GO}, updated_at = ?", (reason, now))
     add_event(conn, run_id, now, "queued", message)
 
 
-def cancel(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> None:
+def cancel(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> None:
     """Inside a write: end a run for a person; bumping the fence stops any worker at its next write."""
-    conn.execute("UPDATE runs SET status = 'cancelled', reason = 'person', fence = fence + 1, worker = NULL,"
-                 " lease_expires_at = NULL, wake_at = NULL, finished_at = ?, updated_at = ? WHERE id = ?",
-                 (now, now, run_id))
+    _transition(conn, run_id, expected,
+                f"status = 'cancelled', reason = 'person', {_LET_GO}, finished_at = ?, updated_at = ?", (now, now))
     add_event(conn, run_id, now, "cancelled", message)
 
 
-def park(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> None:
+def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
-    conn.execute("UPDATE runs SET status = 'parked', reason = 'person', fence = fence + 1, worker = NULL,"
-                 " lease_expires_at = NULL, wake_at = NULL, updated_at = ? WHERE id = ?", (now, run_id))
+    _transition(conn, run_id, expected, f"status = 'parked', reason = 'person', {_LET_GO}, updated_at = ?", (now,))
     add_event(conn, run_id, now, "parked", message)
 
 
-def restart(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> int:
+def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> int:
     """Inside a write: queue the run from position 0 in a new journal generation; the old one stays readable."""
-    conn.execute("UPDATE runs SET generation = generation + 1, status = 'queued', reason = 'resumed',"
-                 " fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL, result = NULL,"
-                 " result_artifact = NULL, error = NULL, finished_at = NULL, updated_at = ? WHERE id = ?",
-                 (now, run_id))
+    _transition(conn, run_id, expected,
+                f"generation = generation + 1, status = 'queued', reason = 'resumed', {_LET_GO}, result = NULL,"
+                " result_artifact = NULL, error = NULL, finished_at = NULL, updated_at = ?", (now,))
     generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
@@ -230,39 +264,39 @@ def restart(conn: sqlite3.Connection, run_id: str, message: str, now: float) -> 
     return generation
 
 
-def fork(store: Store, parent: dict, from_step: int, now: float) -> str:
-    """A new run holding the parent's journal entries before `from_step`; the parent is not changed."""
-    with store.write() as conn:
-        run_id = _new_id(conn)
-        conn.execute(
-            "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
-            " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
-            " SELECT ?, agent, agent_version, code_version, request, budget, model, 'queued', 'new', 0, 0, 1, id, ?,"
-            " ?, ?, ? FROM runs WHERE id = ?",
-            (run_id, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
-        conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
-                     " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
-                     (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
-        conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
-                     " started_at, duration_s, fence, cost_usd) SELECT ?, 1, position, name, kind, result, artifact,"
-                     " attempts, started_at, duration_s, 0, cost_usd FROM journal"
-                     " WHERE run_id = ? AND generation = ? AND position < ?",
-                     (run_id, parent["id"], parent["generation"], from_step))
-        conn.execute("INSERT INTO effects (run_id, generation, position, name, key, state, attempts, result,"
-                     " has_lookup, dedupe_ttl_s, lookup_ttl_s, service, done_by, fence, created_at, updated_at)"
-                     " SELECT ?, 1, position, name, key, state, 0, result, has_lookup, dedupe_ttl_s, lookup_ttl_s,"
-                     " service, run_id, 0, ?, ? FROM effects"
-                     " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'confirmed'",
-                     (run_id, now, now, parent["id"], parent["generation"], from_step))
-        add_event(conn, run_id, now, "queued", f"forked from {parent['id']} at position {from_step} "
-                  f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
-        add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
-        return run_id
+def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> str:
+    """Inside a write: a new run holding the parent's journal entries before `from_step`; the parent is not
+    changed."""
+    run_id = _new_id(conn)
+    conn.execute(
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
+        " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
+        " SELECT ?, agent, agent_version, code_version, request, budget, model, 'queued', 'new', 0, 0, 1, id, ?,"
+        " ?, ?, ? FROM runs WHERE id = ?",
+        (run_id, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
+    conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
+                 " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
+                 (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
+    conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+                 " started_at, duration_s, fence, cost_usd) SELECT ?, 1, position, name, kind, result, artifact,"
+                 " attempts, started_at, duration_s, 0, cost_usd FROM journal"
+                 " WHERE run_id = ? AND generation = ? AND position < ?",
+                 (run_id, parent["id"], parent["generation"], from_step))
+    conn.execute("INSERT INTO effects (run_id, generation, position, name, key, state, attempts, result,"
+                 " has_lookup, dedupe_ttl_s, lookup_ttl_s, service, done_by, fence, created_at, updated_at)"
+                 " SELECT ?, 1, position, name, key, state, 0, result, has_lookup, dedupe_ttl_s, lookup_ttl_s,"
+                 " service, run_id, 0, ?, ? FROM effects"
+                 " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'confirmed'",
+                 (run_id, now, now, parent["id"], parent["generation"], from_step))
+    add_event(conn, run_id, now, "queued", f"forked from {parent['id']} at position {from_step} "
+              f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
+    add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
+    return run_id
 
 
-def recorded_positions(store: Store, run_id: str, generation: int) -> int:
-    return store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
-                              (run_id, generation)).fetchone()[0]
+def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -> int:
+    return conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
+                        (run_id, generation)).fetchone()[0]
 
 
 _PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, c.current_step,"
