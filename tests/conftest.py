@@ -57,3 +57,28 @@ def tui_agent():
                               env=full_env, timeout=timeout, cwd=ROOT)
 
     return _run
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """Start `tui-agent ARGS` as a long-lived process (output to files); every one is killed at teardown."""
+    procs = []
+
+    def _spawn(*args: str, env: dict | None = None, label: str) -> subprocess.Popen:
+        out = open(tmp_path / f"{label}.out", "w")
+        err = open(tmp_path / f"{label}.err", "w")
+        proc = subprocess.Popen([sys.executable, "-m", "tui_agent", *args], cwd=ROOT, stdout=out, stderr=err,
+                                env={**os.environ, **(env or {})})
+        out.close()
+        err.close()
+        proc.label = label
+        procs.append(proc)
+        return proc
+
+    try:
+        yield _spawn
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()  # SIGKILL works on a stopped (T) process too
+                proc.wait()

@@ -70,3 +70,22 @@ def paused_worker(*args: str, pause_at: str) -> Iterator[subprocess.Popen]:
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+def until(what: str, check, deadline_s: float = 20, every_s: float = 0.02, why=lambda: ""):
+    """Poll `check` until it returns something truthy; fail naming `what` (and `why()`) at the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {why()}"
+        time.sleep(every_s)
+
+
+def recorded_toasts(app) -> list[str]:
+    """Every toast the app shows from now on, in order (the app still shows them)."""
+    toasts = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    return toasts

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from helpers import click, key
+from helpers import click, key, recorded_toasts
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.demo import build
@@ -326,9 +326,7 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
     db, roles = demo
     done = roles["succeeded"]
     app = TuiAgentApp(db, poll_s=None)
-    toasts = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    toasts = recorded_toasts(app)
     async with app.run_test(size=SIZE) as pilot:
         await select(pilot, done)
         before = run_report(app.store, done)
@@ -340,3 +338,17 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
                           f"{done}: {operate.why_not_approve(row, None)}",
                           f"{done}: {operate.why_not_park(row)}"]
         assert run_report(app.store, done) == before
+
+
+async def test_a_database_that_refuses_writes_is_a_toast_not_a_traceback(demo):
+    db, roles = demo
+    queued = roles["running"]
+    app = TuiAgentApp(db, poll_s=None)
+    toasts = recorded_toasts(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await select(pilot, queued)
+        app.store.conn.execute("PRAGMA query_only=ON")   # SQLite refuses every write, as on a read-only file
+        await key(pilot, "p")
+        assert app.is_running and screen_of(app).selected_id() == queued
+        assert len(toasts) == 1 and str(db) in toasts[0] and "read-only" in toasts[0], toasts
+        assert run(app, queued)["status"] == "queued"

@@ -4,10 +4,12 @@ asserts on the database (and on the real worker processes), never on pixels."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 
 import pytest
-from helpers import key
+from helpers import key, recorded_toasts
 
 from tui_agent import operate
 from tui_agent.app import TuiAgentApp
@@ -18,7 +20,7 @@ from tui_agent.screens.workers import WorkersScreen
 from tui_agent.store import open_store
 from tui_agent.store import schedules as schedules_table
 from tui_agent.store.runs import get_run, list_runs
-from tui_agent.store.workers import workers_listing
+from tui_agent.store.workers import register, workers_listing
 
 SIZE = (120, 40)
 
@@ -82,9 +84,7 @@ async def start_one(pilot) -> tuple:
 
 async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
     app = TuiAgentApp(db_path, poll_s=None)
-    toasts = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    toasts = recorded_toasts(app)
     try:
         async with app.run_test(size=SIZE) as pilot:
             screen = await open_workers(pilot)
@@ -187,6 +187,21 @@ async def test_t_on_a_stopped_worker_is_refused_without_a_signal(db_path):
         kill_all(app)
 
 
+async def test_a_heartbeat_in_the_future_reads_clock_ahead_never_a_negative_age(db_path):
+    """Leases assume one clock: a worker whose clock runs a day ahead (TUI_AGENT_NOW) is not shown alive."""
+    store = open_store(db_path)
+    register(store, "w-ahead", os.getpid(), socket.gethostname(), 1, 60, time.time() + 86400)  # this process
+    store.close()
+    app = TuiAgentApp(db_path, poll_s=None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_workers(pilot)
+        assert cell(screen, "w-ahead/", "state") == "clock ahead"
+        assert cell(screen, "w-ahead/", "heartbeat") == "clock ahead 23h"
+        strip = str(screen.query_one("#worker-strip").content)
+        assert "23h ahead of this clock" in strip and "-8" not in strip, strip
+        assert "1 clock ahead" in str(screen.query_one("#summary").content)
+
+
 # -- schedules ----------------------------------------------------------------------------------
 
 
@@ -225,9 +240,7 @@ async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
 
 async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
     app = TuiAgentApp(db_path, poll_s=None)
-    toasts = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
+    toasts = recorded_toasts(app)
     async with app.run_test(size=SIZE) as pilot:
         await open_schedules(pilot)
         assert list_runs(app.reader) == []

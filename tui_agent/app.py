@@ -18,7 +18,7 @@ from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
-from .store import Store, open_store
+from .store import EnvironmentStop, Store, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
@@ -72,7 +72,7 @@ class TuiAgentApp(App):
         """Run an operate.py action; a toast says what happened (or, one line, why it could not)."""
         try:
             result = action(*args, **kwargs)
-        except UserError as e:
+        except (UserError, EnvironmentStop) as e:  # a refusal, or the database busy, read-only, full, damaged
             self.notify(str(e), title="Not done", severity="error", timeout=6)
             return None
         if done:

@@ -21,6 +21,7 @@ from .operate import start as start_run
 from .report import iso_times, run_report, runs_listing
 from .runtime.clock import now
 from .runtime.heartbeat import Heartbeat
+from .runtime.liveness import ago, ahead_s, label, worker_state
 from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
@@ -29,12 +30,15 @@ from .runtime.serve import GRACE_S, serve
 from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
 from .store import Store, default_path, open_store
 from .store import schedules as schedules_table
-from .store.db import BUSY_TIMEOUT_MS
+from .store.doctor import Diagnosis, diagnose
+from .store.effects import requeue_released
+from .store.environment import EnvironmentStop, stop_for
 from .store.runs import claim_run, get_run, resolve_run
 from .store.workers import release, workers_listing
 from .strict_json import finite, parse_json
 
-EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+_OPENED: list[Path] = []  # the database this process opened, for naming it in a one-line error
 STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
 
 
@@ -53,11 +57,13 @@ class OneLineErrors(click.Group):
             _fail("aborted", 130)
         except UserError as e:
             _fail(str(e), EXIT_USAGE)
-        except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e):
+        except EnvironmentStop as e:
+            _fail(str(e), EXIT_ENVIRONMENT)
+        except sqlite3.Error as e:  # a read outside a write transaction: classified the same way
+            stop = stop_for(e, _OPENED[-1] if _OPENED else Path("the database"))
+            if stop is None:
                 raise
-            _fail(f"the database is busy: another process held its write lock past the {BUSY_TIMEOUT_MS // 1000} s "
-                  "busy timeout; try again", EXIT_WAITING)
+            _fail(str(stop), EXIT_ENVIRONMENT)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
@@ -89,6 +95,7 @@ class Session:
     def _open(self, create: bool) -> Store:
         if self._store is None:
             self._store = open_store(self.db, self.durability, create)
+            _OPENED.append(self._store.path)
         return self._store
 
     @property
@@ -226,6 +233,9 @@ def _report_outcome(outcome: Outcome) -> int:
         click.echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
                    f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
         return EXIT_WAITING
+    if outcome.status == "dropped":
+        click.echo(f"{outcome.run_id} {outcome.message}: {outcome.error}")
+        return EXIT_ENVIRONMENT
     detail = outcome.error or (outcome.message if outcome.status in ("waiting", "parked") else None)
     click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
     if outcome.result is not None:
@@ -252,7 +262,7 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
                           operate.parse_budget(budget_specs))
     if model.startswith("scripted") and registry.get(agent).script is not None:
         click.echo("model: offline scripted replies (no API key is used)", err=True)
-    claim = claim_run(store, run_id, worker_name(), lease, now())
+    claim = claim_run(store, run_id, worker_name(), lease, now)
     if claim is None:
         row = get_run(store, run_id)
         click.echo(f"{run_id} is {row['status']}" + (f" ({row['reason']})" if row["reason"] else "") +
@@ -310,12 +320,14 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
 @click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
 @click.pass_obj
 def workers(session: Session, as_json: bool) -> int:
-    """List workers, the runs each holds, lease time left and fence."""
+    """List workers, the runs each holds, lease time left and fence; a heartbeat stamped in the future (a
+    worker whose clock runs ahead) reads "clock ahead", never as a negative age."""
     rows = workers_listing(session.existing_store)
     at = now()
     for row in rows:
-        alive = row["stopped_at"] is None and at - row["heartbeat_at"] < row["lease_s"]
-        row["state"] = "stopped" if row["stopped_at"] else ("alive" if alive else "silent")
+        row["state"] = worker_state(row, at)
+        ahead = ahead_s(row["heartbeat_at"], at)
+        row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
         for held in row["runs"]:
             held["lease_left_s"] = round(held["lease_expires_at"] - at, 1)
     if as_json:
@@ -324,12 +336,38 @@ def workers(session: Session, as_json: bool) -> int:
     if not rows:
         click.echo("no workers yet; start one with: tui-agent worker")
         return EXIT_OK
-    click.echo(f"{'NAME':<10} {'PID':>7}  {'STATE':<8} {'HEARTBEAT':>10}  RUNS")
+    click.echo(f"{'NAME':<10} {'PID':>7}  {'STATE':<11} {'HEARTBEAT':>15}  RUNS")
     for row in rows:
         held = ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
                          for r in row["runs"]) or "-"
-        click.echo(f"{row['name']:<10} {row['pid']:>7}  {row['state']:<8} {at - row['heartbeat_at']:>9.1f}s  {held}")
+        click.echo(f"{row['name']:<10} {row['pid']:>7}  {label(row['state']):<11} "
+                   f"{ago(row['heartbeat_at'], at):>15}  {held}")
     return EXIT_OK
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (a stable contract).")
+@click.option("--full", is_flag=True, help="Run integrity_check (every index against its table), not quick_check.")
+@click.pass_obj
+def doctor(session: Session, as_json: bool, full: bool) -> int:
+    """Check the database without changing it: damage, schema, WAL, permissions, free disk; exit 0 when
+    healthy, 1 otherwise. It opens the file read-only and never creates one."""
+    found = diagnose(Path(session.db) if session.db else default_path(), full)
+    if as_json:
+        _json_out(found.as_json())
+    else:
+        _print_diagnosis(found)
+    return EXIT_OK if found.healthy else EXIT_NOT_SUCCEEDED
+
+
+def _print_diagnosis(found: Diagnosis) -> None:
+    click.echo(str(found.path))
+    for check in found.checks:
+        click.echo(f"  {'ok' if check.ok else 'FAIL':<5} {check.name:<12} {check.detail}")
+        if check.advice:
+            click.echo(f"  {'':<5} {'':<12} what to do: {check.advice}")
+    failed = [check.name for check in found.checks if not check.ok]
+    click.echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
 
 
 @cli.command()
@@ -356,7 +394,8 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[
         run_id = operate.reconcile_happened(store, run_ref, effect_ref, result, note)
         click.echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
-        run_id = operate.reconcile_not_done(store, run_ref, effect_ref, note)
+        run_id = operate.reconcile_not_done(store, run_ref, effect_ref, note,
+                                            warn=lambda m: click.echo(f"tui-agent: warning: {m}", err=True))
         click.echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
     elif decision == "ask":
         run_id = operate.reconcile_ask(store, run_ref, effect_ref, note)
@@ -537,6 +576,8 @@ def tick(session: Session, work: bool) -> int:
     store = session.store
     for run_id in schedule_tick(store, session.registry):
         click.echo(f"started {run_id}", err=True)
+    for run_id in requeue_released(store, now()):
+        click.echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
         outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
                             on_outcome=_report_outcome)

@@ -18,6 +18,7 @@ from .errors import UserError
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
+from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.worker import standing, worker_name
 from .store import Store, data_dir_for
@@ -221,10 +222,26 @@ def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any 
                    "says it happened", note, json.dumps(result, ensure_ascii=False))
 
 
-def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
-    """A person says it did not happen: the next worker does it again with the same key."""
-    return _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "not_done",
-                   "says it did not happen", note)
+def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
+                       warn: Callable[[str], None] | None = None) -> str:
+    """A person says it did not happen: the next worker does it again with the same key. If the worker that
+    attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
+    warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
+    run_id = _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "not_done",
+                     "says it did not happen", note)
+    if warning:
+        warn(warning)
+    return run_id
+
+
+def _sender_warning(store: Store, run_ref: str, effect_ref: str) -> str | None:
+    """Read before the decision (which moves the effect on); a run or effect that is not there is left for the
+    decision to refuse in its own words."""
+    try:
+        run = get_run(store, resolve_run(store, run_ref))
+        return sender_warning(store.conn, find_effect(store, run["id"], run["generation"], effect_ref))
+    except UserError:
+        return None
 
 
 def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:

@@ -12,6 +12,7 @@ from ..errors import PermanentError
 from ..runtime.agent import Agent, Budget
 from ..runtime.clock import now
 from ..runtime.context import Context
+from ..runtime.effects import AttemptToken
 from .outbox import Outbox
 
 DAY_S = 24 * 3600
@@ -129,9 +130,9 @@ def nightly_report(ctx: Context, request: dict) -> dict:
         ctx.sleep_until("send-at", settings["send_at"])
     outbox = outbox_for(ctx.data_dir, settings)
 
-    def send(key: str) -> dict:
+    def send(key: str, token: AttemptToken) -> dict:  # the token lets the outbox refuse a paused worker's late send
         _pause(settings)
-        return outbox.send(key, to=f"{team} <{team}@localhost>",
+        return outbox.send(key, token=token, to=f"{team} <{team}@localhost>",
                            subject=f"Nightly report {settings['date']} ({team})",
                            body=Path(report).read_text(encoding="utf-8"))
 

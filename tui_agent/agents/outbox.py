@@ -3,7 +3,9 @@
 It behaves like a real provider with idempotency keys, so the effect ledger has
 something honest to reconcile against: in `dedupe` mode a key seen inside the
 window is not sent again, in `every` mode it is; `lookup(key)` answers while the
-service still remembers the key. Mail lands in a Maildir; the service's memory
+service still remembers the key. In both modes it records each run's newest attempt
+token and refuses an older one (a worker that was paused past its lease and woke
+up). Mail lands in a Maildir; the service's memory
 (keys and counters) is its own JSON file, never the runner's database.
 """
 
@@ -25,6 +27,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from ..runtime.clock import now
+from ..runtime.effects import AttemptToken, StaleAttempt
 
 MODES = ("dedupe", "every")
 DEFAULT_SENDER = "tui-agent <tui-agent@localhost>"
@@ -46,8 +49,9 @@ class Outbox:
             self._box = mailbox.Maildir(self.maildir, factory=None, create=True)
 
     def send(self, key: str, *, to: str, subject: str, body: str, sender: str = DEFAULT_SENDER,
-             attachments: Sequence[Path] = ()) -> dict:
-        """Deliver one email for `key`, unless `dedupe` mode still remembers the key.
+             attachments: Sequence[Path] = (), token: AttemptToken | None = None) -> dict:
+        """Deliver one email for `key`, unless `dedupe` mode still remembers the key, or `token` is
+        older than one this run has already sent with (StaleAttempt, nothing sent).
 
         The message is delivered before the memory is written: a crash between the
         two leaves an email the service does not remember (at-least-once, like a
@@ -57,6 +61,8 @@ class Outbox:
         with self._locked():
             memory = self._load()
             memory["counters"]["send_requests"] += 1
+            if token is not None:
+                self._admit(memory, key, token)
             seen = memory["keys"].get(key)
             if seen is not None and self.mode == "dedupe":
                 self._save(memory)
@@ -69,6 +75,17 @@ class Outbox:
                 memory["keys"][key] = {"first_seen": result["delivered_at"], "result": result}
             self._save(memory)
             return result
+
+    def _admit(self, memory: dict, key: str, token: AttemptToken) -> None:
+        """Keep the newest attempt token per run; refuse an older one: a worker that woke up after another
+        took its run over. Another run (a fork) never compares, so its sends go out."""
+        newest = memory["tokens"].get(token.run_id)
+        if newest is not None and (token.generation, token.fence) < (newest["generation"], newest["fence"]):
+            memory["counters"]["stale_refused"] = memory["counters"].get("stale_refused", 0) + 1
+            self._save(memory)
+            raise StaleAttempt(f"the outbox refused attempt {token} of {key}: it has seen attempt "
+                               f"g{newest['generation']}/f{newest['fence']} of this run; nothing was sent")
+        memory["tokens"][token.run_id] = {"generation": token.generation, "fence": token.fence, "seen_at": now()}
 
     def lookup(self, key: str) -> dict | None:
         """The first result for `key` while the service remembers it, else None."""
@@ -130,6 +147,7 @@ class Outbox:
             memory = {"counters": {"send_requests": 0, "emails_received": 0, "lookups": 0}, "keys": {}}
         cutoff = now() - self.window_s
         memory["keys"] = {k: v for k, v in memory["keys"].items() if v["first_seen"] > cutoff}
+        memory["tokens"] = {k: v for k, v in memory.get("tokens", {}).items() if v["seen_at"] > cutoff}
         return memory
 
     def _save(self, memory: dict) -> None:

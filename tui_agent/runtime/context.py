@@ -185,8 +185,8 @@ class Context:
         at = now()
         wall, self._last_at = at - self._last_at, at
         with self._store.write() as conn:
-            if at > self._renew_at:  # less than half the lease is left: renew it in this commit
-                self._renew(conn, at)
+            if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
+                self._renew(conn, now())  # moment the lock is held (the write may have waited for it)
             add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
                       attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
             if also is not None:
@@ -201,6 +201,8 @@ class Context:
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:
         check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
         self._renew_at = at + self._claim.lease_s / 2
+        if self._control is not None:
+            self._control.renewed(at + self._claim.lease_s)
 
     @contextmanager
     def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
@@ -290,5 +292,20 @@ class Context:
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
                service: str | None = None) -> Any:
-        """Change the world outside the run at most once per key (see runtime/effects.py)."""
+        """Change the world outside the run at most once per key (see runtime/effects.py).
+
+        `do(key)` or `do(key, token)`: a second positional parameter receives the attempt's token (run id,
+        generation, fence), so a service that records tokens can refuse an attempt older than one it has
+        seen from this run (raise `runtime.effects.StaleAttempt`: this worker then stops, as when the
+        fence refuses it).
+        The fence is re-read just before `do` is called. What holds, against a crash and against a worker
+        paused past its lease that wakes after a takeover:
+        - a deduplicating service (`dedupe_ttl_s`, window open): one delivery either way; a resend or a
+          late send carries the same key and is ignored.
+        - lookup only: after a crash the lookup tells (inside `lookup_ttl_s`). After a pause, the takeover
+          waits (`reconcile`) while the attempting worker's process lives and has not let go, so one
+          delivery, unless a person answers "not done" meanwhile (they are warned). Then only a service
+          that records tokens refuses the woken worker's send.
+        - neither: a person decides. A woken worker past the fence re-read is refused only by a service
+          that records tokens."""
         return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service)

@@ -1,5 +1,6 @@
 """How a worker tells one run's code to stop at its next journaled call: the heartbeat found the
-lease taken (another worker or a person), or the worker is shutting down."""
+lease taken (another worker or a person) or could not renew it in time, or the worker is shutting
+down. It also knows how long the lease runs, so a write may wait out a held lock that long."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from .outcomes import Suspend
 
 
 class RunControl:
-    def __init__(self) -> None:
+    def __init__(self, lease_until: float = float("inf")) -> None:
         self._event = threading.Event()
         self._error: BaseException | None = None
+        self.lease_until = lease_until  # the latest renewal this process knows of (its heartbeat's or a commit's)
 
-    def lost(self, run_id: str) -> None:
-        self._error = FenceRefused(f"run {run_id}: the heartbeat was refused; another lease or a person took it")
+    def renewed(self, until: float) -> None:
+        self.lease_until = max(self.lease_until, until)
+
+    def lost(self, run_id: str, why: str = "the heartbeat was refused; another lease or a person took it") -> None:
+        self._error = FenceRefused(f"run {run_id}: {why}")
         self._event.set()
 
     def release(self, message: str) -> None:

@@ -4,26 +4,32 @@ service, resending under a deduplicating key, or waiting for a person. Never a b
 
 from __future__ import annotations
 
+import inspect
 import json
+import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EffectNotDone
+from ..store import FenceRefused
 from ..store.effects import (
     add_intended,
     confirmed_with_key,
     effect_at,
     in_doubt_with_key,
     mark_attempted,
+    run_fence,
     set_state,
 )
 from ..store.events import add_event
 from ..store.journal import Usage
+from ..store.workers import still_sending
 from .clock import CLOCK, now
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
-from .retry import backoff_s
 from .results import encode
+from .retry import backoff_s
 
 if TYPE_CHECKING:
     from .context import Context
@@ -35,11 +41,55 @@ def _span(seconds: float) -> str:
     return f"{seconds / 3600:g}h" if seconds >= 3600 else f"{seconds:g}s"
 
 
+@dataclass(frozen=True)
+class AttemptToken:
+    """Which attempt this is, for a `do(key, token)` that takes it. Within one run a later claim has a larger
+    (generation, fence), so a service that keeps the newest token per run can refuse an older one: a worker
+    paused past its lease that wakes up and sends. A fork is another run: its tokens never compare."""
+
+    run_id: str
+    generation: int
+    fence: int
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/g{self.generation}/f{self.fence}"
+
+
+class StaleAttempt(FenceRefused):
+    """Raised by a service (from `do`) that has seen a newer token from the same run: it did nothing. The
+    worker holding the stale token has lost the run, so it stops exactly as when the store's fence refuses
+    it (the run is reported as taken): it records neither `not_done` (the run's current holder may be
+    sending) nor `unknown` (nothing was sent), and its writes would be refused anyway."""
+
+
+def _takes_token(do: Callable) -> bool:
+    """`do(key, token)`: a second positional parameter receives the attempt's token; `do(key)` is called as before."""
+    try:
+        parameters = inspect.signature(do).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return len([p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2
+
+
+def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
+    """For a person about to answer "not done": the worker that attempted the effect may still send it."""
+    if effect.get("state") not in ("attempted", "unknown") or not effect.get("attempted_by"):
+        return None
+    sender, _ = still_sending(conn, effect)
+    if sender is None:
+        return None
+    return (f"{sender['name']} (pid {sender['pid']} on {sender['host']}) attempted {effect['name']} and its process "
+            "is still alive (paused or hung), so it may still send it. The answer is recorded; a service that "
+            "records attempt tokens (the built-in outbox does) refuses that worker's stale attempt once the new "
+            "one is sent, any other service may deliver twice")
+
+
 class _Effect:
     """One `ctx.effect` call: the row it owns and the callables that only the agent's code has."""
 
     def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None):
         self.ctx, self.position, self.name, self.key, self.do, self.lookup = ctx, position, name, key, do, lookup
+        self.takes_token = _takes_token(do)
         self.started_at = now()
         self.t0 = CLOCK.perf()
 
@@ -85,10 +135,14 @@ class _Effect:
         if doubt:
             raise Suspend("waiting", "reconcile", f"needs a person: {self.name} key {self.key} is in doubt in run "
                           f"{doubt['run_id']}; reconcile it there, then resume this run")
-        row = {**row, "state": "attempted", "attempted_at": now(), "attempts": row["attempts"] + 1}
+        row = {**row, "state": "attempted", "attempted_at": now(), "attempts": row["attempts"] + 1,
+               "attempted_by": ctx.worker, "fence": ctx.fence}
         crash_point("after-attempted")
+        self.still_ours()
         try:
-            value = self.do(self.key)
+            value = self.call()
+        except FenceRefused:  # StaleAttempt: the service saw a newer attempt of this run; this worker lost it
+            raise
         except EffectNotDone as e:
             attempts = row["attempts"]
             if attempts >= ctx._retry.attempts:
@@ -105,6 +159,42 @@ class _Effect:
         crash_point("after-do")
         return self.confirm(row, value)
 
+    def still_ours(self) -> None:
+        """Re-read the fence just before the call: a worker paused between marking `attempted` and calling
+        (past its lease) must not send for a run another worker or a person has taken since."""
+        ctx = self.ctx
+        fence = run_fence(ctx._store.conn, ctx.run_id)
+        if fence != ctx.fence:
+            raise FenceRefused(f"run {ctx.run_id}: fence {ctx.fence} is stale (the run's is {fence}); another lease "
+                               f"or a person took the run, so {self.name} was not sent")
+
+    def call(self) -> Any:
+        ctx = self.ctx
+        if self.takes_token:
+            return self.do(self.key, AttemptToken(ctx.run_id, ctx.generation, ctx.fence))
+        return self.do(self.key)
+
+    def hold_for_sender(self, row: dict) -> None:
+        """The lookup's silence means "not done" only once nobody can still be sending: a worker paused (SIGSTOP,
+        a closed lid) or hung inside `do` past its lease may send after the lookup answered. While its process
+        lives and it has not let go of the run, the run waits; `requeue_released` queues it again after that.
+        A late send to a service that still deduplicates the key is harmless, so that does not wait."""
+        ctx = self.ctx
+        window = row["dedupe_ttl_s"]
+        if row["fence"] == ctx.fence or (window is not None and now() - row["attempted_at"] < window):
+            return
+        sender, _ = still_sending(ctx._store.conn, row)
+        if sender is None:
+            return
+        who = f"{sender['name']} (pid {sender['pid']} on {sender['host']})"
+        self.transition(row, "unknown", f"the service has no record of the key, but {who} attempted it and its "
+                        "process is alive, so its send may still go out; waiting until it lets go of the run or "
+                        "its process ends", waits_for=sender["name"])
+        raise Suspend("waiting", "reconcile", f"{self.name}: {who} attempted it and its process is alive (paused "
+                      "or hung), so it may still send it; the run goes on by itself once that worker lets go of "
+                      f"the run or its process ends, or decide now with tui-agent reconcile {ctx.run_id} "
+                      f"{self.name} --happened | --not-done | --abandon")
+
     def reconcile(self, row: dict) -> Any:
         """Find out what happened to an `unknown` attempt before acting again."""
         since = now() - row["attempted_at"]
@@ -117,6 +207,7 @@ class _Effect:
                 return self.confirm(row, found, "the service has the key: confirmed without doing it again")
             window = row["lookup_ttl_s"]
             if window is None or since < window:
+                self.hold_for_sender(row)
                 row = self.transition(row, "not_done", "the service has no record of the key inside its lookup "
                                       "window: not done; doing it again with the same key")
                 return self.attempt(row)

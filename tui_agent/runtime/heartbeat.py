@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -23,6 +24,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._failure: BaseException | None = None
+        self._complained = False
         self._thread = threading.Thread(target=self._run, args=(db_path, durability, concurrency),
                                         name=f"heartbeat-{worker}", daemon=True)
         self._thread.start()
@@ -30,8 +32,13 @@ class Heartbeat:
         if self._failure is not None:
             raise self._failure
 
+    @property
+    def healthy(self) -> bool:
+        """A worker whose heartbeat thread has died must not claim: nothing would keep its leases."""
+        return self._thread.is_alive() and not self._stop.is_set()
+
     def hold(self, claim: Claim) -> RunControl:
-        control = RunControl()
+        control = RunControl(claim.claimed_at + claim.lease_s)
         with self._lock:
             self._held[claim.run_id] = (claim.fence, control)
         return control
@@ -56,16 +63,46 @@ class Heartbeat:
         self._ready.set()
         try:
             while not self._stop.wait(self.lease_s / 3):
-                with self._lock:
-                    held = [(run_id, fence) for run_id, (fence, _) in self._held.items()]
-                for run_id in beat(store, self.worker, held, self.lease_s, now()):
-                    with self._lock:
-                        entry = self._held.pop(run_id, None)
-                    if entry is not None:
-                        entry[1].lost(run_id)
+                self._beat(store)
             stopped(store, self.worker, now())
+        except Exception:  # saying goodbye failed (the database is busy, full or gone): the leases just expire
+            pass
         finally:
             store.close()
+
+    def _beat(self, store) -> None:
+        """One renewal of every held lease. It survives any error: it says so once, tries again next time,
+        and lets go of each run whose lease ends before another renewal could land (the run's code stops at
+        its next journaled call, as if the run were taken; the next claimer repeats the step in flight)."""
+        with self._lock:
+            held = [(run_id, fence) for run_id, (fence, _) in self._held.items()]
+        at = now()
+        try:
+            lost = beat(store, self.worker, held, self.lease_s, at)
+        except Exception as e:
+            self._complain(e)
+            soon = now() + self.lease_s / 3
+            with self._lock:
+                ending = [run_id for run_id, (_, control) in self._held.items() if control.lease_until <= soon]
+            self._let_go(ending, "its lease could not be renewed in time; dropped (the next claimer repeats its step)")
+            return
+        self._complained = False
+        with self._lock:
+            for run_id, (_, control) in self._held.items():
+                control.renewed(at + self.lease_s)
+        self._let_go(lost)
+
+    def _let_go(self, runs: list[str], why: str | None = None) -> None:
+        with self._lock:
+            entries = [(run_id, self._held.pop(run_id)) for run_id in runs if run_id in self._held]
+        for run_id, (_, control) in entries:
+            control.lost(run_id, *([why] if why else []))
+
+    def _complain(self, error: BaseException) -> None:
+        if not self._complained:
+            print(f"tui-agent: {self.worker}: the heartbeat could not renew its leases ({error}); trying again",
+                  file=sys.stderr, flush=True)
+            self._complained = True
 
     def close(self) -> None:
         self._stop.set()

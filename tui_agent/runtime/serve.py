@@ -4,13 +4,17 @@ current step, hands the runs back and exits."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from ..store import Claim, open_store
+from ..store import Claim, EnvironmentStop, open_store
+from ..store.effects import requeue_released
+from ..store.environment import BUSY, check_intact
 from ..store.runs import any_due, claim_next
+from ..store.wal import IdleCheckpoint, checkpoint
 from ..store.workers import release
 from .clock import now
 from .heartbeat import Heartbeat
@@ -31,6 +35,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
+    check_intact(store.conn, store.path)  # a damaged file is found before any write of ours
+    idle_checkpoint = IdleCheckpoint(store)
     heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency)
     local = threading.local()
     outcomes: list[Outcome] = []
@@ -51,21 +57,41 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             if on_outcome is not None:
                 on_outcome(outcomes[-1])
 
+    def claim_due() -> bool:
+        """Claim while there is room; a worker whose heartbeat died claims nothing (no one would renew)."""
+        claimed = False
+        while len(active) < concurrency and heartbeat.healthy and any_due(store, registry.names(), now()):
+            claim = claim_next(store, name, lease_s, registry.names(), now)
+            if claim is None:
+                break
+            claimed = True
+            if on_claim is not None:
+                on_claim(claim)
+            active[pool.submit(work, claim, heartbeat.hold(claim))] = claim
+        return claimed
+
+    busy_said = False
     pool = ThreadPoolExecutor(concurrency, thread_name_prefix=name)
     late: set[Future] = set()
     try:
         while not stop.is_set():
-            tick(store, registry)  # one running worker is enough for schedules too
             collect([f for f in active if f.done()])
-            claimed = False
-            while len(active) < concurrency and any_due(store, registry.names(), now()):
-                claim = claim_next(store, name, lease_s, registry.names(), now())
-                if claim is None:
-                    break
-                claimed = True
-                if on_claim is not None:
-                    on_claim(claim)
-                active[pool.submit(work, claim, heartbeat.hold(claim))] = claim
+            try:
+                tick(store, registry)  # one running worker is enough for schedules too
+                requeue_released(store, now())  # runs held back for a paused sender that has let go
+                claimed = claim_due()
+                if not claimed and not active and once:
+                    checkpoint(store)  # exiting is an idle moment: shrink the WAL
+                elif not claimed and not active:
+                    idle_checkpoint()
+            except EnvironmentStop as e:  # busy: another program holds the lock; wait, it will let go
+                if e.kind != BUSY or once:
+                    raise
+                if not busy_said:
+                    print(f"tui-agent: {name}: {e}; waiting", file=sys.stderr, flush=True)
+                busy_said, claimed = True, False
+            else:
+                busy_said = False
             if once and not claimed and not active:
                 break
             if not claimed:

@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import provider_for
-from ..store import Claim, FenceRefused, Store, ids
+from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
+from ..store.db import no_patience
+from ..store.environment import BUSY
 from ..store.events import add_event, last_event
 from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
+from ..store.workers import let_go
 from .budget import BudgetMeter
 from .clock import clock_time, now
 from .context import Context, StepObserver
@@ -38,7 +41,8 @@ def standing(store: Store, run: dict) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one turn of a run ended for this worker; `refused` means another lease took it."""
+    """How one turn of a run ended for this worker; `refused` means another lease took it, `dropped` that the
+    database stayed busy past the lease (nothing was settled; the run is claimable as after a crash)."""
 
     run_id: str
     status: str
@@ -53,6 +57,10 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     """Work one claimed run until it ends, waits or is taken away; every write is fenced."""
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
+    control = control or RunControl(claim.claimed_at + claim.lease_s)
+    # A write that finds the database held by another program waits it out while the lease runs, with
+    # the step's result kept in memory; past that, the run is dropped as a crash would leave it.
+    store.patience = lambda: now() < control.lease_until - claim.lease_s / 10
 
     ctx: Context | None = None
 
@@ -91,7 +99,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             return settle("parked", "code_changed", f"parked: the code changed: {e}", error=str(e))
         except (StepFailed, ResultNotJSON) as e:
             return settle("failed", "error", f"failed: {e}", error=str(e))
-        except FenceRefused:
+        except (FenceRefused, EnvironmentStop):
             raise
         except Exception as e:
             error = f"{type(e).__name__}: {e}"
@@ -109,10 +117,25 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         error = f"the check did not pass: {why}" if why else "the check did not pass"
         return settle("failed", "check_failed", f"failed: {error}", result, error)
     except FenceRefused as e:  # a person or another worker took the run: report that, never an ending of ours
-        return Outcome(claim.run_id, "refused", None, error=str(e), message=standing(store, get_run(store, claim.run_id)))
+        try:
+            let_go(store, claim.run_id, claim.fence, claim.worker, now())  # a run held back for our send goes on
+        except EnvironmentStop as stop:
+            if stop.kind != BUSY:
+                raise
+            # still busy: a run held back for our send goes on when this process ends instead
+        return Outcome(claim.run_id, "refused", None, error=str(e),
+                       message=standing(store, get_run(store, claim.run_id)))
+    except EnvironmentStop as e:
+        if e.kind != BUSY:
+            raise  # read-only, full or damaged: this worker stops writing altogether
+        return Outcome(claim.run_id, "dropped", None, error=str(e),
+                       message="dropped: the database stayed busy until its lease ran out; the next worker to "
+                               "claim it repeats the step in flight")
     except SimulatedCrash:
         store.drop()
         raise
+    finally:
+        store.patience = no_patience
 
 
 def _note_new_code(store: Store, claim: Claim, run: dict, agent) -> None:

@@ -15,6 +15,7 @@ from ..errors import UserError
 from ..operate import parse_budget
 from ..runtime.agent import BUDGET_DIMENSIONS
 from ..runtime.clock import iso, now
+from ..runtime.effects import sender_warning
 from ..strict_json import parse_json
 
 
@@ -119,12 +120,22 @@ class ReconcileModal(Dialog):
         yield Static(f"attempted  {iso(at) if at else '-'}" + (f" ({_span(since)} ago)" if since is not None else "")
                      + f" by {e.get('attempted_by') or '-'} · attempts {e['attempts']}")
         yield Static(f"service    {service} · {remembers} · {'has lookup' if e['has_lookup'] else 'no lookup'}")
+        warning = self.sender_warning()
+        if warning:
+            yield Static(f"warning: {warning}.", id="sender-warning", classes="warning")
         with RadioSet(id="decision"):
             for value, label, hint in RECONCILE_CHOICES:
                 yield RadioButton(f"{label:<20} {hint}", id=value, value=value == "ask" and bool(e["has_lookup"]),
                                   disabled=value == "ask" and not e["has_lookup"])
         yield Input(placeholder='result as JSON (with "It happened", optional)', id="result")
         yield Input(placeholder="note (optional)", id="note")
+
+    def sender_warning(self) -> str | None:
+        """Before a person answers "It did not happen": the worker that attempted it may still send it."""
+        reader = getattr(self.app, "reader", None)
+        if reader is None or not self.effect.get("attempted_by") or "run_id" not in self.effect:
+            return None
+        return sender_warning(reader.conn, self.effect)
 
     def answer(self) -> tuple[str, Any, str | None] | None:
         pressed = self.query_one("#decision", RadioSet).pressed_button

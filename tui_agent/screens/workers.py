@@ -4,8 +4,6 @@ Start, stop (SIGTERM) and kill -9 act through operate.py; the worker always runs
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 
 from rich.text import Text
@@ -14,6 +12,7 @@ from textual.widgets import DataTable, Static
 
 from .. import operate
 from ..runtime.clock import now
+from ..runtime.liveness import HOST, STATES, ago, ahead_s, label, span, worker_state
 from ..runtime.worker import worker_name
 from ..store.workers import workers_listing
 from .modals import ConfirmModal
@@ -22,44 +21,11 @@ from .table import TableScreen
 TICK_S = 0.5
 COLUMNS = [("NAME", "name"), ("PID", "pid"), ("STATE", "state"), ("HEARTBEAT", "heartbeat"), ("RUN", "run"),
            ("LEASE LEFT", "lease"), ("FENCE", "fence")]
-STATE_STYLE = {"alive": "bold #4ec94e", "silent": "bold #ffb000", "dead": "bold #ff5f5f", "stopped": "dim"}
-ORDER = {"alive": 0, "silent": 1, "dead": 2, "stopped": 3}
-HOST = socket.gethostname()
+STATE_STYLE = {"alive": "bold #4ec94e", "clock_ahead": "bold #ffb000", "silent": "bold #ffb000",
+               "dead": "bold #ff5f5f", "stopped": "dim"}
+HEARTBEAT_STYLE = {"alive": "", "silent": STATE_STYLE["silent"]}   # a heartbeat in the future is amber too
+ORDER = {state: i for i, state in enumerate(STATES)}
 NONE = Text("–", style="dim")
-
-
-def state_of(worker: dict, at: float) -> str:
-    """As `tui-agent workers` says it: stopped (said goodbye), alive (heartbeat inside its lease) or silent;
-    and dead when its process is known to be gone from this host although it never said goodbye (killed)."""
-    if worker["stopped_at"] is not None:
-        return "stopped"
-    if worker["host"] == HOST and not _exists(worker["pid"]):
-        return "dead"
-    return "alive" if at - worker["heartbeat_at"] < worker["lease_s"] else "silent"
-
-
-def _exists(pid: int) -> bool:
-    """False only when no process has this pid here (a reused pid still counts as existing)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True
-    return True
-
-
-def span(seconds: float) -> str:
-    """0.8s, 14s, 75s, 3m, 2h, 4d: short enough for a narrow column, precise where it matters."""
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 100:
-        return f"{int(seconds)}s"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
 
 
 def _row_key(worker: str, run_id: str | None) -> str:
@@ -98,7 +64,7 @@ class WorkersScreen(TableScreen):
         old_index = table.cursor_row
         at = now()
         workers = workers_listing(self.app.reader)
-        workers.sort(key=lambda w: ORDER[state_of(w, at)])          # stable: newest first inside each state
+        workers.sort(key=lambda w: ORDER[worker_state(w, at)])      # stable: newest first inside each state
         self._workers = workers
         self._rows = []
         for worker in workers:
@@ -130,14 +96,15 @@ class WorkersScreen(TableScreen):
     def _cells(self, worker: dict, held: dict | None, at: float) -> dict[str, Text]:
         """Every cell of one row; continuation rows (a second run of the same worker) leave the worker's own
         columns empty."""
-        state = state_of(worker, at)
+        state = worker_state(worker, at)
         first = held is None or held is worker["runs"][0]
+        ahead = ahead_s(worker["heartbeat_at"], at) is not None
         cells = {
             "name": Text(worker["name"], style="" if first else "dim"),
             "pid": Text(str(worker["pid"]) if first else ""),
-            "state": Text(state if first else "", style=STATE_STYLE[state]),
-            "heartbeat": Text(f"{span(at - worker['heartbeat_at'])} ago" if first else "",
-                              style={"alive": "", "silent": STATE_STYLE["silent"]}.get(state, "dim")),
+            "state": Text(label(state) if first else "", style=STATE_STYLE[state]),
+            "heartbeat": Text(ago(worker["heartbeat_at"], at) if first else "",
+                              style="#ffb000" if ahead else HEARTBEAT_STYLE.get(state, "dim")),
         }
         if held is None:
             cells.update(run=NONE.copy(), lease=NONE.copy(), fence=NONE.copy())
@@ -169,9 +136,9 @@ class WorkersScreen(TableScreen):
         self._explain(at)
 
     def _summarize(self, at: float) -> None:
-        states = [state_of(w, at) for w in self._workers]
+        states = [worker_state(w, at) for w in self._workers]
         held = sum(len(w["runs"]) for w in self._workers)
-        figures = [f"{states.count(s)} {s}" for s in ORDER if states.count(s)]
+        figures = [f"{states.count(s)} {label(s)}" for s in ORDER if states.count(s)]
         mine = sum(1 for p in self.app.spawned if p.returncode is None)
         text = (f"Workers · {self.app.db_path.name} · " + (" · ".join(figures) or "none yet")
                 + f" · {held} run{'s' * (held != 1)} held" + (f" · {mine} mine" if mine else ""))
@@ -184,27 +151,36 @@ class WorkersScreen(TableScreen):
             self._set(strip, "No workers yet: + starts one in its own process (the TUI never runs agent code "
                              "itself); it claims the queued runs of this database.")
             return
-        state = state_of(worker, at)
+        state = worker_state(worker, at)
         name = worker["name"]
         process = self._process(worker)
         exited = "" if process is None or process.returncode is None else \
             f" · exited with {self._exit(process.returncode)}"
-        head = (f"{name} · {state} · started{' here' if process else ''} {span(at - worker['started_at'])} ago"
+        head = (f"{name} · {label(state)} · started{' here' if process else ''} {ago(worker['started_at'], at)}"
                 f"{exited} · pid {worker['pid']} on {worker['host']} · lease {span(worker['lease_s'])}"
                 + (f" · concurrency {worker['concurrency']}" if worker["concurrency"] != 1 else ""))
+        self._set(strip, f"{head}\n{self._situation(worker, state, at)}")
+
+    @staticmethod
+    def _situation(worker: dict, state: str, at: float) -> str:
+        """What the selected worker's state means for its runs, and which key acts on it."""
         runs = ", ".join(f"{r['id']} (fence {r['fence']})" for r in worker["runs"])
+        ahead = ahead_s(worker["heartbeat_at"], at)
+        late = f", {span(ahead)} late (its clock ran ahead)" if ahead else ""
         if state == "stopped":
-            line = f"stopped {span(at - worker['stopped_at'])} ago and handed its runs back"
-        elif state == "dead":
-            line = ("gone without saying goodbye (killed or crashed)" + (f"; {runs} " if runs else "; ")
-                    + "other workers take its runs over as their leases run out")
-        elif state == "silent":
-            line = (f"no heartbeat for {span(at - worker['heartbeat_at'])} (lease {span(worker['lease_s'])}): hung "
+            return f"stopped {ago(worker['stopped_at'], at)} and handed its runs back"
+        if state == "dead":
+            return ("gone without saying goodbye (killed or crashed)" + (f"; {runs} " if runs else "; ")
+                    + f"other workers take its runs over as their leases run out{late}")
+        if state == "clock_ahead":
+            return (f"its heartbeat is stamped {span(ahead)} ahead of this clock (TUI_AGENT_NOW?): leases assume "
+                    f"one clock, so if it dies its runs wait {span(ahead)} longer · t stops it and hands its runs "
+                    "back now")
+        if state == "silent":
+            return (f"no heartbeat for {span(at - worker['heartbeat_at'])} (lease {span(worker['lease_s'])}): hung "
                     "or dead; its runs are claimable again · K kills it")
-        else:
-            line = (f"holds {runs}" if runs else "holds no run; it claims the next due one") + \
-                " · t stops it and hands its runs back · K kills it like a crash"
-        self._set(strip, f"{head}\n{line}")
+        return (f"holds {runs}" if runs else "holds no run; it claims the next due one") + \
+            " · t stops it and hands its runs back · K kills it like a crash"
 
     @staticmethod
     def _set(widget: Static, text: str) -> None:
@@ -251,7 +227,7 @@ class WorkersScreen(TableScreen):
         if worker is None:
             self.notify("no worker selected: + starts one", severity="warning")
             return None
-        state = state_of(worker, now())
+        state = worker_state(worker, now())
         if state in ("stopped", "dead"):
             self.notify(f"{worker['name']} has {'stopped' if state == 'stopped' else 'gone'} already",
                         severity="warning")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,9 +18,15 @@ import platformdirs
 import sqlite_utils
 
 from ..errors import UserError
+from .environment import BUSY, EnvironmentStop, stop_for, stop_for_os
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 15_000
+# The size the WAL file is cut back to whenever it restarts after a complete checkpoint. No checkpoint can pass a
+# reader's snapshot, so a long reader lets the WAL grow without bound; without this limit SQLite reuses the file at
+# whatever size it reached, forever. 16 MiB is four times what the default auto-checkpoint (1000 pages) lets a
+# WAL reach between checkpoints, so normal use never truncates and regrows the file, yet a spike does not stay.
+JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
 
@@ -56,7 +63,9 @@ def _read_version(path: Path) -> int:
             raise StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); "
                              "pass another --db") from None
         raise StoreError(f"{path} cannot be read ({e})") from None
-    except sqlite3.DatabaseError:
+    except sqlite3.DatabaseError as e:
+        if "malformed" in str(e):  # a SQLite header, then a damaged page: a file of ours that broke
+            raise stop_for(e, path) from None
         raise StoreError(f"{path} is not a SQLite database; pass another --db") from None
     finally:
         ro.close()
@@ -103,6 +112,9 @@ def _temporary_beside(path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as e:
+        stop = stop_for_os(e, path)  # a read-only folder or a full disk: the environment's, not a usage error
+        if stop is not None:
+            raise stop from None
         why = ("part of its path is a file, not a folder" if isinstance(e, (FileExistsError, NotADirectoryError))
                else e.strerror)
         raise StoreError(f"cannot create a database at {path} ({why}); pass --db a file in a folder you can "
@@ -133,26 +145,39 @@ def _create(path: Path) -> None:
 
 class _Write:
     """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
-    generator, because it sits on the per-step hot path)."""
+    generator, because it sits on the per-step hot path). A SQLite error that the environment caused
+    leaves as an EnvironmentStop, so no caller can mistake a busy or full disk for its own failure."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("store",)
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
+        conn = self.store.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            self.store.wait_for_lock(e)
+        return conn
 
     def __exit__(self, kind, error, trace) -> None:
+        conn = self.store.conn
         if kind is None:
             try:
-                self.conn.execute("COMMIT")
+                conn.execute("COMMIT")
                 return
-            except BaseException:
-                self.conn.execute("ROLLBACK")
+            except sqlite3.Error as e:
+                self.store.abandon()
+                self.store.raise_stop(e)
                 raise
-        self.conn.execute("ROLLBACK")
+        self.store.abandon()
+        if isinstance(error, sqlite3.Error):
+            self.store.raise_stop(error)
+
+
+def no_patience() -> bool:
+    return False
 
 
 class Store:
@@ -172,30 +197,78 @@ class Store:
             _create(self.path)
         version = _read_version(self.path)
         if create:
-            self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
+            try:
+                self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
+            except OSError as e:
+                raise stop_for_os(e, self.data_dir) or e from e
+        self.patience = no_patience  # a worker sets how long its writes may wait out a held lock
+        try:
+            self._connect(durability)
+            if version < SCHEMA_VERSION:
+                with self.write():
+                    current = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+                    if current < SCHEMA_VERSION:
+                        _migrate(self.db, current)
+        except sqlite3.Error as e:
+            self.raise_stop(e)
+            raise
+
+    def _connect(self, durability: str) -> None:
         self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # ours always is: no write to ask
+            self.conn.execute("PRAGMA journal_mode=WAL")
         self.db = sqlite_utils.Database(self.conn)
-        if version < SCHEMA_VERSION:
-            with self.write():
-                current = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-                if current < SCHEMA_VERSION:
-                    _migrate(self.db, current)
 
     def write(self) -> _Write:
         """A writer's transaction: BEGIN IMMEDIATE, so a busy database waits instead of failing halfway."""
-        return _Write(self.conn)
+        return _Write(self)
+
+    def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
+        return stop_for(error, self.path)
+
+    def raise_stop(self, error: sqlite3.Error) -> None:
+        """Raise the environment's reason for `error`, if it has one (else the caller re-raises `error`)."""
+        stop = self.stopped(error)
+        if stop is not None:
+            raise stop from error
+
+    def wait_for_lock(self, error: sqlite3.Error) -> None:
+        """BEGIN IMMEDIATE failed. A lock held past the busy timeout is waited out again, with back-off,
+        while `patience()` says so (a worker whose lease still runs); anything else stops here."""
+        pause = 0.05
+        while True:
+            stop = self.stopped(error)
+            if stop is None:
+                raise error
+            if stop.kind != BUSY or not self.patience():
+                raise stop from error
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.Error as e:
+                error = e
+
+    def abandon(self) -> None:
+        """Roll back what is open; after a failed COMMIT SQLite may have rolled back already, and a second
+        ROLLBACK would hide the real error behind "no transaction is active"."""
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def close(self) -> None:
         self.conn.close()
 
     def drop(self) -> None:
         """What a crash does to the connection: roll back whatever was open and let go."""
-        if self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
+        self.abandon()
         self.conn.close()
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 from .db import Store, one_row
-from .runs import RunNotFound, StateChanged
+from .runs import RunNotFound, StateChanged, requeue
+from .workers import still_sending
 
 IN_DOUBT = ("attempted", "unknown")
 
@@ -64,7 +65,38 @@ def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, 
 def mark_attempted(conn: sqlite3.Connection, effect_id: int, worker: str, fence: int, now: float) -> None:
     conn.execute("UPDATE effects SET state = 'attempted', attempts = attempts + 1, attempted_at = ?,"
                  " first_attempted_at = coalesce(first_attempted_at, ?), attempted_by = ?, fence = ?,"
-                 " updated_at = ? WHERE id = ?", (now, now, worker, fence, now, effect_id))
+                 " waits_for = NULL, updated_at = ? WHERE id = ?", (now, now, worker, fence, now, effect_id))
+
+
+def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
+    """The run's fence now: a cheap read just before a service is called."""
+    found = conn.execute("SELECT fence FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return None if found is None else found[0]
+
+
+_HELD_BACK = ("SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id WHERE r.status = 'waiting'"
+              " AND r.reason = 'reconcile' AND e.generation = r.generation AND e.state = 'unknown'"
+              " AND e.waits_for IS NOT NULL")
+
+
+def requeue_released(store: Store, now: float) -> list[str]:
+    """Runs that wait (reason reconcile) only because the worker that attempted an effect might still send it,
+    queued again once that worker has let go of the run or its process has ended; the next worker reconciles
+    the effect anew, and the lookup's silence then means "not done". Cheap when nothing waits so."""
+    freed = []
+    for effect in list(store.db.query(_HELD_BACK)):
+        sender, why = still_sending(store.conn, effect)
+        if sender is not None:
+            continue
+        with store.write() as conn:
+            if one_row(conn.execute(_HELD_BACK + " AND e.id = ?", (effect["id"],))) is None:
+                continue  # a person or another worker got there first
+            conn.execute("UPDATE effects SET waits_for = NULL WHERE id = ?", (effect["id"],))
+            requeue(conn, effect["run_id"], "waiting", "resumed",
+                    f"queued: {why}, so its attempt of {effect['name']} can no longer go out; the effect is "
+                    "reconciled again", now)
+        freed.append(effect["run_id"])
+    return freed
 
 
 def effects_for(store: Store, run_id: str) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -121,8 +122,23 @@ _DUE = (
 _CLAIM_COLUMNS = "id, agent, request, code_version, generation, attempt, fence, status, worker"
 
 
-def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim:
+TAKEOVER_LOOP = 5  # takeovers without a new journal entry before a run is parked instead of claimed again
+
+
+def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
+    """Takeovers since the run's checkpoint last moved (a journal entry, a failed attempt): bounded reads."""
+    moved = conn.execute("SELECT updated_at FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()[0]
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM events WHERE run_id = ? AND kind = 'takeover'"
+                        " AND at >= ? ORDER BY id DESC LIMIT ?)", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
+
+
+def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim | None:
     run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
+    if status == "running" and _takeovers_since_progress(conn, run_id) >= TAKEOVER_LOOP:
+        park(conn, run_id, "running", f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
+             f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
+             now, reason="takeover_loop")
+        return None
     fence, attempt = fence + 1, attempt + 1
     conn.execute(
         "UPDATE runs SET status = 'running', reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
@@ -139,16 +155,26 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float) -> Claim | None:
+Clock = Callable[[], float]
+
+
+def _at(now: float | Clock) -> float:
+    """A claim's time is read once the write lock is held: a claim that waited for the lock must not
+    commit a lease that already ran out while it waited (another worker would take the run at once)."""
+    return now() if callable(now) else now
+
+
+def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock) -> Claim | None:
     """Claim the oldest due run of one of `agents` (a worker only takes agents it can run)."""
     if not agents:
         return None
-    params = {"now": now, **{f"a{i}": name for i, name in enumerate(agents)}}
     marks = ", ".join(f":a{i}" for i in range(len(agents)))
     with store.write() as conn:
+        at = _at(now)
+        params = {"now": at, **{f"a{i}": name for i, name in enumerate(agents)}}
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND agent IN ({marks})"
                            " ORDER BY created_at LIMIT 1", params).fetchone()
-        return _take(conn, row, worker, lease_s, now) if row else None
+        return _take(conn, row, worker, lease_s, at) if row else None
 
 
 def any_due(store: Store, agents: list[str], now: float) -> bool:
@@ -159,12 +185,13 @@ def any_due(store: Store, agents: list[str], now: float) -> bool:
         f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (now, now, *agents)).fetchone() is not None
 
 
-def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float) -> Claim | None:
+def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
     with store.write() as conn:
+        at = _at(now)
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE id = :id AND {_DUE}",
-                           {"id": run_id, "now": now}).fetchone()
-        return _take(conn, row, worker, lease_s, now) if row else None
+                           {"id": run_id, "now": at}).fetchone()
+        return _take(conn, row, worker, lease_s, at) if row else None
 
 
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
@@ -244,9 +271,10 @@ def cancel(conn: sqlite3.Connection, run_id: str, expected: str, message: str, n
     add_event(conn, run_id, now, "cancelled", message)
 
 
-def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> None:
+def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float,
+         reason: str = "person") -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
-    _transition(conn, run_id, expected, f"status = 'parked', reason = 'person', {_LET_GO}, updated_at = ?", (now,))
+    _transition(conn, run_id, expected, f"status = 'parked', reason = ?, {_LET_GO}, updated_at = ?", (reason, now))
     add_event(conn, run_id, now, "parked", message)
 
 

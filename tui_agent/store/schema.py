@@ -209,7 +209,23 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+def _v2(db: sqlite_utils.Database) -> None:
+    """What it takes to tell whether the worker that attempted an effect may still be sending it."""
+    # /proc/<pid>/stat field 22 (clock ticks after boot): a reused pid is not the worker that registered
+    db["workers"].add_column("pid_started", int)
+    # set while the run waits because this worker's attempt may still go out (a paused or hung process)
+    db["effects"].add_column("waits_for", str)
+    db.execute("""
+        CREATE TABLE let_go (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            fence INTEGER NOT NULL,      -- the claim whose write the fence refused: it calls nothing more
+            worker TEXT NOT NULL,
+            at REAL NOT NULL,
+            PRIMARY KEY (run_id, fence)
+        ) WITHOUT ROWID""")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

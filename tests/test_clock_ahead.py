@@ -1,0 +1,68 @@
+"""Leases assume one clock. A worker whose clock runs ahead (TUI_AGENT_NOW) stamps its heartbeat in the
+future: `workers` says "clock ahead", never alive with a negative age (the TUI: test_tui_workers.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+from tui_agent.runtime.clock import now
+from tui_agent.runtime.liveness import ago, worker_state
+from tui_agent.store.workers import register
+
+DAY = 86400
+
+
+def rows(invoke) -> dict[str, dict]:
+    done = invoke("workers", "--json")
+    assert done.exit_code == 0, done.output
+    return {row["name"]: row for row in json.loads(done.stdout)}
+
+
+def line_of(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(name))
+
+
+def test_a_heartbeat_a_day_ahead_reads_clock_ahead_never_a_negative_age(invoke, store):
+    at = now()
+    register(store, "w-ahead", os.getpid(), socket.gethostname(), 1, 60, at + DAY)   # this process: it lives
+    register(store, "w-here", os.getpid(), socket.gethostname(), 1, 60, at - 5)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    register(store, "w-gone", gone.pid, socket.gethostname(), 1, 60, at + DAY)      # killed, its clock ahead
+
+    listing = rows(invoke)
+    ahead, here, dead = listing["w-ahead"], listing["w-here"], listing["w-gone"]
+    assert ahead["state"] == "clock_ahead" and DAY - 60 < ahead["clock_ahead_s"] <= DAY, ahead
+    assert here["state"] == "alive" and here["clock_ahead_s"] is None, here
+    assert dead["state"] == "dead" and dead["clock_ahead_s"] > DAY - 60, dead
+
+    text = invoke("workers").output
+    assert re.search(r"w-ahead\s+\d+\s+clock ahead\s+clock ahead 23h", text), text
+    assert "clock ahead 23h" in line_of(text, "w-gone") and " dead " in line_of(text, "w-gone")
+    assert re.search(r"w-here\s+\d+\s+alive\s+5\.\ds ago", text), text
+    assert not re.search(r"\s-\d", text), text          # no negative age anywhere
+
+
+def test_a_worker_started_with_its_clock_a_day_ahead(tui_agent, invoke):
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat(timespec="seconds")
+    done = tui_agent("worker", "--once", "--name", "w-tomorrow", env={"TUI_AGENT_NOW": tomorrow})
+    assert done.returncode == 0, done.stderr
+    row = rows(invoke)["w-tomorrow"]
+    assert row["state"] == "stopped" and DAY - 120 < row["clock_ahead_s"] <= DAY, row
+    text = line_of(invoke("workers").output, "w-tomorrow")
+    assert "clock ahead 23h" in text and not re.search(r"\s-\d", text), text
+
+
+def test_a_small_wall_clock_step_is_not_a_clock_ahead():
+    at = now()
+    assert ago(at + 0.4, at) == "0.0s ago"
+    assert ago(at + 3 * 3600 + 5, at) == "clock ahead 3h"
+    worker = {"stopped_at": None, "host": "elsewhere", "pid": 1, "heartbeat_at": at + 0.4, "lease_s": 60}
+    assert worker_state(worker, at) == "alive"
+    assert worker_state(worker | {"heartbeat_at": at + 30}, at) == "clock_ahead"
+    assert worker_state(worker | {"heartbeat_at": at - 61}, at) == "silent"

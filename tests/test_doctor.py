@@ -1,0 +1,164 @@
+"""`tui-agent doctor`: read-only checks that say what is wrong and what to do; exit 0 when healthy, 1 otherwise;
+never a traceback, never a write (a damaged file's bytes are compared before and after), never a new file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tui_agent import operate
+from tui_agent.runtime.registry import load_registry
+from tui_agent.store import doctor, open_store
+
+CHECKS = ["database", "integrity", "wal", "permissions", "data folder", "disk"]
+
+
+def database_with_runs(path: Path, count: int = 300) -> None:
+    """Enough runs that the runs b-tree spans several pages, all checkpointed into the main file and closed."""
+    store = open_store(path)
+    registry = load_registry()
+    for i in range(count):
+        operate.start(store, registry, "hello", {"name": f"n{i}", "delay_s": 0})
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def damage(path: Path, table: str | None = "runs", offset: int = 8) -> None:
+    """Overwrite 100 bytes of the page that roots `table` (None: page 1, which holds the schema) with garbage;
+    from byte 8 on that is the b-tree's cell pointers, which quick_check reads (deeper in a page, the bytes may
+    be free space that nothing reads)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = 1 if table is None else conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
+                                                (table,)).fetchone()[0]
+    conn.close()
+    with open(path, "r+b") as f:  # no SQLite connection is open in this process: no lock to lose
+        f.seek((root - 1) * page_size + (100 if root == 1 else 0) + offset)
+        f.write(b"\xa5" * 100)
+
+
+def quick_check_fails(path: Path) -> bool:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]
+    except sqlite3.DatabaseError:
+        return True
+    finally:
+        conn.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def report(done) -> dict:
+    found = json.loads(done.stdout)
+    return found | {"by_name": {check["name"]: check for check in found["checks"]}}
+
+
+def test_a_healthy_database_exits_0_and_every_check_is_ok(invoke, db_path):
+    database_with_runs(db_path, count=3)
+    done = invoke("doctor", "--json")
+    assert done.exit_code == 0, done.output
+    found = report(done)
+    assert found["healthy"] is True and found["path"] == str(db_path)
+    assert [c["name"] for c in found["checks"]] == CHECKS
+    assert all(c["ok"] and c["advice"] is None and c["detail"] for c in found["checks"]), found["checks"]
+    assert "quick_check" in found["by_name"]["integrity"]["detail"]
+
+    text = invoke("doctor", "--full")
+    assert text.exit_code == 0 and text.output.strip().endswith("healthy")
+    assert "integrity_check found nothing wrong" in text.output
+
+
+@pytest.mark.parametrize("table", ["runs", "journal", None], ids=["runs", "journal", "schema page"])
+def test_a_damaged_page_is_named_with_recover_advice_and_the_file_is_not_changed(tui_agent, db_path, table):
+    database_with_runs(db_path, count=100 if table == "journal" else 300)
+    if table == "journal":  # hello journals three steps per run
+        assert tui_agent("worker", "--once", env={"TUI_AGENT_DURABILITY": "normal"}).returncode == 0
+        conn = sqlite3.connect(db_path)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+    damage(db_path, table)
+    assert quick_check_fails(db_path)
+    before = sha256(db_path)
+
+    for args in (["doctor"], ["doctor", "--full"], ["doctor", "--json"]):
+        done = tui_agent(*args)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stdout + done.stderr and done.stderr == "", done.stderr
+    found = report(done)
+    assert found["healthy"] is False
+    damaged = [c for c in found["checks"] if not c["ok"]]
+    assert damaged and all("damaged" in c["detail"] for c in damaged), damaged
+    advice = damaged[0]["advice"]
+    assert f"sqlite3 {db_path} .recover | sqlite3 " in advice and "will not write" in advice, advice
+    assert sha256(db_path) == before
+
+
+def test_a_missing_database_is_said_and_not_created(invoke, tmp_path):
+    path = tmp_path / "nowhere" / "runs.db"
+    done = invoke("--db", str(path), "doctor")
+    assert done.exit_code == 1 and f"there is no database at {path}" in done.output
+    assert not path.parent.exists()
+    found = report(invoke("--db", str(path), "doctor", "--json"))
+    assert found["healthy"] is False and [c["name"] for c in found["checks"]] == ["database"]
+    assert "creates one" in found["checks"][0]["advice"]
+    assert not path.parent.exists()
+
+
+def test_wrong_permissions_are_named_with_the_chmod_that_fixes_them(invoke, db_path):
+    database_with_runs(db_path, count=1)
+    db_path.chmod(0o644)
+    (db_path.with_name("runs.data")).chmod(0o755)
+    found = report(invoke("doctor", "--json"))
+    assert found["healthy"] is False
+    permissions, folder = found["by_name"]["permissions"], found["by_name"]["data folder"]
+    assert not permissions["ok"] and "0644" in permissions["detail"] and f"chmod 600 {db_path}" in permissions["advice"]
+    assert not folder["ok"] and "0755" in folder["detail"] and "chmod 700" in folder["advice"]
+    assert found["by_name"]["integrity"]["ok"]
+    assert invoke("doctor").exit_code == 1
+
+
+@pytest.mark.parametrize("content, words", [(b"hello, I am a text file\n" * 100, "not a SQLite database"),
+                                            (b"", "an empty file")], ids=["text", "empty"])
+def test_a_file_that_is_not_sqlite_is_said_and_left_alone(invoke, db_path, content, words):
+    db_path.write_bytes(content)
+    done = invoke("doctor", "--json")
+    assert done.exit_code == 1
+    [check] = json.loads(done.stdout)["checks"]
+    assert check["name"] == "database" and words in check["detail"] and not check["ok"]
+    assert db_path.read_bytes() == content
+    assert sorted(p.name for p in db_path.parent.iterdir()) == ["runs.db"]  # no -wal, -shm or data folder
+
+
+def test_another_programs_sqlite_file_is_not_tui_agents(invoke, db_path):
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.commit()
+    conn.close()
+    found = report(invoke("doctor", "--json"))
+    assert found["healthy"] is False
+    assert "not tui-agent's" in found["by_name"]["database"]["detail"]
+    assert "permissions" not in found["by_name"]  # its folder and modes are not ours to judge
+
+
+def test_low_disk_space_and_a_large_wal_say_what_to_do(db_path, monkeypatch):
+    store = open_store(db_path)  # an open writer keeps its WAL
+    try:
+        operate.start(store, load_registry(), "hello", {})
+        monkeypatch.setattr(doctor, "WAL_LARGE", 1)
+        monkeypatch.setattr(doctor, "DISK_LOW", 2**62)
+        found = doctor.diagnose(db_path)
+    finally:
+        store.close()
+    checks = {c.name: c for c in found.checks}
+    assert not found.healthy and checks["integrity"].ok
+    assert not checks["wal"].ok and "snapshot" in checks["wal"].detail and "close" in checks["wal"].advice
+    assert not checks["disk"].ok and "free space" in checks["disk"].advice

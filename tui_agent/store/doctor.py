@@ -1,0 +1,250 @@
+"""`tui-agent doctor`: what is wrong with a database file and what to do about it, without changing it.
+
+Every check only reads. The database is opened through a read-only SQLite URI, never with Python's open()
+(closing any descriptor of the file would drop this process's POSIX locks on it, see `db._read_version`);
+the rest is stat and statvfs. A missing database is reported, never created. It lives below the CLI so the
+TUI can run the same checks.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sqlite3
+import stat
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from .db import BUSY_TIMEOUT_MS, data_dir_for
+from .schema import SCHEMA_VERSION
+
+MIB = 2**20
+WAL_LARGE = 64 * MIB  # a WAL this big means a reader held an old snapshot while much was written
+DISK_LOW = 256 * MIB  # below this, a busy worker's journal or a recovered copy may not fit
+SHOWN_PROBLEMS = 5    # quick_check can list a hundred lines; the first few say enough
+NOT_OURS = "pass --db a tui-agent database; tui-agent never writes to another program's file"
+
+
+@dataclass
+class Check:
+    """One finding; `advice` says what to do when it is not ok."""
+
+    name: str
+    ok: bool
+    detail: str
+    advice: str | None = None
+
+
+@dataclass
+class Diagnosis:
+    path: Path
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def as_json(self) -> dict:
+        return {"path": str(self.path), "healthy": self.healthy, "checks": [asdict(c) for c in self.checks]}
+
+
+def diagnose(path: str | os.PathLike, full: bool = False) -> Diagnosis:
+    """Every check of the database at `path` (`full`: integrity_check rather than quick_check)."""
+    path = Path(path)
+    missing = _guard("database", path, _missing, path)
+    if missing is not None:
+        return Diagnosis(path, [missing])
+    checks = _sql_checks(path, full)
+    if any(check.advice == NOT_OURS for check in checks):
+        return Diagnosis(path, checks)  # another program's file: its folder and permissions are not ours to judge
+    for name, check in (("wal", _wal), ("permissions", _permissions), ("data folder", _data_folder),
+                        ("disk", _disk)):
+        checks.append(_guard(name, path, check, path))
+    return Diagnosis(path, checks)
+
+
+def _guard(name: str, path: Path, check: Callable, *args) -> Check | None:
+    """Run one check; whatever it meets becomes a finding, never a traceback: a doctor that crashes on the
+    very file it examines helps nobody."""
+    try:
+        return check(*args)
+    except sqlite3.Error as e:
+        return _trouble(name, path, e)
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        return Check(name, False, f"could not be checked ({type(e).__name__}: {e})",
+                     "run `tui-agent doctor` again; if this repeats, check the file and its folder with `ls -l`")
+
+
+def _missing(path: Path) -> Check | None:
+    """A path that holds no database file, said plainly; None when there is a file to examine."""
+    if not path.exists():
+        return Check("database", False, f"there is no database at {path}",
+                     "check --db and TUI_AGENT_DB; a command that writes (tui-agent run hello) creates one")
+    if path.is_dir():
+        return Check("database", False, f"{path} is a folder, not a database file",
+                     f"pass --db a file, such as {path / 'runs.db'}")
+    if path.stat().st_size == 0:
+        return Check("database", False, f"{path} is an empty file, not a tui-agent database",
+                     "remove it, or pass another --db; tui-agent never writes to a file it did not create")
+    return None
+
+
+def _sql_checks(path: Path, full: bool) -> list[Check]:
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
+    except sqlite3.Error as e:
+        return [_trouble("database", path, e)]
+    with closing(conn):
+        readable = _guard("database", path, _readable, conn)
+        if not readable.ok:
+            return [readable]
+        return [_guard("database", path, _schema, conn), _guard("integrity", path, _integrity, conn, path, full)]
+
+
+def _readable(conn: sqlite3.Connection) -> Check:
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return Check("database", True, "a SQLite database")
+
+
+def _schema(conn: sqlite3.Connection) -> Check:
+    """Whose file it is and whether this tui-agent understands its schema."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return Check("database", False, "a SQLite database, but not tui-agent's (it has no meta table)", NOT_OURS)
+    if row is None or not str(row[0]).isdigit():
+        return Check("database", False, "its meta table holds no schema version: not tui-agent's", NOT_OURS)
+    version = int(row[0])
+    if version > SCHEMA_VERSION:
+        return Check("database", False, f"schema version {version}, newer than this tui-agent understands "
+                     f"({SCHEMA_VERSION})", "upgrade tui-agent; this one refuses the file and leaves it untouched")
+    if version < SCHEMA_VERSION:
+        return Check("database", True, f"tui-agent's, schema version {version}; the next command that writes "
+                     f"upgrades it to {SCHEMA_VERSION}")
+    return Check("database", True, f"tui-agent's, schema version {version} (current)")
+
+
+def _integrity(conn: sqlite3.Connection, path: Path, full: bool) -> Check:
+    pragma = "integrity_check" if full else "quick_check"
+    found = [line for row in conn.execute(f"PRAGMA {pragma}({SHOWN_PROBLEMS})") for line in str(row[0]).splitlines()
+             if line and not line.startswith("***")]  # "*** in database main ***" heads the list
+    if found == ["ok"]:
+        return Check("integrity", True, f"{pragma} found nothing wrong"
+                     + ("" if full else " (--full also compares every index with its table)"))
+    return Check("integrity", False, f"the file is damaged: {pragma} says " + "; ".join(found[:SHOWN_PROBLEMS]),
+                 recover_advice(path))
+
+
+def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
+    """A SQLite error met while reading, as a finding: damaged, not SQLite, locked or unreadable."""
+    code, text = getattr(error, "sqlite_errorname", "") or "", str(error)
+    if code.startswith("SQLITE_CORRUPT") or "malformed" in text:
+        return Check(name, False, f"the file is damaged ({text})", recover_advice(path))
+    if code.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return Check(name, False, f"{path} is not a SQLite database (or its first page, which says so, is damaged)",
+                     NOT_OURS)
+    if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text:
+        return Check(name, False, f"another program holds the file locked ({text})",
+                     "run `tui-agent doctor` again once it lets go (a VACUUM, a backup, a sqlite3 shell?)")
+    if code.startswith("SQLITE_CANTOPEN") or "unable to open" in text:
+        return Check(name, False, f"it cannot be opened read-only ({text})",
+                     "check that you may read the file and its folder (ls -l): SQLite also needs the -wal and "
+                     "-shm files beside it, or the right to make them")
+    return Check(name, False, f"SQLite could not read it ({text})",
+                 "run `tui-agent doctor --full`; if this repeats, treat the file as damaged: " + recover_advice(path))
+
+
+def recover_advice(path: Path) -> str:
+    """How to save what can still be read from a damaged file, keeping the damaged one."""
+    db, new = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}.recovered{path.suffix}")))
+    aside = shlex.quote(f"{path}.damaged")
+    return (f"tui-agent will not write to a damaged file; keep it, and recover what can still be read into a new "
+            f"one. 1) Stop every worker, timer and TUI that uses it. 2) With SQLite's shell (3.29 or newer, built "
+            f"with the sqlite_dbpage table; if it says 'SQL logic error', use the one from sqlite.org): "
+            f"`sqlite3 {db} .recover | sqlite3 {new}`. 3) Check the copy: `chmod 600 {new} && tui-agent --db {new} "
+            f"doctor --full`. 4) Put it in place, keeping the damaged file: `mv {db} {aside} && mv {new} {db}`; if "
+            f"{shlex.quote(f'{path}-wal')} is still there, move it aside too (SQLite would apply a stale -wal to the "
+            "new file). The data folder stays where it is, so artifacts and the outbox still resolve.")
+
+
+def _wal(path: Path) -> Check:
+    wal = Path(f"{path}-wal")
+    try:
+        size = wal.stat().st_size
+    except FileNotFoundError:
+        return Check("wal", True, "no write-ahead log beside it (nothing has it open)")
+    if size <= WAL_LARGE:
+        return Check("wal", True, f"{wal.name} is {_size(size)}")
+    return Check("wal", False, f"{wal.name} is {_size(size)}: a reader kept an old snapshot open while much was "
+                 "written, and SQLite cannot checkpoint past a reader",
+                 "close long-lived readers of this file (a sqlite3 shell, a backup, a stuck program); SQLite then "
+                 "reuses the log from its start; to shrink the file, stop every worker and TUI and run "
+                 f"`sqlite3 {shlex.quote(str(path))} 'PRAGMA wal_checkpoint(TRUNCATE)'`")
+
+
+def _permissions(path: Path) -> Check:
+    """The database (and its -wal and -shm) should be 0600, yours and writable, in a folder you can write."""
+    files = [f for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if f.exists()]
+    problems, fixes = [], []
+    for f in files:
+        st = f.stat()
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            problems.append(f"{f.name} is {mode:04o}: other users can {'change' if mode & 0o022 else 'read'} it")
+            fixes.append(f"chmod 600 {shlex.quote(str(f))}")
+        if st.st_uid != os.geteuid():
+            problems.append(f"{f.name} belongs to uid {st.st_uid}, not to you")
+            fixes.append(f"chown {os.geteuid()} {shlex.quote(str(f))} (as its owner or root)")
+    if not stat.S_IMODE(path.stat().st_mode) & 0o200 or not os.access(path, os.W_OK):
+        problems.append(f"{path.name} is read-only for you: commands that write stop with exit 4")
+        fixes.append(f"chmod u+w {shlex.quote(str(path))}")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        problems.append(f"its folder {path.parent} is not writable for you: SQLite makes its -wal and -shm there")
+        fixes.append(f"chmod u+wx {shlex.quote(str(path.parent))}")
+    if problems:
+        return Check("permissions", False, "; ".join(problems), "; ".join(dict.fromkeys(fixes)))
+    return Check("permissions", True, f"{path.name} is {stat.S_IMODE(path.stat().st_mode):04o}, yours and writable")
+
+
+def _data_folder(path: Path) -> Check:
+    folder = data_dir_for(path)
+    if not folder.exists():
+        return Check("data folder", True, f"{folder} is not made yet: the first command that writes makes it, 0700")
+    if not folder.is_dir():
+        return Check("data folder", False, f"{folder} is a file, where tui-agent keeps run artifacts and the outbox",
+                     f"move {shlex.quote(str(folder))} away")
+    st = folder.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        return Check("data folder", False, f"{folder} is {mode:04o}: other users can look at run artifacts, reports "
+                     "and the outbox", f"chmod 700 {shlex.quote(str(folder))}")
+    if st.st_uid != os.geteuid():
+        return Check("data folder", False, f"{folder} belongs to uid {st.st_uid}, not to you",
+                     f"chown -R {os.geteuid()} {shlex.quote(str(folder))} (as its owner or root)")
+    return Check("data folder", True, f"{folder} is {mode:04o}")
+
+
+def _disk(path: Path) -> Check:
+    usage = shutil.disk_usage(path.parent)
+    if usage.free < DISK_LOW:
+        return Check("disk", False, f"only {_size(usage.free)} free on the file system that holds {path.parent}",
+                     "free space: on a full disk every command that writes stops (exit 4); nothing committed is "
+                     "lost, and runs go on once there is room")
+    return Check("disk", True, f"{_size(usage.free)} free of {_size(usage.total)}")
+
+
+def _size(count: float) -> str:
+    if count < 1024:
+        return f"{count:.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        count /= 1024
+        if count < 1024 or unit == "TiB":
+            break
+    return f"{count:.1f} {unit}"

@@ -1,0 +1,80 @@
+"""When the environment, not the user, stops a command on a database of ours: another program holds
+the write lock past the busy timeout, the file (or its folder) is read-only, the disk is full, or
+the file is damaged. Each is one line naming the file and what to do (the CLI's exit 4), never a
+traceback, and never a reason to fail a run: nothing committed is lost."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+BUSY, READ_ONLY, FULL, DAMAGED = "busy", "read-only", "full", "damaged"
+
+
+class EnvironmentStop(Exception):
+    """The database could not be used just now; `kind` says why (busy, read-only, full, damaged)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _kind(error: sqlite3.Error) -> str | None:
+    name = getattr(error, "sqlite_errorname", "") or ""
+    text = str(error)
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in text:
+        return BUSY
+    if name.startswith("SQLITE_READONLY") or "readonly database" in text:
+        return READ_ONLY
+    if name == "SQLITE_FULL" or "disk is full" in text:
+        return FULL
+    if name.startswith("SQLITE_IOERR") or "disk I/O error" in text:
+        return FULL  # a write that could not reach the disk: no space, or a file size limit
+    if name.startswith("SQLITE_CANTOPEN"):
+        return READ_ONLY  # the folder refuses the -wal or -shm file beside the database
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text:
+        return DAMAGED
+    return None
+
+
+def _message(kind: str, path: Path, error: BaseException) -> str:
+    if kind == BUSY:
+        return (f"{path} is busy: another program has held its write lock past the busy timeout (a sqlite3 "
+                "shell, a backup?); nothing was lost; run the command again when it lets go")
+    if kind == READ_ONLY:
+        return (f"{path} is read-only for this user (or its folder is); nothing was written; make it writable "
+                "(chmod u+w) or pass another --db")
+    if kind == FULL:
+        return (f"the disk is full (or failing): {path} could not be written ({error}); nothing that was committed "
+                "was lost; free space and run the command again (a worker resumes where its runs stopped)")
+    return (f"{path} is damaged ({error}); tui-agent will not write to it; run `tui-agent doctor` to see what "
+            "can be recovered")
+
+
+def stop_for(error: sqlite3.Error, path: Path) -> EnvironmentStop | None:
+    """The environment's reason for a SQLite error on our database, or None when it is something else
+    (a bug, a constraint): those are not the environment's doing and must not be dressed up as such."""
+    kind = _kind(error)
+    return None if kind is None else EnvironmentStop(kind, _message(kind, path, error))
+
+
+def stop_for_os(error: OSError, path: Path) -> EnvironmentStop | None:
+    """The same for making the database's files: a read-only folder or a full disk."""
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return EnvironmentStop(READ_ONLY, _message(READ_ONLY, path, error))
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return EnvironmentStop(FULL, _message(FULL, path, error))
+    return None
+
+
+def check_intact(conn: sqlite3.Connection, path: Path) -> None:
+    """A worker's first act, before it writes anything: a file that fails `quick_check` is refused (a write
+    into a damaged b-tree spreads the damage). It reads every page once, so it is not for the step path."""
+    try:
+        found = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        found = str(e)
+    if found != "ok":
+        first = " ".join(found.replace("*** in database main ***", "").split())  # one line of it
+        raise EnvironmentStop(DAMAGED, _message(DAMAGED, path, RuntimeError(f"quick_check: {first}")))
