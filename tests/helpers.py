@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -10,12 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import sqlite_utils
 from conftest import ROOT
 
 from tui_agent.operate import start
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
+from tui_agent.store import schema
 from tui_agent.store.runs import claim_run
 
 
@@ -24,6 +27,22 @@ def registry_of(*agents) -> Registry:
     for agent in agents:
         registry.add(agent, "test")
     return registry
+
+
+def database_at_version(db_path: Path, version: int, *statements: str) -> None:
+    """A database as an older tui-agent left it: its first `version` migrations, then `statements`, in one
+    transaction; opening it migrates the rest."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN")
+    db = sqlite_utils.Database(conn)
+    for migrate in schema.MIGRATIONS[:version]:
+        migrate(db)
+    db["meta"].insert({"key": "schema_version", "value": str(version)})
+    for statement in statements:
+        conn.execute(statement)
+    conn.execute("COMMIT")
+    conn.close()
 
 
 def start_and_work(store, registry, agent_name, request, worker="w-test", lease_s=60.0):

@@ -17,8 +17,8 @@ from tui_agent.store.workers import register
 DAY = 86400
 
 
-def rows(invoke) -> dict[str, dict]:
-    done = invoke("workers", "--json")
+def rows(invoke, *args: str) -> dict[str, dict]:
+    done = invoke("workers", "--json", *args)
     assert done.exit_code == 0, done.output
     return {row["name"]: row for row in json.loads(done.stdout)}
 
@@ -52,9 +52,9 @@ def test_a_worker_started_with_its_clock_a_day_ahead(tui_agent, invoke):
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).isoformat(timespec="seconds")
     done = tui_agent("worker", "--once", "--name", "w-tomorrow", env={"TUI_AGENT_NOW": tomorrow})
     assert done.returncode == 0, done.stderr
-    row = rows(invoke)["w-tomorrow"]
+    row = rows(invoke, "--all")["w-tomorrow"]         # stopped: listed with --all only
     assert row["state"] == "stopped" and DAY - 120 < row["clock_ahead_s"] <= DAY, row
-    text = line_of(invoke("workers").output, "w-tomorrow")
+    text = line_of(invoke("workers", "--all").output, "w-tomorrow")
     assert "clock ahead 23h" in text and not re.search(r"\s-\d", text), text
 
 

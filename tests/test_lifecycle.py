@@ -51,9 +51,9 @@ def test_an_approval_waits_then_returns_the_decision_to_the_agent(store):
         operate.approve(store, first.run_id)
 
 
-def test_a_denial_reaches_the_agent(store):
+def test_a_denial_reaches_the_agent_that_asks_for_it(store):
     def asks(ctx, request):
-        return {"shipped": ctx.approval("ship", "Ship it?")["approved"]}
+        return {"shipped": ctx.approval("ship", "Ship it?", on_deny="return")["approved"]}
 
     registry = registry_of(Agent(name="asks", run=asks))
     first = start_and_work(store, registry, "asks", {})
@@ -61,6 +61,30 @@ def test_a_denial_reaches_the_agent(store):
     assert work(store, registry, first.run_id).result == {"shipped": False}
     entry = journal_for(store, first.run_id)[-1]
     assert entry["kind"] == "approval" and '"approved":false' in entry["result"] and "not yet" in entry["result"]
+
+
+def test_a_denial_cancels_the_run_by_default_with_the_persons_note(store):
+    after = []
+
+    def asks(ctx, request):
+        ctx.approval("ship", "Ship it?")
+        after.append("went on")
+        return {"shipped": True}
+
+    registry = registry_of(Agent(name="asks", run=asks))
+    first = start_and_work(store, registry, "asks", {})
+    operate.approve(store, first.run_id, deny=True, note="not yet")
+    second = work(store, registry, first.run_id)
+    assert (second.status, second.reason) == ("cancelled", "denied") and after == []
+    run = get_run(store, first.run_id)
+    assert (run["status"], run["reason"]) == ("cancelled", "denied")
+    assert run["finished_at"] is not None and run["result"] is None      # ended, like any cancelled run
+    last = events_for(store, first.run_id)[-1]
+    assert last["kind"] == "cancelled" and "ship denied by" in last["message"] and last["message"].endswith("not yet")
+    entry = journal_for(store, first.run_id)[-1]
+    assert entry["kind"] == "approval" and '"approved":false' in entry["result"]      # the decision stays on record
+    with pytest.raises(UserError, match="cancelled"):
+        operate.resume(store, first.run_id)                                # ended: only --restart runs it again
 
 
 def test_a_sleep_is_journaled_and_a_later_worker_wakes_it(store, clock):

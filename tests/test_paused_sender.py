@@ -10,7 +10,6 @@ import mailbox
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,9 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-import sqlite_utils
 from conftest import ROOT
-from helpers import paused_worker, process_state, registry_of
+from helpers import database_at_version, paused_worker, process_state, registry_of
 
 from tui_agent import Agent, operate
 from tui_agent.agents.outbox import Outbox
@@ -334,15 +332,8 @@ def test_a_person_is_warned_in_process_and_the_answer_still_stands(db_path):
 
 
 def test_a_version_1_database_is_migrated_with_what_the_check_needs(db_path):
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("BEGIN")
-    db = sqlite_utils.Database(conn)
-    schema.MIGRATIONS[0](db)
-    db["meta"].insert({"key": "schema_version", "value": "1"})
-    conn.execute("INSERT INTO workers (name, pid, host, started_at, heartbeat_at) VALUES ('w-old', 1, 'h', 0, 0)")
-    conn.execute("COMMIT")
-    conn.close()
+    database_at_version(db_path, 1, "INSERT INTO workers (name, pid, host, started_at, heartbeat_at)"
+                                    " VALUES ('w-old', 1, 'h', 0, 0)")
     store = open_store(db_path)
     try:
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \

@@ -172,10 +172,28 @@ def test_a_previous_run_waiting_for_a_person_raises_a_needs_a_person_event(store
 def test_fire_by_hand_goes_through_the_overlap_policy(store, registry, clock):
     clock.set(utc("2026-11-27T12:00:00Z"))
     operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", overlap="skip")
-    (first,) = operate.schedule_fire(store, registry, "nightly")
-    assert operate.schedule_fire(store, registry, "nightly") == [], "the first is still queued"
+    (first,) = operate.schedule_fire(store, registry, "nightly").started
+    held = operate.schedule_fire(store, registry, "nightly")
+    assert held.started == [] and (held.held_by, held.held_status) == (first, "queued"), "the first is still queued"
+    assert str(held) == f"nightly: skipped because {first} is queued (overlap=skip)"
     work(store, registry, first)
-    assert len(operate.schedule_fire(store, registry, "nightly")) == 1
+    assert len(operate.schedule_fire(store, registry, "nightly").started) == 1
+
+
+@pytest.mark.parametrize("overlap", ["skip", "wait"])
+def test_schedule_fire_says_what_happened(invoke, overlap):
+    """`schedule fire` held back by the overlap policy used to print nothing and exit 0."""
+    assert invoke("schedule", "add", "nightly", "--agent", "hello", "--cron", "0 2 * * *",
+                  "--overlap", overlap).exit_code == 0
+    first = invoke("schedule", "fire", "nightly")
+    assert first.exit_code == 0
+    run_id = first.stdout.strip()                       # stdout stays the id of each run started
+    assert run_id.startswith("r-") and first.stderr.strip() == f"nightly: started {run_id}"
+    again = invoke("schedule", "fire", "nightly")
+    assert again.exit_code == 0 and again.stdout == ""
+    assert again.stderr.strip() == {
+        "skip": f"nightly: skipped because {run_id} is queued (overlap=skip)",
+        "wait": f"nightly: held until {run_id} ends (overlap=wait: it starts then)"}[overlap]
 
 
 # -- across processes -------------------------------------------------------------------------

@@ -103,7 +103,7 @@ async def test_the_situation_strip_names_the_selected_run(demo):
         await select(pilot, roles["waiting for approval"])
         assert "a approves" in strip(app)
         await select(pilot, roles["parked on cost"])
-        assert "b raises" in strip(app)
+        assert "raise it with b" in strip(app)
 
 
 async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):

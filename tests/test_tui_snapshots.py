@@ -86,3 +86,14 @@ def test_workers_screen(roles, snap_compare):
 
 def test_schedules_screen(roles, snap_compare):
     assert snap_compare(app(), press=["s"], terminal_size=(120, 24))
+
+
+def test_schedule_detail(roles, snap_compare):
+    from tui_agent import operate
+
+    async def fire_twice(pilot):            # one run started by hand, and a fire that waits for it (overlap=wait)
+        for _ in range(2):
+            operate.schedule_fire(pilot.app.store, pilot.app.registry, "nightly")
+        await pilot.pause()
+
+    assert snap_compare(app(), run_before=fire_twice, press=["s", "enter"], terminal_size=(120, 34))

@@ -137,6 +137,8 @@ async def test_K_asks_then_kills_the_worker_with_sigkill(db_path):
 
             await key(pilot, "K")
             assert isinstance(app.screen, ConfirmModal)
+            assert [str(b.label) for b in app.screen.query("Button")] == ["Kill it (SIGKILL)", "Keep it running"]
+            assert app.screen.focused.id == "cancel"          # the harmless button has the focus
             await pilot.click("#cancel")          # asked once; cancel leaves it running
             await pilot.pause()
             assert isinstance(app.screen, WorkersScreen) and process.poll() is None
@@ -245,6 +247,9 @@ async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
         await open_schedules(pilot)
         assert list_runs(app.reader) == []
         await key(pilot, "F")
+        assert isinstance(app.screen, ConfirmModal) and list_runs(app.reader) == []     # asked first
+        await pilot.click("#confirm")
+        await pilot.pause()
         runs = list_runs(app.reader)
         assert len(runs) == 1 and runs[0]["agent"] == "hello"
         run = get_run(app.reader, runs[0]["id"])
@@ -252,10 +257,11 @@ async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
         assert schedule(app, scheduled)["last_run_id"] == run["id"]
 
         assert run["id"] in toasts[-1]
-        await pilot.press("enter")        # the previous run is unfinished: overlap=skip holds the fire back
+        await key(pilot, "F")             # the previous run is unfinished: overlap=skip holds the fire back
+        await pilot.click("#confirm")
         await pilot.pause()
         assert len(list_runs(app.reader)) == 1
-        assert "held back by the overlap policy" in toasts[-1] and run["id"] in toasts[-1]
+        assert toasts[-1] == f"{scheduled}: skipped because {run['id']} is queued (overlap=skip)"
 
 
 async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled):

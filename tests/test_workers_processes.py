@@ -112,7 +112,7 @@ def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spa
             [(1, 0, "s0", 1), (1, 1, "s1", 1), (1, 2, "s2", 1)], journal
     assert len(claimers) >= 2, f"one worker claimed every run: {claimers}"
 
-    listing = {w["name"]: w for w in _json(invoke, "workers")}
+    listing = {w["name"]: w for w in _json(invoke, "workers", "--all")}
     for name in names:
         assert listing[name]["stopped_at"] is not None and listing[name]["state"] == "stopped", listing[name]
         assert listing[name]["runs"] == [], listing[name]

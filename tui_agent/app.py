@@ -83,7 +83,7 @@ class TuiAgentApp(App):
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(type(self.screen)))     # that screen's keys come first
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

@@ -18,7 +18,7 @@ import click
 from . import __version__, operate
 from .errors import UserError
 from .operate import start as start_run
-from .report import iso_times, run_report, runs_listing
+from .report import budget_stop, iso_times, run_report, runs_listing
 from .runtime.clock import now
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import ago, ahead_s, label, worker_state
@@ -27,6 +27,7 @@ from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
 from .runtime.schedule import tick as schedule_tick
 from .runtime.serve import GRACE_S, serve
+from .runtime.tracebacks import innermost
 from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
 from .store import Store, default_path, open_store
 from .store import schedules as schedules_table
@@ -35,7 +36,7 @@ from .store.effects import requeue_released
 from .store.environment import EnvironmentStop, stop_for
 from .store.runs import claim_run, get_run, resolve_run
 from .store.workers import release, workers_listing
-from .strict_json import finite, parse_json
+from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
 EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
 _OPENED: list[Path] = []  # the database this process opened, for naming it in a one-line error
@@ -139,11 +140,17 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
 @click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
-              help="Import MODULE and register every Agent at its top level (comma-separated, repeatable).")
+              metavar="MODULE|FILE.py",
+              help="Register every Agent at the top level of a module (found here too) or a .py file "
+                   "(comma-separated, repeatable).")
 @click.version_option(__version__, "--version", prog_name="tui-agent")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, durability: str, agent_modules: tuple[str, ...]) -> int:
-    """A terminal UI and local runner for long-running AI agents."""
+    """With no command, tui-agent opens the terminal UI on your database (the demo command: on a demo
+    database that it builds).
+
+    A terminal UI and local runner for long-running AI agents; the commands below act on the same runs
+    from a shell."""
     ctx.obj = Session(db, durability, agent_modules)
     ctx.call_on_close(lambda: ctx.obj._store and ctx.obj._store.close())
     if ctx.invoked_subcommand is None:
@@ -154,9 +161,10 @@ def cli(ctx: click.Context, db: str | None, durability: str, agent_modules: tupl
 def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
     from .app import TuiAgentApp
 
-    app = TuiAgentApp(db_path, session.durability, session.registry, session.agent_modules)
+    sources = session.registry.sources  # the workers it starts find the same modules from any folder
+    app = TuiAgentApp(db_path, session.durability, session.registry, sources)
     if worker:
-        app.spawned.append(operate.start_worker(db_path, session.durability, session.agent_modules, "w-demo"))
+        app.spawned.append(operate.start_worker(db_path, session.durability, sources, "w-demo"))
     app.run()
 
 
@@ -204,7 +212,7 @@ def start(session: Session, agent: str, input_text: str, key: str | None, model:
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
     run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs))
+                          operate.parse_budget(budget_specs, "--budget"))
     click.echo(run_id)
     return EXIT_OK
 
@@ -259,7 +267,7 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
     run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs))
+                          operate.parse_budget(budget_specs, "--budget"))
     if model.startswith("scripted") and registry.get(agent).script is not None:
         click.echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now)
@@ -317,15 +325,18 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
 
 
 @cli.command()
+@click.option("--all", "show_all", is_flag=True, help="Also workers that stopped (kept for a day).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
 @click.pass_obj
-def workers(session: Session, as_json: bool) -> int:
+def workers(session: Session, show_all: bool, as_json: bool) -> int:
     """List workers, the runs each holds, lease time left and fence; a heartbeat stamped in the future (a
     worker whose clock runs ahead) reads "clock ahead", never as a negative age."""
-    rows = workers_listing(session.existing_store)
     at = now()
-    for row in rows:
+    listed = workers_listing(session.existing_store)
+    for row in listed:
         row["state"] = worker_state(row, at)
+    rows = [row for row in listed if show_all or row["state"] != "stopped"]
+    for row in rows:
         ahead = ahead_s(row["heartbeat_at"], at)
         row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
         for held in row["runs"]:
@@ -334,7 +345,9 @@ def workers(session: Session, as_json: bool) -> int:
         _json_out([iso_times(row) | {"runs": [iso_times(r) for r in row["runs"]]} for row in rows])
         return EXIT_OK
     if not rows:
-        click.echo("no workers yet; start one with: tui-agent worker")
+        hidden = len(listed) - len(rows)
+        click.echo(("no workers yet" if not hidden else f"no worker is running ({hidden} stopped: --all lists them)")
+                   + "; start one with: tui-agent worker")
         return EXIT_OK
     click.echo(f"{'NAME':<10} {'PID':>7}  {'STATE':<11} {'HEARTBEAT':>15}  RUNS")
     for row in rows:
@@ -379,7 +392,8 @@ def _print_diagnosis(found: Diagnosis) -> None:
 @click.option("--ask", "decisions", flag_value="ask", multiple=True,
               help="Have the next worker look the key up at the service.")
 @click.option("--abandon", "decisions", flag_value="abandon", multiple=True, help="Give up: cancel the run.")
-@click.option("--result", "result_text", default=None, metavar="JSON", help="With --happened: what it returned.")
+@click.option("--result", "result_text", default=None, metavar="JSON",
+              help="With --happened: what it returned, e.g. '{\"message_id\": \"<...>\"}'.")
 @note_option
 @click.pass_obj
 def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[str, ...], result_text: str | None,
@@ -390,7 +404,7 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[
         raise UserError("--result goes with --happened only")
     store = session.existing_store
     if decision == "happened":
-        result = None if result_text is None else parse_json(result_text, "--result")
+        result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
         run_id = operate.reconcile_happened(store, run_ref, effect_ref, result, note)
         click.echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
@@ -457,7 +471,8 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 @click.pass_obj
 def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
-    run_id = operate.resume(session.existing_store, run_ref, restart, operate.parse_budget(budget_specs))
+    limits = operate.parse_budget(budget_specs, "--budget")
+    run_id = operate.resume(session.existing_store, run_ref, restart, limits)
     click.echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
     return EXIT_OK
 
@@ -562,9 +577,12 @@ def schedule_disable(session: Session, name: str) -> int:
 @click.argument("name")
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
-    """Fire a schedule now (the overlap policy still applies); prints the run started, if any."""
-    for run_id in operate.schedule_fire(session.existing_store, session.registry, name):
+    """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
+    stderr what happened (started, held until the previous run ends, or skipped)."""
+    fired = operate.schedule_fire(session.existing_store, session.registry, name)
+    for run_id in fired.started:
         click.echo(run_id)
+    click.echo(str(fired), err=True)
     return EXIT_OK
 
 
@@ -642,11 +660,15 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     click.echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
     if r["error"]:
         click.echo(f"error     {r['error']}")
+    if r["traceback"]:
+        click.echo(f"raised at {innermost(r['traceback'])}  (every frame: show --json)")
     if r["result"] is not None:
         click.echo(f"result    {json.dumps(r['result'], ensure_ascii=False)}")
     budget = report["budget"]
     click.echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
                                         if d["used"] or d["limit"]) + _unpriced(budget))
+    if stop := budget_stop(store, r["id"], raise_with="tui-agent resume {run} --budget {dimension}=VALUE"):
+        click.echo(f"stopped   {stop}")
     if report["steps"]:
         click.echo("\nsteps")
         for s in report["steps"]:

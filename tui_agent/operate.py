@@ -41,39 +41,46 @@ from .store.runs import park as park_run
 from .store.runs import restart as restart_run
 
 
-def parse_budget(specs: list[str] | tuple[str, ...]) -> dict[str, float]:
-    """`cost_usd=0.50`, `steps=100`, `soft=0.8`: ceilings that override the agent's for one run."""
+def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
+    """`cost_usd=0.50`, `steps=100`, `soft=0.8`: ceilings that override the agent's for one run. `source`
+    names where a spec came from in an error (`--budget` on the command line); without it (the TUI's
+    dialog) an error speaks of the spec alone."""
     limits = {}
     for spec in specs:
-        name, _, text = spec.partition("=")
+        where = f"{source} {spec!r}" if source else spec
+        name, equals, text = spec.partition("=")
         name = name.strip()
         if name not in (*BUDGET_DIMENSIONS, "soft"):
-            raise UserError(f"--budget {spec!r}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50")
-        limits[name] = _budget_value(spec, name, text)
+            raise UserError(f"{where}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50")
+        if not equals:
+            raise UserError(f"{where}: give the ceiling after '=', as in {name}={_example(name)}")
+        limits[name] = _budget_value(where, name, text)
     return limits
 
 
 _MEASURED = ("cost_usd", "wall_s", "soft")  # every other dimension counts things
 
 
-def _budget_value(spec: str, name: str, text: str) -> float:
+def _example(name: str) -> str:
+    return {"soft": "0.8", "cost_usd": "0.50", "wall_s": "1800"}.get(name, "100")
+
+
+def _budget_value(where: str, name: str, text: str) -> float:
     """One ceiling, refused unless it bounds something: no count reaches NaN or infinity (the ceiling
     would silently be unlimited), and a count has no fractions."""
-    example = {"soft": "0.8", "cost_usd": "0.50"}.get(name, "10")
     try:
         value = float(text)
     except ValueError:
-        raise UserError(f"--budget {spec!r}: the value after '=' must be a number, as in {name}={example}") from None
+        raise UserError(f"{where}: the value must be a number, as in {name}={_example(name)}") from None
     if not math.isfinite(value):
-        raise UserError(f"--budget {spec!r}: the value must be a finite number, as in {name}={example}; "
+        raise UserError(f"{where}: the value must be a finite number, as in {name}={_example(name)}; "
                         "leave the dimension out to keep the agent's ceiling")
     if value <= 0 or (name == "soft" and value >= 1):
-        raise UserError(f"--budget {spec!r}: must be above 0" + (" and below 1" if name == "soft" else ""))
+        raise UserError(f"{where}: must be above 0" + (" and below 1" if name == "soft" else ""))
     if name in _MEASURED:
         return value
     if not value.is_integer():
-        raise UserError(f"--budget {spec!r}: {name} is a count, so it takes a whole number, as in "
-                        f"{name}={math.ceil(value)}")
+        raise UserError(f"{where}: {name} is a count, so it takes a whole number, as in {name}={math.ceil(value)}")
     return int(value)
 
 
@@ -115,9 +122,17 @@ def why_not_resume(run: dict) -> str | None:
     waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"] or "")
     if run["status"] == "waiting" and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
-    if run["status"] in ("failed", "cancelled"):
-        return "it has ended; resume --restart runs it again from zero"
+    if run["status"] in TERMINAL:
+        return "it has ended; " + _how_to_go_on(run)
     return "it is not parked (resume continues a parked run, or one stopped by its budget or a plateau)"
+
+
+def _how_to_go_on(run: dict) -> str:
+    """An ended run goes on only as a fork from one of its steps, or (failed, cancelled) from zero again."""
+    fork_it = f"go on from a step with tui-agent fork {run['id']} --from-step N"
+    if why_not_restart(run):
+        return fork_it
+    return f"{fork_it}, or from zero with tui-agent resume {run['id']} --restart"
 
 
 def why_not_restart(run: dict) -> str | None:
@@ -351,7 +366,8 @@ def schedule_remove(store: Store, name: str) -> None:
     schedules_table.remove(store, name)
 
 
-def schedule_fire(store: Store, registry: Registry, name: str) -> list[str]:
+def schedule_fire(store: Store, registry: Registry, name: str) -> schedule.Fired:
+    """Fire a schedule now: the runs started, or the run whose overlap policy held the fire back."""
     return schedule.fire_now(store, registry, name)
 
 

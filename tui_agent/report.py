@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .runtime.agent import BUDGET_DIMENSIONS
@@ -12,7 +13,7 @@ from .store import Store
 from .store.approvals import approvals_for
 from .store.effects import effects_for
 from .store.journal import checkpoint_for, journal_for
-from .store.runs import events_for, get_run, list_runs
+from .store.runs import TERMINAL, events_for, get_run, list_runs
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
@@ -33,6 +34,38 @@ def busiest_budget(row: dict) -> tuple[str, float] | None:
     fractions = [(name, (row.get(f"used_{name}") or 0) / limits[name])
                  for name in BUDGET_DIMENSIONS if limits.get(name)]
     return max(fractions, key=lambda pair: pair[1]) if fractions else None
+
+
+# What a budget refusal writes (runtime/budget.py BudgetMeter.admit): "budget cost_usd exhausted: $0.0000 used of
+# $0.0020, the next call needs $0.0041 (park); ...". The figure is read back from that event: the worst case of
+# the call the agent was about to make cannot be recomputed without running the agent, and the event is where
+# the runtime records it.
+_REFUSED = re.compile(r"^budget (?P<dimension>\w+) exhausted: .*the next call needs \$?(?P<needs>[0-9.]+)")
+
+
+def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
+    """For a run its budget stopped: what the next call needed against the ceiling, and the way out
+    (`raise_with`, formatted with {run} and {dimension}) unless the run has ended; None for any other run,
+    or when the refusal recorded no figure (a model without a price)."""
+    run = get_run(store, run_id)
+    reason = run["reason"] or ""
+    if not reason.startswith("budget:"):
+        return None
+    dimension = reason.removeprefix("budget:")
+    refusal = next((m for e in reversed(events_for(store, run_id))
+                    if (m := _REFUSED.match(e["message"])) and m["dimension"] == dimension), None)
+    limit = json.loads(run["budget"] or "{}").get(dimension)
+    if refusal is None or limit is None:
+        return None
+    needs, used = float(refusal["needs"]), checkpoint_for(store, run_id).get(f"used_{dimension}") or 0
+    if dimension == "cost_usd":
+        said = f"the next model call may cost up to ${needs:g} and " + (
+            f"${used:.4f} of the ${limit:g} ceiling is spent" if used else f"the ceiling is ${limit:g}")
+    else:
+        said = f"the next call needs {needs:g} {dimension.replace('_', ' ')} and {used:g} of the {limit:g} are used"
+    if run["status"] in TERMINAL:
+        return f"{said}; the run ended"
+    return f"{said}: raise it with {raise_with.format(run=run_id, dimension=dimension)}"
 
 
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:
@@ -68,7 +101,8 @@ def run_report(store: Store, run_id: str) -> dict:
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
     shown_run.update(request=json.loads(run["request"]), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store.data_dir, run["result"], run["result_artifact"]), key=run["run_key"],
-                     artifact_dir=str(store.data_dir / run["artifact_dir"]))
+                     artifact_dir=str(store.data_dir / run["artifact_dir"]),
+                     traceback=json.loads(run["traceback"]) if run["traceback"] else None)
     steps, entries = [], []
     for row in journal:
         value: Any = decode(store.data_dir, row["result"], row["artifact"])

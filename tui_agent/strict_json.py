@@ -14,6 +14,7 @@ from typing import Any
 from .errors import UserError
 
 EXAMPLE = "pass an object such as '{\"name\": \"Ada\"}'"
+RESULT_EXAMPLE = "pass what the service returned, such as '{\"message_id\": \"<...>\"}'"  # an effect's result
 
 
 class _NotFinite(ValueError):
@@ -31,13 +32,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def parse_json(text: str, source: str, more: str = "") -> Any:
-    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead."""
+def parse_json(text: str, source: str, more: str = "", example: str = EXAMPLE) -> Any:
+    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead (`example`)."""
     try:
         return json.loads(text, parse_constant=_refuse, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise UserError(f"{source} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                        f"{EXAMPLE}{more}") from None
+                        f"{example}{more}") from None
     except _NotFinite as e:
         raise UserError(f"{source} holds {e}, which is not a finite number; use a number such as 1.5, "
                         "or null") from None

@@ -122,10 +122,8 @@ def nightly_report(ctx: Context, request: dict) -> dict:
     summary = "".join(block.get("text", "") for block in reply["content"])
     report = ctx.step("write-report", write_report, str(ctx.artifact_dir), settings, summary, fetched)
     team = settings["team"]
-    if settings["approve"]:
-        answer = ctx.approval("approve", f"Send the nightly report for {team} on {settings['date']}? ({report})")
-        if not answer["approved"]:
-            return {"report": report, "email": None, "denied": answer["note"] or f"denied by {answer['by']}"}
+    if settings["approve"]:   # a denial ends the run cancelled: denied, with the person's note
+        ctx.approval("approve", f"Send the nightly report for {team} on {settings['date']}? ({report})")
     if settings["send_at"]:
         ctx.sleep_until("send-at", settings["send_at"])
     outbox = outbox_for(ctx.data_dir, settings)

@@ -285,9 +285,10 @@ class Context:
         """Wait until `when` (epoch seconds, an ISO-8601 instant or an aware datetime), durably."""
         waits.sleep_until(self, name, when)
 
-    def approval(self, name: str, question: str) -> dict:
-        """Wait for a person to approve or deny; returns {approved, note, by, at}."""
-        return waits.approval(self, name, question)
+    def approval(self, name: str, question: str, on_deny: str = "cancel") -> dict:
+        """Wait for a person to approve or deny; returns {approved, note, by, at}. A denial ends the run
+        `cancelled: denied` unless `on_deny="return"`, which hands it back to the agent."""
+        return waits.approval(self, name, question, on_deny)
 
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,

@@ -22,8 +22,9 @@ class StepFailed(Exception):
 
 
 class Suspend(BaseException):
-    """Unwinds the agent's code so the worker can put the run in `status` (waiting, parked) for
-    `reason`; a BaseException, so an agent's `except Exception` cannot swallow it."""
+    """Unwinds the agent's code so the worker can put the run in `status` (waiting, parked, or
+    cancelled for a denied approval) for `reason`; a BaseException, so an agent's `except Exception`
+    cannot swallow it."""
 
     def __init__(self, status: str, reason: str, message: str, wake_at: float | None = None) -> None:
         super().__init__(message)

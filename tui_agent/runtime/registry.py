@@ -1,11 +1,16 @@
 """Which agents this process can run: the built-ins, the `tui_agent.agents` entry points,
-and every `Agent` at the top level of each `--agents` module."""
+and every `Agent` at the top level of each `--agents` module (a module name or a .py file)."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+import os
+import sys
 from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ..errors import UserError
@@ -16,6 +21,7 @@ from .agent import Agent
 class Registry:
     def __init__(self) -> None:
         self._agents: dict[str, Agent] = {}
+        self.sources: list[str] = []  # the --agents specs as another process, from any folder, can load them
 
     def add(self, agent: Agent, origin: str) -> None:
         known = self._agents.get(agent.name)
@@ -23,17 +29,16 @@ class Registry:
             raise UserError(f"two agents are named {agent.name!r} (the second from {origin}); rename one")
         self._agents[agent.name] = agent
 
-    def add_module(self, module_name: str) -> int:
-        """Register every Agent instance at the module's top level; returns how many."""
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise UserError(f"--agents {module_name}: cannot import it ({e}); check the name and PYTHONPATH") from None
+    def add_module(self, spec: str) -> int:
+        """Register every Agent instance at the top level of `spec` (a module name or a .py file); returns
+        how many."""
+        module, source = import_agents(spec)
         found = [value for value in vars(module).values() if isinstance(value, Agent)]
         if not found:
-            raise UserError(f"--agents {module_name}: the module defines no Agent at its top level")
+            raise UserError(f"--agents {spec}: the module defines no Agent at its top level")
         for agent in found:
-            self.add(agent, module_name)
+            self.add(agent, spec)
+        self.sources.append(source)
         return len(found)
 
     def get(self, name: str) -> Agent:
@@ -59,6 +64,87 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._agents)
+
+
+def _is_path(spec: str) -> bool:
+    """`./my_agents.py`, `agents/x.py`: a file; `my_agents`, `pkg.agents`: a module name."""
+    return spec.endswith(".py") or "/" in spec or os.sep in spec
+
+
+def import_agents(spec: str) -> tuple[ModuleType, str]:
+    """The module `spec` names, and how another process started from any folder (a worker the TUI starts)
+    finds it again: a file, or a module found in the current folder, as its absolute path."""
+    if _is_path(spec):
+        return _import_file(spec), str(Path(spec).resolve())
+    module = _import_name(spec)
+    return module, _portable(spec, module)
+
+
+def _import_name(spec: str) -> ModuleType:
+    """Import a module name; when it is not found, once more with the current folder on the import path."""
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as e:
+        if e.name == spec.partition(".")[0] and _add_cwd():
+            return _import_name(spec)
+        raise _cannot_import(spec, e) from None
+    except ImportError as e:
+        raise _cannot_import(spec, e) from None
+
+
+def _portable(spec: str, module: ModuleType) -> str:
+    """A one-file module found in the current folder as its path, which a process started elsewhere also
+    finds; anything else by its name (installed, or on PYTHONPATH, which that process inherits)."""
+    file = getattr(module, "__file__", None)
+    one_file = "." not in spec and not hasattr(module, "__path__") and file
+    if one_file and Path(file).resolve().parent == Path.cwd().resolve():
+        return str(Path(file).resolve())
+    return spec
+
+
+def _add_cwd() -> bool:
+    """As `python -m` would (the console script does not): the current folder first on the import path;
+    False when it is there already."""
+    cwd = os.getcwd()
+    if cwd in sys.path or "" in sys.path:
+        return False
+    sys.path.insert(0, cwd)
+    importlib.invalidate_caches()
+    return True
+
+
+def _cannot_import(spec: str, error: ImportError) -> UserError:
+    return UserError(f"--agents {spec}: cannot import it ({error}); name a module importable from here, or a "
+                     "file such as ./my_agents.py")
+
+
+def _import_file(spec: str) -> ModuleType:
+    """A .py file as the module named by its stem, its folder on the import path as for a script, so that it
+    can import the modules beside it."""
+    path = Path(spec).resolve()
+    if not path.is_file():
+        why = "not a file" if path.exists() else "no such file"
+        raise UserError(f"--agents {spec}: {why}; name a .py file, such as ./my_agents.py, or a module")
+    name = path.stem
+    known = sys.modules.get(name)
+    if known is not None:
+        if getattr(known, "__file__", None) and Path(known.__file__).resolve() == path:
+            return known
+        raise UserError(f"--agents {spec}: a module named {name!r} is imported already; rename the file")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    loader_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[name] = module
+    try:
+        loader_spec.loader.exec_module(module)
+    except ImportError as e:
+        del sys.modules[name]
+        raise _cannot_import(spec, e) from None
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def load_registry(modules: list[str] = ()) -> Registry:

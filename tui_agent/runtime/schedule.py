@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -117,13 +118,38 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
     return started
 
 
-def fire_now(store: Store, registry: Registry, name: str) -> list[str]:
+@dataclass(frozen=True)
+class Fired:
+    """What a fire by hand did: the runs it started (a fire that waited may start first), and when the
+    overlap policy held this fire back, the unfinished run that held it and whether it waits or was skipped."""
+
+    name: str
+    started: list[str]
+    held_by: str | None = None
+    held_status: str | None = None
+    overlap: str | None = None
+
+    def __str__(self) -> str:
+        said = [f"started {run_id}" for run_id in self.started]
+        if self.held_by and self.overlap == "wait":
+            said.append(f"held until {self.held_by} ends (overlap=wait: it starts then)")
+        elif self.held_by:
+            said.append(f"skipped because {self.held_by} is {self.held_status} (overlap=skip)")
+        return f"{self.name}: " + "; ".join(said)
+
+
+def fire_now(store: Store, registry: Registry, name: str) -> Fired:
     """`schedule fire NAME`: one fire at this instant, through the overlap policy like any other."""
     with store.write() as conn:
         schedule = table.get(conn, name)
         registry.get(schedule["agent"])
         at = now()
-        return _fire(conn, schedule, registry, [at], at, manual=True)
+        waited = schedule["pending_fire_at"] is not None and _previous_done(conn, schedule)
+        started = _fire(conn, schedule, registry, [at], at, manual=True)
+        if len(started) > waited:      # this fire started a run
+            return Fired(name, started)
+        previous = table.run_status(conn, schedule["last_run_id"])
+        return Fired(name, started, schedule["last_run_id"], previous[0] if previous else None, schedule["overlap"])
 
 
 def _fire(conn, schedule: dict, registry: Registry, due: list[float], at: float, manual: bool = False) -> list[str]:

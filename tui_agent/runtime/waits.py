@@ -42,10 +42,17 @@ def sleep_until(ctx: Context, name: str, when: float | str | datetime) -> None:
     _wait(ctx, name, lambda: _instant(when))
 
 
-def approval(ctx: Context, name: str, question: str) -> dict:
+ON_DENY = ("cancel", "return")
+
+
+def approval(ctx: Context, name: str, question: str, on_deny: str = "cancel") -> dict:
+    """A person's decision, journaled. A denial ends the run `cancelled: denied` (`on_deny="cancel"`),
+    or is handed back to the agent as `{"approved": False, ...}` (`on_deny="return"`)."""
+    if on_deny not in ON_DENY:
+        raise ValueError(f"on_deny must be 'cancel' or 'return', not {on_deny!r}")
     position, recorded, value = ctx._next(name)
     if recorded:
-        return value
+        return _denied(name, value) if on_deny == "cancel" else value
     with ctx.write() as conn:
         row = approval_at(conn, ctx.run_id, ctx.generation, position)
         if row is None:
@@ -56,4 +63,13 @@ def approval(ctx: Context, name: str, question: str) -> dict:
                       f"needs a person: {question} (tui-agent approve {ctx.run_id} [--deny] [--note TEXT])")
     decision = {"approved": row["decision"] == "approved", "note": row["note"], "by": row["decided_by"],
                 "at": iso(row["decided_at"])}
-    return ctx._record(position, name, "approval", decision, now(), 0.0)
+    decision = ctx._record(position, name, "approval", decision, now(), 0.0)
+    return _denied(name, decision) if on_deny == "cancel" else decision
+
+
+def _denied(name: str, decision: dict) -> dict:
+    """The decision when it approves; a denial ends the run, with the person's note in its last event."""
+    if decision["approved"]:
+        return decision
+    note = f": {decision['note']}" if decision.get("note") else ""
+    raise Suspend("cancelled", "denied", f"cancelled: {name} denied by {decision.get('by') or 'a person'}{note}")

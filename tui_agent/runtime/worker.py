@@ -23,6 +23,7 @@ from .faults import SimulatedCrash
 from .outcomes import CodeChanged, StepFailed, Suspend
 from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, ResultNotJSON, encode, place
+from .tracebacks import as_column
 
 DEFAULT_LEASE_S = 60.0
 
@@ -65,7 +66,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     ctx: Context | None = None
 
     def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None,
-               wake_at: float | None = None) -> Outcome:
+               wake_at: float | None = None, raised: BaseException | None = None) -> Outcome:
         inline = artifact = None
         if result is not None:
             inline = encode(result, "the run")
@@ -74,7 +75,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         at = now()
         settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
                    result_artifact=artifact, error=error, wake_at=wake_at,
-                   wall_s=at - (ctx._last_at if ctx else claim.claimed_at))
+                   wall_s=at - (ctx._last_at if ctx else claim.claimed_at),
+                   traceback=as_column(raised))
         return Outcome(claim.run_id, status, reason, result, error, message)
 
     try:
@@ -98,19 +100,19 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         except CodeChanged as e:
             return settle("parked", "code_changed", f"parked: the code changed: {e}", error=str(e))
         except (StepFailed, ResultNotJSON) as e:
-            return settle("failed", "error", f"failed: {e}", error=str(e))
+            return settle("failed", "error", f"failed: {e}", error=str(e), raised=e)
         except (FenceRefused, EnvironmentStop):
             raise
         except Exception as e:
             error = f"{type(e).__name__}: {e}"
-            return settle("failed", "error", f"failed: {error}", error=error)
+            return settle("failed", "error", f"failed: {error}", error=error, raised=e)
         if agent.check is None:
             return settle("succeeded", "returned", "succeeded: returned (the agent has no check)", result)
         try:
             verdict = agent.check(ctx, result)
         except Exception as e:
             error = f"the check raised {type(e).__name__}: {e}"
-            return settle("failed", "check_failed", f"failed: {error}", result, error)
+            return settle("failed", "check_failed", f"failed: {error}", result, error, raised=e)
         passed, why = verdict if isinstance(verdict, tuple) else (verdict, None)
         if passed:
             return settle("succeeded", "check_passed", "succeeded: check passed", result)

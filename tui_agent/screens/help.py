@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Label
+from textual.widgets import Label, Static
 
 
 def _screens():
@@ -31,19 +32,39 @@ def _own_bindings(screen: type) -> list[Binding]:
     return found
 
 
+def _keys_table(keys: list[tuple[str, str]]) -> Table:
+    """Key and action in two columns; an action too long for the width wraps under itself."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True, min_width=6, style="bold")
+    table.add_column(ratio=1, overflow="fold")
+    for key, action in keys:
+        table.add_row(key, action)
+    return table
+
+
 class HelpScreen(ModalScreen):
+    """The keys of the screen it was opened from first, then those that work everywhere, then the others;
+    the descriptions wrap to the dialog's width."""
+
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
+    def __init__(self, current: type | None = None) -> None:
+        super().__init__()
+        self.current = current
+
     def compose(self) -> ComposeResult:
+        screens = _screens()
+        ordered = [*(s for s in screens if s[1] is self.current), ("Everywhere", self.app.__class__),
+                   *(s for s in screens if s[1] is not self.current)]
         with Vertical(classes="dialog"):
             yield Label("Keys", classes="title")
-            table = DataTable(classes="help-table", cursor_type="none", zebra_stripes=True)
-            table.add_columns("SCREEN", "KEY", "ACTION")
-            for name, screen in [("Everywhere", self.app.__class__), *_screens()]:
-                for binding in _own_bindings(screen):
-                    table.add_row(name, self.app.get_key_display(binding), binding.description)
-            table.add_row("Everywhere", "ctrl+p", "Command palette: the actions for the current run")
-            yield table
+            with VerticalScroll(classes="help-keys"):
+                for name, screen in ordered:
+                    yield Label(f"{name} (this screen)" if screen is self.current else name, classes="help-heading")
+                    keys = [(self.app.get_key_display(b), b.description) for b in _own_bindings(screen)]
+                    if name == "Everywhere":
+                        keys.append(("ctrl+p", "Command palette: the actions for the current run, before you type"))
+                    yield Static(_keys_table(keys), classes="help-section")
 
     def action_dismiss(self) -> None:
         self.dismiss(None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -26,18 +27,21 @@ def _span(seconds: float) -> str:
 
 
 class Dialog(ModalScreen):
-    """A modal with a title, a body and Confirm/Cancel; escape cancels."""
+    """A modal with a title, a body and two buttons named by what they do (`DO`, `DONT`: never a bare
+    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Close")]
     TITLE = ""
+    DO = "Confirm"
+    DONT = "Close"
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(self.TITLE, classes="title")
             yield from self.body()
             with Horizontal(classes="buttons"):
-                yield Button("Confirm", variant="primary", id="confirm")
-                yield Button("Cancel", id="cancel")
+                yield Button(self.DO, variant="primary", id="confirm")
+                yield Button(self.DONT, id="cancel")
 
     def body(self) -> ComposeResult:
         yield from ()
@@ -64,9 +68,15 @@ class Dialog(ModalScreen):
 
 
 class ConfirmModal(Dialog):
-    def __init__(self, title: str, question: str) -> None:
+    """A yes/no question whose buttons say what each does ("Cancel the run" / "Keep it"); focus starts
+    on the harmless one, so an enter pressed by reflex changes nothing."""
+
+    AUTO_FOCUS = "#cancel"
+
+    def __init__(self, title: str, question: str, do: str, dont: str) -> None:
         super().__init__()
         self.TITLE, self.question = title, question
+        self.DO, self.DONT = do, dont
 
     def body(self) -> ComposeResult:
         yield Static(self.question)
@@ -74,6 +84,8 @@ class ConfirmModal(Dialog):
 
 class ApproveModal(Dialog):
     """Approve or deny what a run asks, with a note."""
+
+    DO = "Record the decision"
 
     def __init__(self, run_id: str, question: str) -> None:
         super().__init__()
@@ -92,6 +104,26 @@ class ApproveModal(Dialog):
         return deny, self.query_one("#note", Input).value.strip() or None
 
 
+class Choices(RadioSet):
+    """A RadioSet whose cursor stops at the first and the last choice it can take instead of wrapping
+    round: up on the first choice must not land on the last one ("Abandon the run")."""
+
+    def _step(self, direction: int) -> None:
+        buttons = list(self.children)
+        index = (0 if direction > 0 else len(buttons) - 1) if self._selected is None else self._selected + direction
+        while 0 <= index < len(buttons):
+            if not buttons[index].disabled:
+                self._selected = index
+                return
+            index += direction
+
+    def action_next_button(self) -> None:
+        self._step(1)
+
+    def action_previous_button(self) -> None:
+        self._step(-1)
+
+
 RECONCILE_CHOICES = [("ask", "Ask the service", "look the key up, then decide"),
                      ("happened", "It happened", "record it as done (optional result)"),
                      ("not-done", "It did not happen", "send again with the same key"),
@@ -100,6 +132,8 @@ RECONCILE_CHOICES = [("ask", "Ask the service", "look the key up, then decide"),
 
 class ReconcileModal(Dialog):
     """What happened to an effect whose outcome is unknown: the facts, then four choices."""
+
+    DO = "Record the decision"
 
     def __init__(self, effect: dict) -> None:
         super().__init__()
@@ -123,10 +157,13 @@ class ReconcileModal(Dialog):
         warning = self.sender_warning()
         if warning:
             yield Static(f"warning: {warning}.", id="sender-warning", classes="warning")
-        with RadioSet(id="decision"):
+        with Choices(id="decision"):
             for value, label, hint in RECONCILE_CHOICES:
-                yield RadioButton(f"{label:<20} {hint}", id=value, value=value == "ask" and bool(e["has_lookup"]),
-                                  disabled=value == "ask" and not e["has_lookup"])
+                if value == "ask" and not e["has_lookup"]:     # said in words and dimmed, not by colour alone
+                    yield RadioButton(Text(f"{label:<20} not available: no lookup", style="dim"), id=value,
+                                      disabled=True)
+                else:
+                    yield RadioButton(f"{label:<20} {hint}", id=value, value=value == "ask")
         yield Input(placeholder='result as JSON (with "It happened", optional)', id="result")
         yield Input(placeholder="note (optional)", id="note")
 
@@ -155,6 +192,7 @@ class BudgetModal(Dialog):
     """Raise one ceiling of a run (the run is resumed with it)."""
 
     TITLE = "Raise a budget ceiling"
+    DO = "Raise and resume"
 
     def __init__(self, budget: dict, exhausted: str | None = None) -> None:
         super().__init__()
@@ -168,18 +206,26 @@ class BudgetModal(Dialog):
         yield Input(placeholder="new ceiling, e.g. 1.50", id="value")
 
     def answer(self) -> dict[str, float] | None:
+        name = self.query_one("#dimension", Select).value
         text = self.query_one("#value", Input).value.strip()
         try:
-            return parse_budget([f"{self.query_one('#dimension', Select).value}={text}"])
+            limits = parse_budget([f"{name}={text}"])
         except UserError as e:
             self.notify(str(e), severity="error")
             return None
+        used = self.budget["dimensions"][name]["used"]
+        if limits[name] <= used:      # the run would stop again at its next call
+            spent = f"spent ${used:.4f}" if name == "cost_usd" else f"used {used:g} {name}"
+            self.notify(f"{name}: already {spent}; enter more than that", severity="error")
+            return None
+        return limits
 
 
 class NewRunModal(Dialog):
     """Start a run of an agent with its input."""
 
     TITLE = "Start a run"
+    DO = "Start the run"
 
     def __init__(self, agents: list[str]) -> None:
         super().__init__()

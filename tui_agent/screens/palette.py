@@ -1,14 +1,17 @@
 """The command palette knows the current run: on the runs and run screens it offers, by name, the
-actions that apply to the selected run as it is now."""
+actions that apply to the selected run as it is now, before anything is typed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
-from textual.command import Hit, Hits, Provider
+from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from ..store.runs import get_run
 from . import run_actions
+
+HELP = "the same action as the CLI's"
 
 ACTIONS = [("Resume", run_actions.resume), ("Park", run_actions.park), ("Cancel", run_actions.cancel),
            ("Approve or deny", run_actions.approve), ("Reconcile an effect", run_actions.reconcile),
@@ -16,17 +19,36 @@ ACTIONS = [("Resume", run_actions.resume), ("Park", run_actions.park), ("Cancel"
 
 
 class RunCommands(Provider):
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        screen = self.screen
+    def _commands(self) -> list[tuple[str, Callable[[], None]]]:
+        """Starting a run, and each action that applies to the current run as it is now (operate.py's rules)."""
+        from .run import RunScreen
+
+        app, screen = self.app, self.screen
         run_id = getattr(screen, "run_id", None) or (screen.selected_id() if hasattr(screen, "selected_id")
                                                      else None)
-        commands = [("Start a new run", partial(run_actions.new_run, self.app))]
-        if run_id:
-            run = get_run(self.app.reader, run_id)
-            commands += [(f"{label} {run_id}", partial(act, self.app, run_id)) for label, act in ACTIONS
-                         if run_actions.WHY_NOT[act](self.app, run) is None]
-        for text, callback in commands:
+        commands = [("Start a new run", partial(run_actions.new_run, app))]
+        if not run_id:
+            return commands
+        run = get_run(app.reader, run_id)
+        commands += [(f"{label} {run_id}", partial(act, app, run_id)) for label, act in ACTIONS
+                     if run_actions.WHY_NOT[act](app, run) is None]
+        # On the run screen, from the position selected in the timeline; elsewhere from where the run
+        # stopped, the one position a person can name without seeing the timeline.
+        item = screen.selected if isinstance(screen, RunScreen) else None
+        position, why = run_actions.why_not_fork(app, run, item.position if item else None)
+        if why is None:
+            where = f"at #{position} {item.name}" if item else f"from where it stopped (#{position})"
+            commands.append((f"Fork {run_id} {where}",
+                             partial(run_actions.fork, app, run_id, position, item.name if item else None)))
+        return commands
+
+    async def discover(self) -> Hits:
+        for text, callback in self._commands():
+            yield DiscoveryHit(text, callback, help=HELP)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, callback in self._commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help="the same action as the CLI's")
+                yield Hit(score, matcher.highlight(text), callback, help=HELP)

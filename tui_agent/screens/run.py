@@ -12,9 +12,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Label, OptionList, ProgressBar, Static, Tab, Tabs
+from textual.widgets import Label, OptionList, ProgressBar, Static, Tab, Tabs
 
-from .. import operate
 from ..errors import UserError
 from ..messages import DataChanged
 from ..report import run_report
@@ -22,13 +21,13 @@ from ..runtime.clock import now
 from ..store.effects import effects_for
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
+from ..widgets.footer import KeysFooter
 from ..widgets.gauges import BudgetGauges
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
 from ..widgets.status import badge
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
-from .modals import ConfirmModal
 from .situation import situation
 
 LOWER = [("budget", "Budget"), ("events", "Events"), ("ledger", "Effects"), ("checkpoint", "Checkpoint")]
@@ -46,10 +45,11 @@ class RunScreen(Screen):
         Binding("b", "budget", "Budget"),
         Binding("v", "toggle_json", "JSON"),
         Binding("x", "cancel", "Cancel"),
-        Binding("t", "next_pane", "Next lower pane (small terminals)", show=False),
+        Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
+    FOOTER = ("escape", "t", "r", "p", "x", "f", "b")   # what a narrow footer keeps longest (widgets/footer.py)
 
     def __init__(self, run_id: str) -> None:
         super().__init__()
@@ -87,7 +87,7 @@ class RunScreen(Screen):
                             with Vertical(id=f"{key}-pane", classes="pane lower-pane") as pane:
                                 pane.border_title = title
                                 yield widget
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self._arrange(self.app.size.width, self.app.size.height)
@@ -279,17 +279,4 @@ class RunScreen(Screen):
         if item is None:
             self.notify("select a position in the timeline first", severity="warning")
             return
-        position, run_id = item.position, self.run_id
-        kept = f"positions 0-{position - 1}" if position else "nothing"
-        question = (f"A new run keeps {kept} of {run_id}'s journal and runs #{position} {item.name} and "
-                    "everything after it anew. Effects already confirmed are not repeated.")
-
-        def confirmed(yes: bool | None) -> None:
-            if not yes:
-                return
-            new_id = self.app.act(operate.fork, self.app.store, run_id, position,
-                                  done=lambda new: f"{run_id} forked at #{position} into {new}; queued")
-            if new_id:
-                self.app.push_screen(RunScreen(new_id))
-
-        self.app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question), confirmed)
+        run_actions.fork(self.app, self.run_id, item.position, item.name)

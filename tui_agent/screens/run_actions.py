@@ -9,7 +9,7 @@ from .. import operate
 from ..report import run_report
 from ..store.approvals import pending as pending_approval
 from ..store.effects import effects_for
-from ..store.runs import get_run
+from ..store.runs import get_run, recorded_positions
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def cancel(app: TuiAgentApp, run_id: str) -> None:
         if yes:
             app.act(operate.cancel_run, app.store, run_id, done=f"{run_id} cancelled")
 
-    app.push_screen(ConfirmModal(f"Cancel {run_id}?", "The run ends for good; its journal stays readable."),
-                    confirmed)
+    app.push_screen(ConfirmModal(f"Cancel {run_id}?", "The run ends for good; its journal stays readable.",
+                                 "Cancel the run", "Keep it"), confirmed)
 
 
 def approve(app: TuiAgentApp, run_id: str) -> None:
@@ -121,6 +121,41 @@ WHY_NOT = {resume: lambda app, run: operate.why_not_resume(run), park: lambda ap
            cancel: lambda app, run: operate.why_not_cancel(run), approve: _why_not_approve,
            reconcile: _why_not_reconcile,
            raise_budget: lambda app, run: operate.why_not_resume(run)}
+
+
+def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:
+    """The position a fork starts from (None: where the run stopped, after every entry it recorded) and
+    operate.py's rule for it."""
+    recorded = recorded_positions(app.reader.conn, run["id"], run["generation"])
+    position = recorded if position is None else position
+    return position, operate.why_not_fork(recorded, position)
+
+
+def fork(app: TuiAgentApp, run_id: str, position: int | None = None, name: str | None = None) -> None:
+    """A new run keeping the journal before `position`, which runs anew (None: all the run recorded, so the
+    new run goes on from where this one stopped); asks first, then opens the new run."""
+    run = get_run(app.reader, run_id)
+    position, why = why_not_fork(app, run, position)
+    if why:
+        app.notify(f"{run_id}: {why}", severity="warning")
+        return
+    kept = f"positions 0-{position - 1}" if position else "nothing"
+    goes_on = f"runs #{position} {name} and everything after it anew" if name else \
+        f"goes on from #{position}, where {run_id} stopped"
+    question = f"A new run keeps {kept} of {run_id}'s journal and {goes_on}. Effects already confirmed are " \
+               "not repeated."
+
+    def confirmed(yes: bool | None) -> None:
+        if not yes:
+            return
+        new_id = app.act(operate.fork, app.store, run_id, position,
+                         done=lambda new: f"{run_id} forked at #{position} into {new}; queued")
+        if new_id:
+            from .run import RunScreen
+
+            app.push_screen(RunScreen(new_id))
+
+    app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"), confirmed)
 
 
 def new_run(app: TuiAgentApp) -> None:

@@ -3,7 +3,11 @@ the selected run is waiting for and which key acts on it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
@@ -11,15 +15,33 @@ from textual.widgets import DataTable, Input, Static
 from ..report import busiest_budget
 from ..runtime.clock import now
 from ..store.runs import counts, runs_page
-from ..store.workers import workers_listing
-from ..widgets.status import badge
+from ..widgets.status import STATUSES, badge
 from . import run_actions
-from .situation import situation
+from .situation import situation_over_time, workers_alive
 from .table import TableScreen
 
 PAGE = 200
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
            ("WORKER", "worker"), ("BUDGET", "budget"), ("AGE", "age")]
+NARROW_DROPS = ("worker", "att")   # left out while the table is too wide, in this order (a running run's strip
+                                   # names both); BUDGET and AGE stay
+AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
+
+
+def _width(cell: Text | str) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+
+
+def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
+    """The columns that fit `width` (cells padded by one on each side, room kept for the scrollbar),
+    leaving out NARROW_DROPS in order while they do not."""
+    needed = {key: max([cell_len(label), *(_width(row[key]) for row in cells)]) + 2 for label, key in COLUMNS}
+    columns = list(COLUMNS)
+    for dropped in NARROW_DROPS:
+        if sum(needed[key] for _, key in columns) <= width - 2:
+            break
+        columns = [(label, key) for label, key in columns if key != dropped]
+    return columns
 
 
 def age(seconds: float) -> str:
@@ -58,6 +80,9 @@ class RunsScreen(TableScreen):
         Binding("s", "schedules", "Schedules"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
+    # What a narrow footer keeps longest: the ways to start and to find things; the strip names the key
+    # that acts on the selected run, so the run actions are the first to go.
+    FOOTER = ("slash", "n", "w", "s", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
         super().__init__()
@@ -66,7 +91,9 @@ class RunsScreen(TableScreen):
         self.needs_first = True
         self.loaded_rows = PAGE
         self._rows: list[dict] = []
-        self._shown: dict[str, list] = {}     # the cells on screen, so a refresh updates only what changed
+        self._shown: dict[str, dict] = {}     # the cells of each run, so a refresh updates only what changed
+        self._columns = list(COLUMNS)         # the columns on screen: a narrow one leaves some out
+        self._strip: Callable[[float], str] = lambda at: ""   # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
         yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
@@ -75,6 +102,7 @@ class RunsScreen(TableScreen):
     def on_mount(self) -> None:
         self.reload()
         self.query_one(DataTable).focus()
+        self.set_interval(AGE_TICK_S, self.tick)
 
     # -- data -----------------------------------------------------------------------------------
 
@@ -88,52 +116,97 @@ class RunsScreen(TableScreen):
 
     def reload(self) -> None:
         """Re-read the loaded pages and repaint what changed, keeping the cursor on the same run: when the
-        same runs are shown in the same order only changed cells are updated, else the table is rebuilt."""
+        same runs are shown in the same order in the same columns only changed cells are updated (their
+        columns' widths following), else the table is rebuilt."""
         table = self.query_one(DataTable)
         selected = self.selected_id()
         rows = self._fetch()
         at = now()
         cells = {row["id"]: self._cells(row, at) for row in rows}
+        columns = fitting(list(cells.values()), self.size.width or self.app.size.width)
         with self.app.batch_update():
-            if [r["id"] for r in rows] == [r["id"] for r in self._rows]:
+            if [r["id"] for r in rows] == [r["id"] for r in self._rows] and columns == self._columns:
                 for run_id, new in cells.items():
-                    for (_, column), old_cell, new_cell in zip(COLUMNS, self._shown[run_id], new):
-                        if old_cell != new_cell:
-                            table.update_cell(run_id, column, new_cell)
+                    old = self._shown[run_id]
+                    for _, key in columns:
+                        if old[key] != new[key]:
+                            table.update_cell(run_id, key, new[key], update_width=True)
             else:
-                table.clear()
+                table.clear(columns=columns != self._columns)
+                if columns != self._columns:
+                    for label, key in columns:
+                        table.add_column(label, key=key)
                 for run_id, new in cells.items():
-                    table.add_row(*new, key=run_id)
+                    table.add_row(*(new[key] for _, key in columns), key=run_id)
                 if selected and selected in cells:
                     table.move_cursor(row=table.get_row_index(selected), animate=False)
-        self._rows, self._shown = rows, cells
+        self._rows, self._shown, self._columns = rows, cells, columns
         self._summarize()
         self._explain()
 
-    def _cells(self, row: dict, at: float) -> list:
+    def tick(self) -> None:
+        """The ages and the strip's relative times, advanced from what is held: no database read."""
+        if self.app.screen is not self:     # covered: it reloads when it is shown again
+            return
+        table = self.query_one(DataTable)
+        at = now()
+        with self.app.batch_update():
+            for row in self._rows:
+                cells, shown = self._shown[row["id"]], age(at - row["created_at"])
+                if cells["age"] != shown:
+                    cells["age"] = shown
+                    table.update_cell(row["id"], "age", shown, update_width=True)
+            self._say(at)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if fitting(list(self._shown.values()), event.size.width) != self._columns:
+            self.reload()
+
+    def _cells(self, row: dict, at: float) -> dict:
         step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
         busiest = busiest_budget(row)
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style="bold red" if busiest[1] >= 1 else "#ffb000" if busiest[1] >= 0.7 else "") \
             if busiest else Text("–", style="dim")
-        return [row["id"], row["agent"], badge(row["status"], row["reason"]), step, str(row["attempt"]),
-                row["worker"] or "–", budget, age(at - row["created_at"])]
+        return dict(zip((key for _, key in COLUMNS), (
+            row["id"], row["agent"], badge(row["status"], row["reason"]), step, str(row["attempt"]),
+            row["worker"] or "–", budget, age(at - row["created_at"]))))
+
+    def _filter_text(self) -> str:
+        return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))
 
     def _summarize(self) -> None:
         figures = counts(self.app.reader)
-        alive = [w for w in workers_listing(self.app.reader)
-                 if w["stopped_at"] is None and now() - w["heartbeat_at"] < w["lease_s"]]
+        alive = workers_alive(self.app.reader)
         shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
             self.status_filter or self.text_filter) else ""
         self.query_one("#summary", Static).update(
-            f"{self.app.db_path.name} · workers {len(alive)} {'●' if alive else '○'} · queued {figures['queued']} · "
+            f"{self.app.db_path.name} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
             f"running {figures['running']} · needs you {figures['needs_you']}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
 
     def _explain(self) -> None:
+        """The strip for the selected run, read once; without one, why the table is empty."""
         run_id = self.selected_id()
-        text = situation(self.app.reader, run_id) if run_id else "No runs yet: press n to start one."
-        self.query_one("#situation", Static).update(text)
+        if run_id:
+            self._strip = situation_over_time(self.app.reader, run_id)
+        else:
+            empty = self._nothing_shown()
+            self._strip = lambda at: empty
+        self._say(now())
+
+    def _nothing_shown(self) -> str:
+        if not (self.status_filter or self.text_filter):
+            return "No runs yet: press n to start one."
+        unknown = f": {self.status_filter} is not a status (statuses are: {', '.join(STATUSES)})" if (
+            self.status_filter and self.status_filter not in STATUSES) else ""
+        return f'no run matches "{self._filter_text()}"{unknown}; escape clears the filter'
+
+    def _say(self, at: float) -> None:
+        strip = self.query_one("#situation", Static)
+        text = self._strip(at)
+        if text != strip.content:
+            strip.update(text)
 
     def selected_id(self) -> str | None:
         return self.selected_key()

@@ -1,21 +1,29 @@
 """Schedules: each schedule with its cron, next fire (in the schedule's own zone), missed and overlap
-policy and whether it is enabled; enable, disable and fire now act through operate.py."""
+policy and whether it is enabled; enter opens one (its next fires, runs and events); enable, disable
+and fire now (asked first) act through operate.py."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import islice
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Label, Static
 
 from .. import operate
+from ..messages import DataChanged
 from ..runtime.clock import now
+from ..runtime.schedule import fires
 from ..store import schedules as schedules_table
 from ..store.runs import RunNotFound, get_run
 from ..store.workers import workers_listing
 from ..widgets.status import badge, mark_of, style_of
+from .modals import ConfirmModal
 from .table import TableScreen
 
 # The columns a person scans first come first: at 80 columns the rest scroll, and the strip under the
@@ -60,10 +68,10 @@ class SchedulesScreen(TableScreen):
     TABLE_ID = "schedules"
     STRIP_ID = "schedule-strip"
     BINDINGS = [
+        Binding("enter", "open", "Open"),
         Binding("e", "enable", "Enable"),
         Binding("d", "disable", "Disable"),
         Binding("F", "fire", "Fire now", key_display="F"),
-        Binding("enter", "fire", "Fire now", show=False),
         Binding("escape", "app.pop_screen", "Back"),
     ]
 
@@ -168,7 +176,8 @@ class SchedulesScreen(TableScreen):
             if row["pending_fire_at"]:
                 text.append(f" · the fire at {when(row['pending_fire_at'], row['tz'], at)} waits for it")
             text.append(" · ")
-        text.append("F fires it now · " + ("d disables" if row["enabled"] else "e enables") + "\n")
+        text.append("enter shows its fires, runs and events · F fires it now · "
+                    + ("d disables" if row["enabled"] else "e enables") + "\n")
         text.append(f"missed={row['missed']}: {MISSED_MEANS.get(row['missed'], '?')} · "
                     f"overlap={row['overlap']}: {OVERLAP_MEANS.get(row['overlap'], '?')}", style="dim")
         self._set_strip(strip, text)
@@ -188,7 +197,7 @@ class SchedulesScreen(TableScreen):
         self._explain()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_fire()
+        self.action_open()
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -226,18 +235,104 @@ class SchedulesScreen(TableScreen):
     def action_disable(self) -> None:
         self._switch(False)
 
+    def action_open(self) -> None:
+        row = self._with_schedule()
+        if row is not None:
+            self.app.push_screen(ScheduleDetail(row["name"]), lambda fire: self.action_fire() if fire else None)
+
     def action_fire(self) -> None:
+        """Fire the selected schedule now, once the person confirms; the toast says what the fire did."""
         row = self._with_schedule()
         if row is None:
             return
         name = row["name"]
 
-        def done(started: list[str]) -> str:
-            if started:
-                return f"{name} fired: {', '.join(started)} queued; a worker will pick it up"
-            last = self._run(row["last_run_id"])
-            why = f": previous run {last['id']} is {last['status']}" if last else ""
-            verb = "waits" if row["overlap"] == "wait" else "skipped"
-            return f"{name}: held back by the overlap policy (overlap={row['overlap']}, the fire {verb}){why}"
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.app.act(operate.schedule_fire, self.app.store, self.app.registry, name,
+                             done=lambda fired: str(fired) + ("; a worker will pick it up" if fired.started else ""))
 
-        self.app.act(operate.schedule_fire, self.app.store, self.app.registry, name, done=done)
+        question = (f"Start a run of {row['agent']} now? overlap={row['overlap']}: "
+                    f"{OVERLAP_MEANS.get(row['overlap'], '?')}.")
+        self.app.push_screen(ConfirmModal(f"Fire {name} now?", question, "Fire it now", "Don't fire"), confirmed)
+
+
+class ScheduleDetail(ModalScreen):
+    """One schedule: its next fires in its own zone, the runs its fires started and its events.
+    escape closes; F closes and fires it (asking first)."""
+
+    BINDINGS = [Binding("escape", "close", "Close"), Binding("F", "fire", "Fire now", key_display="F"),
+                Binding("down,j", "scroll_body(1)", "Scroll down", show=False),
+                Binding("up,k", "scroll_body(-1)", "Scroll up", show=False)]
+    FIRES = 5
+    AUTO_FOCUS = "#close"
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.schedule_name = name
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog wide", id="schedule-detail"):
+            yield Label(f"Schedule {self.schedule_name}", classes="title")
+            with VerticalScroll(id="schedule-detail-body"):
+                yield Static(id="schedule-detail-text")
+            with Horizontal(classes="buttons"):
+                yield Button("Fire now…", id="fire")
+                yield Button("Close", variant="primary", id="close")
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def on_data_changed(self, message: DataChanged) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        reader = self.app.reader
+        row = next((r for r in schedules_table.listing(reader) if r["name"] == self.schedule_name), None)
+        self.query_one("#schedule-detail-text", Static).update(
+            self.describe(row, schedules_table.recent_runs(reader, self.schedule_name),
+                          schedules_table.schedule_events(reader, self.schedule_name), now())
+            if row is not None else Text(f"{self.schedule_name} was removed", style="dim"))
+
+    def describe(self, row: dict, runs: list[dict], events: list[dict], at: float) -> Text:
+        tz = row["tz"]
+        text = Text(f"{row['agent']} {row['input']} · cron {row['cron']} · {tz}\n")
+        text.append(f"missed={row['missed']}: {MISSED_MEANS.get(row['missed'], '?')}\n"
+                    f"overlap={row['overlap']}: {OVERLAP_MEANS.get(row['overlap'], '?')}\n", style="dim")
+        text.append(f"\nNext fires ({tz})\n", style="bold")
+        if not row["enabled"]:
+            text.append("  disabled: it does not fire (e enables it)\n", style="bold #8a8a8a")
+        else:
+            if row["next_fire_at"] and row["next_fire_at"] < at:
+                text.append(f"  due since {when(row['next_fire_at'], tz, at)}: fires once a worker runs\n",
+                            style="#ffb000")
+            for fire in islice(fires(row["cron"], tz, at, float("inf")), self.FIRES):
+                text.append(f"  {in_zone(fire, tz).strftime('%a %Y-%m-%d %H:%M %Z')}   in {until(fire - at)}\n")
+        text.append("\nRecent runs\n", style="bold")
+        for run in runs:
+            text.append(f"  {run['id']}  ")
+            text.append_text(badge(run["status"], run["reason"]))
+            text.append(f"  started {when(run['created_at'], tz, at)}\n", style="dim")
+        if not runs:
+            text.append("  none yet\n", style="dim")
+        text.append("\nEvents, newest first\n", style="bold")
+        for event in events:
+            text.append(f"  {when(event['at'], tz, at)}  ", style="dim")
+            text.append(f"{event['message']}\n", style="#ffb000" if event["kind"] == "needs_person" else "")
+        if not events:
+            text.append("  none yet\n", style="dim")
+        text.rstrip()
+        return text
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "fire")
+
+    def action_scroll_body(self, lines: int) -> None:
+        """On a small terminal the detail scrolls while the focus stays on Close."""
+        self.query_one("#schedule-detail-body").scroll_relative(y=lines, animate=False)
+
+    def action_close(self) -> None:
+        self.dismiss(False)
+
+    def action_fire(self) -> None:
+        self.dismiss(True)

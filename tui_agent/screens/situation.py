@@ -4,21 +4,44 @@ table, computed from the run's own rows, never a canned text per status."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
+from ..report import budget_stop
 from ..runtime.clock import iso, now
+from ..runtime.liveness import worker_state
 from ..store import Store
 from ..store.approvals import pending as pending_approval
 from ..store.effects import effects_for
 from ..store.journal import checkpoint_for
 from ..store.runs import events_for, get_run
+from ..store.workers import workers_listing
+
+NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
 
-def _ago(at: float) -> str:
-    minutes = max(0, int((now() - at) // 60))
+def _ago(then: float, at: float) -> str:
+    minutes = max(0, int((at - then) // 60))
     return f"{minutes // 60}h {minutes % 60:02d}m ago" if minutes >= 60 else f"{minutes} min ago"
 
 
+def workers_alive(store: Store) -> int:
+    """How many workers are alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
+    at = now()
+    return sum(worker_state(w, at) == "alive" for w in workers_listing(store))
+
+
 def situation(store: Store, run_id: str) -> str:
+    return situation_over_time(store, run_id)(now())
+
+
+def situation_over_time(store: Store, run_id: str) -> Callable[[float], str]:
+    """The strip read once: call it with an instant to say it then, so its relative times ("3 min ago")
+    advance on a timer without reading the database again."""
+    said = _said(store, run_id)
+    return said if callable(said) else lambda at: said
+
+
+def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     run = get_run(store, run_id)
     status, reason = run["status"], run["reason"]
     head = f"{run_id} · {run['agent']}"
@@ -40,6 +63,9 @@ def situation(store: Store, run_id: str) -> str:
         return f"{head} · asks: {question['question'] if question else '?'}\na approves or denies"
     if reason and reason.startswith("budget:"):
         dimension = reason.removeprefix("budget:")
+        stop = budget_stop(store, run_id, raise_with="b")
+        if stop:
+            return f"{head} · stopped by its {dimension} budget\n{stop}"
         limit = json.loads(run["budget"] or "{}").get(dimension)
         used = checkpoint_for(store, run_id).get(f"used_{dimension}")
         return (f"{head} · stopped by its {dimension} budget ({used:g} of {limit})\n"
@@ -58,8 +84,9 @@ def situation(store: Store, run_id: str) -> str:
         return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
                f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
     if status == "queued":
-        return f"{head} · queued ({reason}) {_ago(run['created_at'])}; a worker will claim it"
+        claims = "; a worker will claim it" if workers_alive(store) else f"\n{NO_WORKER}"
+        return lambda at: f"{head} · queued ({reason}) {_ago(run['created_at'], at)}{claims}"
     if status == "failed":
         return f"{head} · failed ({reason}): {run['error'] or ''}"
-    return f"{head} · {status}" + (f" ({reason})" if reason else "") + \
-        (f" {_ago(run['finished_at'])}" if run["finished_at"] else "")
+    ended = f"{head} · {status}" + (f" ({reason})" if reason else "")
+    return (lambda at: f"{ended} {_ago(run['finished_at'], at)}") if run["finished_at"] else ended

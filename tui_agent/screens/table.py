@@ -6,9 +6,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from ..messages import DataChanged
+from ..widgets.footer import KeysFooter
 
 
 class TableScreen(Screen):
@@ -28,7 +29,7 @@ class TableScreen(Screen):
             table.add_column(label, key=key)
         yield table
         yield Static(id=self.STRIP_ID, classes="situation")
-        yield Footer()
+        yield KeysFooter()
 
     def above_table(self) -> ComposeResult:
         yield from ()

@@ -257,4 +257,5 @@ class WorkersScreen(TableScreen):
                                   "runs out")
 
         self.app.push_screen(ConfirmModal(f"Kill {name}?", f"Kill {name} with SIGKILL? Its runs are taken over "
-                                                           "when the lease runs out"), confirmed)
+                                                           "when the lease runs out",
+                                          "Kill it (SIGKILL)", "Keep it running"), confirmed)

@@ -204,17 +204,18 @@ def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, l
 
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
                result: str | None = None, result_artifact: str | None = None, error: str | None = None,
-               wake_at: float | None = None, wall_s: float = 0.0) -> None:
+               wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None) -> None:
     """The worker's last write for a run: its new status and reason, fenced, with an event, and the
-    running time since the last entry (budgets count time running, not waiting)."""
+    running time since the last entry (budgets count time running, not waiting); `traceback` is the
+    failed agent code's frames (JSON)."""
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, now, None)
         conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
         conn.execute(
-            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, worker = NULL,"
-            " lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
-            (status, reason, result, result_artifact, error, wake_at, now if status in TERMINAL else None,
-             claim.run_id),
+            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
+            " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
+            (status, reason, result, result_artifact, error, traceback, wake_at,
+             now if status in TERMINAL else None, claim.run_id),
         )
         add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
 
@@ -282,7 +283,8 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
     """Inside a write: queue the run from position 0 in a new journal generation; the old one stays readable."""
     _transition(conn, run_id, expected,
                 f"generation = generation + 1, status = 'queued', reason = 'resumed', {_LET_GO}, result = NULL,"
-                " result_artifact = NULL, error = NULL, finished_at = NULL, updated_at = ?", (now,))
+                " result_artifact = NULL, error = NULL, traceback = NULL, finished_at = NULL, updated_at = ?",
+                (now,))
     generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"

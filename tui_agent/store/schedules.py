@@ -48,3 +48,16 @@ def due_names(store: Store, now: float) -> list[str]:
 def run_status(conn: sqlite3.Connection, run_id: str | None) -> tuple[str, str | None] | None:
     row = conn.execute("SELECT status, reason FROM runs WHERE id = ?", (run_id,)).fetchone() if run_id else None
     return None if row is None else (row[0], row[1])
+
+
+def recent_runs(store: Store, name: str, limit: int = 8) -> list[dict]:
+    """The runs the schedule's latest fires started, newest first (found through its `fired` events)."""
+    return list(store.db.query(
+        "SELECT r.id, r.status, r.reason, r.created_at, r.finished_at FROM events e JOIN runs r ON r.id = e.run_id"
+        " WHERE e.schedule = ? AND e.kind = 'fired' ORDER BY e.id DESC LIMIT ?", (name, limit)))
+
+
+def schedule_events(store: Store, name: str, limit: int = 20) -> list[dict]:
+    """The schedule's own events (fired, missed, held back by its overlap policy), newest first."""
+    return list(store.db.query("SELECT at, kind, message, run_id FROM events WHERE schedule = ? ORDER BY id DESC"
+                               " LIMIT ?", (name, limit)))

@@ -225,7 +225,12 @@ def _v2(db: sqlite_utils.Database) -> None:
         ) WITHOUT ROWID""")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+def _v3(db: sqlite_utils.Database) -> None:
+    """Where a failed agent's code raised, not only what: its frames (JSON, innermost last)."""
+    db["runs"].add_column("traceback", str)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

@@ -12,12 +12,14 @@ from .db import Store, one_row
 from .events import add_event
 
 _PROC = Path("/proc")
+STOPPED_KEPT_S = 86400.0  # a worker that said goodbye is listed for a day, then its row goes
 
 
 def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float) -> None:
     """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker."""
+    for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one."""
     with store.write() as conn:
+        conn.execute("DELETE FROM workers WHERE stopped_at < ?", (now - STOPPED_KEPT_S,))
         conn.execute("INSERT OR REPLACE INTO workers (name, pid, host, concurrency, lease_s, started_at,"
                      " heartbeat_at, stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
                      (name, pid, host, concurrency, lease_s, now, now, process_start(pid)))

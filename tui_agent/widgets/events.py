@@ -49,6 +49,11 @@ class EventsLog(VerticalScroll):
         if follow:
             self.call_after_refresh(self.scroll_end, animate=False)
 
+    def on_show(self) -> None:
+        """It opens at the newest event: a pane hidden behind a tab (small terminals) got its events
+        while it could not scroll, and would otherwise open at the oldest."""
+        self.call_after_refresh(self.scroll_end, animate=False)
+
     @property
     def plain(self) -> str:
         return self.text.plain

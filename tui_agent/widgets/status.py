@@ -7,6 +7,9 @@ from rich.text import Text
 from ..report import needs_person
 
 NEEDS_YOU = "bold #ffb000"
+MARKS = {"queued": "○", "running": "●", "waiting": "◔", "parked": "■", "succeeded": "✓", "failed": "✗",
+         "cancelled": "–"}
+STATUSES = tuple(MARKS)     # every status a run can have, in the order a run goes through them
 
 
 def style_of(status: str, reason: str | None) -> str:
@@ -19,8 +22,7 @@ def style_of(status: str, reason: str | None) -> str:
 def mark_of(status: str, reason: str | None) -> str:
     if needs_person(status, reason) and status == "waiting":
         return "◐"
-    return {"queued": "○", "running": "●", "waiting": "◔", "parked": "■", "succeeded": "✓", "failed": "✗",
-            "cancelled": "–"}.get(status, "?")
+    return MARKS.get(status, "?")
 
 
 def label_of(status: str, reason: str | None) -> str:
