@@ -24,6 +24,13 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 
+@pytest.fixture(autouse=True)
+def no_anthropic_key(monkeypatch):
+    """No test may spend a key: the Anthropic key and endpoint are unset unless a test sets its own."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "runs.db"

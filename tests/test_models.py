@@ -201,7 +201,7 @@ def test_file_script_wins_over_the_agents_script(tmp_path):
         ask(provider, call_index=1)
 
 
-@pytest.mark.parametrize("spec", ["anthropic", "scripted:", "", "Scripted", "openai:gpt"])
+@pytest.mark.parametrize("spec", ["anthropic:", "scripted:", "", "Scripted", "openai:gpt"])
 def test_unknown_spec_is_a_user_error_naming_the_specs(spec):
     with pytest.raises(UserError) as e:
         provider_for(spec)

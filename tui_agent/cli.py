@@ -198,7 +198,8 @@ budget_option = click.option("--budget", "budget_specs", multiple=True, metavar=
                              help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable).")
 note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
 model_option = click.option("--model", default="scripted", show_default=True, metavar="SPEC",
-                            help="The model provider: scripted (offline, built-in script) or scripted:FILE.")
+                            help="The model provider: scripted (offline, built-in script), scripted:FILE, "
+                                 "anthropic (Claude; needs ANTHROPIC_API_KEY) or anthropic:MODEL_ID.")
 
 
 @cli.command()

@@ -1,12 +1,19 @@
 """Error classes shared across layers: what a user did wrong, and what a failure means to the runtime."""
 
+from __future__ import annotations
+
 
 class UserError(Exception):
     """A mistake a user can fix; the CLI prints the message as one line and exits 2."""
 
 
 class TemporaryError(Exception):
-    """Trying again later may work (a timeout, a rate limit): the retry policy applies."""
+    """Trying again later may work (a timeout, a rate limit): the retry policy applies. `retry_after_s`
+    is the wait the service asked for, used instead of the policy's back-off."""
+
+    def __init__(self, *args, retry_after_s: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after_s = retry_after_s
 
 
 class PermanentError(Exception):

@@ -1,4 +1,5 @@
-"""Model providers (scripted now, the real SDK later) and the price table that turns usage into cost."""
+"""Model providers (the offline scripted one, and Claude through the anthropic SDK) and the price table
+that turns usage into cost."""
 
 from .pricing import PRICES_DATE, PRICES_SOURCE, cost_usd
 from .provider import Provider, provider_for

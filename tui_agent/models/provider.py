@@ -10,9 +10,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import UserError
+from .anthropic import AnthropicProvider
 from .scripted import ScriptedProvider, file_script
 
-SPECS = "'scripted' (a built-in script or a generic reply) or 'scripted:PATH' (a JSON list of replies)"
+SPECS = ("'scripted' (a built-in script or a generic reply), 'scripted:PATH' (a JSON list of replies), "
+         "'anthropic' (Claude, with ANTHROPIC_API_KEY) or 'anthropic:MODEL_ID'")
 
 
 class Provider(Protocol):
@@ -32,4 +34,6 @@ def provider_for(spec: str, script: Callable | None = None) -> Provider:
     kind, _, path = spec.partition(":")
     if kind == "scripted" and path:
         return ScriptedProvider(file_script(path), name=spec)
-    raise UserError(f"unknown model provider {spec!r}: use {SPECS}; the Anthropic provider comes later")
+    if spec == "anthropic" or kind == "anthropic" and path:
+        return AnthropicProvider(path or None, name=spec)
+    raise UserError(f"unknown model provider {spec!r}: use {SPECS}")

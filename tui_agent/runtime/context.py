@@ -154,7 +154,8 @@ class Context:
                 attempts += 1
                 if not is_temporary(e) or attempts >= self._retry.attempts:
                     raise StepFailed(position, name, e, attempts) from e
-                delay = backoff_s(self._retry, attempts)
+                asked = getattr(e, "retry_after_s", None)  # the service's own retry-after wins over our back-off
+                delay = asked if asked is not None else backoff_s(self._retry, attempts)
                 at = now()
                 with self.write(at) as conn:
                     record_failed_attempt(conn, self.run_id, attempts, at)
@@ -233,6 +234,9 @@ class Context:
         self._model_calls += 1
         if recorded:
             return value
+        missing = getattr(self.provider, "missing", lambda: None)()
+        if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
+            raise Suspend("parked", "environment", f"{missing} for worker {self.worker}; set it and resume")
         reply, attempts, started_at, duration = self._attempt(position, name, lambda: self.provider.create(
             model=model, messages=messages, max_tokens=max_tokens, system=system, tools=tools, call_index=call_index))
         usage = reply.get("usage") or {}
@@ -251,7 +255,7 @@ class Context:
         if self._position < len(self._entries) or not any(budget.limits[d] is not None for d in _MODEL_DIMENSIONS):
             return {}
         tokens = estimate_prompt_tokens(system, messages)
-        model_id = model or getattr(self.provider, "model", "")
+        model_id = getattr(self.provider, "pinned", None) or model or getattr(self.provider, "model", "")
         cost = cost_usd(model_id, {"input_tokens": tokens, "output_tokens": max_tokens})
         if cost is None and budget.limits["cost_usd"] is not None:
             budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")

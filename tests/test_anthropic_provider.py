@@ -1,0 +1,287 @@
+"""The Anthropic provider: the real SDK against a fake Messages API on 127.0.0.1 (never the real API).
+
+The fake plays scripted responses in order and records every request, so a test can count what was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import anthropic
+import pytest
+from helpers import registry_of, work
+
+from tui_agent import Agent, RetryPolicy
+from tui_agent.errors import PermanentError, TemporaryError, UserError
+from tui_agent.models import provider_for
+from tui_agent.models.anthropic import DEFAULT_MODEL, AnthropicProvider
+from tui_agent.models.pricing import price_for
+from tui_agent.operate import approve, resume, start
+from tui_agent.runtime.retry import is_temporary
+from tui_agent.store.journal import journal_for
+from tui_agent.store.runs import events_for, get_run
+
+DUMMY_KEY = "sk-ant-test-dummy-0123456789-never-real"
+USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 1000,
+         "cache_read_input_tokens": 2000}
+
+
+def message(text: str = "Hello from the fake", model: str = DEFAULT_MODEL) -> dict:
+    return {"id": "msg_fake01", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": USAGE}
+
+
+def error_body(status: int, code: str | None = None) -> dict:
+    details = {"details": {"error_code": code}} if code else {}
+    return {"type": "error", "error": {"type": "api_error", "message": f"status {status}", **details}}
+
+
+class FakeMessages:
+    """A Messages API that answers from `script` (one response per request) and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.script: list[dict] = []
+        self.requests: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                fake.requests.append({"path": self.path, "headers": headers, "body": json.loads(body)})
+                answer = fake.script.pop(0) if fake.script else {"status": 500, "body": error_body(500)}
+                payload = answer["body"] if isinstance(answer["body"], bytes) else json.dumps(answer["body"]).encode()
+                self.send_response(answer.get("status", 200))
+                for name, value in {"content-type": "application/json", "request-id": "req_fake01",
+                                    **answer.get("headers", {})}.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                try:
+                    if answer.get("trickle_s"):
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(answer["trickle_s"])
+                    else:
+                        self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.block_on_close = False
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def play(self, *answers: dict) -> None:
+        self.script.extend(answers)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    server = FakeMessages()
+    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+    assert len(server.requests) <= 10  # bounded: no test loops on the fake
+
+
+def ask(provider=None, **kwargs):
+    return (provider or AnthropicProvider()).create(
+        model=None, messages=[{"role": "user", "content": "hi"}], max_tokens=64, **kwargs)
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+SPEND = [pytest.param(429, "enforced_spend_limit_reached", PermanentError, id="429-spend-limit")] if hasattr(
+    anthropic, "EnforcedSpendLimitReachedError") else []
+
+
+@pytest.mark.parametrize("status, code, expected", [
+    *[(s, None, PermanentError) for s in (400, 401, 403, 404, 413)],
+    *[(s, None, TemporaryError) for s in (408, 409, 429, 500, 502, 503, 504, 529)],
+    *SPEND,
+])
+def test_each_status_maps_to_its_error_class(fake, status, code, expected):
+    fake.play({"status": status, "body": error_body(status, code)})
+    with pytest.raises((TemporaryError, PermanentError)) as raised:
+        ask()
+    assert type(raised.value) is expected
+    assert is_temporary(raised.value) is (expected is TemporaryError)
+    assert len(fake.requests) == 1  # the SDK never retries by itself
+
+
+@pytest.mark.parametrize("status, header, expected", [
+    (400, "true", TemporaryError), (503, "false", PermanentError), (429, "false", PermanentError)])
+def test_x_should_retry_overrides_the_status(fake, status, header, expected):
+    fake.play({"status": status, "body": error_body(status), "headers": {"x-should-retry": header}})
+    with pytest.raises((TemporaryError, PermanentError)) as raised:
+        ask()
+    assert type(raised.value) is expected
+
+
+@pytest.mark.parametrize("headers, seconds", [({"retry-after": "7"}, 7.0), ({"retry-after-ms": "1500"}, 1.5),
+                                              ({}, None)])
+def test_retry_after_is_carried_on_the_error(fake, headers, seconds):
+    fake.play({"status": 429, "body": error_body(429), "headers": headers})
+    with pytest.raises(TemporaryError) as raised:
+        ask()
+    assert raised.value.retry_after_s == seconds
+
+
+def test_connection_refused_is_temporary(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
+    with pytest.raises(TemporaryError):
+        ask()
+
+
+def test_a_slow_trickle_hits_our_deadline(fake):
+    fake.play({"body": message(), "trickle_s": 0.05})  # about 15 s for the whole body; each read is quick
+    t0 = time.monotonic()
+    with pytest.raises(TemporaryError, match="within 1s"):
+        ask(AnthropicProvider(deadline_s=1.0, read_timeout_s=5.0))
+    assert time.monotonic() - t0 < 4
+
+
+@pytest.mark.parametrize("body, kind", [
+    (b"plain text, not JSON", "text/plain"), (b"plain text, not JSON", "application/json"),
+    ({"hello": "world"}, "application/json"), ({"type": "message"}, "application/json")])
+def test_a_200_that_is_not_a_message_is_permanent(fake, body, kind):
+    fake.play({"body": body, "headers": {"content-type": kind}})
+    with pytest.raises(PermanentError, match="not a message"):
+        ask()
+
+
+def test_a_reply_is_the_api_json_with_the_request_id(fake):
+    fake.play({"body": message("four")})
+    reply = ask(system="be brief")
+    assert reply["content"] == [{"type": "text", "text": "four"}]
+    assert reply["usage"]["cache_read_input_tokens"] == 2000
+    assert reply["_request_id"] == "req_fake01"
+    sent = fake.requests[0]
+    assert sent["path"] == "/v1/messages"
+    assert sent["body"]["model"] == DEFAULT_MODEL and sent["body"]["system"] == "be brief"
+    assert sent["headers"].get("x-stainless-retry-count") == "0"
+
+
+# -- which provider and model ---------------------------------------------------------------------
+
+def test_specs_name_the_provider_and_the_pinned_model(fake):
+    assert provider_for("anthropic").model == DEFAULT_MODEL
+    assert price_for(DEFAULT_MODEL) is not None and DEFAULT_MODEL.startswith("claude-sonnet-")
+    pinned = provider_for("anthropic:claude-haiku-4-5")
+    fake.play({"body": message(model="claude-haiku-4-5")})
+    pinned.create(model="claude-opus-5", messages=[{"role": "user", "content": "hi"}], max_tokens=8)
+    assert fake.requests[0]["body"]["model"] == "claude-haiku-4-5"
+    with pytest.raises(UserError, match="anthropic:MODEL_ID"):
+        provider_for("claude")
+
+
+def test_the_suite_never_inherits_a_key():
+    import os
+    assert "ANTHROPIC_API_KEY" not in os.environ and "ANTHROPIC_BASE_URL" not in os.environ
+
+
+# -- through the runtime --------------------------------------------------------------------------
+
+def _ask_then_approve(ctx, request):
+    reply = ctx.model("summarize", messages=[{"role": "user", "content": "sum up"}], max_tokens=64)
+    ctx.approval("ok", "send it?")
+    return {"text": reply["content"][0]["text"], "request_id": reply["_request_id"]}
+
+
+ASKER = Agent(name="asker", run=_ask_then_approve)
+
+
+def test_a_reply_is_journaled_with_its_cost_and_replayed_without_a_request(fake, store):
+    registry = registry_of(ASKER)
+    fake.play({"body": message("summed")})
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    first = work(store, registry, run_id, worker="w-one")
+    assert (first.status, first.reason) == ("waiting", "approval")
+    entry = journal_for(store, run_id)[0]
+    assert json.loads(entry["result"])["content"][0]["text"] == "summed"
+    # claude-sonnet-5-5: 100 in x $2, 1000 cache writes x $2.50, 2000 cache reads x $0.20, 20 out x $10
+    assert entry["cost_usd"] == pytest.approx(3300 / 1_000_000)
+    approve(store, run_id, note="yes")
+    second = work(store, registry, run_id, worker="w-two")
+    assert second.status == "succeeded"
+    assert second.result == {"text": "summed", "request_id": "req_fake01"}
+    assert len(fake.requests) == 1  # the replay asked nothing again
+
+
+def test_retry_after_is_the_back_off(fake, store):
+    registry = registry_of(Agent(name="asker", run=_ask_then_approve, retry=RetryPolicy(attempts=3, base_s=50)))
+    fake.play({"status": 429, "body": error_body(429), "headers": {"retry-after-ms": "100"}}, {"body": message()})
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    assert work(store, registry, run_id).status == "waiting"  # not a durable 50 s-scale back-off
+    retries = [e["message"] for e in events_for(store, run_id) if e["kind"] == "retry"]
+    assert len(retries) == 1 and "next in 0.1s" in retries[0]
+    assert len(fake.requests) == 2
+
+
+def test_a_long_retry_after_becomes_a_durable_wait(fake, store):
+    registry = registry_of(ASKER)
+    fake.play({"status": 529, "body": error_body(529), "headers": {"retry-after": "3600"}})
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    outcome = work(store, registry, run_id)
+    assert (outcome.status, outcome.reason) == ("waiting", "retry")
+    assert get_run(store, run_id)["wake_at"] == pytest.approx(time.time() + 3600, abs=60)
+    assert len(fake.requests) == 1
+
+
+def test_no_key_parks_the_run_and_resume_with_a_key_succeeds(fake, store, monkeypatch):
+    registry = registry_of(ASKER)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    parked = work(store, registry, run_id, worker="w-nokey")
+    assert (parked.status, parked.reason) == ("parked", "environment")
+    assert parked.message == "ANTHROPIC_API_KEY is not set for worker w-nokey; set it and resume"
+    assert fake.requests == []
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
+    fake.play({"body": message()})
+    resume(store, run_id)
+    assert work(store, registry, run_id, worker="w-key").status == "waiting"
+    approve(store, run_id)
+    assert work(store, registry, run_id, worker="w-key").status == "succeeded"
+    assert len(fake.requests) == 1
+
+
+def test_the_key_never_lands_on_disk(fake, store, tmp_path):
+    registry = registry_of(Agent(name="asker", run=_ask_then_approve, retry=RetryPolicy(attempts=2, base_s=0.01)))
+    fake.play({"body": message()}, {"status": 500, "body": error_body(500)})
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    work(store, registry, run_id)
+    approve(store, run_id)
+    work(store, registry, run_id)
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic:claude-haiku-4-5")
+    work(store, registry, run_id)  # fails on the 500s: errors and events are written too
+    assert fake.requests[0]["headers"].get("authorization") == f"Bearer {DUMMY_KEY}"  # the key did go out
+    files = [p for p in Path(tmp_path).rglob("*") if p.is_file()]
+    assert any(p.name.startswith("runs.db") for p in files)
+    leaked = [p for p in files if DUMMY_KEY.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_the_pinned_model_is_the_one_reserved_against_a_cost_ceiling(fake, store):
+    def ask_unpriced(ctx, request):
+        return ctx.model("ask", messages=[{"role": "user", "content": "hi"}], max_tokens=8, model="no-such-model")
+
+    registry = registry_of(Agent(name="unpriced", run=ask_unpriced))
+    fake.play({"body": message(model="claude-haiku-4-5")})
+    run_id, _ = start(store, registry, "unpriced", {}, model="anthropic:claude-haiku-4-5", budget={"cost_usd": 1.0})
+    assert work(store, registry, run_id).status == "succeeded"  # priced as the pinned model, not refused
+    assert fake.requests[0]["body"]["model"] == "claude-haiku-4-5"
