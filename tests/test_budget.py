@@ -1,9 +1,12 @@
 """Budgets (ceilings, reservations, soft threshold, actions) and plateaus: the harness decides every ending."""
 
+import json
+
 import pytest
 from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent, Budget, Plateau, operate
+from tui_agent.errors import UserError
 from tui_agent.models import ScriptedProvider
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.store.journal import checkpoint_for, journal_for
@@ -50,6 +53,20 @@ def test_raising_a_ceiling_on_resume_finishes_the_run(store):
     assert outcome.status == "succeeded"
     assert any("budget changed by" in e["message"] and "steps 3 -> 10" in e["message"]
                for e in events_for(store, run_id))
+
+
+def test_a_ceiling_at_or_below_what_is_used_is_refused_and_nothing_changes(store, invoke):
+    registry = _steps_agent(5, Budget(steps=3, on_exhaust="park"))
+    run_id = start_and_work(store, registry, "many", {}).run_id
+    before = get_run(store, run_id)
+    for ceiling in (2, 3):
+        with pytest.raises(UserError, match="steps: already used 3 steps; enter more than that; nothing changed"):
+            operate.resume(store, run_id, budget={"steps": ceiling})
+    done = invoke("resume", run_id, "--budget", "steps=3")      # the CLI says the same, in one line
+    assert done.exit_code == 2 and "already used 3 steps" in done.stderr
+    assert get_run(store, run_id) == before
+    operate.resume(store, run_id, budget={"steps": 4})
+    assert (get_run(store, run_id)["status"], json.loads(get_run(store, run_id)["budget"])["steps"]) == ("queued", 4)
 
 
 def test_an_escalated_budget_waits_for_a_person_who_raises_it(store):

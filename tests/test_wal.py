@@ -176,11 +176,12 @@ async def _watch_tui(pilot, store, db_path: Path, run_id: str) -> list[int]:
         step, status = _progress(store, run_id)
         sizes.append(_wal(db_path))
         assert not pilot.app.reader.conn.in_transaction and not pilot.app.store.conn.in_transaction
+        if (step >= TUI_STEPS // 2 or _finished(step, status)) and not on_run_screen:
+            pilot.app.push_screen(RunScreen(run_id))  # (a loaded machine may sample the run only once it is done)
+            on_run_screen = True
+            await pilot.pause()
         if _finished(step, status):
             return sizes
-        if step >= TUI_STEPS // 2 and not on_run_screen:
-            pilot.app.push_screen(RunScreen(run_id))
-            on_run_screen = True
         assert time.monotonic() < deadline, f"the run stopped at step {step} ({status})"
         await asyncio.sleep(0.01)
 

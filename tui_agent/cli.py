@@ -17,6 +17,7 @@ import click
 
 from . import __version__, operate
 from .errors import UserError
+from .models import Unresolved
 from .operate import start as start_run
 from .report import budget_stop, iso_times, run_report, runs_listing
 from .runtime.clock import now
@@ -197,9 +198,10 @@ key_option = click.option("--key", default=None, help="A run key: starting twice
 budget_option = click.option("--budget", "budget_specs", multiple=True, metavar="NAME=VALUE",
                              help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable).")
 note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
-model_option = click.option("--model", default="scripted", show_default=True, metavar="SPEC",
-                            help="The model provider: scripted (offline, built-in script), scripted:FILE, "
-                                 "anthropic (Claude; needs ANTHROPIC_API_KEY) or anthropic:MODEL_ID.")
+model_option = click.option("--model", default="default", show_default=True, metavar="SPEC",
+                            help="The model provider: default (anthropic when the worker has ANTHROPIC_API_KEY, "
+                                 "else the agent's built-in script), scripted (offline, built-in script), "
+                                 "scripted:FILE, anthropic (Claude; needs ANTHROPIC_API_KEY) or anthropic:MODEL_ID.")
 
 
 @cli.command()
@@ -269,7 +271,9 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     store, registry = session.store, session.registry
     run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
                           operate.parse_budget(budget_specs, "--budget"))
-    if model.startswith("scripted") and registry.get(agent).script is not None:
+    script = registry.get(agent).script
+    spec = Unresolved(script).resolve() if model == "default" else model  # what this process will resolve it to
+    if (spec or "").startswith("scripted") and script is not None:
         click.echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now)
     if claim is None:
@@ -441,7 +445,7 @@ def _one_decision(given: tuple[str, ...]) -> str:
 def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
     run_id = operate.approve(session.existing_store, run_ref, deny, note)
-    click.echo(f"{run_id}: {'denied' if deny else 'approved'}; the run is queued again")
+    click.echo(f"{run_id}: {operate.answered(deny)}")
     return EXIT_OK
 
 
@@ -506,12 +510,13 @@ def schedule() -> None:
               help="When the previous run is unfinished at a fire: drop it, hold one until it finishes, or start.")
 @click.option("--grace", type=click.FloatRange(min=0), default=SCHEDULE_GRACE_S / 60, show_default=True,
               help="Minutes after its time a fire still counts as on time.")
+@model_option
 @click.pass_obj
 def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, input_text: str, missed: str,
-                 overlap: str, grace: float) -> int:
+                 overlap: str, grace: float, model: str) -> int:
     """Add a schedule; it counts fires from now on."""
     row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, _parse_input(input_text),
-                               missed, overlap, grace * 60)
+                               missed, overlap, grace * 60, model)
     click.echo(f"{name}: next fire {_in_zone(row['next_fire_at'], tz)}")
     return EXIT_OK
 

@@ -61,14 +61,15 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
     roles = {}
     for role, request, budget, crash in plan:
         progress(f"running: {role}")
-        run_id, _ = operate.start(store, registry, "nightly-report", request, budget=budget)
+        run_id, _ = operate.start(store, registry, "nightly-report", request, model="scripted", budget=budget)
         _work(db, registry, run_id, crash)
         if crash:                       # the crashed worker's lease runs out; the next worker reconciles
             wait(LEASE_S + 0.1)
             _work(db, registry, run_id)
         roles[role] = run_id
     progress("queueing the run the demo worker will work")
-    roles["running"], _ = operate.start(store, registry, "nightly-report",
-                                        {"date": today.isoformat(), "team": "platform", "delay_s": 4})
+    roles["running"], _ = operate.start(store, registry, "nightly-report",  # scripted: a demo never spends a key
+                                        {"date": today.isoformat(), "team": "platform", "delay_s": 4},
+                                        model="scripted")
     store.close()
     return roles

@@ -27,6 +27,7 @@ from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
+from .store.journal import load_usage
 from .store.runs import (
     TERMINAL,
     cancel,
@@ -85,7 +86,7 @@ def _budget_value(where: str, name: str, text: str) -> float:
 
 
 def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
-          model: str = "scripted", budget: dict[str, float] | None = None) -> tuple[str, bool]:
+          model: str = "default", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
     return create_run(store, now=now(), run_key=key, **registry.run_fields(agent_name, request, model, budget))
 
@@ -159,6 +160,15 @@ def why_not_decide(run: dict, effect: dict | None = None, allowed: tuple[str, ..
     if effect is not None and effect["state"] not in allowed:
         return (f"effect {effect['name']} is {effect['state']}; only an effect that is {' or '.join(allowed)} "
                 "can be decided")
+    return None
+
+
+def why_not_ceiling(limits: dict[str, float], used: dict[str, float]) -> str | None:
+    """A raised ceiling at or below what the run has already used would stop it again at its next call."""
+    for name, limit in limits.items():
+        if name in used and limit <= used[name]:
+            spent = f"spent ${used[name]:.4f}" if name == "cost_usd" else f"used {used[name]:g} {name}"
+            return f"{name}: already {spent}; enter more than that"
     return None
 
 
@@ -289,6 +299,13 @@ def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = N
     return run["id"]
 
 
+def answered(deny: bool) -> str:
+    """What an answer does, said the same way by the CLI and the TUI."""
+    if deny:
+        return "denied; the run is queued again to take the answer (unless its agent asks otherwise, it ends cancelled)"
+    return "approved; the run is queued again"
+
+
 def park(store: Store, run_ref: str, note: str | None = None) -> str:
     """Stop a run resumably; a running run's worker is refused at its next write and stops."""
     with store.write() as conn:
@@ -311,6 +328,9 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
     who, at = _person(), now()
     with store.write() as conn:
         run = _current(store, run_ref, why_not_restart if restart else why_not_resume)
+        why = None if restart or not budget else why_not_ceiling(budget, load_usage(store, run["id"])[0])
+        if why:
+            raise _refuse(store, run, why)
         if budget:
             before = json.loads(run["budget"] or "{}")
             conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps({**before, **budget}), run["id"]))
@@ -336,16 +356,16 @@ def fork(store: Store, run_ref: str, from_step: int) -> str:
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
                  request: Any = None, missed: str = "once", overlap: str = "skip",
-                 grace_s: float = schedule.GRACE_S) -> dict:
+                 grace_s: float = schedule.GRACE_S, model: str = "default") -> dict:
     """A new schedule; fires before now never count."""
     schedule.check_name(name)
-    registry.run_fields(agent, request if request is not None else {})   # the agent and input are usable
+    registry.run_fields(agent, request if request is not None else {}, model)   # the agent, input and model are usable
     schedule.check_cron(cron)
     schedule.zone(tz)
     at = now()
     row = {"name": name, "agent": agent, "cron": cron, "tz": tz, "input": json.dumps(request or {}),
            "missed": missed, "overlap": overlap, "grace_s": grace_s, "enabled": 1, "counts_from": at,
-           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at}
+           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at, "model": model}
     schedules_table.add(store, row)
     return row
 

@@ -2,9 +2,9 @@
 that turns usage into cost."""
 
 from .pricing import PRICES_DATE, PRICES_SOURCE, cost_usd
-from .provider import Provider, provider_for
+from .provider import Provider, Unresolved, provider_for
 from .scripted import ScriptedProvider
 from .tokens import estimate_prompt_tokens
 
-__all__ = ["PRICES_DATE", "PRICES_SOURCE", "Provider", "ScriptedProvider", "cost_usd", "estimate_prompt_tokens",
-           "provider_for"]
+__all__ = ["PRICES_DATE", "PRICES_SOURCE", "Provider", "ScriptedProvider", "Unresolved", "cost_usd",
+           "estimate_prompt_tokens", "provider_for"]

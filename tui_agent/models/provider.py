@@ -6,15 +6,18 @@ unchanged whichever provider produced them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import UserError
-from .anthropic import AnthropicProvider
+from .anthropic import KEY_VARIABLE, AnthropicProvider
 from .scripted import ScriptedProvider, file_script
 
-SPECS = ("'scripted' (a built-in script or a generic reply), 'scripted:PATH' (a JSON list of replies), "
+SPECS = ("'default' (Claude with ANTHROPIC_API_KEY, else a built-in script), "
+         "'scripted' (a built-in script or a generic reply), 'scripted:PATH' (a JSON list of replies), "
          "'anthropic' (Claude, with ANTHROPIC_API_KEY) or 'anthropic:MODEL_ID'")
+DEFAULT = "default"
 
 
 class Provider(Protocol):
@@ -27,8 +30,30 @@ class Provider(Protocol):
                call_index: int = 0) -> dict: ...
 
 
+class Unresolved:
+    """`--model default` before the run's first new model call: the choice belongs to the worker that makes
+    that call (its environment holds the key or not), so nothing is decided when the run is started."""
+
+    name = DEFAULT
+
+    def __init__(self, script: Callable | None = None):
+        self.script = script
+
+    def resolve(self) -> str | None:
+        """The spec `default` means here: Claude when this process has a key, else the agent's built-in
+        script; None when neither serves the run."""
+        if os.environ.get(KEY_VARIABLE):
+            return "anthropic"
+        return "scripted" if self.script is not None else None
+
+    def create(self, **request) -> dict:
+        raise RuntimeError("--model default must be resolved before its first call")
+
+
 def provider_for(spec: str, script: Callable | None = None) -> Provider:
     """The provider a spec names; `script` is the agent's own script for plain 'scripted'."""
+    if spec == DEFAULT:
+        return Unresolved(script)
     if spec == "scripted":
         return ScriptedProvider(script)
     kind, _, path = spec.partition(":")

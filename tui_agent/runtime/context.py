@@ -12,7 +12,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..models import Provider, cost_usd, estimate_prompt_tokens
+from ..models import (
+    Provider,
+    Unresolved,
+    cost_usd,
+    estimate_prompt_tokens,
+    provider_for,
+)
 from ..store import Claim, Store
 from ..store.events import add_event
 from ..store.journal import (
@@ -23,7 +29,7 @@ from ..store.journal import (
     record_failed_attempt,
     record_soft,
 )
-from ..store.runs import check_fence
+from ..store.runs import check_fence, record_model
 from . import waits
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
@@ -229,6 +235,8 @@ class Context:
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None) -> dict:
         """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost."""
+        if not self.replaying and isinstance(self.provider, Unresolved):
+            self._resolve_default()
         position, recorded, value = self._next(name, **self._reservation(model, system, messages, max_tokens))
         call_index = self._model_calls
         self._model_calls += 1
@@ -237,8 +245,9 @@ class Context:
         missing = getattr(self.provider, "missing", lambda: None)()
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
             raise Suspend("parked", "environment", f"{missing} for worker {self.worker}; set it and resume")
+        chosen = self._model_id(model)
         reply, attempts, started_at, duration = self._attempt(position, name, lambda: self.provider.create(
-            model=model, messages=messages, max_tokens=max_tokens, system=system, tools=tools, call_index=call_index))
+            model=chosen, messages=messages, max_tokens=max_tokens, system=system, tools=tools, call_index=call_index))
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
         spent = Usage(model_calls=1,
@@ -249,13 +258,32 @@ class Context:
                       cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
         return self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts)
 
+    def _resolve_default(self) -> None:
+        """`--model default` at the run's first new model call: this worker's environment decides, and the
+        choice is recorded on the run; with neither a key nor a built-in script the run waits, parked."""
+        spec = self.provider.resolve()
+        if spec is None:
+            raise Suspend("parked", "environment",
+                          f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
+                          "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
+        with self.write() as conn:
+            record_model(conn, self.run_id, self.fence, spec)
+            add_event(conn, self.run_id, now(), "model", f"--model default resolved to {spec}",
+                      self.worker, self.fence)
+        self.provider = provider_for(spec, self.provider.script)
+
+    def _model_id(self, model: str | None) -> str | None:
+        """The model of a call, highest first: the run's `anthropic:MODEL_ID`, the agent's `model=`; None
+        leaves the provider's default. One rule for the reservation and the call, so what is priced is what is sent."""
+        return getattr(self.provider, "pinned", None) or model
+
     def _reservation(self, model: str | None, system: str | None, messages: list[dict], max_tokens: int) -> dict:
         """A model call's worst case, held against the hard ceilings before the call is made."""
         budget = self.budget
         if self._position < len(self._entries) or not any(budget.limits[d] is not None for d in _MODEL_DIMENSIONS):
             return {}
         tokens = estimate_prompt_tokens(system, messages)
-        model_id = getattr(self.provider, "pinned", None) or model or getattr(self.provider, "model", "")
+        model_id = self._model_id(model) or getattr(self.provider, "model", "")
         cost = cost_usd(model_id, {"input_tokens": tokens, "output_tokens": max_tokens})
         if cost is None and budget.limits["cost_usd"] is not None:
             budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")

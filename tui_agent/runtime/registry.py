@@ -48,7 +48,7 @@ class Registry:
             known = ", ".join(sorted(self._agents)) or "none"
             raise UserError(f"no agent named {name!r} (known: {known}); see tui-agent agents") from None
 
-    def run_fields(self, agent_name: str, request: Any, model: str = "scripted",
+    def run_fields(self, agent_name: str, request: Any, model: str = "default",
                    budget: dict[str, float] | None = None) -> dict[str, str]:
         """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run."""
         agent = self.get(agent_name)

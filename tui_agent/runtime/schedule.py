@@ -201,7 +201,7 @@ def _previous_done(conn, schedule: dict) -> bool:
 
 
 def _start(conn, schedule: dict, registry: Registry, fire: float, at: float, why: str | None = None) -> list[str]:
-    fields = registry.run_fields(schedule["agent"], json.loads(schedule["input"]))
+    fields = registry.run_fields(schedule["agent"], json.loads(schedule["input"]), schedule.get("model") or "scripted")
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
     if created:
         add_schedule_event(conn, schedule["name"], at, "fired",

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
 
 from ..errors import UserError
-from ..operate import parse_budget
+from ..operate import parse_budget, why_not_ceiling
 from ..runtime.agent import BUDGET_DIMENSIONS
 from ..runtime.clock import iso, now
 from ..runtime.effects import sender_warning
@@ -213,10 +213,9 @@ class BudgetModal(Dialog):
         except UserError as e:
             self.notify(str(e), severity="error")
             return None
-        used = self.budget["dimensions"][name]["used"]
-        if limits[name] <= used:      # the run would stop again at its next call
-            spent = f"spent ${used:.4f}" if name == "cost_usd" else f"used {used:g} {name}"
-            self.notify(f"{name}: already {spent}; enter more than that", severity="error")
+        why = why_not_ceiling(limits, {name: self.budget["dimensions"][name]["used"]})
+        if why:  # the run would stop again at its next call
+            self.notify(why, severity="error")
             return None
         return limits
 

@@ -71,7 +71,7 @@ def approve(app: TuiAgentApp, run_id: str) -> None:
         if answer is not None:
             deny, note = answer
             app.act(operate.approve, app.store, run_id, deny, note,
-                    done=f"{run_id} {'denied' if deny else 'approved'}; queued again")
+                    done=f"{run_id} {operate.answered(deny)}")
 
     question = pending_approval(app.reader, run_id, run["generation"])
     app.push_screen(ApproveModal(run_id, question["question"]), decided)

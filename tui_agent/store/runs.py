@@ -202,6 +202,12 @@ def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, l
         raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
 
 
+def record_model(conn: sqlite3.Connection, run_id: str, fence: int, spec: str) -> None:
+    """Inside a fenced write: what `--model default` resolved to, kept so every later call and worker of the
+    run uses the same provider (a replay must not switch from Claude to a script)."""
+    conn.execute("UPDATE runs SET model = ? WHERE id = ? AND fence = ?", (spec, run_id, fence))
+
+
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
                result: str | None = None, result_artifact: str | None = None, error: str | None = None,
                wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None) -> None:

@@ -22,7 +22,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             "request": str,          # JSON
             "run_key": str,          # caller-given dedupe key (start --key), unique when set
             "budget": str,           # JSON: the limits this run was started with
-            "model": str,            # provider spec: scripted, scripted:FILE
+            "model": str,            # provider spec: default (until a worker resolves it), scripted[:FILE], anthropic[:ID]
             "status": str,
             "reason": str,
             "attempt": int,
@@ -230,7 +230,13 @@ def _v3(db: sqlite_utils.Database) -> None:
     db["runs"].add_column("traceback", str)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+def _v4(db: sqlite_utils.Database) -> None:
+    """The provider spec a schedule's runs are started with (`--model`). NULL on a schedule added before this:
+    its runs start `scripted`, as they always did."""
+    db["schedules"].add_column("model", str)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.
