@@ -12,6 +12,7 @@ from .runtime.results import decode
 from .store import Store
 from .store.approvals import approvals_for
 from .store.effects import effects_for
+from .store.events import last_event_like
 from .store.journal import checkpoint_for, journal_for
 from .store.runs import TERMINAL, events_for, get_run, list_runs
 
@@ -52,8 +53,7 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
     if not reason.startswith("budget:"):
         return None
     dimension = reason.removeprefix("budget:")
-    refusal = next((m for e in reversed(events_for(store, run_id))
-                    if (m := _REFUSED.match(e["message"])) and m["dimension"] == dimension), None)
+    refusal = _REFUSED.match(last_event_like(store.conn, run_id, f"budget {dimension} exhausted: %") or "")
     limit = json.loads(run["budget"] or "{}").get(dimension)
     if refusal is None or limit is None:
         return None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .. import operate
 from ..report import run_report
 from ..store.approvals import pending as pending_approval
-from ..store.effects import effects_for
+from ..store.effects import in_doubt
 from ..store.runs import get_run, recorded_positions
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
@@ -21,8 +21,7 @@ def _why_not_approve(app: TuiAgentApp, run: dict) -> str | None:
 
 
 def _in_doubt(app: TuiAgentApp, run: dict) -> list[dict]:
-    return [e for e in effects_for(app.reader, run["id"])
-            if e["generation"] == run["generation"] and e["state"] in ("unknown", "attempted", "intended")]
+    return in_doubt(app.reader, run["id"], run["generation"], ("unknown", "attempted", "intended"))
 
 
 def _why_not_reconcile(app: TuiAgentApp, run: dict) -> str | None:

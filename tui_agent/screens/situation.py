@@ -11,9 +11,10 @@ from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
 from ..store import Store
 from ..store.approvals import pending as pending_approval
-from ..store.effects import effects_for
+from ..store.effects import in_doubt
+from ..store.events import last_event_like
 from ..store.journal import checkpoint_for
-from ..store.runs import events_for, get_run
+from ..store.runs import get_run
 from ..store.workers import workers_listing
 
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
@@ -46,8 +47,7 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     status, reason = run["status"], run["reason"]
     head = f"{run_id} · {run['agent']}"
     if status == "waiting" and reason == "reconcile":
-        doubtful = [e for e in effects_for(store, run_id)
-                    if e["generation"] == run["generation"] and e["state"] in ("unknown", "attempted")]
+        doubtful = in_doubt(store, run_id, run["generation"])
         if doubtful:
             e = doubtful[-1]
             window = e["dedupe_ttl_s"]
@@ -71,7 +71,7 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
         return (f"{head} · stopped by its {dimension} budget ({used:g} of {limit})\n"
                 + ("b raises the ceiling and resumes it" if status != "failed" else "the run ended"))
     if reason == "plateau":
-        last = next((e["message"] for e in reversed(events_for(store, run_id)) if "plateau" in e["message"]), "")
+        last = last_event_like(store.conn, run_id, "%plateau%") or ""
         return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
     if status == "waiting" and reason in ("sleep", "retry"):
         return f"{head} · {'sleeping' if reason == 'sleep' else 'backing off'} until {iso(run['wake_at'])}; " \

@@ -99,6 +99,13 @@ def requeue_released(store: Store, now: float) -> list[str]:
     return freed
 
 
+def in_doubt(store: Store, run_id: str, generation: int, states: tuple[str, ...] = IN_DOUBT) -> list[dict]:
+    """The run's effects in these states, in position order (indexed: no read of its other effects)."""
+    marks = ", ".join("?" for _ in states)
+    return list(store.db.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND state IN ({marks})"
+                               " ORDER BY position", (run_id, generation, *states)))
+
+
 def effects_for(store: Store, run_id: str) -> list[dict]:
     return list(store.db.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
 

@@ -21,6 +21,14 @@ def add_schedule_event(conn: sqlite3.Connection, schedule: str, at: float, kind:
                  (run_id, at, kind, message, schedule))
 
 
+def last_event_like(conn: sqlite3.Connection, run_id: str, pattern: str) -> str | None:
+    """The newest message of the run matching a LIKE pattern, read backwards from its end (the run stopped on
+    it, so this stops early however long the run is)."""
+    row = conn.execute("SELECT message FROM events WHERE run_id = ? AND message LIKE ? ORDER BY id DESC LIMIT 1",
+                       (run_id, pattern)).fetchone()
+    return row[0] if row else None
+
+
 def last_event(conn: sqlite3.Connection, run_id: str) -> dict | None:
     """What happened to the run most recently: often the reason an action no longer applies."""
     return one_row(conn.execute("SELECT at, kind, message, worker FROM events WHERE run_id = ? ORDER BY id DESC"

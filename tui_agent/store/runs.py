@@ -331,7 +331,8 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
 
 
 def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -> int:
-    return conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
+    """Positions are contiguous from 0, so the last one (one primary-key seek) says how many there are."""
+    return conn.execute("SELECT coalesce(max(position) + 1, 0) FROM journal WHERE run_id = ? AND generation = ?",
                         (run_id, generation)).fetchone()[0]
 
 
