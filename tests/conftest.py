@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fake_messages import DUMMY_KEY, FakeMessages
 
 from tui_agent.cli import cli
 from tui_agent.store import open_store
@@ -24,11 +25,28 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 
+DEAD_ENDPOINT = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
+
 @pytest.fixture(autouse=True)
 def no_anthropic_key(monkeypatch):
-    """No test may spend a key: the Anthropic key and endpoint are unset unless a test sets its own."""
-    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+    """No test may spend a key: the Anthropic key is unset and the endpoint is a dead local one, so even a
+    key leaked into a subprocess never reaches the real API. The `fake` fixture sets both for Claude."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", DEAD_ENDPOINT)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The fake Messages API on 127.0.0.1 as "Claude", with a dummy key; a test may raise `max_requests`."""
+    server = FakeMessages()
+    server.serve()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
+    yield server
+    server.close()
+    assert len(server.requests) <= server.max_requests  # bounded: no test loops on the fake
 
 
 @pytest.fixture

@@ -1,23 +1,21 @@
-"""The Anthropic provider: the real SDK against a fake Messages API on 127.0.0.1 (never the real API).
-
-The fake plays scripted responses in order and records every request, so a test can count what was asked.
-"""
+"""The Anthropic provider: the real SDK against the fake Messages API on 127.0.0.1 (tests/fake_messages.py),
+never the real API."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anthropic
 import pytest
+from fake_messages import DUMMY_KEY, error_body, message, stream_events
 from helpers import registry_of, work
 
 from tui_agent import Agent, RetryPolicy
 from tui_agent.errors import PermanentError, TemporaryError, UserError
-from tui_agent.models import provider_for
+from tui_agent.models import as_message, provider_for
 from tui_agent.models.anthropic import DEFAULT_MODEL, AnthropicProvider
 from tui_agent.models.pricing import price_for
 from tui_agent.operate import approve, resume, start
@@ -25,82 +23,13 @@ from tui_agent.runtime.retry import is_temporary
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import events_for, get_run
 
-DUMMY_KEY = "sk-ant-test-dummy-0123456789-never-real"
-USAGE = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 1000,
-         "cache_read_input_tokens": 2000}
-
-
-def message(text: str = "Hello from the fake", model: str = DEFAULT_MODEL) -> dict:
-    return {"id": "msg_fake01", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-            "usage": USAGE}
-
-
-def error_body(status: int, code: str | None = None) -> dict:
-    details = {"details": {"error_code": code}} if code else {}
-    return {"type": "error", "error": {"type": "api_error", "message": f"status {status}", **details}}
-
-
-class FakeMessages:
-    """A Messages API that answers from `script` (one response per request) and keeps what it was asked."""
-
-    def __init__(self) -> None:
-        self.script: list[dict] = []
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                headers = {name.lower(): value for name, value in self.headers.items()}
-                fake.requests.append({"path": self.path, "headers": headers, "body": json.loads(body)})
-                answer = fake.script.pop(0) if fake.script else {"status": 500, "body": error_body(500)}
-                payload = answer["body"] if isinstance(answer["body"], bytes) else json.dumps(answer["body"]).encode()
-                self.send_response(answer.get("status", 200))
-                for name, value in {"content-type": "application/json", "request-id": "req_fake01",
-                                    **answer.get("headers", {})}.items():
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                try:
-                    if answer.get("trickle_s"):
-                        for i in range(len(payload)):
-                            self.wfile.write(payload[i:i + 1])
-                            self.wfile.flush()
-                            time.sleep(answer["trickle_s"])
-                    else:
-                        self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.block_on_close = False
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def play(self, *answers: dict) -> None:
-        self.script.extend(answers)
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    server = FakeMessages()
-    thread = threading.Thread(target=server.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
-    assert len(server.requests) <= 10  # bounded: no test loops on the fake
+TOOL_USE = {"type": "tool_use", "id": "toolu_fake01", "name": "lookup",
+            "input": {"city": "Paris", "days": [1, 2, 3], "note": "a longer input, streamed in pieces"}}
 
 
 def ask(provider=None, **kwargs):
     return (provider or AnthropicProvider()).create(
-        model=None, messages=[{"role": "user", "content": "hi"}], max_tokens=64, **kwargs)
+        **{"model": None, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64, **kwargs})
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -149,16 +78,60 @@ def test_connection_refused_is_temporary(monkeypatch):
 
 
 def test_a_slow_trickle_hits_our_deadline(fake):
-    fake.play({"body": message(), "trickle_s": 0.05})  # about 15 s for the whole body; each read is quick
+    fake.play({"body": message(), "trickle_s": 0.05})  # about 40 s for the whole stream; each read is quick
     t0 = time.monotonic()
     with pytest.raises(TemporaryError, match="within 1s"):
         ask(AnthropicProvider(deadline_s=1.0, read_timeout_s=5.0))
     assert time.monotonic() - t0 < 4
+    assert fake.requests[0]["body"]["stream"] is True
+
+
+def test_the_fake_tells_when_a_request_is_in_flight(fake):
+    fake.play({"body": message("late"), "hang_s": 0.5})
+    replies = []
+    caller = threading.Thread(target=lambda: replies.append(ask()))
+    caller.start()
+    assert fake.wait_for_requests(1) and not replies  # asked, and not answered yet
+    assert not fake.wait_for_requests(2, timeout=0.1)
+    caller.join()
+    assert replies[0]["content"][0]["text"] == "late"
+
+
+def test_a_stream_that_stays_silent_hits_the_read_timeout(fake):
+    fake.play({"body": message(), "hang_s": 3})
+    t0 = time.monotonic()
+    with pytest.raises(TemporaryError):
+        ask(AnthropicProvider(read_timeout_s=0.5))
+    assert time.monotonic() - t0 < 2.5
+
+
+@pytest.mark.parametrize("error, expected", [
+    ({"type": "overloaded_error", "message": "Overloaded"}, TemporaryError),
+    ({"type": "api_error", "message": "Internal server error"}, TemporaryError),
+    ({"type": "invalid_request_error", "message": "bad"}, PermanentError)])
+def test_an_error_event_mid_stream_is_classified_by_its_type(fake, error, expected):
+    fake.play({"body": message("several words to stream"), "error_event": error})
+    told = []
+    with pytest.raises((TemporaryError, PermanentError)) as raised:
+        ask(on_tokens=told.append)
+    assert type(raised.value) is expected
+    assert error["type"] in str(raised.value) and len(told) == 1  # it failed after the first delta
+
+
+@pytest.mark.parametrize("claimed", [10_000, None], ids=["connection-dropped", "stream-cut-short"])
+def test_a_stream_that_breaks_off_is_temporary(fake, claimed):
+    partial = b"".join(stream_events(message("one two three four"))[:4])  # the start, a block and one delta
+    headers = {"content-type": "text/event-stream", **({"content-length": str(claimed)} if claimed else {})}
+    fake.play({"body": partial, "headers": headers})
+    with pytest.raises(TemporaryError):
+        ask()
 
 
 @pytest.mark.parametrize("body, kind", [
     (b"plain text, not JSON", "text/plain"), (b"plain text, not JSON", "application/json"),
-    ({"hello": "world"}, "application/json"), ({"type": "message"}, "application/json")])
+    ({"hello": "world"}, "application/json"), ({"type": "message"}, "application/json"),
+    (json.dumps(message()).encode(), "application/json"),  # a whole message, but not the stream asked for
+    (b"event: message_start\ndata: {not json\n\n", "text/event-stream")])
 def test_a_200_that_is_not_a_message_is_permanent(fake, body, kind):
     fake.play({"body": body, "headers": {"content-type": kind}})
     with pytest.raises(PermanentError, match="not a message"):
@@ -172,9 +145,39 @@ def test_a_reply_is_the_api_json_with_the_request_id(fake):
     assert reply["usage"]["cache_read_input_tokens"] == 2000
     assert reply["_request_id"] == "req_fake01"
     sent = fake.requests[0]
-    assert sent["path"] == "/v1/messages"
+    assert sent["path"] == "/v1/messages" and sent["body"]["stream"] is True
     assert sent["body"]["model"] == DEFAULT_MODEL and sent["body"]["system"] == "be brief"
     assert sent["headers"].get("x-stainless-retry-count") == "0"
+
+
+def test_a_streamed_reply_is_exactly_the_message_sent(fake):
+    sent = {**message("Let me look that up for you."), "stop_reason": "tool_use",
+            "content": [{"type": "text", "text": "Let me look that up for you."}, TOOL_USE]}
+    fake.play({"body": sent, "event_delay_s": 0.001})
+    assert ask() == {**sent, "_request_id": "req_fake01"}  # no field the SDK's accumulation adds
+
+
+def test_on_tokens_counts_the_reply_as_it_streams(fake):
+    text = " ".join(f"word{i}" for i in range(60))
+    sent = {**message(text), "content": [{"type": "text", "text": text}, TOOL_USE]}
+    fake.play({"body": sent})
+    told = []
+    ask(on_tokens=told.append)
+    whole = len(text) + len(json.dumps(TOOL_USE["input"]))
+    assert len(told) > 60 and told == sorted(told) and told[0] < told[-1]
+    assert told[-1] == pytest.approx(whole / 4, abs=1)
+
+
+def test_what_on_tokens_raises_passes_unchanged(fake):
+    class LeaseLost(Exception):
+        pass
+
+    def lose(tokens):
+        raise LeaseLost()
+
+    fake.play({"body": message("many words here")})
+    with pytest.raises(LeaseLost):  # the caller's own error, not mistaken for Claude's
+        ask(on_tokens=lose)
 
 
 # -- which provider and model ---------------------------------------------------------------------
@@ -183,16 +186,43 @@ def test_specs_name_the_provider_and_the_pinned_model(fake):
     assert provider_for("anthropic").model == DEFAULT_MODEL
     assert price_for(DEFAULT_MODEL) is not None and DEFAULT_MODEL.startswith("claude-sonnet-")
     pinned = provider_for("anthropic:claude-haiku-4-5")
-    fake.play({"body": message(model="claude-haiku-4-5")})
-    pinned.create(model="claude-opus-5", messages=[{"role": "user", "content": "hi"}], max_tokens=8)
-    assert fake.requests[0]["body"]["model"] == "claude-haiku-4-5"
+    fake.play({"body": message(model="claude-haiku-4-5")}, {"body": message(model="claude-opus-5")})
+    ask(pinned)
+    ask(pinned, model="claude-opus-5")  # the runtime chose: the provider sends what it is given
+    assert [r["body"]["model"] for r in fake.requests] == ["claude-haiku-4-5", "claude-opus-5"]
     with pytest.raises(UserError, match="anthropic:MODEL_ID"):
         provider_for("claude")
 
 
 def test_the_suite_never_inherits_a_key():
     import os
-    assert "ANTHROPIC_API_KEY" not in os.environ and "ANTHROPIC_BASE_URL" not in os.environ
+    assert "ANTHROPIC_API_KEY" not in os.environ and "ANTHROPIC_AUTH_TOKEN" not in os.environ
+    assert os.environ["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"  # even a leaked key reaches nothing
+
+
+# -- as_message -------------------------------------------------------------------------------------
+
+def test_as_message_rebuilds_the_sdks_message(fake):
+    sent = {**message("typed"), "content": [{"type": "text", "text": "typed"}, TOOL_USE]}
+    fake.play({"body": sent})
+    rebuilt = as_message(ask())
+    assert isinstance(rebuilt, anthropic.types.Message) and rebuilt._request_id == "req_fake01"
+    assert json.loads(rebuilt.to_json(indent=None)) == sent
+    assert rebuilt.content[1].input == TOOL_USE["input"] and rebuilt.usage.cache_read_input_tokens == 2000
+
+
+def test_as_message_keeps_a_reply_it_cannot_type_as_it_is():
+    reply = {**message(), "content": [{"type": "future_block", "payload": 1}], "_request_id": "req_1"}
+    assert as_message(reply) is reply
+
+
+def test_a_scripted_reply_is_a_message_too_and_tells_its_tokens_once():
+    told = []
+    reply = provider_for("scripted").create(model=None, messages=[{"role": "user", "content": "hi"}],
+                                            max_tokens=64, on_tokens=told.append)
+    rebuilt = as_message(reply)
+    assert isinstance(rebuilt, anthropic.types.Message) and rebuilt.content[0].text == reply["content"][0]["text"]
+    assert told == [reply["usage"]["output_tokens"]]
 
 
 # -- through the runtime --------------------------------------------------------------------------

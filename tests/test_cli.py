@@ -53,7 +53,9 @@ def test_ls_json_shape(invoke):
 def test_show_json_shape(invoke):
     run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
     report = json.loads(_ok(invoke("show", run_id[:5], "--json")))
-    assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals"}
+    assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals",
+                           "model_calls"}
+    assert report["model_calls"] == []  # hello asks no model
     assert report["run"]["id"] == run_id and report["run"]["status"] == "succeeded"
     assert report["run"]["code_version"] and report["run"]["agent_version"] == "1"
     assert [s["name"] for s in report["steps"]] == ["greet", "count-letters", "shout"]

@@ -1,14 +1,15 @@
 """Which provider and which model a run's calls go to: `--model default` resolved by the worker at the
 first model call, the model id's precedence, `--model` on schedules, and nightly-report on Claude.
 
-Claude is always the fake Messages API on 127.0.0.1 from test_anthropic_provider, never the real one.
+Claude is always the fake Messages API on 127.0.0.1 (tests/fake_messages.py), never the real one.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import test_anthropic_provider as fake_api
+from fake_messages import DUMMY_KEY, message
 from helpers import registry_of, work
 
 from tui_agent import Agent, demo, operate
@@ -19,9 +20,6 @@ from tui_agent.runtime.schedule import fire_now
 from tui_agent.store import open_store
 from tui_agent.store import schedules as schedules_table
 from tui_agent.store.runs import events_for, get_run
-
-DUMMY_KEY, message = fake_api.DUMMY_KEY, fake_api.message
-fake = fake_api.fake  # the fake Messages API on 127.0.0.1, as a fixture of this module too
 
 
 def _asks(model: str | None = None):
@@ -131,6 +129,11 @@ def test_schedule_add_keeps_its_model_and_an_older_schedule_stays_scripted(store
         schedules_table.update(conn, "plain", model=None)  # as a schedule added before `--model` existed
     registry = load_registry()
     assert get_run(store, fire_now(store, registry, "plain").started[0])["model"] == "scripted"
+    listed = {r["name"]: r["model"] for r in json.loads(invoke("schedule", "ls", "--json").stdout)}
+    assert listed == {"nightly": "scripted", "plain": "scripted"}
+    with store.write() as conn:
+        schedules_table.update(conn, "plain", model="anthropic:claude-haiku-4-5")
+    assert "model=anthropic:claude-haiku-4-5" in invoke("schedule", "ls").stdout
     refused = invoke("schedule", "add", "bad", "--agent", "nightly-report", "--cron", "0 2 * * *",
                      "--model", "nonsense")
     assert refused.exit_code == 2 and "unknown model provider" in refused.output

@@ -201,7 +201,7 @@ async def test_retries_and_kinds_are_marked_in_the_timeline(demo):
         await pilot.pause()
         rows = [str(timeline(app).get_option_at_index(i).prompt) for i in range(len(items))]
         assert "↺3" in rows[1] and "↺" not in rows[0]
-        assert "model" in rows[4] and "$.0005" in rows[4] and "effect" in rows[6]
+        assert "scripted" in rows[4] and "$.0005" in rows[4] and "effect" in rows[6]  # a call names its model
 
 
 def test_gauge_colours_change_at_soft_and_hard():

@@ -19,7 +19,7 @@ from . import __version__, operate
 from .errors import UserError
 from .models import Unresolved
 from .operate import start as start_run
-from .report import budget_stop, iso_times, run_report, runs_listing
+from .report import budget_stop, iso_times, live_line, run_report, runs_listing
 from .runtime.clock import now
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import ago, ahead_s, label, worker_state
@@ -221,20 +221,30 @@ def start(session: Session, agent: str, input_text: str, key: str | None, model:
 
 
 class ProgressLine:
-    """`step i/n name` rewritten in place on a terminal; silent when stderr is not one."""
+    """`step i/n name` rewritten in place on a terminal, and a streaming model call's tokens and seconds
+    (`summarize · Claude · 312 tokens · 4.1 s`) at most ten times a second; silent when stderr is not one."""
 
     def __init__(self) -> None:
-        self.live = sys.stderr.isatty()
+        self.shown = sys.stderr.isatty()
+        self._live_at = 0.0
 
     def __call__(self, ctx, position: int, name: str, replayed: bool) -> None:
-        if self.live:
+        total = f"/{ctx.total_steps}" if ctx.total_steps else ""
+        self._write(f"step {position + 1}{total} {name}" + (" (recorded)" if replayed else ""))
+
+    def live(self, ctx, name: str, provider: str, tokens: int, elapsed_s: float) -> None:
+        if elapsed_s - self._live_at >= 0.1 or elapsed_s < self._live_at:
+            self._live_at = elapsed_s
             total = f"/{ctx.total_steps}" if ctx.total_steps else ""
-            mark = " (recorded)" if replayed else ""
-            sys.stderr.write(f"\r\x1b[2K  step {position + 1}{total} {name}{mark}")
+            self._write(f"step {ctx.position}{total} {live_line(name, provider, tokens, elapsed_s)}")
+
+    def _write(self, line: str) -> None:
+        if self.shown:
+            sys.stderr.write(f"\r\x1b[2K  {line}")
             sys.stderr.flush()
 
     def done(self) -> None:
-        if self.live:
+        if self.shown:
             sys.stderr.write("\r\x1b[2K")
             sys.stderr.flush()
 
@@ -535,7 +545,8 @@ def schedule_ls(session: Session, as_json: bool) -> int:
               "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
               "next_fire": _in_zone(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
               "last_fire": _in_zone(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
-              "pending_fire": _in_zone(r["pending_fire_at"], r["tz"])} for r in rows]
+              "pending_fire": _in_zone(r["pending_fire_at"], r["tz"]),
+              "model": r["model"] or "scripted"} for r in rows]  # NULL: added before --model, its runs are scripted
     if as_json:
         _json_out(shown)
         return EXIT_OK
@@ -544,7 +555,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
     for r in shown:
         state = f"next {r['next_fire']}" if r["enabled"] else "disabled"
         click.echo(f"{r['name']:<18} {r['agent']:<16} {r['cron']:<14} {r['tz']:<16} {state}  "
-                   f"missed={r['missed']} overlap={r['overlap']}" + (f"  last run {r['last_run_id']}"
+                   f"missed={r['missed']} overlap={r['overlap']} model={r['model']}" + (f"  last run {r['last_run_id']}"
                                                                       if r["last_run_id"] else ""))
     return EXIT_OK
 
@@ -678,8 +689,14 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     if report["steps"]:
         click.echo("\nsteps")
         for s in report["steps"]:
-            cost = f"  ${s['cost_usd']:.4f}" if s["cost_usd"] else ""
+            cost = f"  ${s['cost_usd']:.4f}" if s["cost_usd"] else "  cost unknown" if s["kind"] == "model" \
+                and s["cost_usd"] is None else ""
             click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['kind']:<7}{s['duration_ms']:>10.1f} ms{cost}")
+    if report["model_calls"]:
+        click.echo("\nmodel calls")
+        for c in report["model_calls"]:
+            click.echo(f"  {c['position']:>4}  {c['name']:<20} #{c['call']}  {c['provider']} {c['model']}  "
+                       + _call_state(c))
     if report["effects"]:
         click.echo("\neffects")
         for e in report["effects"]:
@@ -688,6 +705,19 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     for e in report["events"]:
         click.echo(f"  {e['at']}  {e['message']}")
     return EXIT_OK
+
+
+def _call_state(call: dict) -> str:
+    if call["state"] == "died":
+        held = call["reserved_usd"]
+        return "in flight when the worker died, possibly billed " + (f"${held:.4f}" if held is not None else
+                                                                     "(cost unknown)")
+    if call["state"] == "in_flight":
+        return f"in flight: {call['tokens'] or 0} tokens, {call['elapsed_s']:.1f} s"
+    if call["state"] == "failed":
+        return f"failed: {call['error']}"
+    cost = f"${call['cost_usd']:.4f}" if call["cost_usd"] is not None else "cost unknown"
+    return f"answered {call['request_id'] or ''} {call['tokens']} tokens {cost}".replace("  ", " ")
 
 
 def _usage(name: str, d: dict) -> str:

@@ -7,17 +7,32 @@ import re
 from typing import Any
 
 from .runtime.agent import BUDGET_DIMENSIONS
-from .runtime.clock import iso
+from .runtime.clock import iso, now
 from .runtime.results import decode
 from .store import Store
 from .store.approvals import approvals_for
 from .store.effects import effects_for
 from .store.events import last_event_like
 from .store.journal import checkpoint_for, journal_for
+from .store.model_calls import DIED, IN_FLIGHT, calls_for
 from .store.runs import TERMINAL, events_for, get_run, list_runs
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
+
+
+PROVIDERS = {"anthropic": "Claude", "scripted": "scripted"}
+
+
+def live_line(name: str, provider: str, tokens: int, elapsed_s: float) -> str:
+    """A model call in flight, as the TUI's timeline and `tui-agent run`'s progress line show it."""
+    return f"{name} · {PROVIDERS.get(provider, provider)} · {tokens:,} tokens · {elapsed_s:.1f} s"
+
+
+def _call(row: dict, at: float) -> dict:
+    """A model call attempt for the report: seconds so far while in flight, else how long it took."""
+    end = at if row["state"] == IN_FLIGHT else row["updated_at"]
+    return {**iso_times(row), "elapsed_s": round(max(0.0, end - row["started_at"]), 3)}
 
 
 def iso_times(row: dict) -> dict:
@@ -115,6 +130,10 @@ def run_report(store: Store, run_id: str) -> dict:
                         "kind": row["kind"], "result": value,
                         "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
                         "fence": row["fence"], "started_at": iso(row["started_at"])})
+    at = now()
+    calls = [_call(row, at) for row in calls_for(store, run, at)]
+    budget = budget_of(run, checkpoint)
+    budget["possibly_billed_usd"] = sum(c["reserved_usd"] or 0 for c in calls if c["state"] == DIED)
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}
     if shown_checkpoint.get("next_input") is not None:
         shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
@@ -125,6 +144,7 @@ def run_report(store: Store, run_id: str) -> dict:
         "journal": entries,
         "effects": [_effect(row) for row in effects_for(store, run_id)],
         "events": [iso_times(e) for e in events_for(store, run_id)],
-        "budget": budget_of(run, checkpoint),
+        "budget": budget,
         "approvals": [iso_times(a) for a in approvals_for(store, run_id)],
+        "model_calls": calls,
     }

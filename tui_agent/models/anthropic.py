@@ -1,9 +1,10 @@
 """Claude through the official `anthropic` SDK, behind the `Provider` interface.
 
-The SDK never retries (`max_retries=0`): our retry policy decides, durably, with the attempt count
-kept across crashes. Every failure becomes a `TemporaryError` or a `PermanentError`. The key is read
-from the environment at each call and never kept, logged or journaled. The SDK is imported at the
-first call, so a process that only ever runs scripted models never pays for importing it.
+Every call streams, so a long reply shows life while it is written. The SDK never retries
+(`max_retries=0`): our retry policy decides, durably, with the attempt count kept across crashes.
+Every failure becomes a `TemporaryError` or a `PermanentError`. The key is read from the environment
+at each call and never kept, logged or journaled. The SDK is imported at the first call, so a process
+that only ever runs scripted models never pays for importing it.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import PermanentError, TemporaryError
 from .pricing import PRICES_DATE
+from .tokens import estimate_tokens
 
 KEY_VARIABLE = "ANTHROPIC_API_KEY"
 # The newest Sonnet in pricing.py's table (dated PRICES_DATE): the model when neither the run nor the agent names one.
@@ -25,6 +27,10 @@ READ_TIMEOUT_S = 120.0  # silence between two reads
 CONNECT_TIMEOUT_S = 10.0
 
 TEMPORARY_STATUSES = {408, 409, 429}  # and every 5xx: 500-504, 529 overloaded
+# An error event mid-stream has no status of its own (the stream began with a 200): only its type tells.
+TEMPORARY_STREAM_ERRORS = {"api_error", "timeout_error", "overloaded_error"}  # the 5xx kinds
+# The field of each delta kind that carries reply output, counted as it streams in.
+DELTA_OUTPUT = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
 SPEND_LIMITS = ("EnforcedSpendLimitReachedError", "ContractSpendLimitReachedError", "RampLimitExceededError")
 
 
@@ -83,10 +89,14 @@ def classify(error: Exception) -> Exception:
     if isinstance(error, anthropic.APIStatusError):
         headers = error.response.headers
         said = str(headers.get("x-should-retry", "")).lower()
-        message = f"Claude answered {error.status_code}: {error}"
+        mid_stream = error.status_code < 400  # an error event in a stream that began with a 200
+        message = (f"Claude broke off its reply with {error.type}: {error.api_message}" if mid_stream
+                   else f"Claude answered {error.status_code}: {error}")
         spend_limits = tuple(getattr(anthropic, name) for name in SPEND_LIMITS if hasattr(anthropic, name))
         if said in ("true", "false"):
             temporary = said == "true"
+        elif mid_stream:
+            temporary = error.type in TEMPORARY_STREAM_ERRORS
         else:
             temporary = not isinstance(error, spend_limits) and (
                 error.status_code in TEMPORARY_STATUSES or error.status_code >= 500)
@@ -125,37 +135,95 @@ class AnthropicProvider:
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
                system: str | None = None, tools: list[dict] | None = None,
-               call_index: int = 0) -> dict:
+               call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict:
+        """Streamed, so a long reply shows life: `on_tokens` gets the output tokens so far at every delta."""
         import anthropic
 
         extra = {**({"system": system} if system is not None else {}), **({"tools": tools} if tools else {})}
         self.deadline_at = time.monotonic() + self.deadline_s
         read_s = min(self.read_timeout_s, self.deadline_s)
-        raw = None
+        request = {"model": model or self.model, "messages": messages, "max_tokens": max_tokens,
+                   "timeout": anthropic.Timeout(read_s, connect=min(CONNECT_TIMEOUT_S, read_s)), **extra}
+        received = ""
         with self._client() as client:
-            try:
-                raw = client.messages.with_raw_response.create(
-                    model=self.pinned or model or self.model, messages=messages, max_tokens=max_tokens,
-                    timeout=anthropic.Timeout(read_s, connect=min(CONNECT_TIMEOUT_S, read_s)), **extra)
-                message = raw.parse()
-            except Exception as e:
-                if time.monotonic() > self.deadline_at or isinstance(e, DeadlinePassed):
-                    raise TemporaryError(f"Claude gave no complete reply within {self.deadline_s:g}s") from None
-                if isinstance(e, anthropic.APIError) or raw is None:
-                    raise classify(e) from None
-                raise PermanentError(f"Claude answered {raw.status_code} with something that is not a message "
-                                     f"({type(e).__name__}: {str(e)[:200]})") from None
-        return _reply(message, raw.request_id)
+            for item in self._stream(client, request):
+                if isinstance(item, str):
+                    received += item
+                    if on_tokens is not None:
+                        on_tokens(estimate_tokens(received))
+        return item  # the last item is the reply
+
+    def _stream(self, client, request: dict) -> Iterator[str | dict]:
+        """The reply's output text piece by piece, then the reply itself as the last item. Every failure on
+        the way, from the request to the last byte, comes out as our error here, in the generator, so
+        what the consumer raises between two pieces (its `on_tokens`) passes unchanged."""
+        started = False
+        try:
+            with client.messages.stream(**request) as stream:
+                started = True
+                carried, complete = set(), False
+                for event in stream:
+                    if event.type == "message_start":
+                        carried |= event.message.to_dict().keys()
+                    elif event.type == "message_delta":
+                        carried |= event.delta.to_dict().keys()
+                    elif event.type == "content_block_delta":
+                        field = DELTA_OUTPUT.get(event.delta.type)
+                        yield getattr(event.delta, field) if field else ""
+                    complete = complete or event.type == "message_stop"
+                if not carried:
+                    raise PermanentError("Claude answered 200 with something that is not a message "
+                                         "(no message event in it)")
+                if not complete:
+                    raise TemporaryError("Claude's reply stream ended before the message did")
+                yield _reply(_as_sent(stream.get_final_message(), carried), stream.request_id)
+        except (TemporaryError, PermanentError):
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure becomes ours: _failure sorts them
+            raise self._failure(e, started) from None
+
+    def _failure(self, error: Exception, started: bool) -> Exception:
+        """Our error for a failed call. Once the stream has begun, a broken connection may heal and
+        anything unexpected means the body is not a message."""
+        import anthropic
+        import httpx2
+
+        if isinstance(error, DeadlinePassed) or time.monotonic() > self.deadline_at:
+            return TemporaryError(f"Claude gave no complete reply within {self.deadline_s:g}s")
+        if not started or isinstance(error, anthropic.APIError):
+            return classify(error)
+        if isinstance(error, httpx2.TransportError):
+            return TemporaryError(f"the connection to Claude broke mid-reply: {error!r}")
+        return PermanentError(f"Claude answered 200 with something that is not a message "
+                              f"({type(error).__name__}: {str(error)[:200]})")
 
 
-def _reply(message, request_id: str | None) -> dict:
+def _as_sent(message, carried: set[str]) -> dict:
+    """The streamed message as the JSON a plain `Message` gives: the SDK's accumulated snapshot with only
+    the top-level fields the stream carried (it sets `stop_details` whether or not one was sent)."""
+    dumped = json.loads(message.to_json(indent=None))
+    return {name: value for name, value in dumped.items() if name in carried}
+
+
+def _reply(reply: dict, request_id: str | None) -> dict:
     """The reply as the API's JSON (what the journal keeps) with the request id beside it; a 200 whose
-    body is not a Message is a permanent error, since asking again gets the same."""
-    import anthropic
-
-    reply = json.loads(message.to_json(indent=None)) if isinstance(message, anthropic.types.Message) else None
-    if not (isinstance(reply, dict) and reply.get("type") == "message" and isinstance(reply.get("content"), list)
+    body is not a message is a permanent error, since asking again gets the same."""
+    if not (reply.get("type") == "message" and isinstance(reply.get("content"), list)
             and isinstance(reply.get("usage"), dict) and isinstance(reply.get("model"), str)):
-        shown = str(message)[:200]
-        raise PermanentError(f"Claude answered 200 with something that is not a message: {shown!r}")
+        raise PermanentError(f"Claude answered 200 with something that is not a message: {str(reply)[:200]!r}")
     return {**reply, "_request_id": request_id}
+
+
+def as_message(reply: dict):
+    """The reply as the SDK's `Message`, for code that wants typed blocks. The journal keeps the raw JSON,
+    so a reply this SDK cannot type (a newer block type) comes back as that dict, unchanged."""
+    import anthropic
+    import pydantic
+
+    fields = {name: value for name, value in reply.items() if name != "_request_id"}
+    try:
+        message = anthropic.types.Message.model_validate_json(json.dumps(fields))
+    except pydantic.ValidationError:
+        return reply
+    message._request_id = reply.get("_request_id")
+    return message

@@ -21,13 +21,15 @@ DEFAULT = "default"
 
 
 class Provider(Protocol):
-    """A model behind one call; `call_index` is the Nth model call of the run, from 0."""
+    """A model behind one call; `call_index` is the Nth model call of the run, from 0. `model` is the id the
+    runtime chose (None: the provider's own). `on_tokens(n)` hears the output tokens so far while the reply
+    is written, monotone, as often as the provider learns more: the caller throttles."""
 
     name: str
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
                system: str | None = None, tools: list[dict] | None = None,
-               call_index: int = 0) -> dict: ...
+               call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict: ...
 
 
 class Unresolved:

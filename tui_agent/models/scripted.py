@@ -91,7 +91,8 @@ class ScriptedProvider:
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
                system: str | None = None, tools: list[dict] | None = None,
-               call_index: int = 0) -> dict:
+               call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict:
+        """The reply comes whole, so `on_tokens` hears its output tokens once."""
         answer = self.script(messages, max_tokens, call_index)
         if isinstance(answer, str):
             reply = {"content": [{"type": "text", "text": answer}]}
@@ -110,6 +111,8 @@ class ScriptedProvider:
             reply["stop_reason"] = "max_tokens"
         input_tokens = estimate_prompt_tokens(system, messages)
         digest = hashlib.sha256(json.dumps([call_index, content], sort_keys=True).encode()).hexdigest()
+        if on_tokens is not None:
+            on_tokens(output_tokens)
         return {
             "id": f"msg_scripted_{digest[:16]}",
             "type": "message",

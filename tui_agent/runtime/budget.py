@@ -61,11 +61,7 @@ class BudgetMeter:
         used = self.used
         used["steps"] += 1
         used["wall_s"] += wall_s
-        if usage.model_calls:
-            used["model_calls"] += usage.model_calls
-            used["input_tokens"] += usage.input_tokens
-            used["output_tokens"] += usage.output_tokens
-            used["cost_usd"] += usage.cost_usd
+        self.hold(usage)
         used["effects"] += usage.effects
         if not self._not_soft_yet:
             return []
@@ -73,6 +69,14 @@ class BudgetMeter:
         if crossed:
             self._not_soft_yet = [d for d in self._not_soft_yet if d not in crossed]
         return crossed
+
+    def hold(self, usage: Usage, sign: int = 1) -> None:
+        """Count a model call's usage (or, `sign` -1, give back a reservation nothing was billed for)."""
+        used = self.used
+        used["model_calls"] += sign * usage.model_calls
+        used["input_tokens"] += sign * usage.input_tokens
+        used["output_tokens"] += sign * usage.output_tokens
+        used["cost_usd"] += sign * usage.cost_usd
 
     def describe(self, dimension: str) -> str:
         limit = self.limits[dimension]

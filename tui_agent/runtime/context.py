@@ -19,7 +19,7 @@ from ..models import (
     estimate_prompt_tokens,
     provider_for,
 )
-from ..store import Claim, Store
+from ..store import Claim, Store, model_calls
 from ..store.events import add_event
 from ..store.journal import (
     NO_USAGE,
@@ -37,6 +37,7 @@ from .clock import CLOCK, now
 from .control import RunControl
 from .effects import perform
 from .faults import crash_point
+from .live import LiveCall
 from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
 from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
@@ -48,6 +49,16 @@ _PLAIN = (str, int, float, bool, type(None))
 _MODEL_DIMENSIONS = ("model_calls", "input_tokens", "output_tokens", "cost_usd")
 
 StepObserver = Callable[["Context", int, str, bool], None]
+
+
+def _shared(previous: list[dict], messages: list[dict]) -> int:
+    """How many leading messages a call shares with the previous one (a conversation grows at its end)."""
+    count = 0
+    for old, new in zip(previous, messages):
+        if old != new:
+            break
+        count += 1
+    return count
 
 
 class Context:
@@ -71,7 +82,10 @@ class Context:
         self._entries = entries
         self._position = 0
         self._model_calls = 0
+        self._last_messages: list[dict] = []   # the previous model call's, so a request records only what is new
+        self._switched: str | None = None      # the model the degrade hook switched to
         self._on_step = on_step
+        self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
         self._retry = agent.retry if agent else RetryPolicy()
         self._degrade = agent.degrade if agent else None
         self._plateau = PlateauDetector(agent.plateau) if agent and agent.plateau else None
@@ -146,9 +160,11 @@ class Context:
             self._soft_position = position
         self._degrade_now()
 
-    def _attempt(self, position: int, name: str, call: Callable[[], Any]) -> tuple[Any, int, float, float]:
+    def _attempt(self, position: int, name: str, call: Callable[[], Any],
+                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None) -> tuple[Any, int, float, float]:
         """Call until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
-        started_at, duration). Failed attempts are committed, so a crash does not reset the count."""
+        started_at, duration). Failed attempts are committed, so a crash does not reset the count;
+        `failed(conn, error)` adds to that commit."""
         attempts = self._checkpoint.step_attempts
         self._checkpoint.step_attempts = 0
         while True:
@@ -158,15 +174,20 @@ class Context:
                 return call(), attempts + 1, started_at, CLOCK.perf() - t0
             except Exception as e:
                 attempts += 1
-                if not is_temporary(e) or attempts >= self._retry.attempts:
-                    raise StepFailed(position, name, e, attempts) from e
+                again = is_temporary(e) and attempts < self._retry.attempts
                 asked = getattr(e, "retry_after_s", None)  # the service's own retry-after wins over our back-off
                 delay = asked if asked is not None else backoff_s(self._retry, attempts)
-                at = now()
-                with self.write(at) as conn:
-                    record_failed_attempt(conn, self.run_id, attempts, at)
-                    add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
-                              f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
+                if again or failed is not None:
+                    at = now()
+                    with self.write(at) as conn:
+                        if failed is not None:
+                            failed(conn, e)
+                        if again:
+                            record_failed_attempt(conn, self.run_id, attempts, at)
+                            add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
+                                      f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
+                if not again:
+                    raise StepFailed(position, name, e, attempts) from e
                 self._back_off(name, attempts, delay)
 
     def _back_off(self, name: str, attempts: int, delay: float) -> None:
@@ -234,29 +255,71 @@ class Context:
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None) -> dict:
-        """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost."""
+        """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost.
+
+        Each attempt is committed before its request is sent, holding its worst case against the budget:
+        a worker that dies mid-call leaves it in flight, possibly billed, and the retry reserves anew."""
         if not self.replaying and isinstance(self.provider, Unresolved):
             self._resolve_default()
-        position, recorded, value = self._next(name, **self._reservation(model, system, messages, max_tokens))
+        chosen = self._model_id(model)
+        reserved = self._reservation(chosen, system, messages, tools, max_tokens)
+        position, recorded, value = self._next(name, **self._needs(reserved))
         call_index = self._model_calls
         self._model_calls += 1
+        previous, self._last_messages = self._last_messages, list(messages)
         if recorded:
             return value
         missing = getattr(self.provider, "missing", lambda: None)()
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
             raise Suspend("parked", "environment", f"{missing} for worker {self.worker}; set it and resume")
-        chosen = self._model_id(model)
-        reply, attempts, started_at, duration = self._attempt(position, name, lambda: self.provider.create(
-            model=chosen, messages=messages, max_tokens=max_tokens, system=system, tools=tools, call_index=call_index))
+        request = {"max_tokens": max_tokens, "system": system, "tools": tools, "messages": messages,
+                   "after": _shared(previous, messages)}
+        keys: list[model_calls.CallKey] = []
+
+        def call() -> dict:
+            at = now()
+            with self.write(at) as conn:
+                keys.append(model_calls.begin(conn, self.run_id, self.generation, position, name, self.fence,
+                                              self.provider.name.partition(":")[0], chosen, request, reserved, at))
+            self.budget.hold(reserved)
+            crash_point("in-model-call")
+            live = LiveCall(self._store, keys[-1], self._live_observer(name))
+            try:
+                return self.provider.create(model=chosen, messages=messages, max_tokens=max_tokens, system=system,
+                                            tools=tools, call_index=call_index, on_tokens=live)
+            finally:
+                live.close()
+
+        def failed(conn: sqlite3.Connection, error: Exception) -> None:
+            model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", now())
+            self.budget.hold(reserved, -1)
+
+        reply, attempts, started_at, duration = self._attempt(position, name, call, failed)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
-        spent = Usage(model_calls=1,
-                      input_tokens=int(usage.get("input_tokens") or 0)
-                      + int(usage.get("cache_creation_input_tokens") or 0)
-                      + int(usage.get("cache_read_input_tokens") or 0),
-                      output_tokens=int(usage.get("output_tokens") or 0),
-                      cost_usd=cost or 0.0, unpriced_calls=int(cost is None))
-        return self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts)
+        input_tokens = sum(int(usage.get(k) or 0) for k in
+                           ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+        output_tokens = int(usage.get("output_tokens") or 0)
+        spent = Usage(input_tokens=input_tokens - reserved.input_tokens,  # what it used, in place of its hold
+                      output_tokens=output_tokens - reserved.output_tokens,
+                      cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None))
+        value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
+                             also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
+                                                                    reply.get("_request_id"), now()))
+        crash_point("after-model-commit")
+        return value
+
+    def switch_model(self, model_id: str) -> None:
+        """From the `degrade` hook: every later call of this run asks `model_id` (a cheaper model), over the
+        run's pinned model and the agent's `model=`. The hook runs at the same position on a replay, so
+        the switch does too."""
+        self._switched = model_id
+
+    def _live_observer(self, name: str) -> Callable[[int, float], None] | None:
+        if self._on_live is None:
+            return None
+        label = self.provider.name.partition(":")[0]
+        return lambda tokens, elapsed: self._on_live(self, name, label, tokens, elapsed)
 
     def _resolve_default(self) -> None:
         """`--model default` at the run's first new model call: this worker's environment decides, and the
@@ -272,22 +335,32 @@ class Context:
                       self.worker, self.fence)
         self.provider = provider_for(spec, self.provider.script)
 
-    def _model_id(self, model: str | None) -> str | None:
-        """The model of a call, highest first: the run's `anthropic:MODEL_ID`, the agent's `model=`; None
-        leaves the provider's default. One rule for the reservation and the call, so what is priced is what is sent."""
-        return getattr(self.provider, "pinned", None) or model
+    def _model_id(self, model: str | None) -> str:
+        """The model of a call, highest first: the degrade hook's switch, the run's `anthropic:MODEL_ID`, the
+        agent's `model=`, the provider's default. One rule for the reservation and the call, so what is
+        priced is what is sent."""
+        return (self._switched or getattr(self.provider, "pinned", None) or model
+                or getattr(self.provider, "model", ""))
 
-    def _reservation(self, model: str | None, system: str | None, messages: list[dict], max_tokens: int) -> dict:
-        """A model call's worst case, held against the hard ceilings before the call is made."""
-        budget = self.budget
-        if self._position < len(self._entries) or not any(budget.limits[d] is not None for d in _MODEL_DIMENSIONS):
-            return {}
-        tokens = estimate_prompt_tokens(system, messages)
-        model_id = self._model_id(model) or getattr(self.provider, "model", "")
+    def _reservation(self, model_id: str, system: str | None, messages: list[dict], tools: list[dict] | None,
+                     max_tokens: int) -> Usage | None:
+        """A new model call's worst case (None on a replay): the prompt estimate and `max_tokens` at the
+        model's price. A cost ceiling cannot be kept for a model without a price, so that is refused."""
+        if self.replaying:
+            return None
+        tokens = estimate_prompt_tokens(system, messages, tools)
         cost = cost_usd(model_id, {"input_tokens": tokens, "output_tokens": max_tokens})
-        if cost is None and budget.limits["cost_usd"] is not None:
-            budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")
-        return {"model_calls": 1, "input_tokens": tokens, "output_tokens": max_tokens, "cost_usd": cost or 0.0}
+        if cost is None and self.budget.limits["cost_usd"] is not None:
+            self.budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")
+        return Usage(model_calls=1, input_tokens=tokens, output_tokens=max_tokens, cost_usd=cost or 0.0,
+                     unpriced_calls=int(cost is None))
+
+    def _needs(self, reserved: Usage | None) -> dict:
+        """What a new model call must fit under the hard ceilings before it is made."""
+        if reserved is None or not any(self.budget.limits[d] is not None for d in _MODEL_DIMENSIONS):
+            return {}
+        return {"model_calls": 1, "input_tokens": reserved.input_tokens, "output_tokens": reserved.output_tokens,
+                "cost_usd": reserved.cost_usd}
 
     def progress(self, value: Any) -> None:
         """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed

@@ -22,6 +22,8 @@ POINTS = {
     "after-intended": "after an effect's intended row is committed, before it is attempted",
     "after-attempted": "after an effect's attempted row is committed, before do(key) is called",
     "after-do": "after do(key) returned, before confirmed is written",
+    "in-model-call": "after a model call's attempt is committed, before its request is sent",
+    "after-model-commit": "after a model call's reply is committed",
 }
 
 

@@ -189,6 +189,7 @@ class Store:
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         self.path = Path(path)
+        self.durability = durability
         self.data_dir = data_dir_for(self.path)
         _check_place(self.path)
         if not self.path.exists():

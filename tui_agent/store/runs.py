@@ -12,6 +12,7 @@ from ..errors import UserError
 from . import ids
 from .db import Store, StoreError, one_row
 from .events import add_event
+from .model_calls import copy_for_fork
 from .schema import CHECKPOINT_SCHEMA
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -324,6 +325,7 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
                  " service, run_id, 0, ?, ? FROM effects"
                  " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'confirmed'",
                  (run_id, now, now, parent["id"], parent["generation"], from_step))
+    copy_for_fork(conn, parent, run_id, from_step)
     add_event(conn, run_id, now, "queued", f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
     add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")

@@ -236,7 +236,43 @@ def _v4(db: sqlite_utils.Database) -> None:
     db["schedules"].add_column("model", str)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+def _v5(db: sqlite_utils.Database) -> None:
+    """Each attempt of a model call, committed before its request is sent, so a crash mid-call stays
+    visible and its reservation stays counted (the API may have billed it); with what was asked."""
+    db.execute("""
+        CREATE TABLE model_calls (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            generation INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            call INTEGER NOT NULL,       -- 1, 2, ...: each attempt at this position, a crashed one included
+            name TEXT NOT NULL,          -- the journal entry's name, before there is an entry
+            fence INTEGER NOT NULL,      -- the lease that sent it: in flight under an older one means it died
+            provider TEXT NOT NULL,      -- anthropic | scripted
+            model TEXT NOT NULL,         -- the model id asked for
+            state TEXT NOT NULL,         -- in_flight | answered | failed
+            request TEXT NOT NULL,       -- JSON: model, max_tokens, system and tools digests, messages after N
+            reserved_input INTEGER NOT NULL,   -- the worst case held against the budget while in flight,
+            reserved_output INTEGER NOT NULL,  -- and for good if the worker dies (possibly billed)
+            reserved_usd REAL,           -- null: the model has no price
+            tokens INTEGER,              -- output tokens so far while streaming, then the reply's
+            cost_usd REAL,               -- the answer's cost; null when unknown or not answered
+            request_id TEXT,
+            error TEXT,
+            started_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (run_id, generation, position, call)
+        ) WITHOUT ROWID""")
+    # a system prompt or tool list, stored once per run however many calls send it
+    db.execute("""
+        CREATE TABLE request_parts (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            digest TEXT NOT NULL,
+            body TEXT NOT NULL,          -- JSON
+            PRIMARY KEY (run_id, digest)
+        ) WITHOUT ROWID""")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

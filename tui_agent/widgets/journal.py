@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ..report import PROVIDERS
 from ..runtime.clock import now
 from .gauges import amount
 from .timeline import TimelineItem, clock, duration
@@ -133,6 +134,38 @@ def model_lines(reply: Any, cost: float | None) -> Text:
     return text
 
 
+_CALL_STATES = {"answered": "answered", "failed": "failed", "in_flight": "in flight",
+                "died": "in flight when the worker died"}
+
+
+def call_lines(calls: list[dict]) -> Text:
+    """Each attempt of a model call: who answered it, or that its worker died while it was in flight (the
+    API may have billed it, so its reservation stays counted)."""
+    text = Text("calls\n", style="dim")
+    for call in calls:
+        request = call["request"]
+        state = _CALL_STATES.get(call["state"], call["state"])
+        text.append(f"  {call['call']}  ")
+        text.append(state, style=AMBER if call["state"] == "died" else RED if call["state"] == "failed" else None)
+        parts = [f"{PROVIDERS.get(call['provider'], call['provider'])} {call['model']}", call.get("request_id"),
+                 f"{call['tokens']:,} tokens" if call.get("tokens") is not None else None,
+                 duration(call["elapsed_s"] * 1000), f"fence {call['fence']}"]
+        if call["state"] == "answered":
+            parts.append(amount("cost_usd", call["cost_usd"]) if call["cost_usd"] is not None else "cost unknown")
+        elif call["state"] == "died":
+            held = call["reserved_usd"]
+            parts.append(f"possibly billed {amount('cost_usd', held)}" if held is not None else "cost unknown")
+        text.append(" · " + " · ".join(p for p in parts if p) + "\n", style="dim")
+        if call.get("error"):
+            text.append(f"     {call['error']}\n", style=RED)
+        new = len(request.get("messages") or [])
+        text.append(f"     asked: max_tokens {request.get('max_tokens')} · {new} new message{'s' * (new != 1)}"
+                    + (f" after {request['after']}" if request.get("after") else "")
+                    + (" · system" if request.get("system") else "") + (" · tools" if request.get("tools") else "")
+                    + "\n", style="dim")
+    return text
+
+
 def human(item: TimelineItem, situation: str = "", at: float | None = None) -> Text:
     """The selected entry for people."""
     text = Text()
@@ -147,6 +180,9 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
         text.append("\n")
     if item.kind == "model" and entry is not None:
         text.append(model_lines(entry["result"], step.get("cost_usd")))
+        if item.calls:
+            text.append("\n\n")
+            text.append(call_lines(item.calls))
     elif item.kind == "effect":
         if item.effect:
             text.append(effect_lines(item.effect, at))
@@ -187,6 +223,9 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
     if item.pending and item.kind == "pending":
         text.append(situation or item.note)
         text.append("\n")
+        if item.calls:
+            text.append("\n")
+            text.append(call_lines(item.calls))
     return text
 
 

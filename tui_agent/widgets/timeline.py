@@ -1,6 +1,7 @@
 """The run's timeline: each journal entry of the current generation in order, a mark for its state,
-its duration, `↺N` when it took N attempts, its kind and (for a model call) its cost, then the position
-the run stands at (an effect in doubt, an approval it waits on, the step it stopped at)."""
+its duration, `↺N` when it took N attempts, its kind and (for a model call) its model and cost, then the
+position the run stands at (an effect in doubt, an approval it waits on, a model call in flight or one
+whose worker died mid-call, the step it stopped at)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..report import needs_person
+from ..report import PROVIDERS, live_line, needs_person
 from ..runtime.clock import now
 from .gauges import amount
 from .status import NEEDS_YOU, mark_of, style_of
@@ -41,6 +42,7 @@ class TimelineItem:
     step: dict | None = None           # the report's step row (attempts, duration, cost)
     effect: dict | None = None         # the ledger row (epoch times), for effects
     approval: dict | None = None       # the approvals row, for approvals
+    calls: list[dict] = field(default_factory=list)  # a model call's attempts (the report's model_calls)
     run: dict = field(default_factory=dict)
 
     @property
@@ -54,6 +56,18 @@ class TimelineItem:
     @property
     def in_doubt(self) -> bool:
         return bool(self.effect) and self.effect["state"] in IN_DOUBT
+
+    @property
+    def possibly_billed(self) -> float:
+        """What the calls that died in flight here reserved: the API may have billed them."""
+        return sum(c["reserved_usd"] or 0 for c in self.calls if c["state"] == "died")
+
+
+def model_label(call: dict) -> str:
+    """`sonnet-5-5` for a Claude call, `scripted` for the offline provider: short enough for a row."""
+    if call["provider"] != "anthropic":
+        return PROVIDERS.get(call["provider"], call["provider"])
+    return call["model"].removeprefix("claude-")
 
 
 def duration(ms: float | None) -> str:
@@ -86,6 +100,9 @@ def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
     steps = {s["position"]: s for s in report["steps"]}
     ledger = {e["position"]: e for e in effects if e["generation"] == generation}
     asked = {a["position"]: a for a in report["approvals"] if a["generation"] == generation}
+    calls: dict[int, list[dict]] = {}
+    for call in report.get("model_calls", []):
+        calls.setdefault(call["position"], []).append(call)
     items = []
     for entry in report["journal"]:
         if entry["generation"] != generation:
@@ -105,14 +122,15 @@ def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
             note = "denied"
         items.append(TimelineItem(position, entry["name"], kind, mark, style, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
-                                  ledger.get(position), asked.get(position), run))
-    pending = _pending(report, ledger, asked, {i.position for i in items})
+                                  ledger.get(position), asked.get(position), calls.get(position, []), run))
+    pending = _pending(report, ledger, asked, {i.position for i in items}, calls)
     if pending:
         items.append(pending)
     return items
 
 
-def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int]) -> TimelineItem | None:
+def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int],
+             calls: dict[int, list[dict]]) -> TimelineItem | None:
     run, checkpoint = report["run"], report["checkpoint"]
     status, reason = run["status"], run["reason"]
     waiting_effects = [e for p, e in sorted(ledger.items()) if p not in recorded]
@@ -139,6 +157,9 @@ def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int]) -> Tim
     position = checkpoint.get("current_step") or 0
     if position in recorded:
         return None
+    asking = _asking(position, calls[position], report) if position in calls else None
+    if asking is not None:
+        return asking
     failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
     name = failing.group(1) if failing else "next step"
     if status in ("parked", "waiting") and reason:
@@ -149,6 +170,22 @@ def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int]) -> Tim
         label = status
     return TimelineItem(position, name, "pending", mark_of(status, reason), style_of(status, reason) or "bold",
                         label, attempts=(checkpoint.get("step_attempts") or 0) + (status == "running"), run=run)
+
+
+def _asking(position: int, calls: list[dict], report: dict) -> TimelineItem | None:
+    """A model call with no reply recorded: streaming now, or in flight when its worker died (else None)."""
+    run, checkpoint = report["run"], report["checkpoint"]
+    status, reason, last = run["status"], run["reason"], calls[-1]
+    if last["state"] not in ("in_flight", "died"):
+        return None
+    item = TimelineItem(position, last["name"], "pending", mark_of(status, reason), style_of(status, reason) or "bold",
+                        "", attempts=(checkpoint.get("step_attempts") or 0) + 1, calls=calls, run=run)
+    if last["state"] == "in_flight":
+        item.note = live_line(last["name"], last["provider"], last["tokens"] or 0, last["elapsed_s"])
+    else:
+        billed = amount("cost_usd", item.possibly_billed) if item.possibly_billed else "cost unknown"
+        item.note = f"in flight when the worker died · possibly billed {billed}"
+    return item
 
 
 class Timeline(OptionList):
@@ -232,9 +269,18 @@ class Timeline(OptionList):
         if item.kind == "model":
             parts.append(amount("cost_usd", item.cost_usd).replace("$0.", "$.") if item.cost_usd is not None
                          else "$?")
+            if item.possibly_billed:
+                parts.append("+" + amount("cost_usd", item.possibly_billed).replace("$0.", "$.") + "?")
         elif item.note and item.duration_ms and not item.pending:
             parts.append(item.note)
         return " ".join(p for p in parts if p)
+
+    @staticmethod
+    def _tag(item: TimelineItem) -> str:
+        """The kind column; a model call names its model there instead (`sonnet-5-5`, `scripted`)."""
+        if item.kind == "model" and item.calls:
+            return model_label(item.calls[-1])
+        return TAGS.get(item.kind, "")
 
     @staticmethod
     def _spread(item: TimelineItem) -> bool:
@@ -248,7 +294,7 @@ class Timeline(OptionList):
         time_w = max((len(self._timing(i)) for i in rows), default=0)
 
         def widths(folded: bool) -> tuple[int, int, int]:
-            tag_w = 0 if folded else max((len(TAGS.get(i.kind, "")) for i in rows), default=0)
+            tag_w = 0 if folded else max((len(self._tag(i)) for i in rows), default=0)
             extra_w = max((len(self._extra(i, folded)) for i in rows), default=0)
             used = 2 + sum(w + 1 for w in (tag_w, time_w, extra_w) if w)
             return tag_w, extra_w, width - used
@@ -278,7 +324,7 @@ class Timeline(OptionList):
             return line
         line.append(f"{name:<{name_w}} ")
         if tag_w:
-            line.append(f"{TAGS.get(item.kind, ''):<{tag_w}} ", style="dim")
+            line.append(f"{self._tag(item):<{tag_w}} ", style="dim")
         if time_w:
             line.append(f"{self._timing(item):>{time_w}} ", style="dim" if not item.note else item.mark_style or None)
         if extra_w:

@@ -1,0 +1,132 @@
+"""Claude calls across `kill -9`, with real worker processes against the fake Messages API on 127.0.0.1:
+a recorded reply is never asked for again; a call in flight when its worker died stays visible and counted
+(the API may have billed it), and its retry is exactly one new request."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from conftest import ROOT
+from fake_messages import USAGE, message
+
+from tui_agent.models import cost_usd
+from tui_agent.models.anthropic import DEFAULT_MODEL
+
+AGENTS = ["--agents", "model_agents"]
+ANSWERS = ("Four.", "Twelve.")
+# what an uninterrupted run ends with: both answers, and the two replies' cost at the default model's price
+WHOLE_RESULT = {"answers": list(ANSWERS), "request_ids": ["req_fake01", "req_fake01"]}
+WHOLE_COST = 2 * cost_usd(DEFAULT_MODEL, USAGE)
+
+
+def _later(seconds: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
+def _ok(done, code: int = 0):
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    return done
+
+
+def _show(tui_agent, run_id) -> dict:
+    return json.loads(_ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
+
+
+def _start(tui_agent) -> str:
+    return _ok(tui_agent(*AGENTS, "start", "two-questions", "--model", "anthropic")).stdout.strip()
+
+
+def _worker(tui_agent, name: str, **env: str):
+    return tui_agent(*AGENTS, "worker", "--once", "--lease", "3", "--name", name, env=env)
+
+
+def _play_answers(fake) -> None:
+    fake.play(*({"body": message(text)} for text in ANSWERS))
+
+
+def test_an_uninterrupted_run_asks_twice(tui_agent, fake):
+    _play_answers(fake)
+    run_id = _start(tui_agent)
+    _ok(_worker(tui_agent, "w-whole"))
+    whole = _show(tui_agent, run_id)
+    assert (whole["run"]["status"], whole["run"]["result"]) == ("succeeded", WHOLE_RESULT)
+    assert whole["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST)
+    assert len(fake.requests) == 2 and all(r["body"]["stream"] for r in fake.requests)
+
+
+def test_a_worker_killed_after_a_recorded_reply_is_never_asked_it_again(tui_agent, fake):
+    _play_answers(fake)
+    run_id = _start(tui_agent)
+    crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT="after-model-commit:1")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert len(fake.requests) == 1 and [e["name"] for e in _show(tui_agent, run_id)["journal"]] == ["ask"]
+
+    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    report = _show(tui_agent, run_id)
+    assert report["run"]["status"] == "succeeded"
+    assert report["run"]["result"] == WHOLE_RESULT
+    assert len(fake.requests) == 2  # the recorded reply was replayed: only the follow-up went out
+    assert [r["body"]["messages"][-1]["content"] for r in fake.requests] == ["What is two and two?",
+                                                                             "And times three?"]
+    assert [(c["name"], c["state"]) for c in report["model_calls"]] == [("ask", "answered"), ("follow-up", "answered")]
+    assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST)
+
+
+def _kill_mid_request(fake, kill_after_s: float) -> None:
+    worker = subprocess.Popen([sys.executable, "-m", "tui_agent", *AGENTS, "worker", "--once", "--lease", "3",
+                               "--name", "w-1"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert fake.wait_for_requests(1, timeout=30), "the worker never asked"
+        time.sleep(kill_after_s)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+
+
+@pytest.mark.parametrize("slow, kill_after_s", [
+    pytest.param({"hang_s": 30}, 0.0, id="before-any-byte"),
+    pytest.param({"event_delay_s": 0.3}, 0.8, id="mid-stream"),
+])
+def test_a_worker_killed_mid_request_leaves_the_call_in_flight_counted_and_retries_it_once(tui_agent, fake, slow,
+                                                                                           kill_after_s):
+    fake.play({"body": message("Four, and a long way to say it " * 20), **slow})
+    run_id = _start(tui_agent)
+    _kill_mid_request(fake, kill_after_s)
+    shown = _show(tui_agent, run_id)
+    (in_flight,) = shown["model_calls"]
+    assert (in_flight["name"], in_flight["state"]) == ("ask", "in_flight")  # its lease has not run out yet
+    held = in_flight["reserved_usd"]
+    assert held > 0 and shown["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(held)
+
+    _play_answers(fake)
+    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    report = _show(tui_agent, run_id)
+    assert report["run"]["status"] == "succeeded" and report["run"]["result"] == WHOLE_RESULT
+    assert len(fake.requests) == 3  # the call in flight was asked once more; nothing else was repeated
+    assert [(c["position"], c["call"], c["state"]) for c in report["model_calls"]] == [
+        (0, 1, "died"), (0, 2, "answered"), (1, 1, "answered")]
+    # the budget counts both: the dead call's reservation (possibly billed) and what the others really cost
+    assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST + held)
+    assert report["budget"]["possibly_billed_usd"] == pytest.approx(held)
+    assert report["budget"]["dimensions"]["model_calls"]["used"] == 3
+    shown = _ok(tui_agent(*AGENTS, "show", run_id)).stdout
+    assert f"in flight when the worker died, possibly billed ${held:.4f}" in shown
+
+
+def test_a_worker_killed_after_its_call_is_committed_but_before_it_is_sent(tui_agent, fake):
+    _play_answers(fake)
+    run_id = _start(tui_agent)
+    crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT="in-model-call:1")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    assert fake.requests == []
+    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    report = _show(tui_agent, run_id)
+    assert report["run"]["status"] == "succeeded" and len(fake.requests) == 2
+    # nobody can tell whether a request left before the kill, so the call counts as possibly billed
+    assert [c["state"] for c in report["model_calls"]] == ["died", "answered", "answered"]

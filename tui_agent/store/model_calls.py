@@ -1,0 +1,124 @@
+"""Model calls, one row per attempt, each committed before its request is sent.
+
+A worker that dies mid-call leaves its row `in_flight` under a fence that is no longer the run's: that
+call may have been billed (the Messages API has no idempotency key), so its reservation stays counted in
+the checkpoint's budget counters. An answered call trades its reservation for what it really used; a
+call that failed with an error gives it back. The request is kept beside the reply for a later diff:
+the system prompt and tools once per run (by digest), and only the messages added since the last call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .db import Store
+
+if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
+    from .journal import Usage
+
+IN_FLIGHT, ANSWERED, FAILED = "in_flight", "answered", "failed"
+DIED = "died"  # how a reader shows an in_flight row whose worker is gone; never stored
+
+_HOLD = ("UPDATE checkpoints SET used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
+         " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ? WHERE run_id = ?")
+
+
+@dataclass(frozen=True)
+class CallKey:
+    run_id: str
+    generation: int
+    position: int
+    call: int
+
+
+def _digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def _part(conn: sqlite3.Connection, run_id: str, value) -> str | None:
+    """Store a system prompt or tool list once per run; its digest stands for it in each request."""
+    if value is None:
+        return None
+    body = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    digest = _digest(body)
+    conn.execute("INSERT OR IGNORE INTO request_parts (run_id, digest, body) VALUES (?, ?, ?)", (run_id, digest, body))
+    return digest
+
+
+def begin(conn: sqlite3.Connection, run_id: str, generation: int, position: int, name: str, fence: int,
+          provider: str, model: str, request: dict, reserved: Usage, now: float) -> CallKey:
+    """Inside a fenced write: the attempt's row and its reservation, held against the budget from now on.
+
+    `request` holds `system`, `tools`, `messages`, `after` (messages shared with the previous call) and
+    `max_tokens`; the row keeps only what the previous call did not already record."""
+    call = conn.execute("SELECT coalesce(max(call), 0) + 1 FROM model_calls WHERE run_id = ? AND generation = ?"
+                        " AND position = ?", (run_id, generation, position)).fetchone()[0]
+    after = request["after"]
+    kept = {"model": model, "max_tokens": request["max_tokens"], "system": _part(conn, run_id, request["system"]),
+            "tools": _part(conn, run_id, request["tools"]), "after": after, "messages": request["messages"][after:]}
+    conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
+                 " request, reserved_input, reserved_output, reserved_usd, started_at, updated_at)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?, ?, ?)",
+                 (run_id, generation, position, call, name, fence, provider, model,
+                  json.dumps(kept, ensure_ascii=False), reserved.input_tokens, reserved.output_tokens,
+                  reserved.cost_usd if not reserved.unpriced_calls else None, now, now))
+    conn.execute(_HOLD, (1, reserved.input_tokens, reserved.output_tokens, reserved.cost_usd, run_id))
+    return CallKey(run_id, generation, position, call)
+
+
+def answered(conn: sqlite3.Connection, key: CallKey, tokens: int, cost_usd: float | None, request_id: str | None,
+             now: float) -> None:
+    """Inside the write that journals the reply (whose usage replaces the reservation)."""
+    conn.execute("UPDATE model_calls SET state = 'answered', tokens = ?, cost_usd = ?, request_id = ?, updated_at = ?"
+                 " WHERE run_id = ? AND generation = ? AND position = ? AND call = ?",
+                 (tokens, cost_usd, request_id, now, *_where(key)))
+
+
+def failed(conn: sqlite3.Connection, key: CallKey, reserved: Usage, error: str, now: float) -> None:
+    """Inside a fenced write: the call came back with an error, so nothing was billed; the hold is given back."""
+    conn.execute("UPDATE model_calls SET state = 'failed', error = ?, updated_at = ?"
+                 " WHERE run_id = ? AND generation = ? AND position = ? AND call = ?", (error[:500], now, *_where(key)))
+    conn.execute(_HOLD, (-1, -reserved.input_tokens, -reserved.output_tokens, -reserved.cost_usd, key.run_id))
+
+
+def streamed(conn: sqlite3.Connection, key: CallKey, tokens: int, now: float) -> None:
+    """The live count of a streaming reply (no fence: it only ever touches its own in-flight row)."""
+    conn.execute("UPDATE model_calls SET tokens = ?, updated_at = ? WHERE run_id = ? AND generation = ?"
+                 " AND position = ? AND call = ? AND state = 'in_flight'", (tokens, now, *_where(key)))
+
+
+def _where(key: CallKey) -> tuple:
+    return key.run_id, key.generation, key.position, key.call
+
+
+def calls_for(store: Store, run: dict, now: float) -> list[dict]:
+    """The current generation's calls in order; an in-flight row not under the run's live lease is `died`
+    (a worker killed mid-call leaves its lease to run out)."""
+    rows = store.db.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
+                          " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
+                          " FROM model_calls WHERE run_id = ? AND generation = ? ORDER BY position, call",
+                          (run["id"], run["generation"]))
+    live = run["status"] == "running" and (run["lease_expires_at"] or 0) > now
+    shown = []
+    for row in rows:
+        if row["state"] == IN_FLIGHT and not (live and row["fence"] == run["fence"]):
+            row["state"] = DIED
+        row["request"] = json.loads(row["request"])
+        shown.append(row)
+    return shown
+
+
+def copy_for_fork(conn: sqlite3.Connection, parent: dict, run_id: str, from_step: int) -> None:
+    """A fork keeps the answered calls of the positions it keeps, and the request parts they name."""
+    conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
+                 " request, reserved_input, reserved_output, reserved_usd, tokens, cost_usd, request_id, started_at,"
+                 " updated_at) SELECT ?, 1, position, call, name, 0, provider, model, state, request, reserved_input, reserved_output,"
+                 " reserved_usd, tokens, cost_usd, request_id, started_at, updated_at FROM model_calls"
+                 " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'answered'",
+                 (run_id, parent["id"], parent["generation"], from_step))
+    conn.execute("INSERT INTO request_parts (run_id, digest, body) SELECT ?, digest, body FROM request_parts"
+                 " WHERE run_id = ?", (run_id, parent["id"]))
