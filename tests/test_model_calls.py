@@ -163,14 +163,17 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
     progress.shown = True
     worker = threading.Thread(target=lambda: execute(open_store(store.path), registry, claim, progress))
     worker.start()
-    seen = []
+    seen, notes = [], []
     deadline = time.monotonic() + 10
     while worker.is_alive() and time.monotonic() < deadline:
-        calls = run_report(store, run_id)["model_calls"]
+        report = run_report(store, run_id)
+        calls = report["model_calls"]
         if calls and calls[0]["state"] == "in_flight" and calls[0]["tokens"]:
             seen.append(calls[0]["tokens"])
+            notes.append(timeline_items(report, [])[-1].note)  # the run screen's pending row
         time.sleep(0.1)
     worker.join()
+    assert notes[-1].startswith(f"turn0 · scripted · {seen[-1]} tokens · ") and notes[-1].endswith(" s")
     assert seen and seen == sorted(seen) and 0 < seen[0] < 150  # written while the call streamed
     assert len(set(seen)) <= 3  # at most once a second for a 2.3 s call
     shown = capsys.readouterr().err
