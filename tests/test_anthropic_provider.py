@@ -4,6 +4,7 @@ never the real API."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -271,6 +272,17 @@ def test_a_long_retry_after_becomes_a_durable_wait(fake, store):
     assert (outcome.status, outcome.reason) == ("waiting", "retry")
     assert get_run(store, run_id)["wake_at"] == pytest.approx(time.time() + 3600, abs=60)
     assert len(fake.requests) == 1
+
+
+def test_an_sdk_that_cannot_be_imported_parks_the_run_like_a_missing_key(fake, store, monkeypatch):
+    registry = registry_of(ASKER)
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as on a worker whose environment lacks the package
+    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    parked = work(store, registry, run_id, worker="w-nosdk")
+    assert (parked.status, parked.reason) == ("parked", "environment")
+    assert parked.message.startswith("the anthropic package cannot be imported by worker w-nosdk (")
+    assert parked.message.endswith("; install tui-agent's dependencies where it runs and resume")
+    assert fake.requests == []
 
 
 def test_no_key_parks_the_run_and_resume_with_a_key_succeeds(fake, store, monkeypatch):

@@ -122,9 +122,18 @@ class AnthropicProvider:
         self.read_timeout_s = read_timeout_s
         self.deadline_at = float("inf")
 
-    def missing(self) -> str | None:
-        """What the environment lacks for a call (the runtime parks the run rather than failing it)."""
-        return None if os.environ.get(KEY_VARIABLE) else f"{KEY_VARIABLE} is not set"
+    def missing(self, worker: str) -> str | None:
+        """What `worker`'s environment lacks for a call, and the way out (the runtime parks the run rather
+        than failing it). Asked before each new call, so the SDK's import (seconds, once per process) is
+        paid here, not inside the call's time."""
+        if not os.environ.get(KEY_VARIABLE):
+            return f"{KEY_VARIABLE} is not set for worker {worker}; set it and resume"
+        try:
+            import anthropic  # noqa: F401
+        except ImportError as e:
+            return (f"the anthropic package cannot be imported by worker {worker} ({e}); "
+                    "install tui-agent's dependencies where it runs and resume")
+        return None
 
     def _client(self):
         import anthropic

@@ -269,9 +269,9 @@ class Context:
         previous, self._last_messages = self._last_messages, list(messages)
         if recorded:
             return value
-        missing = getattr(self.provider, "missing", lambda: None)()
+        missing = getattr(self.provider, "missing", lambda worker: None)(self.worker)
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
-            raise Suspend("parked", "environment", f"{missing} for worker {self.worker}; set it and resume")
+            raise Suspend("parked", "environment", missing)
         request = {"max_tokens": max_tokens, "system": system, "tools": tools, "messages": messages,
                    "after": _shared(previous, messages)}
         keys: list[model_calls.CallKey] = []

@@ -123,8 +123,8 @@ class BudgetGauges(Widget):
             notes.append(f"at a ceiling: {self.budget['on_exhaust']}")
         if self.budget.get("unpriced_model_calls"):
             notes.append(f"{self.budget['unpriced_model_calls']} call(s) without a price")
-        if self.budget.get("possibly_billed_usd"):
-            notes.append(f"cost holds {amount('cost_usd', self.budget['possibly_billed_usd'])} possibly billed")
+        if self.budget.get("possibly_billed_usd"):  # first: money that may be gone matters more than the key
+            notes.insert(0, f"{amount('cost_usd', self.budget['possibly_billed_usd'])} possibly billed")
         if self.stopped:
             notes.insert(0, f"stopped on {LABELS.get(self.stopped, self.stopped)}")
         if notes:
