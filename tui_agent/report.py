@@ -99,7 +99,9 @@ def budget_of(run: dict, checkpoint: dict) -> dict:
                             "percent": round(100 * used / limit, 1) if limit else None,
                             "soft_crossed": name in crossed}
     return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
-            "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0}
+            "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0,
+            "cache_read_tokens": checkpoint.get("used_cache_read_tokens") or 0,     # both part of input_tokens
+            "cache_write_tokens": checkpoint.get("used_cache_write_tokens") or 0}
 
 
 def _effect(row: dict) -> dict:

@@ -104,12 +104,14 @@ class ScriptedProvider:
         content = reply.get("content", [])
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
+        content = [{"id": f"toolu_scripted_{call_index}_{i}", "input": {}, **block}
+                   if block.get("type") == "tool_use" else block for i, block in enumerate(content)]
         stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         output_tokens = estimate_tokens(text_of(content))
         if output_tokens > max_tokens:
             content, output_tokens = _cap(content, max_tokens), max_tokens
             reply["stop_reason"] = "max_tokens"
-        input_tokens = estimate_prompt_tokens(system, messages)
+        input_tokens = estimate_prompt_tokens(system, messages, tools)
         digest = hashlib.sha256(json.dumps([call_index, content], sort_keys=True).encode()).hexdigest()
         if on_tokens is not None:
             on_tokens(output_tokens)

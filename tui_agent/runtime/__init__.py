@@ -3,5 +3,6 @@
 from .agent import Agent, Budget, RetryPolicy
 from .context import Context
 from .plateau import Plateau
+from .tools import Tool, tool
 
-__all__ = ["Agent", "Budget", "Context", "Plateau", "RetryPolicy"]
+__all__ = ["Agent", "Budget", "Context", "Plateau", "RetryPolicy", "Tool", "tool"]

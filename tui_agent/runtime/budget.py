@@ -63,6 +63,7 @@ class BudgetMeter:
         used["wall_s"] += wall_s
         self.hold(usage)
         used["effects"] += usage.effects
+        used["tool_calls"] += usage.tool_calls
         if not self._not_soft_yet:
             return []
         crossed = [d for d in self._not_soft_yet if used[d] >= self.soft * self.limits[d]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from ..models import (
     estimate_prompt_tokens,
     provider_for,
 )
+from ..models.caching import with_cache_marks
 from ..store import Claim, Store, model_calls
 from ..store.events import add_event
 from ..store.journal import (
@@ -30,7 +31,7 @@ from ..store.journal import (
     record_soft,
 )
 from ..store.runs import check_fence, record_model
-from . import waits
+from . import loop, waits
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
 from .clock import CLOCK, now
@@ -43,6 +44,7 @@ from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
 from .retry import backoff_s, is_temporary
+from .tools import Tool
 
 _UNSET = object()
 _PLAIN = (str, int, float, bool, type(None))
@@ -84,6 +86,7 @@ class Context:
         self._model_calls = 0
         self._last_messages: list[dict] = []   # the previous model call's, so a request records only what is new
         self._switched: str | None = None      # the model the degrade hook switched to
+        self._inside: str | None = None        # the step whose function is running: it may not journal
         self._on_step = on_step
         self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
         self._retry = agent.retry if agent else RetryPolicy()
@@ -124,6 +127,9 @@ class Context:
         one more step, the running time so far, and any `needs` (a model call's reservation)."""
         if self._control is not None:
             self._control.check()
+        if self._inside is not None:
+            raise RuntimeError(f"{name!r} was called inside step {self._inside!r}: a step's function (or a loop's "
+                               "check) must not make journaled calls, since a replay does not run it")
         position = self._position
         self._position = position + 1
         if position >= len(self._entries):
@@ -247,18 +253,23 @@ class Context:
         if recorded:
             return value
         crash_point("before-step")
-        value, attempts, started_at, duration = self._attempt(position, name, lambda: fn(*args, **kwargs))
+        self._inside = name
+        try:
+            value, attempts, started_at, duration = self._attempt(position, name, lambda: fn(*args, **kwargs))
+        finally:
+            self._inside = None
         crash_point("after-step")
         value = self._record(position, name, "step", value, started_at, duration, attempts=attempts)
         crash_point("after-step-commit")
         return value
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
-              system: str | None = None, tools: list[dict] | None = None) -> dict:
+              system: str | None = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
         """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost.
 
         Each attempt is committed before its request is sent, holding its worst case against the budget:
-        a worker that dies mid-call leaves it in flight, possibly billed, and the retry reserves anew."""
+        a worker that dies mid-call leaves it in flight, possibly billed, and the retry reserves anew.
+        `cache=True` marks the tools, the system prompt and the newest turn as cache breakpoints."""
         if not self.replaying and isinstance(self.provider, Unresolved):
             self._resolve_default()
         chosen = self._model_id(model)
@@ -275,6 +286,8 @@ class Context:
         request = {"max_tokens": max_tokens, "system": system, "tools": tools, "messages": messages,
                    "after": _shared(previous, messages)}
         keys: list[model_calls.CallKey] = []
+        sent_system, sent_tools, sent_messages = with_cache_marks(system, tools, messages) if cache else (
+            system, tools, messages)
 
         def call() -> dict:
             at = now()
@@ -285,8 +298,9 @@ class Context:
             crash_point("in-model-call")
             live = LiveCall(self._store, keys[-1], self._live_observer(name))
             try:
-                return self.provider.create(model=chosen, messages=messages, max_tokens=max_tokens, system=system,
-                                            tools=tools, call_index=call_index, on_tokens=live)
+                return self.provider.create(model=chosen, messages=sent_messages, max_tokens=max_tokens,
+                                            system=sent_system, tools=sent_tools, call_index=call_index,
+                                            on_tokens=live)
             finally:
                 live.close()
 
@@ -302,12 +316,28 @@ class Context:
         output_tokens = int(usage.get("output_tokens") or 0)
         spent = Usage(input_tokens=input_tokens - reserved.input_tokens,  # what it used, in place of its hold
                       output_tokens=output_tokens - reserved.output_tokens,
-                      cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None))
+                      cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None),
+                      cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                      cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0))
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
                              also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
                                                                     reply.get("_request_id"), now()))
         crash_point("after-model-commit")
         return value
+
+    def agent_loop(self, name: str, *, messages: list[dict], tools: Sequence[Tool] = (), system: str | None = None,
+                   model: str | None = None, max_tokens: int = 4096, max_turns: int = 20,
+                   check: loop.Check | None = None) -> dict:
+        """Let the model work with `tools` (`@tool` functions) until it ends its turn and `check` passes.
+
+        Each turn is a journaled model call (the tools, the system prompt and the newest turn marked for
+        the prompt cache) and each tool result a journaled entry, so a resumed run goes on from the last one
+        recorded. `check(ctx, messages)` returns passed, (passed, why) or (passed, why, measure); its verdict
+        is journaled, a measure feeds `ctx.progress`, and a failed check gives the model one more user turn.
+        It must not make journaled calls itself. Returns {final, messages, stopped, turns, tool_calls,
+        cost_usd, unpriced_turns}; `stopped` is `end_turn`, `check_passed` or `max_turns`."""
+        return loop.agent_loop(self, name, system=system, tools=loop.checked_tools(tools), messages=messages,
+                               model=model, max_tokens=max_tokens, max_turns=max_turns, check=check)
 
     def switch_model(self, model_id: str) -> None:
         """From the `degrade` hook: every later call of this run asks `model_id` (a cheaper model), over the

@@ -24,6 +24,7 @@ POINTS = {
     "after-do": "after do(key) returned, before confirmed is written",
     "in-model-call": "after a model call's attempt is committed, before its request is sent",
     "after-model-commit": "after a model call's reply is committed",
+    "after-tool-commit": "after an agent loop's tool result is committed",
 }
 
 

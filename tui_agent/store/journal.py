@@ -33,6 +33,9 @@ class Usage:
     cost_usd: float = 0.0
     unpriced_calls: int = 0
     effects: int = 0
+    tool_calls: int = 0
+    cache_read_tokens: int = 0   # part of input_tokens: shown apart, since they cost a tenth
+    cache_write_tokens: int = 0
 
 
 NO_USAGE = Usage()
@@ -48,8 +51,9 @@ _CHECKPOINT_USAGE = (
     "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
     " step_attempts = 0, used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
-    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_wall_s = used_wall_s + ?,"
-    " updated_at = ?" + _FENCED)
+    " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_tool_calls = used_tool_calls + ?,"
+    " used_cache_read_tokens = used_cache_read_tokens + ?, used_cache_write_tokens = used_cache_write_tokens + ?,"
+    " used_wall_s = used_wall_s + ?, updated_at = ?" + _FENCED)
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -78,7 +82,8 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
         cur = conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
                                                checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
                                                usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
-                                               usage.effects, wall_s, now, run_id, run_id, fence))
+                                               usage.effects, usage.tool_calls, usage.cache_read_tokens,
+                                               usage.cache_write_tokens, wall_s, now, run_id, run_id, fence))
     if cur.rowcount != 1:
         raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,

@@ -238,7 +238,8 @@ def _v4(db: sqlite_utils.Database) -> None:
 
 def _v5(db: sqlite_utils.Database) -> None:
     """Each attempt of a model call, committed before its request is sent, so a crash mid-call stays
-    visible and its reservation stays counted (the API may have billed it); with what was asked."""
+    visible and its reservation stays counted (the API may have billed it); with what was asked. And the
+    prompt cache's share of the input tokens."""
     db.execute("""
         CREATE TABLE model_calls (
             run_id TEXT NOT NULL REFERENCES runs(id),
@@ -262,6 +263,9 @@ def _v5(db: sqlite_utils.Database) -> None:
             updated_at REAL NOT NULL,
             PRIMARY KEY (run_id, generation, position, call)
         ) WITHOUT ROWID""")
+    # the cached part of input_tokens, shown apart (cache reads cost a tenth of input, writes a quarter more)
+    db["checkpoints"].add_column("used_cache_read_tokens", int, not_null_default=0)
+    db["checkpoints"].add_column("used_cache_write_tokens", int, not_null_default=0)
     # a system prompt or tool list, stored once per run however many calls send it
     db.execute("""
         CREATE TABLE request_parts (

@@ -116,6 +116,10 @@ class BudgetGauges(Widget):
                 for name, row in gauge_rows(self.budget)]
         if not rows:
             return [Text("no ceilings and nothing used yet", style="dim")]
+        read, written = self.budget.get("cache_read_tokens"), self.budget.get("cache_write_tokens")
+        if read or written:  # the prompt cache's share of the input tokens, priced apart
+            rows.append(Text(f"{'cache':<{LABEL_WIDTH}} read {amount('', read or 0)} · written "
+                             f"{amount('', written or 0)} of tok in", style="dim", no_wrap=True, overflow="ellipsis"))
         notes = []
         if soft:
             notes.append(f"│ soft {soft:.0%}")

@@ -215,6 +215,12 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
             _field(text, "decision", f"{a['decision']} by {a.get('decided_by') or '–'}")
         else:
             text.append("waits for your answer: a approves or denies\n", style=AMBER)
+    elif item.kind == "tool" and entry is not None and isinstance(entry["result"], dict):
+        r = entry["result"]
+        _field(text, "for", r.get("tool_use_id", ""))
+        if r.get("is_error"):
+            _field(text, "error", "went back to the model as an error result", RED)
+        text.append("\n" + str(r.get("content", "")))
     elif item.kind == "failure" and entry is not None and isinstance(entry["result"], dict):
         _field(text, "error", entry["result"].get("error", ""), RED)
         _field(text, "print", entry["result"].get("fingerprint", ""))

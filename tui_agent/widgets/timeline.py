@@ -21,7 +21,7 @@ from .status import NEEDS_YOU, mark_of, style_of
 DONE, DOUBT, FAILED, WAITING = "✓", "?", "✗", "◔"
 GREEN, RED, CYAN = "#4ec94e", "bold #ff5f5f", "#3cc6c6"
 TAGS = {"model": "model", "effect": "effect", "sleep": "sleep", "approval": "ask", "progress": "progress",
-        "failure": "failure"}
+        "failure": "failure", "tool": "tool"}
 IN_DOUBT = ("unknown", "attempted")
 
 
@@ -61,6 +61,21 @@ class TimelineItem:
     def possibly_billed(self) -> float:
         """What the calls that died in flight here reserved: the API may have billed them."""
         return sum(c["reserved_usd"] or 0 for c in self.calls if c["state"] == "died")
+
+
+def shown_names(items: list[TimelineItem]) -> list[str]:
+    """Names as the timeline shows them: an agent loop's entries (`fix/turn 2`, `fix/read_file`) nested
+    under the loop's name, which is written out on the first row of each stretch only."""
+    shown, group = [], None
+    for item in items:
+        head, nested, part = item.name.partition("/")
+        if not nested:
+            shown.append(item.name)
+            group = None
+            continue
+        shown.append(f"{head} › {part}" if head != group else f"{' ' * len(head)} › {part}")
+        group = head
+    return shown
 
 
 def model_label(call: dict) -> str:
@@ -290,7 +305,8 @@ class Timeline(OptionList):
     def _prompts(self) -> list[Text]:
         width = self._width or self.scrollable_content_region.width or 36
         rows = [i for i in self.items if not self._spread(i)]
-        longest = max((len(i.name) for i in self.items), default=0)
+        names = shown_names(self.items)
+        longest = max((len(n) for n in names), default=0)
         time_w = max((len(self._timing(i)) for i in rows), default=0)
 
         def widths(folded: bool) -> tuple[int, int, int]:
@@ -305,20 +321,20 @@ class Timeline(OptionList):
         folded = tag_w == 0
         name_w = max(6, min(room, longest + 1))
         prompts = []
-        for item in self.items:
-            prompt = self._prompt(item, name_w, tag_w, time_w, extra_w, folded)
+        for item, shown in zip(self.items, names):
+            prompt = self._prompt(item, shown, name_w, tag_w, time_w, extra_w, folded)
             prompt.truncate(width, overflow="ellipsis")
             prompts.append(prompt)
         return prompts
 
-    def _prompt(self, item: TimelineItem, name_w: int, tag_w: int, time_w: int, extra_w: int,
+    def _prompt(self, item: TimelineItem, full: str, name_w: int, tag_w: int, time_w: int, extra_w: int,
                 folded: bool) -> Text:
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(item.mark, style=item.mark_style or None)
         line.append(" ")
-        name = item.name if len(item.name) <= name_w else item.name[: max(1, name_w - 1)] + "…"
+        name = full if len(full) <= name_w else full[: max(1, name_w - 1)] + "…"
         if self._spread(item):
-            shown = item.name if len(item.name) < name_w else name
+            shown = full if len(full) < name_w else name
             line.append(f"{shown:<{min(name_w, len(shown) + 2)}} ", style="bold" if item.pending else None)
             line.append(self._timing(item), style=item.mark_style or None)
             return line
