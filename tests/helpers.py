@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlite_utils
@@ -20,6 +21,17 @@ from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
 from tui_agent.store import schema
 from tui_agent.store.runs import claim_run
+
+
+def later(seconds: float) -> str:
+    """An ISO instant `seconds` from now, for TUI_AGENT_NOW: a worker whose clock is past the leases."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
+def ok(done: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
+    """A finished command, asserting its exit code (and showing its output when it is not the one expected)."""
+    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
+    return done
 
 
 def registry_of(*agents) -> Registry:

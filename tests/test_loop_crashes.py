@@ -7,10 +7,10 @@ import json
 import mailbox
 import signal
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from fake_messages import message
+from helpers import later, ok
 
 AGENTS = ["--agents", "model_agents"]
 TURNS = (
@@ -24,17 +24,8 @@ TURNS = (
 WHOLE = {"stopped": "end_turn", "turns": 3, "tool_calls": 2, "text": "Sent."}
 
 
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
-
-
-def _ok(done, code: int = 0):
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    return done
-
-
 def _show(tui_agent, run_id) -> dict:
-    return json.loads(_ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
+    return json.loads(ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
 
 
 def _emails(tmp_path) -> int:
@@ -48,7 +39,7 @@ def _ran(tmp_path) -> Counter:
 
 def _start(tui_agent, tmp_path) -> str:
     request = {"log": str(tmp_path / "calls.log"), "outbox": str(tmp_path / "outbox")}
-    return _ok(tui_agent(*AGENTS, "start", "note-taker", "--model", "anthropic", "--input",
+    return ok(tui_agent(*AGENTS, "start", "note-taker", "--model", "anthropic", "--input",
                          json.dumps(request))).stdout.strip()
 
 
@@ -59,7 +50,7 @@ def _worker(tui_agent, name: str, **env: str):
 def test_an_uninterrupted_loop_reads_sends_and_ends(tui_agent, fake, tmp_path):
     fake.play(*({"body": turn} for turn in TURNS))
     run_id = _start(tui_agent, tmp_path)
-    _ok(_worker(tui_agent, "w-whole"))
+    ok(_worker(tui_agent, "w-whole"))
     report = _show(tui_agent, run_id)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
     assert len(fake.requests) == 3 and _emails(tmp_path) == 1
@@ -80,7 +71,7 @@ def test_a_worker_killed_after_a_recorded_turn_or_tool_result_repeats_neither(tu
     crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT=point)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert len(fake.requests) == asked_first
-    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
     report = _show(tui_agent, run_id)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
     assert len(fake.requests) == 3   # each turn asked once, across both workers
@@ -96,7 +87,7 @@ def test_an_effect_tool_killed_mid_send_is_reconciled_and_the_email_goes_out_onc
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     (effect,) = _show(tui_agent, run_id)["effects"]
     assert (effect["name"], effect["state"], effect["key"]) == ("notes/send_note", "attempted", "note-to:ops@example.com")
-    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
     report = _show(tui_agent, run_id)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
     assert report["effects"][0]["state"] == "confirmed"

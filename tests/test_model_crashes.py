@@ -9,11 +9,11 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import ROOT
 from fake_messages import USAGE, message
+from helpers import later, ok
 
 from tui_agent.models import cost_usd
 from tui_agent.models.anthropic import DEFAULT_MODEL
@@ -25,21 +25,12 @@ WHOLE_RESULT = {"answers": list(ANSWERS), "request_ids": ["req_fake01", "req_fak
 WHOLE_COST = 2 * cost_usd(DEFAULT_MODEL, USAGE)
 
 
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
-
-
-def _ok(done, code: int = 0):
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    return done
-
-
 def _show(tui_agent, run_id) -> dict:
-    return json.loads(_ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
+    return json.loads(ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
 
 
 def _start(tui_agent) -> str:
-    return _ok(tui_agent(*AGENTS, "start", "two-questions", "--model", "anthropic")).stdout.strip()
+    return ok(tui_agent(*AGENTS, "start", "two-questions", "--model", "anthropic")).stdout.strip()
 
 
 def _worker(tui_agent, name: str, **env: str):
@@ -53,7 +44,7 @@ def _play_answers(fake) -> None:
 def test_an_uninterrupted_run_asks_twice(tui_agent, fake):
     _play_answers(fake)
     run_id = _start(tui_agent)
-    _ok(_worker(tui_agent, "w-whole"))
+    ok(_worker(tui_agent, "w-whole"))
     whole = _show(tui_agent, run_id)
     assert (whole["run"]["status"], whole["run"]["result"]) == ("succeeded", WHOLE_RESULT)
     assert whole["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST)
@@ -67,7 +58,7 @@ def test_a_worker_killed_after_a_recorded_reply_is_never_asked_it_again(tui_agen
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert len(fake.requests) == 1 and [e["name"] for e in _show(tui_agent, run_id)["journal"]] == ["ask"]
 
-    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
     report = _show(tui_agent, run_id)
     assert report["run"]["status"] == "succeeded"
     assert report["run"]["result"] == WHOLE_RESULT
@@ -105,7 +96,7 @@ def test_a_worker_killed_mid_request_leaves_the_call_in_flight_counted_and_retri
     assert held > 0 and shown["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(held)
 
     _play_answers(fake)
-    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
     report = _show(tui_agent, run_id)
     assert report["run"]["status"] == "succeeded" and report["run"]["result"] == WHOLE_RESULT
     assert len(fake.requests) == 3  # the call in flight was asked once more; nothing else was repeated
@@ -115,7 +106,7 @@ def test_a_worker_killed_mid_request_leaves_the_call_in_flight_counted_and_retri
     assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST + held)
     assert report["budget"]["possibly_billed_usd"] == pytest.approx(held)
     assert report["budget"]["dimensions"]["model_calls"]["used"] == 3
-    shown = _ok(tui_agent(*AGENTS, "show", run_id)).stdout
+    shown = ok(tui_agent(*AGENTS, "show", run_id)).stdout
     assert f"in flight when the worker died, possibly billed ${held:.4f}" in shown
 
 
@@ -125,7 +116,7 @@ def test_a_worker_killed_after_its_call_is_committed_but_before_it_is_sent(tui_a
     crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT="in-model-call:1")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert fake.requests == []
-    _ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=_later(10)))
+    ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
     report = _show(tui_agent, run_id)
     assert report["run"]["status"] == "succeeded" and len(fake.requests) == 2
     # nobody can tell whether a request left before the kill, so the call counts as possibly billed
