@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,9 @@ from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
 
 from tui_agent.cli import cli
+from tui_agent.demo import build
+from tui_agent.runtime.clock import CLOCK
+from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +54,13 @@ def fake(monkeypatch):
 
 
 @pytest.fixture
+def clock():
+    """The process's clock, for a test to move (`set`, `advance`, `freeze`); put back as it was afterwards."""
+    with CLOCK.restored():
+        yield CLOCK
+
+
+@pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "runs.db"
 
@@ -57,6 +68,31 @@ def db_path(tmp_path) -> Path:
 @pytest.fixture
 def store(db_path):
     s = open_store(db_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """The demo database (tui_agent.demo), built once per session by executing its runs (one with a
+    crash): its folder and the run ids by role. Tests use a copy: the `demo` fixture."""
+    folder = tmp_path_factory.mktemp("demo-template")
+    roles = build(folder / "demo.db", load_registry())
+    return folder, roles
+
+
+@pytest.fixture
+def demo(demo_template, tmp_path) -> tuple[Path, dict[str, str]]:
+    """A private copy of the demo database (with its data folder) for one test: (path, run ids by role)."""
+    folder, roles = demo_template
+    shutil.copytree(folder, tmp_path / "demo")
+    return tmp_path / "demo" / "demo.db", roles
+
+
+@pytest.fixture
+def demo_store(demo):
+    """The test's copy of the demo database, opened as a store of its own (not the app's connection)."""
+    s = open_store(demo[0])
     yield s
     s.close()
 

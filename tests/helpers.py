@@ -1,24 +1,29 @@
-"""Small drivers shared by the tests: in-process work, a worker process paused at a fault point, Pilot keys."""
+"""Small drivers shared by the tests: in-process work, CLI output, a worker process paused at a fault point,
+and the TUI under Pilot (`tui`, keys, the Runs screen)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import sqlite_utils
 from conftest import ROOT
 
+from tui_agent.app import TuiAgentApp
 from tui_agent.operate import start
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
+from tui_agent.screens.run import RunScreen
+from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import schema
 from tui_agent.store.runs import claim_run
 
@@ -32,6 +37,12 @@ def ok(done: subprocess.CompletedProcess, code: int = 0) -> subprocess.Completed
     """A finished command, asserting its exit code (and showing its output when it is not the one expected)."""
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     return done
+
+
+def show_json(tui_agent, run_id: str, *prefix_args: str) -> dict:
+    """`tui-agent [PREFIX_ARGS] show RUN_ID --json` in a subprocess (options before the command, such as
+    `--db PATH`), asserting it exits 0; the parsed report."""
+    return json.loads(ok(tui_agent(*prefix_args, "show", run_id, "--json")).stdout)
 
 
 def registry_of(*agents) -> Registry:
@@ -66,6 +77,71 @@ def work(store, registry, run_id, worker="w-test", lease_s=60.0):
     claim = claim_run(store, run_id, worker, lease_s, now())
     assert claim is not None, f"{run_id} was not claimable"
     return execute(store, registry, claim)
+
+
+SIZE = (120, 40)  # the terminal the TUI tests use unless they test a small one
+
+
+@asynccontextmanager
+async def tui(db: Path, size: tuple[int, int] = SIZE, *, toasts: list[str] | None = None,
+              cleanup: Callable[[TuiAgentApp], None] | None = None) -> AsyncIterator[tuple[TuiAgentApp, object]]:
+    """The app over `db`, headless and without its change poll (a test that wants a re-read calls
+    `app.poll()` or posts DataChanged): yields (app, pilot). `toasts`, when given, collects every toast
+    from before the app starts; `cleanup(app)` runs after the app has exited, whatever happened."""
+    app = TuiAgentApp(db, poll_s=None)
+    if toasts is not None:
+        recorded_toasts(app, into=toasts)
+    try:
+        async with app.run_test(size=size) as pilot:
+            yield app, pilot
+    finally:
+        if cleanup is not None:
+            cleanup(app)
+
+
+async def open_run(app: TuiAgentApp, pilot, run_id: str) -> RunScreen:
+    """Push one run's screen, as Enter on the Runs table would, and let it paint."""
+    await pilot.pause()
+    screen = RunScreen(run_id)
+    app.push_screen(screen)
+    await pilot.pause()
+    return screen
+
+
+@asynccontextmanager
+async def run_screen(db: Path, run_id: str, size: tuple[int, int] = SIZE):
+    """The app on one run's screen: (app, pilot)."""
+    async with tui(db, size=size) as (app, pilot):
+        await open_run(app, pilot, run_id)
+        yield app, pilot
+
+
+def screen_of(app) -> RunsScreen:
+    """The Runs screen, asserting it is the one shown."""
+    assert isinstance(app.screen, RunsScreen), app.screen
+    return app.screen
+
+
+def shown_ids(app) -> list[str]:
+    """The run ids in the Runs table, top to bottom."""
+    table = screen_of(app).query_one("DataTable")
+    return [key.value for key in table.rows]
+
+
+async def select(pilot, run_id: str) -> None:
+    """Move the Runs table's cursor to `run_id` with the keys a person would use."""
+    screen = screen_of(pilot.app)
+    for _ in range(len(shown_ids(pilot.app)) * 2):
+        if screen.selected_id() == run_id:
+            break
+        index = shown_ids(pilot.app).index(run_id)
+        await pilot.press("j" if index > screen.query_one("DataTable").cursor_row else "k")
+    assert screen.selected_id() == run_id
+
+
+def strip(app) -> str:
+    """The Runs screen's situation strip, as text."""
+    return str(screen_of(app).query_one("#situation").content)
 
 
 async def key(pilot, name: str) -> None:
@@ -114,9 +190,10 @@ def until(what: str, check, deadline_s: float = 20, every_s: float = 0.02, why=l
         time.sleep(every_s)
 
 
-def recorded_toasts(app) -> list[str]:
-    """Every toast the app shows from now on, in order (the app still shows them)."""
-    toasts = []
+def recorded_toasts(app, into: list[str] | None = None) -> list[str]:
+    """Every toast the app shows from now on, in order, appended to `into` (or a new list); the app still
+    shows them."""
+    toasts = [] if into is None else into
     notify = app.notify
     app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
     return toasts

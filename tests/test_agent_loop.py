@@ -57,7 +57,8 @@ def test_a_tool_turn_sends_the_result_back_then_the_model_ends(fake, store, note
     done = outcome.result
     assert (done["stopped"], done["turns"], done["tool_calls"]) == ("end_turn", 2, 1)
     first, second = (r["body"] for r in fake.requests)
-    assert first["stream"] and first["tools"][0]["name"] == "read_note"
+    assert first["stream"]
+    assert first["tools"][0]["name"] == "read_note"
     assert second["messages"][1] == {"role": "assistant", "content": tool_use(("read_note", {"name": "today"}))["content"]}
     assert second["messages"][2] == {"role": "user", "content": [{
         "type": "tool_result", "tool_use_id": "toolu_0", "content": "the note 'today' says: deploy at noon",
@@ -94,12 +95,14 @@ def test_bad_input_and_a_failing_tool_go_back_to_the_model_and_three_alike_are_a
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("waiting", "plateau")
     results = [json.loads(e["result"]) for e in journal_for(store, run_id) if e["kind"] == "tool"]
-    assert results[0]["is_error"] and results[0]["content"] == (
+    assert results[0]["is_error"]
+    assert results[0]["content"] == (
         'invalid input: (root): missing required property "city"; invalid input: (root): unexpected property "town"')
     assert [r["content"] for r in results[1:]] == ["PermanentError: the weather service has no such city"] * 3
     assert all(r["is_error"] for r in results)
     failures = [json.loads(e["result"])["fingerprint"] for e in journal_for(store, run_id) if e["kind"] == "failure"]
-    assert len(failures) == 4 and len(set(failures[1:])) == 1   # the same failure three times in a row
+    assert len(failures) == 4  # the same failure three times in a row
+    assert len(set(failures[1:])) == 1
 
 
 def test_a_temporary_tool_error_is_retried_by_the_policy_first(store):
@@ -213,7 +216,8 @@ def test_the_readmes_example_loop_runs_offline_and_a_second_run_sends_nothing_mo
         "said": "Emailed the stand-up for 2026-11-30 to the team.", "turns": 3, "cost_usd": pytest.approx(0, abs=0.01)}
     outbox = mailbox.Maildir(tmp_path / "runs.data" / "outbox", factory=None, create=False)
     (sent,) = [outbox.get_message(k) for k in outbox.keys()]
-    assert sent["Subject"] == "Stand-up 2026-11-30" and "Ben: blocked" in sent.get_payload()
+    assert sent["Subject"] == "Stand-up 2026-11-30"
+    assert "Ben: blocked" in sent.get_payload()
     again = tui_agent(*command)                   # the same day again: the key is confirmed, nothing is sent
     assert again.returncode == 0, again.stderr
     assert len(outbox.keys()) == 1
@@ -235,4 +239,5 @@ def test_a_tool_call_past_the_tool_calls_ceiling_is_refused_before_it_runs(store
     run_id, _ = start(store, registry, "counter", {}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "budget:tool_calls")
-    assert ran == [1] and checkpoint_for(store, run_id)["used_tool_calls"] == 1
+    assert ran == [1]
+    assert checkpoint_for(store, run_id)["used_tool_calls"] == 1

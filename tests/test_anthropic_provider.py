@@ -92,7 +92,8 @@ def test_the_fake_tells_when_a_request_is_in_flight(fake):
     replies = []
     caller = threading.Thread(target=lambda: replies.append(ask()))
     caller.start()
-    assert fake.wait_for_requests(1) and not replies  # asked, and not answered yet
+    assert fake.wait_for_requests(1)  # asked, and not answered yet
+    assert not replies
     assert not fake.wait_for_requests(2, timeout=0.1)
     caller.join()
     assert replies[0]["content"][0]["text"] == "late"
@@ -116,7 +117,8 @@ def test_an_error_event_mid_stream_is_classified_by_its_type(fake, error, expect
     with pytest.raises((TemporaryError, PermanentError)) as raised:
         ask(on_tokens=told.append)
     assert type(raised.value) is expected
-    assert error["type"] in str(raised.value) and len(told) == 1  # it failed after the first delta
+    assert error["type"] in str(raised.value)  # it failed after the first delta
+    assert len(told) == 1
 
 
 @pytest.mark.parametrize("claimed", [10_000, None], ids=["connection-dropped", "stream-cut-short"])
@@ -146,8 +148,10 @@ def test_a_reply_is_the_api_json_with_the_request_id(fake):
     assert reply["usage"]["cache_read_input_tokens"] == 2000
     assert reply["_request_id"] == "req_fake01"
     sent = fake.requests[0]
-    assert sent["path"] == "/v1/messages" and sent["body"]["stream"] is True
-    assert sent["body"]["model"] == DEFAULT_MODEL and sent["body"]["system"] == "be brief"
+    assert sent["path"] == "/v1/messages"
+    assert sent["body"]["stream"] is True
+    assert sent["body"]["model"] == DEFAULT_MODEL
+    assert sent["body"]["system"] == "be brief"
     assert sent["headers"].get("x-stainless-retry-count") == "0"
 
 
@@ -165,7 +169,9 @@ def test_on_tokens_counts_the_reply_as_it_streams(fake):
     told = []
     ask(on_tokens=told.append)
     whole = len(text) + len(json.dumps(TOOL_USE["input"]))
-    assert len(told) > 60 and told == sorted(told) and told[0] < told[-1]
+    assert len(told) > 60
+    assert told == sorted(told)
+    assert told[0] < told[-1]
     assert told[-1] == pytest.approx(whole / 4, abs=1)
 
 
@@ -185,7 +191,8 @@ def test_what_on_tokens_raises_passes_unchanged(fake):
 
 def test_specs_name_the_provider_and_the_pinned_model(fake):
     assert provider_for("anthropic").model == DEFAULT_MODEL
-    assert price_for(DEFAULT_MODEL) is not None and DEFAULT_MODEL.startswith("claude-sonnet-")
+    assert price_for(DEFAULT_MODEL) is not None
+    assert DEFAULT_MODEL.startswith("claude-sonnet-")
     pinned = provider_for("anthropic:claude-haiku-4-5")
     fake.play({"body": message(model="claude-haiku-4-5")}, {"body": message(model="claude-opus-5")})
     ask(pinned)
@@ -197,7 +204,8 @@ def test_specs_name_the_provider_and_the_pinned_model(fake):
 
 def test_the_suite_never_inherits_a_key():
     import os
-    assert "ANTHROPIC_API_KEY" not in os.environ and "ANTHROPIC_AUTH_TOKEN" not in os.environ
+    assert "ANTHROPIC_API_KEY" not in os.environ
+    assert "ANTHROPIC_AUTH_TOKEN" not in os.environ
     assert os.environ["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"  # even a leaked key reaches nothing
 
 
@@ -207,9 +215,11 @@ def test_as_message_rebuilds_the_sdks_message(fake):
     sent = {**message("typed"), "content": [{"type": "text", "text": "typed"}, TOOL_USE]}
     fake.play({"body": sent})
     rebuilt = as_message(ask())
-    assert isinstance(rebuilt, anthropic.types.Message) and rebuilt._request_id == "req_fake01"
+    assert isinstance(rebuilt, anthropic.types.Message)
+    assert rebuilt._request_id == "req_fake01"
     assert json.loads(rebuilt.to_json(indent=None)) == sent
-    assert rebuilt.content[1].input == TOOL_USE["input"] and rebuilt.usage.cache_read_input_tokens == 2000
+    assert rebuilt.content[1].input == TOOL_USE["input"]
+    assert rebuilt.usage.cache_read_input_tokens == 2000
 
 
 def test_as_message_keeps_a_reply_it_cannot_type_as_it_is():
@@ -222,7 +232,8 @@ def test_a_scripted_reply_is_a_message_too_and_tells_its_tokens_once():
     reply = provider_for("scripted").create(model=None, messages=[{"role": "user", "content": "hi"}],
                                             max_tokens=64, on_tokens=told.append)
     rebuilt = as_message(reply)
-    assert isinstance(rebuilt, anthropic.types.Message) and rebuilt.content[0].text == reply["content"][0]["text"]
+    assert isinstance(rebuilt, anthropic.types.Message)
+    assert rebuilt.content[0].text == reply["content"][0]["text"]
     assert told == [reply["usage"]["output_tokens"]]
 
 
@@ -260,7 +271,8 @@ def test_retry_after_is_the_back_off(fake, store):
     run_id, _ = start(store, registry, "asker", {}, model="anthropic")
     assert work(store, registry, run_id).status == "waiting"  # not a durable 50 s-scale back-off
     retries = [e["message"] for e in events_for(store, run_id) if e["kind"] == "retry"]
-    assert len(retries) == 1 and "next in 0.1s" in retries[0]
+    assert len(retries) == 1
+    assert "next in 0.1s" in retries[0]
     assert len(fake.requests) == 2
 
 

@@ -14,7 +14,8 @@ def test_run_hello_prints_the_id_and_result(invoke):
     out = _ok(invoke("run", "hello", "--input", '{"name": "Ada", "delay_s": 0}'))
     first, second = out.strip().splitlines()
     run_id, status, reason = first.split()
-    assert run_id.startswith("r-") and len(run_id) == 10
+    assert run_id.startswith("r-")
+    assert len(run_id) == 10
     assert (status, reason) == ("succeeded", "(check_passed)")
     assert json.loads(second) == {"greeting": "Hello, Ada!", "loud": "HELLO, ADA!", "letters": 8, "distinct": 6}
 
@@ -23,7 +24,9 @@ def test_start_prints_the_id_alone_and_a_key_makes_one_run(invoke):
     first = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
     second = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
     other = _ok(invoke("start", "hello", "--key", "nightly:2026-11-30"))
-    assert first == second and first.strip().startswith("r-") and "\n" not in first.strip()
+    assert first == second
+    assert first.strip().startswith("r-")
+    assert "\n" not in first.strip()
     assert other != first
     assert len(json.loads(_ok(invoke("ls", "--json")))) == 2
 
@@ -56,11 +59,14 @@ def test_show_json_shape(invoke):
     assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals",
                            "model_calls"}
     assert report["model_calls"] == []  # hello asks no model
-    assert report["run"]["id"] == run_id and report["run"]["status"] == "succeeded"
-    assert report["run"]["code_version"] and report["run"]["agent_version"] == "1"
+    assert report["run"]["id"] == run_id
+    assert report["run"]["status"] == "succeeded"
+    assert report["run"]["code_version"]
+    assert report["run"]["agent_version"] == "1"
     assert [s["name"] for s in report["steps"]] == ["greet", "count-letters", "shout"]
     assert report["journal"][0]["result"] == "Hello, world!"
-    assert report["checkpoint"]["current_step"] == 3 and report["checkpoint"]["total_steps"] == 3
+    assert report["checkpoint"]["current_step"] == 3
+    assert report["checkpoint"]["total_steps"] == 3
     assert report["effects"] == []
     assert [e["kind"] for e in report["events"]] == ["queued", "claimed", "succeeded"]
     assert report["budget"]["dimensions"]["steps"] == {"used": 3, "limit": 10, "fraction": 0.3, "percent": 30.0,
@@ -70,12 +76,16 @@ def test_show_json_shape(invoke):
 def test_show_human_names_steps_and_events(invoke):
     run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
     out = _ok(invoke("show", run_id))
-    assert run_id in out and "count-letters" in out and "claimed by" in out
+    assert run_id in out
+    assert "count-letters" in out
+    assert "claimed by" in out
 
 
 def test_agents_from_a_module_are_registered(invoke):
     out = _ok(invoke("--agents", "counting_agents", "agents"))
-    assert "counting" in out and "failing" in out and "hello" in out
+    assert "counting" in out
+    assert "failing" in out
+    assert "hello" in out
 
 
 def test_agents_env_var_registers_too(invoke, monkeypatch):
@@ -117,7 +127,8 @@ def test_an_ambiguous_prefix_says_so(invoke, monkeypatch):
     _ok(invoke("start", "hello"))
     _ok(invoke("start", "hello"))
     result = invoke("show", "abc")
-    assert result.exit_code == 2 and "ambiguous" in result.stderr
+    assert result.exit_code == 2
+    assert "ambiguous" in result.stderr
     assert json.loads(_ok(invoke("show", "abc00002", "--json")))["run"]["id"] == "r-abc00002"
     assert json.loads(_ok(invoke("show", "r-abc00001", "--json")))["run"]["id"] == "r-abc00001"
 
@@ -141,16 +152,19 @@ def test_the_console_script_runs_hello_end_to_end(tui_agent):
 def test_nightly_report_with_an_unknown_source_fails_and_says_which(invoke):
     result = invoke("run", "nightly-report", "--input", '{"sources": ["sales", "weather"]}')
     assert result.exit_code == 1
-    assert "there is no source 'weather'" in result.stdout and "PermanentError" in result.stdout
+    assert "there is no source 'weather'" in result.stdout
+    assert "PermanentError" in result.stdout
 
 
 def test_nightly_report_journals_the_model_reply_with_its_cost(invoke):
     run_id = _ok(invoke("run", "nightly-report", "--input", '{"date": "2026-11-20"}')).split()[0]
     report = json.loads(_ok(invoke("show", run_id, "--json")))
     (model,) = [s for s in report["steps"] if s["kind"] == "model"]
-    assert model["name"] == "summarize" and model["cost_usd"] > 0
+    assert model["name"] == "summarize"
+    assert model["cost_usd"] > 0
     reply = next(e["result"] for e in report["journal"] if e["name"] == "summarize")
-    assert reply["type"] == "message" and reply["content"][0]["type"] == "text"
+    assert reply["type"] == "message"
+    assert reply["content"][0]["type"] == "text"
     assert report["budget"]["dimensions"]["model_calls"]["used"] == 1
     assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(model["cost_usd"])
     assert report["budget"]["unpriced_model_calls"] == 0
@@ -160,11 +174,13 @@ def test_nightly_report_journals_the_model_reply_with_its_cost(invoke):
 
 def test_a_bad_model_spec_is_a_usage_error(invoke):
     result = invoke("start", "hello", "--model", "gpt-9")
-    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("command", ["agents", "start", "run", "worker", "workers", "ls", "show", "resume", "park",
                                      "cancel", "approve", "reconcile", "fork"])
 def test_every_operator_command_exists(invoke, command):
     result = invoke(command, "--help")
-    assert result.exit_code == 0 and f"Usage: cli {command}" in result.stdout
+    assert result.exit_code == 0
+    assert f"Usage: cli {command}" in result.stdout

@@ -8,16 +8,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import ROOT
+from helpers import later, show_json
 
 AGENTS = ["--agents", "counting_agents"]
-
-
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
 
 
 def _start(tui_agent, log, steps=4, delay_s=0.0):
@@ -25,12 +21,6 @@ def _start(tui_agent, log, steps=4, delay_s=0.0):
                      json.dumps({"log": str(log), "steps": steps, "delay_s": delay_s}))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
-
-
-def _show(tui_agent, run_id):
-    done = tui_agent(*AGENTS, "show", run_id, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def _ran(log):
@@ -50,19 +40,20 @@ def test_a_worker_killed_at_a_crash_point_resumes_without_rerunning_recorded_ste
     crashed = tui_agent(*AGENTS, "worker", "--once", "--lease", "5", "--name", "w-1",
                         env={"TUI_AGENT_CRASH_AT": f"{point}:3"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["worker"], report["run"]["attempt"]) == ("running", "w-1", 1)
     recorded_by_first = [e["name"] for e in report["journal"]]
     assert recorded_by_first == (["s0", "s1", "s2"] if point == "after-step-commit" else ["s0", "s1"])
 
     too_early = tui_agent(*AGENTS, "worker", "--once", "--lease", "5", "--name", "w-2")
-    assert too_early.returncode == 0 and "no run is due" in too_early.stderr
-    assert _show(tui_agent, run_id)["run"]["attempt"] == 1
+    assert too_early.returncode == 0
+    assert "no run is due" in too_early.stderr
+    assert show_json(tui_agent, run_id, *AGENTS)["run"]["attempt"] == 1
 
     resumed = tui_agent(*AGENTS, "worker", "--once", "--lease", "5", "--name", "w-2",
-                        env={"TUI_AGENT_NOW": _later(10)})
+                        env={"TUI_AGENT_NOW": later(10)})
     assert resumed.returncode == 0, resumed.stderr
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["reason"], report["run"]["attempt"]) == (
         "succeeded", "check_passed", 2)
     assert dict(_ran(log)) == expected
@@ -86,11 +77,11 @@ def test_a_worker_killed_at_a_random_moment_resumes_cleanly(tui_agent, tmp_path,
     time.sleep(random.Random(seed).uniform(0.0, 0.25))
     worker.send_signal(signal.SIGKILL)
     worker.wait(timeout=10)
-    recorded = len(_show(tui_agent, run_id)["journal"])
+    recorded = len(show_json(tui_agent, run_id, *AGENTS)["journal"])
 
-    resumed = tui_agent(*AGENTS, "worker", "--once", "--lease", "5", env={"TUI_AGENT_NOW": _later(10)})
+    resumed = tui_agent(*AGENTS, "worker", "--once", "--lease", "5", env={"TUI_AGENT_NOW": later(10)})
     assert resumed.returncode == 0, resumed.stderr
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert report["run"]["status"] == "succeeded"
     assert [e["position"] for e in report["journal"]] == list(range(steps))
     ran = _ran(log)
@@ -111,10 +102,13 @@ def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
         time.sleep(0.01)
     running.send_signal(signal.SIGINT)
     out, _ = running.communicate(timeout=30)
-    assert running.returncode == 3 and "interrupted; it is queued again" in out
+    assert running.returncode == 3
+    assert "interrupted; it is queued again" in out
     run_id = out.split()[0]
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["reason"], report["run"]["worker"]) == ("queued", "resumed", None)
     done = tui_agent(*AGENTS, "worker", "--once")          # no clock trick: claimable at once
-    assert done.returncode == 0 and _show(tui_agent, run_id)["run"]["status"] == "succeeded"
-    assert max(_ran(log).values()) <= 2 and sum(1 for n in _ran(log).values() if n == 2) <= 1
+    assert done.returncode == 0
+    assert show_json(tui_agent, run_id, *AGENTS)["run"]["status"] == "succeeded"
+    assert max(_ran(log).values()) <= 2
+    assert sum(1 for n in _ran(log).values() if n == 2) <= 1

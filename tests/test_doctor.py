@@ -67,13 +67,15 @@ def test_a_healthy_database_exits_0_and_every_check_is_ok(invoke, db_path):
     done = invoke("doctor", "--json")
     assert done.exit_code == 0, done.output
     found = report(done)
-    assert found["healthy"] is True and found["path"] == str(db_path)
+    assert found["healthy"] is True
+    assert found["path"] == str(db_path)
     assert [c["name"] for c in found["checks"]] == CHECKS
     assert all(c["ok"] and c["advice"] is None and c["detail"] for c in found["checks"]), found["checks"]
     assert "quick_check" in found["by_name"]["integrity"]["detail"]
 
     text = invoke("doctor", "--full")
-    assert text.exit_code == 0 and text.output.strip().endswith("healthy")
+    assert text.exit_code == 0
+    assert text.output.strip().endswith("healthy")
     assert "integrity_check found nothing wrong" in text.output
 
 
@@ -92,23 +94,28 @@ def test_a_damaged_page_is_named_with_recover_advice_and_the_file_is_not_changed
     for args in (["doctor"], ["doctor", "--full"], ["doctor", "--json"]):
         done = tui_agent(*args)
         assert done.returncode == 1, (args, done.stdout, done.stderr)
-        assert "Traceback" not in done.stdout + done.stderr and done.stderr == "", done.stderr
+        assert "Traceback" not in done.stdout + done.stderr, done.stderr
+        assert done.stderr == "", done.stderr
     found = report(done)
     assert found["healthy"] is False
     damaged = [c for c in found["checks"] if not c["ok"]]
-    assert damaged and all("damaged" in c["detail"] for c in damaged), damaged
+    assert damaged, damaged
+    assert all("damaged" in c["detail"] for c in damaged), damaged
     advice = damaged[0]["advice"]
-    assert f"sqlite3 {db_path} .recover | sqlite3 " in advice and "will not write" in advice, advice
+    assert f"sqlite3 {db_path} .recover | sqlite3 " in advice, advice
+    assert "will not write" in advice, advice
     assert sha256(db_path) == before
 
 
 def test_a_missing_database_is_said_and_not_created(invoke, tmp_path):
     path = tmp_path / "nowhere" / "runs.db"
     done = invoke("--db", str(path), "doctor")
-    assert done.exit_code == 1 and f"there is no database at {path}" in done.output
+    assert done.exit_code == 1
+    assert f"there is no database at {path}" in done.output
     assert not path.parent.exists()
     found = report(invoke("--db", str(path), "doctor", "--json"))
-    assert found["healthy"] is False and [c["name"] for c in found["checks"]] == ["database"]
+    assert found["healthy"] is False
+    assert [c["name"] for c in found["checks"]] == ["database"]
     assert "creates one" in found["checks"][0]["advice"]
     assert not path.parent.exists()
 
@@ -120,8 +127,12 @@ def test_wrong_permissions_are_named_with_the_chmod_that_fixes_them(invoke, db_p
     found = report(invoke("doctor", "--json"))
     assert found["healthy"] is False
     permissions, folder = found["by_name"]["permissions"], found["by_name"]["data folder"]
-    assert not permissions["ok"] and "0644" in permissions["detail"] and f"chmod 600 {db_path}" in permissions["advice"]
-    assert not folder["ok"] and "0755" in folder["detail"] and "chmod 700" in folder["advice"]
+    assert not permissions["ok"]
+    assert "0644" in permissions["detail"]
+    assert f"chmod 600 {db_path}" in permissions["advice"]
+    assert not folder["ok"]
+    assert "0755" in folder["detail"]
+    assert "chmod 700" in folder["advice"]
     assert found["by_name"]["integrity"]["ok"]
     assert invoke("doctor").exit_code == 1
 
@@ -133,7 +144,9 @@ def test_a_file_that_is_not_sqlite_is_said_and_left_alone(invoke, db_path, conte
     done = invoke("doctor", "--json")
     assert done.exit_code == 1
     [check] = json.loads(done.stdout)["checks"]
-    assert check["name"] == "database" and words in check["detail"] and not check["ok"]
+    assert check["name"] == "database"
+    assert words in check["detail"]
+    assert not check["ok"]
     assert db_path.read_bytes() == content
     assert sorted(p.name for p in db_path.parent.iterdir()) == ["runs.db"]  # no -wal, -shm or data folder
 
@@ -159,6 +172,10 @@ def test_low_disk_space_and_a_large_wal_say_what_to_do(db_path, monkeypatch):
     finally:
         store.close()
     checks = {c.name: c for c in found.checks}
-    assert not found.healthy and checks["integrity"].ok
-    assert not checks["wal"].ok and "snapshot" in checks["wal"].detail and "close" in checks["wal"].advice
-    assert not checks["disk"].ok and "free space" in checks["disk"].advice
+    assert not found.healthy
+    assert checks["integrity"].ok
+    assert not checks["wal"].ok
+    assert "snapshot" in checks["wal"].detail
+    assert "close" in checks["wal"].advice
+    assert not checks["disk"].ok
+    assert "free space" in checks["disk"].advice

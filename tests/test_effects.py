@@ -1,4 +1,4 @@
-"""The effect ledger's state machine, transition by transition (DESIGN.md section 3)."""
+"""The effect ledger's state machine, transition by transition (docs/architecture.md section 6.4)."""
 
 import json
 
@@ -8,7 +8,7 @@ from helpers import registry_of
 from tui_agent import Agent, RetryPolicy, operate
 from tui_agent.errors import EffectNotDone, UserError
 from tui_agent.runtime import faults
-from tui_agent.runtime.clock import CLOCK, now
+from tui_agent.runtime.clock import now
 from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.runtime.worker import execute
 from tui_agent.store import open_store
@@ -51,13 +51,6 @@ class Service:
             self.lookup_down -= 1
             raise ConnectionError("lookup service unreachable")
         return self.memory.get(key)
-
-
-@pytest.fixture
-def clock():
-    saved = CLOCK._offset
-    yield CLOCK
-    CLOCK._offset = saved
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +156,8 @@ def test_a_resumed_attempted_effect_becomes_unknown_and_a_lookup_confirms_it(db_
     assert world.effect(run_id)["state"] == "attempted"
     clock.advance(31)
     outcome = world.work(run_id, "w-2")
-    assert outcome.status == "succeeded" and outcome.result == {"sent": {"id": 1}}
+    assert outcome.status == "succeeded"
+    assert outcome.result == {"sent": {"id": 1}}
     assert world.service.delivered == ["report:2026-11-28:team"], "not sent again"
     assert world.service.lookups == ["report:2026-11-28:team"]
     messages = world.messages(run_id)
@@ -191,7 +185,8 @@ def test_a_lookup_past_its_window_proves_nothing_and_waits_for_a_person(db_path,
     clock.advance(2 * HOUR)
     outcome = world.work(run_id, "w-2")
     assert (outcome.status, outcome.reason) == ("waiting", "reconcile")
-    assert world.service.requests == [] and world.service.lookups == ["report:2026-11-28:team"]
+    assert world.service.requests == []
+    assert world.service.lookups == ["report:2026-11-28:team"]
     assert world.effect(run_id)["state"] == "unknown"
     assert "lookup window (1h) has passed" in world.messages(run_id)[-1]
 
@@ -213,7 +208,8 @@ def test_an_exception_from_do_is_reconciled_through_the_lookup(db_path):
     world = World(db_path, service)
     outcome = world.work(world.start())
     assert outcome.status == "succeeded"
-    assert service.delivered == ["report:2026-11-28:team"] and len(service.requests) == 1
+    assert service.delivered == ["report:2026-11-28:team"]
+    assert len(service.requests) == 1
 
 
 def test_without_lookup_a_deduplicating_service_gets_the_same_key_again_inside_its_window(db_path, clock):
@@ -256,10 +252,12 @@ def test_a_refusal_is_not_done_and_the_retry_policy_sends_again_with_the_same_ke
     world = World(db_path, service)
     outcome = world.work(world.start())
     assert outcome.status == "succeeded"
-    assert service.requests == ["report:2026-11-28:team"] * 3 and service.delivered == ["report:2026-11-28:team"]
+    assert service.requests == ["report:2026-11-28:team"] * 3
+    assert service.delivered == ["report:2026-11-28:team"]
     assert world.effect(outcome.run_id)["attempts"] == 3
     refusals = [m for m in world.messages(outcome.run_id) if "the service refused it" in m]
-    assert len(refusals) == 2 and "sending again with the same key" in refusals[0]
+    assert len(refusals) == 2
+    assert "sending again with the same key" in refusals[0]
 
 
 def test_refusals_past_the_retry_policy_fail_the_run(db_path):
@@ -269,7 +267,8 @@ def test_refusals_past_the_retry_policy_fail_the_run(db_path):
     run_id = world.start()
     outcome = world.work(run_id)
     assert (outcome.status, outcome.reason) == ("failed", "error")
-    assert "EffectNotDone: mailbox full" in outcome.error and len(service.requests) == 3
+    assert "EffectNotDone: mailbox full" in outcome.error
+    assert len(service.requests) == 3
     assert world.effect(run_id)["state"] == "not_done"
     assert service.delivered == []
 
@@ -278,7 +277,8 @@ def test_a_key_confirmed_by_another_run_is_not_done_again(db_path):
     world = World(db_path, Service())
     first = world.work(world.start())
     second = world.work(world.start())
-    assert second.status == "succeeded" and second.result == first.result
+    assert second.status == "succeeded"
+    assert second.result == first.result
     assert world.service.requests == ["report:2026-11-28:team"]
     row = world.effect(second.run_id)
     assert (row["state"], row["done_by"], row["attempts"]) == ("confirmed", first.run_id, 0)
@@ -318,7 +318,8 @@ def test_a_changed_key_at_a_recorded_effect_fails_clearly(db_path, clock):
         conn.execute("UPDATE runs SET request = ? WHERE id = ?", (json.dumps({"key": "k2"}), run_id))
     clock.advance(31)
     outcome = world.work(run_id, "w-2")
-    assert outcome.status == "failed" and "recorded with key 'k1'" in outcome.error
+    assert outcome.status == "failed"
+    assert "recorded with key 'k1'" in outcome.error
     assert world.service.requests == []
 
 
@@ -338,10 +339,12 @@ def test_a_person_says_it_happened(db_path, clock):
     operate.reconcile_happened(world.store, run_id, "send", {"id": 1}, note="saw it")
     assert (get_run(world.store, run_id)["status"], get_run(world.store, run_id)["reason"]) == ("queued", "resumed")
     outcome = world.work(run_id, "w-3")
-    assert outcome.status == "succeeded" and outcome.result == {"sent": {"id": 1}}
+    assert outcome.status == "succeeded"
+    assert outcome.result == {"sent": {"id": 1}}
     assert world.service.requests == ["report:2026-11-28:team"], "not sent again"
     row = world.effect(run_id)
-    assert (row["state"], row["note"]) == ("confirmed", "saw it") and row["decided_by"]
+    assert (row["state"], row["note"]) == ("confirmed", "saw it")
+    assert row["decided_by"]
     assert any("says it happened (saw it)" in m for m in world.messages(run_id))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from helpers import until
+from helpers import later, show_json, until
 
 from tui_agent.runtime.clock import iso, parse_instant
 
@@ -31,16 +31,10 @@ def _one_line(done, code: int = 4) -> str:
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     errors = [line for line in lines if line.startswith("tui-agent: ")]
-    assert len(errors) == 1 and lines[-1] == errors[0], done.stderr
+    assert len(errors) == 1, done.stderr
+    assert lines[-1] == errors[0], done.stderr
     assert "Traceback" not in done.stderr
     return errors[0]
-
-
-def _show(tui_agent, run_id: str, db: Path | None = None) -> dict:
-    args = ["--db", str(db)] if db else []
-    done = tui_agent(*args, *AGENTS, "show", run_id, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def _dump(db: Path) -> list[str]:
@@ -80,21 +74,23 @@ def test_a_lock_held_past_the_busy_timeout_fails_no_run_and_kills_no_heartbeat(t
     holder.execute("COMMIT")
     holder.close()
 
-    until("the run to end", lambda: _show(tui_agent, run_id)["run"]["status"] not in ("queued", "running"),
+    until("the run to end", lambda: show_json(tui_agent, run_id, *AGENTS)["run"]["status"] not in ("queued", "running"),
           deadline_s=40)
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed"), report["events"]
     assert [e["name"] for e in report["journal"]] == ["s0", "s1"]
     kinds = [e["kind"] for e in report["events"]]
-    assert "failed" not in kinds and kinds.count("takeover") <= 1, kinds
-    assert _ran(log)["s1"] == 1 and _ran(log)["s0"] <= 2
+    assert "failed" not in kinds, kinds
+    assert kinds.count("takeover") <= 1, kinds
+    assert _ran(log)["s1"] == 1
+    assert _ran(log)["s0"] <= 2
     for event in report["events"]:  # every claim after the hold took its time once it held the lock
         if event["kind"] in ("claimed", "takeover") and event["at"] > iso(held_until - HOLD_S):
             assert event["at"] >= iso(held_until - 0.05), event
 
     # both heartbeats outlived the stall and both workers still work
     later = tui_agent(*AGENTS, "start", "counting", "--input", json.dumps({"log": str(log), "steps": 1})).stdout.strip()
-    until("a run started after the stall to succeed", lambda: _show(tui_agent, later)["run"]["status"] == "succeeded")
+    until("a run started after the stall to succeed", lambda: show_json(tui_agent, later, *AGENTS)["run"]["status"] == "succeeded")
     beats = {w["name"]: _epoch(w["heartbeat_at"]) for w in json.loads(tui_agent("workers", "--json").stdout)}
     assert all(beats[name] > held_until for name in ("w-a", "w-b")), beats
     assert all(w.poll() is None for w in workers)
@@ -115,17 +111,17 @@ def test_a_run_taken_over_again_and_again_without_progress_is_parked_not_looped(
     run_id = tui_agent(*AGENTS, "start", "counting", "--input", json.dumps({"log": str(log), "steps": 2})).stdout.strip()
     for _ in range(8):
         done = tui_agent(*AGENTS, "worker", "--once", "--lease", "0.3", env={"TUI_AGENT_CRASH_AT": "after-step"})
-        if _show(tui_agent, run_id)["run"]["status"] == "parked":
+        if show_json(tui_agent, run_id, *AGENTS)["run"]["status"] == "parked":
             break
         assert done.returncode == -signal.SIGKILL, done.stderr
         time.sleep(0.35)  # the dead worker's lease runs out
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "takeover_loop"), report["events"]
     assert "--lease" in report["events"][-1]["message"]
     assert report["journal"] == []
     assert tui_agent(*AGENTS, "resume", run_id).returncode == 0
     assert tui_agent(*AGENTS, "worker", "--once").returncode == 0
-    assert _show(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert show_json(tui_agent, run_id, *AGENTS)["run"]["status"] == "succeeded"
 
 
 # -- 4. storage faults ---------------------------------------------------------------------------
@@ -170,9 +166,12 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
         env = {"TUI_AGENT_TEST_FSIZE": str(db.stat().st_size + 48 * 1024)}
     done = _limited(tui_agent, env, "--db", str(db), *AGENTS, "worker", "--once")
     line = _one_line(done)
-    assert str(db) in line and "disk is full" in line and "nothing that was committed was lost" in line
-    report = _show(tui_agent, run_id, db)
-    assert report["run"]["status"] == "running" and report["run"]["worker"]   # not failed: resumable
+    assert str(db) in line
+    assert "disk is full" in line
+    assert "nothing that was committed was lost" in line
+    report = show_json(tui_agent, run_id, "--db", str(db), *AGENTS)
+    assert report["run"]["status"] == "running"  # not failed: resumable
+    assert report["run"]["worker"]
     if mounted:
         _doctor_finds(tui_agent, db, "disk")
     kept = _dump(db)
@@ -181,9 +180,9 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
     assert set(before) - set(kept) <= {row for row in before if run_id in row or "workers" in row}
     if filler:
         filler.unlink()
-    done = tui_agent("--db", str(db), *AGENTS, "worker", "--once", env={"TUI_AGENT_NOW": _later(120)})
+    done = tui_agent("--db", str(db), *AGENTS, "worker", "--once", env={"TUI_AGENT_NOW": later(120)})
     assert done.returncode == 0, done.stderr
-    report = _show(tui_agent, run_id, db)
+    report = show_json(tui_agent, run_id, "--db", str(db), *AGENTS)
     assert report["run"]["status"] == "succeeded", report["events"][-3:]
     assert len(report["journal"]) == 90
 
@@ -198,10 +197,6 @@ def _limited(tui_agent, env: dict, *args: str):
 
     return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True, cwd=ROOT,
                           preexec_fn=cap, timeout=60)
-
-
-def _later(seconds: float) -> str:
-    return iso(time.time() + seconds)
 
 
 def _damage_runs_table(db: Path) -> None:
@@ -222,7 +217,9 @@ def test_a_damaged_page_is_one_line_exit_4_and_never_written_to(tui_agent, db_pa
     before = _digest(db_path)
     for args in (["ls"], ["start", "hello"], ["worker", "--once"]):
         line = _one_line(tui_agent(*args))
-        assert str(db_path) in line and "damaged" in line and "tui-agent doctor" in line, line
+        assert str(db_path) in line, line
+        assert "damaged" in line, line
+        assert "tui-agent doctor" in line, line
     assert _digest(db_path) == before
     _doctor_finds(tui_agent, db_path, "integrity")
     assert _digest(db_path) == before
@@ -233,7 +230,8 @@ def _doctor_finds(tui_agent, db: Path, check: str) -> None:
     done = tui_agent("--db", str(db), "doctor", "--json")
     assert done.returncode == 1, (done.stdout, done.stderr)
     failed = {c["name"]: c for c in json.loads(done.stdout)["checks"] if not c["ok"]}
-    assert check in failed and failed[check]["advice"], failed
+    assert check in failed, failed
+    assert failed[check]["advice"], failed
 
 
 def _read_only(path: Path) -> None:
@@ -257,7 +255,8 @@ def test_a_read_only_file_is_one_line_exit_4_untouched_and_reads_still_work(tui_
     try:
         for args in (["start", "hello"], ["worker", "--once"], ["resume", parked], ["run", "hello"]):
             line = _one_line(tui_agent(*args))
-            assert str(db_path) in line and "read-only" in line, line
+            assert str(db_path) in line, line
+            assert "read-only" in line, line
         assert tui_agent("ls").returncode == 0
         assert json.loads(tui_agent("show", run_id, "--json").stdout)["run"]["status"] == "succeeded"
         _doctor_finds(tui_agent, db_path, "permissions")
@@ -272,7 +271,8 @@ def test_a_new_database_in_a_read_only_folder_is_one_line_exit_4(tui_agent, tmp_
     _read_only(folder)
     try:
         line = _one_line(tui_agent("--db", str(folder / "runs.db"), "run", "hello"))
-        assert "read-only" in line and str(folder / "runs.db") in line
+        assert "read-only" in line
+        assert str(folder / "runs.db") in line
     finally:
         _writable(folder)
     assert list(folder.iterdir()) == []

@@ -26,7 +26,8 @@ def test_an_in_process_crash_is_a_base_exception_raised_on_the_nth_pass():
         faults.crash_point("before-step")
         with pytest.raises(faults.SimulatedCrash) as crash:
             faults.crash_point("after-step")
-        assert not isinstance(crash.value, Exception) and crash.value.point == "after-step"
+        assert not isinstance(crash.value, Exception)
+        assert crash.value.point == "after-step"
         faults.crash_point("after-step")    # the third pass: it fires once
     finally:
         faults.disarm()

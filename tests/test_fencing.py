@@ -3,7 +3,7 @@ from helpers import registry_of
 
 from tui_agent import Agent
 from tui_agent.operate import start
-from tui_agent.runtime.clock import CLOCK, now
+from tui_agent.runtime.clock import now
 from tui_agent.runtime.worker import execute
 from tui_agent.store import FenceRefused
 from tui_agent.store.journal import add_entry, journal_for, load_checkpoint
@@ -15,13 +15,6 @@ from tui_agent.store.runs import (
     get_run,
     settle_run,
 )
-
-
-@pytest.fixture
-def clock():
-    saved = CLOCK._offset
-    yield CLOCK
-    CLOCK._offset = saved
 
 
 def _noop_agent():
@@ -52,7 +45,8 @@ def test_a_write_with_an_old_fence_is_refused_and_changes_nothing(store, clock):
     _commit(store, old, 0, "first")  # renews the lease for 60 s
     clock.advance(61)
     new = claim_run(store, run_id, "w-b", 10, now())
-    assert new.fence == old.fence + 1 and new.attempt == 2
+    assert new.fence == old.fence + 1
+    assert new.attempt == 2
     journal_before = journal_for(store, run_id)
     checkpoint_before = load_checkpoint(store, run_id)
     run_before = get_run(store, run_id)
@@ -88,7 +82,8 @@ def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
     assert claim_next(store, "w-b", 30, ["noop"], now()) is None, "the lease has not expired yet"
     clock.advance(2)
     second = claim_next(store, "w-b", 30, ["noop"], now())
-    assert second is not None and second.run_id == run_id
+    assert second is not None
+    assert second.run_id == run_id
     assert (second.attempt, second.fence) == (2, first.fence + 1)
     kinds = [(e["kind"], e["message"]) for e in events_for(store, run_id)]
     assert kinds[-1] == ("takeover", f"lease of w-a expired; claimed by w-b (attempt 2, fence {second.fence})")
@@ -132,7 +127,8 @@ def test_fences_only_grow(store, clock):
     for _ in range(4):
         fences.append(claim_run(store, run_id, "w-a", 1, now()).fence)
         clock.advance(2)
-    assert fences == sorted(set(fences)) and len(fences) == 4
+    assert fences == sorted(set(fences))
+    assert len(fences) == 4
 
 
 def test_a_worker_only_claims_agents_it_knows(store):

@@ -86,7 +86,8 @@ def test_the_readme_agent_runs_as_written_from_its_folder(project):
     assert command[0] == "tui-agent"
     done = _console(*command[1:], cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "succeeded (check_passed)" in done.stdout and '{"pages": 2}' in done.stdout
+    assert "succeeded (check_passed)" in done.stdout
+    assert '{"pages": 2}' in done.stdout
 
 
 def test_a_file_path_works_from_another_folder_as_option_and_variable(project, tmp_path):
@@ -98,7 +99,8 @@ def test_a_file_path_works_from_another_folder_as_option_and_variable(project, t
     by_variable = _console(*given, cwd=elsewhere, TUI_AGENT_AGENTS=str(project / "my_agents.py"))
     assert by_variable.returncode == 0, by_variable.stdout + by_variable.stderr
     missing = _console("--agents", "./nope.py", "agents", cwd=elsewhere)
-    assert missing.returncode == 2 and "--agents ./nope.py: no such file" in missing.stderr, missing.stderr
+    assert missing.returncode == 2, missing.stderr
+    assert "--agents ./nope.py: no such file" in missing.stderr, missing.stderr
 
 
 @pytest.fixture
@@ -158,7 +160,9 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
 
 def test_a_module_name_not_found_anywhere_says_what_to_give(invoke):
     line = _one_line_error(invoke("--agents", "no_such_module_xyz", "agents"))
-    assert "cannot import" in line and "./my_agents.py" in line and "PYTHONPATH" not in line, line
+    assert "cannot import" in line, line
+    assert "./my_agents.py" in line, line
+    assert "PYTHONPATH" not in line, line
 
 
 # -- 2. the README's fresh-machine commands make their own venv; CI runs the test command -------------
@@ -187,7 +191,8 @@ def test_the_readme_commands_make_a_venv_and_ci_runs_the_test_command_verbatim()
     assert demo == install + ".venv/bin/tui-agent demo", demo
     assert tests == install + ".venv/bin/python -m pytest", tests
     after_block = README.split(tests, 1)[1].split("```", 1)[1].strip().splitlines()[0]
-    assert "Debian and Ubuntu" in after_block and "`python3-venv`" in after_block, after_block
+    assert "Debian and Ubuntu" in after_block, after_block
+    assert "`python3-venv`" in after_block, after_block
 
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci, "CI runs exactly the README's test command, as one line"
@@ -217,8 +222,10 @@ def test_the_readme_install_works_where_pip_outside_a_venv_is_refused(tmp_path):
     for command in _fresh_machine_commands():
         make_venv, *rest = _segments(command)
         assert make_venv == ["python3", "-m", "venv", ".venv"], make_venv
-        assert rest and all(words[0].startswith(".venv/bin/") for words in rest), rest
-        assert "python3 -m pip" not in command and not any(words[0] == "pip" for words in rest)
+        assert rest, rest
+        assert all(words[0].startswith(".venv/bin/") for words in rest), rest
+        assert "python3 -m pip" not in command
+        assert not any(words[0] == "pip" for words in rest)
         made = subprocess.run([*make_venv, "--without-pip"], cwd=checkout, env=env, capture_output=True,
                               text=True, timeout=60, check=False)    # the second command reuses the first's .venv
         assert made.returncode == 0, made.stderr
@@ -238,12 +245,15 @@ def test_a_failing_agent_keeps_its_traceback_show_names_the_line(project, invoke
         failed = invoke("--agents", str(agents), "run", "digest")       # no "urls" in the request
     finally:
         sys.modules.pop("my_agents", None)
-    assert failed.exit_code == 1 and "KeyError: 'urls'" in failed.stdout, failed.stdout
+    assert failed.exit_code == 1, failed.stdout
+    assert "KeyError: 'urls'" in failed.stdout, failed.stdout
     run_id = failed.stdout.split()[0]
 
     assert f"raised at my_agents.py:{line} in digest" in _ok(invoke("show", run_id))
     frames = json.loads(_ok(invoke("show", run_id, "--json")))["run"]["traceback"]
-    assert frames[-1]["file"] == str(agents) and frames[-1]["line"] == line and frames[-1]["function"] == "digest"
+    assert frames[-1]["file"] == str(agents)
+    assert frames[-1]["line"] == line
+    assert frames[-1]["function"] == "digest"
     assert 'request["urls"]' in frames[-1]["code"]
     assert not any("/tui_agent/runtime/" in frame["file"] for frame in frames), "the harness's frames are left out"
 
@@ -289,9 +299,11 @@ def test_workers_lists_a_stopped_worker_only_with_all(invoke, store):
     def names(*args: str) -> set[str]:
         return {row["name"] for row in json.loads(_ok(invoke("workers", "--json", *args)))}
 
-    assert names() == {"w-live"} and names("--all") == {"w-live", "w-done"}
+    assert names() == {"w-live"}
+    assert names("--all") == {"w-live", "w-done"}
     text = _ok(invoke("workers"))
-    assert "w-live" in text and "w-done" not in text
+    assert "w-live" in text
+    assert "w-done" not in text
     assert "w-done" in _ok(invoke("workers", "--all"))
 
 
@@ -311,7 +323,9 @@ def test_stopped_workers_older_than_a_day_go_when_a_worker_registers(store):
 
 def test_a_budget_without_a_value_says_what_to_type(invoke):
     line = _one_line_error(invoke("start", "hello", "--budget", "steps"))
-    assert "--budget 'steps'" in line and "steps=100" in line and "after '=' must be" not in line, line
+    assert "--budget 'steps'" in line, line
+    assert "steps=100" in line, line
+    assert "after '=' must be" not in line, line
 
 
 def test_parse_budget_names_the_option_only_when_told_to():
@@ -324,7 +338,8 @@ def test_parse_budget_names_the_option_only_when_told_to():
 
 def test_the_result_example_is_what_a_send_returns(invoke, store):
     line = _one_line_error(invoke("reconcile", "r-0", "send", "--happened", "--result", "{x"))
-    assert "message_id" in line and "Ada" not in line, line
+    assert "message_id" in line, line
+    assert "Ada" not in line, line
 
 
 def test_resume_on_an_ended_run_points_to_fork_and_restart(store):
@@ -335,7 +350,8 @@ def test_resume_on_an_ended_run_points_to_fork_and_restart(store):
     failed = start_and_work(store, registry, "broken", {}).run_id
     with pytest.raises(UserError) as refused:
         operate.resume(store, failed)
-    assert "it has ended" in str(refused.value) and "not parked" not in str(refused.value)
+    assert "it has ended" in str(refused.value)
+    assert "not parked" not in str(refused.value)
     assert f"tui-agent fork {failed} --from-step N" in str(refused.value)
     assert f"tui-agent resume {failed} --restart" in str(refused.value)
     done = start_and_work(store, registry, "fine", {}).run_id
@@ -376,5 +392,8 @@ def test_the_readme_keys_table_has_every_key_of_the_run_runs_and_schedules_scree
         for binding in screen.BINDINGS:
             for key in binding.key.split(","):
                 assert shown.get(key, key) in keys, f"{screen.__name__}: {key} is not in the README's keys table"
-    assert "lower panes" in keys["t"] and "fire" in keys["F"] and "asks first" in keys["F"]
-    assert "open a schedule" in keys["enter"] and "enable" in keys["e"]
+    assert "lower panes" in keys["t"]
+    assert "fire" in keys["F"]
+    assert "asks first" in keys["F"]
+    assert "open a schedule" in keys["enter"]
+    assert "enable" in keys["e"]

@@ -38,7 +38,9 @@ def test_heartbeats_renew_the_lease_and_the_worker_row(store, held):
     first = get_run(store, run_id)["lease_expires_at"]
     assert _wait_for(lambda: get_run(store, run_id)["lease_expires_at"] > first + 0.3), "the lease was not renewed"
     (row,) = workers_listing(store)
-    assert row["name"] == "w-hb" and now() - row["heartbeat_at"] < 0.6 and row["stopped_at"] is None
+    assert row["name"] == "w-hb"
+    assert now() - row["heartbeat_at"] < 0.6
+    assert row["stopped_at"] is None
     assert row["runs"][0]["id"] == run_id
     heartbeat.close()
     (row,) = workers_listing(store)

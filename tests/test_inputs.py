@@ -17,7 +17,8 @@ from tui_agent.screens.modals import NewRunModal, ReconcileModal
 def _one_line_error(result) -> str:
     assert result.exit_code == 2, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tui-agent: "), result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tui-agent: "), result.stderr
     assert "Traceback" not in result.stderr
     return lines[0]
 
@@ -36,7 +37,8 @@ async def test_non_finite_numbers_and_fractional_counts_are_refused_and_json_out
                                                                                               db_path):
     for spec in ("steps=nan", "steps=inf", "cost_usd=inf", "wall_s=-inf", "steps=1.5", "effects=0.5"):
         line = _one_line_error(invoke("start", "hello", "--budget", spec))
-        assert spec in line and ("finite" in line or "whole number" in line), line
+        assert spec in line, line
+        assert "finite" in line or "whole number" in line, line
     assert parse_budget(["wall_s=1.5", "cost_usd=0.25", "steps=3.0"]) == {"wall_s": 1.5, "cost_usd": 0.25, "steps": 3}
 
     request = tmp_path / "request.json"
@@ -82,10 +84,12 @@ async def test_non_finite_numbers_and_fractional_counts_are_refused_and_json_out
 def test_cron_needs_five_fields_that_fire_and_a_printable_name(invoke):
     schedule = ("schedule", "add", "--agent", "hello")
     line = _one_line_error(invoke(*schedule, "--cron", "* * * * * */5", "every5s"))
-    assert "6 fields" in line and "five" in line
+    assert "6 fields" in line
+    assert "five" in line
     assert "five" in _one_line_error(invoke(*schedule, "--cron", "@daily", "daily"))
     line = _one_line_error(invoke(*schedule, "--cron", "0 0 30 2 *", "feb30"))
-    assert "never fires" in line and "CroniterBadDateError" not in line
+    assert "never fires" in line
+    assert "CroniterBadDateError" not in line
     for name in ("", " nightly", "nightly ", "night\tly", "bell\x07", "-nightly", "a/b", "x" * 65):
         line = _one_line_error(invoke(*schedule, "--cron", "0 2 * * *", "--", name))
         assert "letters, digits" in line, (name, line)
@@ -96,7 +100,8 @@ def test_cron_needs_five_fields_that_fire_and_a_printable_name(invoke):
 def test_reconcile_takes_exactly_one_decision(invoke, store):
     for flags in (["--happened", "--not-done"], ["--not-done", "--happened"], ["--ask", "--abandon"]):
         line = _one_line_error(invoke("reconcile", "r-0", "send", *flags))
-        assert "one decision" in line and all(flag in line for flag in flags), line
+        assert "one decision" in line, line
+        assert all(flag in line for flag in flags), line
     assert "say what happened" in _one_line_error(invoke("reconcile", "r-0", "send"))
     # One decision (even given twice) goes on to look for the run.
     assert "no run has an id" in _one_line_error(invoke("reconcile", "r-0", "send", "--not-done", "--not-done"))
@@ -107,11 +112,15 @@ def test_a_key_names_one_run_of_one_request(invoke):
     same = invoke("start", "hello", "--key", "K", "--input", '{ "loud" : true,  "name": "Ada" }')
     assert _ok(same).strip() == first, "the same request, spelled differently, is the same run"
     line = _one_line_error(invoke("start", "hello", "--key", "K", "--input", '{"name": "Bob", "loud": true}'))
-    assert first in line and "name" in line and "loud" not in line, line
+    assert first in line, line
+    assert "name" in line, line
+    assert "loud" not in line, line
     line = _one_line_error(invoke("start", "hello", "--key", "K", "--input", '{"name": "Ada"}'))
-    assert first in line and "loud" in line, line
+    assert first in line, line
+    assert "loud" in line, line
     line = _one_line_error(invoke("start", "nightly-report", "--key", "K"))
-    assert first in line and "nightly-report" in line, line
+    assert first in line, line
+    assert "nightly-report" in line, line
     assert [r["id"] for r in _strict(_ok(invoke("ls", "--json")))] == [first]
 
 
@@ -119,7 +128,8 @@ def test_a_key_names_one_run_of_one_request(invoke):
 def test_read_only_commands_create_nothing_and_bad_paths_are_one_line(invoke, tmp_path, monkeypatch, command):
     missing = tmp_path / "nowhere" / "runs.db"
     line = _one_line_error(invoke("--db", str(missing), *command))
-    assert f"no database at {missing}" in line and "tui-agent run hello" in line
+    assert f"no database at {missing}" in line
+    assert "tui-agent run hello" in line
     assert not missing.parent.exists(), "a read-only command made the folder"
     monkeypatch.setenv("TUI_AGENT_DB", str(missing))
     _one_line_error(invoke(*command))

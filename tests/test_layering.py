@@ -1,38 +1,90 @@
-"""DESIGN.md's layering rule: the engine never imports textual."""
+"""The import rule of docs/architecture.md section 4 (Layers and the import rule): the engine never imports
+textual, neither directly nor through the TUI's own modules (`app`, `messages`, `screens`, `widgets`), by an
+absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
-ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py"]
+# Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
+ENGINE = ["runtime", "store", "models", "agents", "operate.py", "report.py", "states.py", "format.py"]
+TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.widgets"]
 
 
-def _engine_files():
-    for part in ENGINE:
-        path = PACKAGE / part
-        if path.is_dir():
-            yield from sorted(path.rglob("*.py"))
-        elif path.exists():
-            yield path
+def engine_files(package: Path = PACKAGE, parts: list[str] = ENGINE) -> list[Path]:
+    """The Python files of the engine; a listed package or module that does not exist is an error."""
+    files = []
+    for part in parts:
+        path = package / part
+        found = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+        if not found:
+            raise FileNotFoundError(f"ENGINE lists {part}, but {path} holds no Python file: update ENGINE")
+        files += found
+    return files
 
 
-def _imports(path: Path):
+def imported_modules(path: Path, package: Path = PACKAGE):
+    """Every module `path` imports, relative imports resolved against its place in `package`: in
+    tui_agent/store/x.py, `from ..screens import runs` gives tui_agent.screens and tui_agent.screens.runs."""
+    here = path.relative_to(package.parent).with_suffix("").parts[:-1]   # the file's own package
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
+        elif isinstance(node, ast.ImportFrom):
+            base = list(here[:len(here) - node.level + 1]) if node.level else []
+            module = ".".join(base + (node.module.split(".") if node.module else []))
+            yield module
+            yield from (f"{module}.{alias.name}" for alias in node.names)
 
 
-def test_engine_modules_never_import_textual():
-    files = list(_engine_files())
-    assert any(f.name == "operate.py" for f in files) and any("store" in f.parts for f in files)
-    offenders = [f"{f.relative_to(PACKAGE)}: {name}" for f in files for name in _imports(f)
-                 if name == "textual" or name.startswith("textual.")]
-    assert offenders == []
+def offenders(files: list[Path], package: Path = PACKAGE) -> list[str]:
+    return sorted({f"{f.relative_to(package)}: {name}" for f in files for name in imported_modules(f, package)
+                   if any(name == tui or name.startswith(tui + ".") for tui in TUI)})
 
 
-def test_the_checker_sees_a_textual_import(tmp_path):
-    sample = tmp_path / "bad.py"
-    sample.write_text("import os\nfrom textual.app import App\n")
-    assert "textual.app" in list(_imports(sample))
+def test_the_engine_never_imports_textual_or_the_tui():
+    assert offenders(engine_files()) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    package = root / "tui_agent"
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    return package
+
+
+def test_the_checker_sees_absolute_and_relative_imports_of_the_tui(tmp_path):
+    package = _tree(tmp_path, {
+        "__init__.py": "",
+        "store/__init__.py": "from . import runs\n",
+        "store/runs.py": "import os\nfrom ..screens import runs\n",
+        "runtime/__init__.py": "",
+        "runtime/loop.py": "from .. import widgets\nfrom . import waits\nfrom .waits import sleep\n",
+        "runtime/waits.py": "from tui_agent.store.runs import claim_run\n",
+        "operate.py": "import textual.app as app\n",
+        "report.py": "from textual import on\nfrom .messages import DataChanged\n",
+        "states.py": "from .runtime import loop\n",
+    })
+    found = offenders(engine_files(package, ["runtime", "store", "operate.py", "report.py", "states.py"]), package)
+    assert found == [
+        "operate.py: textual.app",
+        "report.py: textual",
+        "report.py: textual.on",
+        "report.py: tui_agent.messages",
+        "report.py: tui_agent.messages.DataChanged",
+        "runtime/loop.py: tui_agent.widgets",
+        "store/runs.py: tui_agent.screens",
+        "store/runs.py: tui_agent.screens.runs",
+    ]
+
+
+def test_a_listed_package_that_does_not_exist_fails_loudly(tmp_path):
+    package = _tree(tmp_path, {"runtime/loop.py": ""})
+    with pytest.raises(FileNotFoundError, match="ENGINE lists sim"):
+        engine_files(package, ["runtime", "sim"])
+    with pytest.raises(FileNotFoundError, match="ENGINE lists empty"):
+        (package / "empty").mkdir()
+        engine_files(package, ["empty"])

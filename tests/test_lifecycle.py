@@ -5,17 +5,10 @@ from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
-from tui_agent.runtime.clock import CLOCK, now
+from tui_agent.runtime.clock import now
 from tui_agent.store.effects import effects_for
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import events_for, get_run
-
-
-@pytest.fixture
-def clock():
-    saved = CLOCK._offset
-    yield CLOCK
-    CLOCK._offset = saved
 
 
 class Counter:
@@ -39,12 +32,17 @@ def test_an_approval_waits_then_returns_the_decision_to_the_agent(store):
     registry = registry_of(Agent(name="asks", run=asks))
     first = start_and_work(store, registry, "asks", {})
     assert (first.status, first.reason) == ("waiting", "approval")
-    assert "Ship it?" in first.message and seen == []
+    assert "Ship it?" in first.message
+    assert seen == []
     operate.approve(store, first.run_id, note="go")
     assert get_run(store, first.run_id)["status"] == "queued"
     second = work(store, registry, first.run_id)
-    assert second.status == "succeeded" and second.result == {"shipped": True}
-    assert seen[0]["approved"] is True and seen[0]["note"] == "go" and seen[0]["by"] and seen[0]["at"]
+    assert second.status == "succeeded"
+    assert second.result == {"shipped": True}
+    assert seen[0]["approved"] is True
+    assert seen[0]["note"] == "go"
+    assert seen[0]["by"]
+    assert seen[0]["at"]
     assert any(e["kind"] == "decision" and "ship: approved by" in e["message"] and "(go)" in e["message"]
                for e in events_for(store, first.run_id))
     with pytest.raises(UserError, match="not waiting for an approval"):
@@ -60,7 +58,9 @@ def test_a_denial_reaches_the_agent_that_asks_for_it(store):
     operate.approve(store, first.run_id, deny=True, note="not yet")
     assert work(store, registry, first.run_id).result == {"shipped": False}
     entry = journal_for(store, first.run_id)[-1]
-    assert entry["kind"] == "approval" and '"approved":false' in entry["result"] and "not yet" in entry["result"]
+    assert entry["kind"] == "approval"
+    assert '"approved":false' in entry["result"]
+    assert "not yet" in entry["result"]
 
 
 def test_a_denial_cancels_the_run_by_default_with_the_persons_note(store):
@@ -75,14 +75,19 @@ def test_a_denial_cancels_the_run_by_default_with_the_persons_note(store):
     first = start_and_work(store, registry, "asks", {})
     operate.approve(store, first.run_id, deny=True, note="not yet")
     second = work(store, registry, first.run_id)
-    assert (second.status, second.reason) == ("cancelled", "denied") and after == []
+    assert (second.status, second.reason) == ("cancelled", "denied")
+    assert after == []
     run = get_run(store, first.run_id)
     assert (run["status"], run["reason"]) == ("cancelled", "denied")
-    assert run["finished_at"] is not None and run["result"] is None      # ended, like any cancelled run
+    assert run["finished_at"] is not None  # ended, like any cancelled run
+    assert run["result"] is None
     last = events_for(store, first.run_id)[-1]
-    assert last["kind"] == "cancelled" and "ship denied by" in last["message"] and last["message"].endswith("not yet")
+    assert last["kind"] == "cancelled"
+    assert "ship denied by" in last["message"]
+    assert last["message"].endswith("not yet")
     entry = journal_for(store, first.run_id)[-1]
-    assert entry["kind"] == "approval" and '"approved":false' in entry["result"]      # the decision stays on record
+    assert entry["kind"] == "approval"  # the decision stays on record
+    assert '"approved":false' in entry["result"]
     with pytest.raises(UserError, match="cancelled"):
         operate.resume(store, first.run_id)                                # ended: only --restart runs it again
 
@@ -214,7 +219,8 @@ def test_fork_keeps_steps_before_n_reruns_the_rest_and_never_repeats_a_confirmed
 
     child_id = operate.fork(store, parent.run_id, 1)
     child = work(store, registry, child_id)
-    assert child.status == "succeeded" and child.result == parent.result
+    assert child.status == "succeeded"
+    assert child.result == parent.result
     assert counter.calls == {"a": 1, "b": 2, "c": 2}, "a kept, b and c run anew"
     assert outbox.sent == ["report:1"], "the confirmed effect was not repeated"
     run = get_run(store, child_id)
@@ -239,7 +245,8 @@ def test_fork_after_the_effect_keeps_it_recorded(store):
     parent = start_and_work(store, registry, "pipe", {})
     child = work(store, registry, operate.fork(store, parent.run_id, 2))
     assert child.status == "succeeded"
-    assert counter.calls == {"a": 1, "c": 2} and outbox.sent == ["report:2"]
+    assert counter.calls == {"a": 1, "c": 2}
+    assert outbox.sent == ["report:2"]
 
 
 def test_fork_outside_the_journal_is_a_usage_error(store):
@@ -257,6 +264,7 @@ def test_a_checkpoint_of_another_schema_parks_the_run(store):
         conn.execute("UPDATE checkpoints SET schema_version = 99 WHERE run_id = ?", (run_id,))
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "checkpoint_schema")
-    assert "checkpoint schema 99" in outcome.message and "resume --restart" in outcome.message
+    assert "checkpoint schema 99" in outcome.message
+    assert "resume --restart" in outcome.message
     operate.resume(store, run_id, restart=True)
     assert work(store, registry, run_id).reason == "approval", "the restart writes the current schema"

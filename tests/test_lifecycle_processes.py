@@ -1,41 +1,29 @@
-"""The run lifecycle with real processes (DESIGN.md sections 1 and 3): a sleep or an approval costs
-no process, and park or cancel of a running run stops its worker at its next write."""
+"""The run lifecycle with real processes (docs/architecture.md sections 1 and 3.2): a sleep or an approval
+costs no process, and park or cancel of a running run stops its worker at its next write."""
 
 import json
 import mailbox
 import signal
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from helpers import paused_worker
+from helpers import later, ok, paused_worker, show_json
 
 from tui_agent.runtime.clock import parse_instant
 
 AGENTS = ["--agents", "counting_agents"]
 
 
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
-
-
-def _ok(done, code: int = 0):
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    return done
-
-
 def _one_line_error(done) -> str:
-    _ok(done, 2)
+    ok(done, 2)
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tui-agent: "), done.stderr
-    assert "Traceback" not in done.stderr and not done.stdout
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("tui-agent: "), done.stderr
+    assert "Traceback" not in done.stderr
+    assert not done.stdout
     return lines[0]
-
-
-def _show(tui_agent, run_id) -> dict:
-    return json.loads(_ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
 
 
 def _status(report: dict) -> tuple:
@@ -58,9 +46,10 @@ def _emails(tmp_path) -> int:
 
 def _not_due(tui_agent, run_id, before: dict) -> None:
     """A plain `worker --once` finds nothing to do and leaves the run exactly as it was."""
-    idle = _ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-idle"))
-    assert "w-idle: no run is due" in idle.stderr and not idle.stdout, idle.stderr
-    after = _show(tui_agent, run_id)
+    idle = ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-idle"))
+    assert "w-idle: no run is due" in idle.stderr, idle.stderr
+    assert not idle.stdout, idle.stderr
+    after = show_json(tui_agent, run_id, *AGENTS)
     for part in ("journal", "events", "effects"):
         assert after[part] == before[part], part
     assert {k: after["run"][k] for k in ("status", "reason", "attempt", "fence", "wake_at")} == \
@@ -74,12 +63,13 @@ def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_i
     log = tmp_path / "calls.log"
     started = time.time()
     ran = tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)}), timeout=30)
-    _ok(ran, 3)  # `run` returned: no process is left holding the sleep
+    ok(ran, 3)  # `run` returned: no process is left holding the sleep
     run_id = _run_id(ran)
     assert f"{run_id} waiting (sleep)" in ran.stdout
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("waiting", "sleep")
-    assert report["run"]["worker"] is None and report["run"]["lease_expires_at"] is None
+    assert report["run"]["worker"] is None
+    assert report["run"]["lease_expires_at"] is None
     ahead = parse_instant(report["run"]["wake_at"]) - started
     assert 3600 - 5 < ahead < 3600 + 60, ahead
     assert [e["name"] for e in report["journal"]] == ["before", "nap"]
@@ -87,22 +77,23 @@ def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_i
 
     _not_due(tui_agent, run_id, report)
 
-    _ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-later", env={"TUI_AGENT_NOW": _later(2 * 3600)}))
-    report = _show(tui_agent, run_id)
+    ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-later", env={"TUI_AGENT_NOW": later(2 * 3600)}))
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert report["run"]["status"] == "succeeded", report["run"]
     assert report["run"]["result"] == {"done": ["before", "after"]}
     assert dict(_ran(log)) == {"before": 1, "after": 1}
     assert [e["name"] for e in report["journal"]] == ["before", "nap", "after"]
     kinds = [e["kind"] for e in report["events"]]
-    assert "woke" in kinds and kinds.index("woke") < kinds.index("succeeded")
+    assert "woke" in kinds
+    assert kinds.index("woke") < kinds.index("succeeded")
 
 
 def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_path):
-    send_at = _later(3600)
+    send_at = later(3600)
     ran = tui_agent("run", "nightly-report", "--input", json.dumps({"date": "2026-11-26", "send_at": send_at}))
-    _ok(ran, 3)
+    ok(ran, 3)
     run_id = _run_id(ran)
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("waiting", "sleep")
     assert abs(parse_instant(report["run"]["wake_at"]) - parse_instant(send_at)) < 1
     assert _emails(tmp_path) == 0
@@ -110,8 +101,8 @@ def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_pat
     _not_due(tui_agent, run_id, report)
     assert _emails(tmp_path) == 0
 
-    _ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": _later(3600 + 60)}))
-    report = _show(tui_agent, run_id)
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(3600 + 60)}))
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("succeeded", "check_passed")
     assert _emails(tmp_path) == 1
     assert [(e["name"], e["state"]) for e in report["effects"]] == [("send-report", "confirmed")]
@@ -124,21 +115,21 @@ def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_pat
 @pytest.mark.parametrize("action, status", [("park", "parked"), ("cancel", "cancelled")])
 def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_agent, tmp_path, action, status):
     log = tmp_path / "calls.log"
-    run_id = _ok(tui_agent(*AGENTS, "start", "counting", "--input",
+    run_id = ok(tui_agent(*AGENTS, "start", "counting", "--input",
                            json.dumps({"log": str(log), "steps": 4}))).stdout.strip()
     # the worker stops itself after s1's function returned, before s1 is committed
     with paused_worker(*AGENTS, "worker", "--once", "--name", "w-1", pause_at="after-step:2") as worker:
-        held = _show(tui_agent, run_id)
+        held = show_json(tui_agent, run_id, *AGENTS)
         assert (held["run"]["status"], held["run"]["worker"]) == ("running", "w-1")
         assert [e["name"] for e in held["journal"]] == ["s0"]
 
-        _ok(tui_agent(*AGENTS, action, run_id, "--note", "look"))
+        ok(tui_agent(*AGENTS, action, run_id, "--note", "look"))
         worker.send_signal(signal.SIGCONT)
         out, err = worker.communicate(timeout=20)
     assert worker.returncode == 0, (out, err)
     assert f"{run_id} was taken by another worker or a person" in out
 
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == (status, "person")
     assert report["run"]["fence"] > held["run"]["fence"]
     assert report["run"]["worker"] is None
@@ -151,15 +142,16 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
     assert dict(_ran(log)) == {"s0": 1, "s1": 1}
 
     if action == "park":
-        _ok(tui_agent(*AGENTS, "resume", run_id))
-        _ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-2"))
-        report = _show(tui_agent, run_id)
+        ok(tui_agent(*AGENTS, "resume", run_id))
+        ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-2"))
+        report = show_json(tui_agent, run_id, *AGENTS)
         assert _status(report) == ("succeeded", "check_passed")
         assert [e["name"] for e in report["journal"]] == ["s0", "s1", "s2", "s3"]
         assert dict(_ran(log)) == {"s0": 1, "s1": 2, "s2": 1, "s3": 1}
     else:
         line = _one_line_error(tui_agent(*AGENTS, "resume", run_id))
-        assert run_id in line and "cancelled" in line
+        assert run_id in line
+        assert "cancelled" in line
         _not_due(tui_agent, run_id, report)
         assert dict(_ran(log)) == {"s0": 1, "s1": 1}
 
@@ -170,18 +162,18 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
 @pytest.mark.parametrize("deny, note", [(False, "looks right"), (True, "wrong numbers")])
 def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note):
     ran = tui_agent("run", "nightly-report", "--input", json.dumps({"date": "2026-11-25", "approve": True}))
-    _ok(ran, 3)
+    ok(ran, 3)
     run_id = _run_id(ran)
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("waiting", "approval")
     assert report["run"]["worker"] is None
     assert _emails(tmp_path) == 0
     _not_due(tui_agent, run_id, report)  # only a person's decision re-queues it
 
-    decided = _ok(tui_agent("approve", run_id, *(["--deny"] if deny else []), "--note", note))
+    decided = ok(tui_agent("approve", run_id, *(["--deny"] if deny else []), "--note", note))
     assert run_id in decided.stdout
-    _ok(tui_agent("worker", "--once"))
-    report = _show(tui_agent, run_id)
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id, *AGENTS)
     # a denied send is not a success: nightly-report asks with the default on_deny="cancel"
     assert _status(report) == (("cancelled", "denied") if deny else ("succeeded", "check_passed"))
 
@@ -192,8 +184,10 @@ def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note)
     assert (entry["name"], entry["result"]["approved"], entry["result"]["note"]) == ("approve", not deny, note)
     if deny:
         assert _emails(tmp_path) == 0
-        assert report["run"]["result"] is None and report["run"]["finished_at"]
-        assert report["events"][-1]["kind"] == "cancelled" and report["events"][-1]["message"].endswith(note)
+        assert report["run"]["result"] is None
+        assert report["run"]["finished_at"]
+        assert report["events"][-1]["kind"] == "cancelled"
+        assert report["events"][-1]["message"].endswith(note)
         assert report["effects"] == []
     else:
         assert _emails(tmp_path) == 1
@@ -201,15 +195,18 @@ def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note)
         assert [(e["name"], e["state"]) for e in report["effects"]] == [("send-report", "confirmed")]
 
     line = _one_line_error(tui_agent("approve", run_id))  # it has ended: nothing waits for an answer
-    assert run_id in line and "not waiting for an approval" in line
+    assert run_id in line
+    assert "not waiting for an approval" in line
 
 
 def test_approving_a_run_that_waits_for_no_approval_is_a_one_line_error(tui_agent, tmp_path):
     log = tmp_path / "calls.log"
-    ran = _ok(tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)})), 3)
+    ran = ok(tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)})), 3)
     run_id = _run_id(ran)
-    before = _show(tui_agent, run_id)
+    before = show_json(tui_agent, run_id, *AGENTS)
     line = _one_line_error(tui_agent(*AGENTS, "approve", run_id, "--note", "why not"))
-    assert run_id in line and "waiting: sleep" in line
-    after = _show(tui_agent, run_id)
-    assert after["events"] == before["events"] and _status(after) == ("waiting", "sleep")
+    assert run_id in line
+    assert "waiting: sleep" in line
+    after = show_json(tui_agent, run_id, *AGENTS)
+    assert after["events"] == before["events"]
+    assert _status(after) == ("waiting", "sleep")

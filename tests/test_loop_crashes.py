@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 from fake_messages import message
-from helpers import later, ok
+from helpers import later, ok, show_json
 
 AGENTS = ["--agents", "model_agents"]
 TURNS = (
@@ -22,10 +22,6 @@ TURNS = (
     message("Sent."),
 )
 WHOLE = {"stopped": "end_turn", "turns": 3, "tool_calls": 2, "text": "Sent."}
-
-
-def _show(tui_agent, run_id) -> dict:
-    return json.loads(ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
 
 
 def _emails(tmp_path) -> int:
@@ -51,9 +47,10 @@ def test_an_uninterrupted_loop_reads_sends_and_ends(tui_agent, fake, tmp_path):
     fake.play(*({"body": turn} for turn in TURNS))
     run_id = _start(tui_agent, tmp_path)
     ok(_worker(tui_agent, "w-whole"))
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
-    assert len(fake.requests) == 3 and _emails(tmp_path) == 1
+    assert len(fake.requests) == 3
+    assert _emails(tmp_path) == 1
     assert _ran(tmp_path) == Counter({"read_note": 1, "send_note": 1})
     assert [(e["name"], e["kind"]) for e in report["journal"]] == [
         ("notes/turn 1", "model"), ("notes/read_note", "tool"), ("notes/turn 2", "model"),
@@ -72,7 +69,7 @@ def test_a_worker_killed_after_a_recorded_turn_or_tool_result_repeats_neither(tu
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert len(fake.requests) == asked_first
     ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
     assert len(fake.requests) == 3   # each turn asked once, across both workers
     assert _ran(tmp_path) == Counter({"read_note": 1, "send_note": 1})
@@ -85,11 +82,12 @@ def test_an_effect_tool_killed_mid_send_is_reconciled_and_the_email_goes_out_onc
     run_id = _start(tui_agent, tmp_path)
     crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT=point)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    (effect,) = _show(tui_agent, run_id)["effects"]
+    (effect,) = show_json(tui_agent, run_id, *AGENTS)["effects"]
     assert (effect["name"], effect["state"], effect["key"]) == ("notes/send_note", "attempted", "note-to:ops@example.com")
     ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", WHOLE)
     assert report["effects"][0]["state"] == "confirmed"
     assert _emails(tmp_path) == 1   # resent under the same key, which the outbox remembered
-    assert len(fake.requests) == 3 and _ran(tmp_path)["read_note"] == 1
+    assert len(fake.requests) == 3
+    assert _ran(tmp_path)["read_note"] == 1

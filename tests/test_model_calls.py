@@ -101,7 +101,8 @@ def test_a_call_that_failed_with_an_error_gives_its_reservation_back(store, monk
     registry = registry_of(Agent(name="chat", run=_conversation(1), retry=RetryPolicy(attempts=3, base_s=0.01)))
     run_id, _ = start(store, registry, "chat", {}, model="scripted")
     outcome = work(store, registry, run_id)
-    assert outcome.status == "failed" and "bad request" in outcome.error
+    assert outcome.status == "failed"
+    assert "bad request" in outcome.error
     assert [(c["call"], c["state"], c["error"]) for c in _calls(store, run_id)] == [
         (1, "failed", "TemporaryError: overloaded"), (2, "failed", "PermanentError: bad request")]
     checkpoint = checkpoint_for(store, run_id)
@@ -129,10 +130,12 @@ def test_a_call_whose_worker_died_stays_counted_and_shows_in_the_timeline(db_pat
     time.sleep(0.25)
     report = run_report(store, run_id)
     (died,) = report["model_calls"]
-    assert died["state"] == "died" and died["reserved_usd"] > 0
+    assert died["state"] == "died"
+    assert died["reserved_usd"] > 0
     assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(died["reserved_usd"])
     pending = timeline_items(report, effects_for(store, run_id))[-1]
-    assert pending.pending and pending.name == "turn0"
+    assert pending.pending
+    assert pending.name == "turn0"
     assert pending.note.startswith("in flight when the worker died · possibly billed $0.0")
 
     assert work(store, registry, run_id, worker="w-next").status == "succeeded"
@@ -143,7 +146,9 @@ def test_a_call_whose_worker_died_stays_counted_and_shows_in_the_timeline(db_pat
     (item,) = timeline_items(report, effects_for(store, run_id))
     assert item.possibly_billed == pytest.approx(died["reserved_usd"])
     extra = Timeline._extra(item, with_tag=True)
-    assert extra.startswith("$") and extra.endswith("?") and "+$" in extra
+    assert extra.startswith("$")
+    assert extra.endswith("?")
+    assert "+$" in extra
     assert Timeline._tag(item) == "scripted"
     store.close()
 
@@ -173,8 +178,11 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
             notes.append(timeline_items(report, [])[-1].note)  # the run screen's pending row
         time.sleep(0.1)
     worker.join()
-    assert notes[-1].startswith(f"turn0 · scripted · {seen[-1]} tokens · ") and notes[-1].endswith(" s")
-    assert seen and seen == sorted(seen) and 0 < seen[0] < 150  # written while the call streamed
+    assert notes[-1].startswith(f"turn0 · scripted · {seen[-1]} tokens · ")
+    assert notes[-1].endswith(" s")
+    assert seen  # written while the call streamed
+    assert seen == sorted(seen)
+    assert 0 < seen[0] < 150
     assert len(set(seen)) <= 3  # at most once a second for a 2.3 s call
     shown = capsys.readouterr().err
     assert "step 1 turn0 · scripted · 150 tokens · 2." in shown
@@ -212,7 +220,8 @@ def test_a_claude_reply_from_a_model_without_a_price_shows_cost_unknown(fake, st
     run_id, _ = start(store, registry, "chat", {}, model="anthropic")
     assert work(store, registry, run_id).status == "succeeded"
     report = run_report(store, run_id)
-    assert report["steps"][0]["cost_usd"] is None and report["budget"]["unpriced_model_calls"] == 1
+    assert report["steps"][0]["cost_usd"] is None
+    assert report["budget"]["unpriced_model_calls"] == 1
     (item,) = timeline_items(report, [])
     assert Timeline._extra(item, with_tag=True).endswith("$?")
     assert "cost unknown" in [line.split("ms")[-1].strip() for line in

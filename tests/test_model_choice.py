@@ -53,7 +53,8 @@ def test_default_with_a_key_is_claude_and_is_recorded_on_the_run(fake, store):
     fake.play({"body": message("from claude")})
     run_id, _ = operate.start(store, registry, "asks", {})
     outcome = work(store, registry, run_id)
-    assert outcome.status == "succeeded" and outcome.result["text"] == "from claude"
+    assert outcome.status == "succeeded"
+    assert outcome.result["text"] == "from claude"
     assert get_run(store, run_id)["model"] == "anthropic"
     assert "--model default resolved to anthropic" in [e["message"] for e in events_for(store, run_id)]
     assert len(fake.requests) == 1
@@ -77,7 +78,8 @@ def test_default_without_a_key_or_a_script_parks_naming_both_ways_out(fake, stor
     assert (parked.status, parked.reason) == ("parked", "environment")
     assert "w-bare" in parked.message
     assert "set ANTHROPIC_API_KEY, or start it with --model scripted:FILE" in parked.message
-    assert get_run(store, run_id)["model"] == "default" and fake.requests == []
+    assert get_run(store, run_id)["model"] == "default"
+    assert fake.requests == []
     monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
     fake.play({"body": message()})
     operate.resume(store, run_id)
@@ -136,7 +138,8 @@ def test_schedule_add_keeps_its_model_and_an_older_schedule_stays_scripted(store
     assert "model=anthropic:claude-haiku-4-5" in invoke("schedule", "ls").stdout
     refused = invoke("schedule", "add", "bad", "--agent", "nightly-report", "--cron", "0 2 * * *",
                      "--model", "nonsense")
-    assert refused.exit_code == 2 and "unknown model provider" in refused.output
+    assert refused.exit_code == 2
+    assert "unknown model provider" in refused.output
 
 
 # -- nightly-report on Claude ---------------------------------------------------------------------
@@ -152,10 +155,12 @@ def test_nightly_report_with_a_key_summarizes_with_claude_and_scripted_stays_off
     assert report.startswith("# Nightly report, ops, 2026-11-29\n\n- sales up\n- one deploy rolled back\n")
     prompt = fake.requests[0]["body"]["messages"][0]["content"]
     assert all(f"## {source} (" in prompt for source in ("sales", "incidents", "deploys"))
-    assert "billing" in prompt and Path(claude.result["email"]).exists()  # the effect still sends, once
+    assert "billing" in prompt  # the effect still sends, once
+    assert Path(claude.result["email"]).exists()
     scripted = work(store, registry, operate.start(store, registry, "nightly-report", {**request, "team": "qa"},
                                                    model="scripted")[0])
-    assert scripted.status == "succeeded" and len(fake.requests) == 1  # the key is there, and unused
+    assert scripted.status == "succeeded"  # the key is there, and unused
+    assert len(fake.requests) == 1
     offline = script([{"role": "user", "content": prompt.replace(" ops ", " qa ")}], 800, 0)
     assert Path(scripted.result["report"]).read_text(encoding="utf-8").startswith(
         f"# Nightly report, qa, 2026-11-29\n\n{offline}\n")

@@ -4,7 +4,6 @@ a recorded reply is never asked for again; a call in flight when its worker died
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import time
 import pytest
 from conftest import ROOT
 from fake_messages import USAGE, message
-from helpers import later, ok
+from helpers import later, ok, show_json
 
 from tui_agent.models import cost_usd
 from tui_agent.models.anthropic import DEFAULT_MODEL
@@ -23,10 +22,6 @@ ANSWERS = ("Four.", "Twelve.")
 # what an uninterrupted run ends with: both answers, and the two replies' cost at the default model's price
 WHOLE_RESULT = {"answers": list(ANSWERS), "request_ids": ["req_fake01", "req_fake01"]}
 WHOLE_COST = 2 * cost_usd(DEFAULT_MODEL, USAGE)
-
-
-def _show(tui_agent, run_id) -> dict:
-    return json.loads(ok(tui_agent(*AGENTS, "show", run_id, "--json")).stdout)
 
 
 def _start(tui_agent) -> str:
@@ -45,10 +40,11 @@ def test_an_uninterrupted_run_asks_twice(tui_agent, fake):
     _play_answers(fake)
     run_id = _start(tui_agent)
     ok(_worker(tui_agent, "w-whole"))
-    whole = _show(tui_agent, run_id)
+    whole = show_json(tui_agent, run_id, *AGENTS)
     assert (whole["run"]["status"], whole["run"]["result"]) == ("succeeded", WHOLE_RESULT)
     assert whole["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(WHOLE_COST)
-    assert len(fake.requests) == 2 and all(r["body"]["stream"] for r in fake.requests)
+    assert len(fake.requests) == 2
+    assert all(r["body"]["stream"] for r in fake.requests)
 
 
 def test_a_worker_killed_after_a_recorded_reply_is_never_asked_it_again(tui_agent, fake):
@@ -56,10 +52,11 @@ def test_a_worker_killed_after_a_recorded_reply_is_never_asked_it_again(tui_agen
     run_id = _start(tui_agent)
     crashed = _worker(tui_agent, "w-1", TUI_AGENT_CRASH_AT="after-model-commit:1")
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    assert len(fake.requests) == 1 and [e["name"] for e in _show(tui_agent, run_id)["journal"]] == ["ask"]
+    assert len(fake.requests) == 1
+    assert [e["name"] for e in show_json(tui_agent, run_id, *AGENTS)["journal"]] == ["ask"]
 
     ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id, *AGENTS)
     assert report["run"]["status"] == "succeeded"
     assert report["run"]["result"] == WHOLE_RESULT
     assert len(fake.requests) == 2  # the recorded reply was replayed: only the follow-up went out
@@ -89,16 +86,18 @@ def test_a_worker_killed_mid_request_leaves_the_call_in_flight_counted_and_retri
     fake.play({"body": message("Four, and a long way to say it " * 20), **slow})
     run_id = _start(tui_agent)
     _kill_mid_request(fake, kill_after_s)
-    shown = _show(tui_agent, run_id)
+    shown = show_json(tui_agent, run_id, *AGENTS)
     (in_flight,) = shown["model_calls"]
     assert (in_flight["name"], in_flight["state"]) == ("ask", "in_flight")  # its lease has not run out yet
     held = in_flight["reserved_usd"]
-    assert held > 0 and shown["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(held)
+    assert held > 0
+    assert shown["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(held)
 
     _play_answers(fake)
     ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
-    report = _show(tui_agent, run_id)
-    assert report["run"]["status"] == "succeeded" and report["run"]["result"] == WHOLE_RESULT
+    report = show_json(tui_agent, run_id, *AGENTS)
+    assert report["run"]["status"] == "succeeded"
+    assert report["run"]["result"] == WHOLE_RESULT
     assert len(fake.requests) == 3  # the call in flight was asked once more; nothing else was repeated
     assert [(c["position"], c["call"], c["state"]) for c in report["model_calls"]] == [
         (0, 1, "died"), (0, 2, "answered"), (1, 1, "answered")]
@@ -117,7 +116,8 @@ def test_a_worker_killed_after_its_call_is_committed_but_before_it_is_sent(tui_a
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert fake.requests == []
     ok(_worker(tui_agent, "w-2", TUI_AGENT_NOW=later(10)))
-    report = _show(tui_agent, run_id)
-    assert report["run"]["status"] == "succeeded" and len(fake.requests) == 2
+    report = show_json(tui_agent, run_id, *AGENTS)
+    assert report["run"]["status"] == "succeeded"
+    assert len(fake.requests) == 2
     # nobody can tell whether a request left before the kill, so the call counts as possibly billed
     assert [c["state"] for c in report["model_calls"]] == ["died", "answered", "answered"]

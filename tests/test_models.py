@@ -88,7 +88,9 @@ def test_table_rows_cover_every_listed_model():
     assert PRICES["claude-opus-5-5"].cache_write_5m == 5
     with pytest.raises(dataclasses.FrozenInstanceError):
         PRICES["claude-haiku-4-5"].input = 0
-    assert PRICES_DATE == "2026-11-29" and PRICES_SOURCE and "\n" not in PRICES_SOURCE
+    assert PRICES_DATE == "2026-11-29"
+    assert PRICES_SOURCE
+    assert "\n" not in PRICES_SOURCE
 
 
 # --- scripted replies ---------------------------------------------------------------------------
@@ -101,7 +103,8 @@ def test_reply_has_the_messages_api_shape():
         ("message", "assistant", "end_turn", None)
     assert reply["model"] == "claude-haiku-4-5"
     [block] = reply["content"]
-    assert block["type"] == "text" and isinstance(block["text"], str)
+    assert block["type"] == "text"
+    assert isinstance(block["text"], str)
     assert set(reply["usage"]) == {"input_tokens", "output_tokens"}
     assert cost_usd(reply["model"], reply["usage"]) is not None
     assert json.loads(json.dumps(reply)) == reply
@@ -123,7 +126,8 @@ def test_generic_reply_names_the_call_and_the_last_user_words():
     messages = USER + [{"role": "assistant", "content": "ok"},
                        {"role": "user", "content": [{"type": "text", "text": "Now list the failing jobs"}]}]
     text = ask(ScriptedProvider(), messages=messages, call_index=1)["content"][0]["text"]
-    assert "2" in text and "Now list the failing jobs" in text
+    assert "2" in text
+    assert "Now list the failing jobs" in text
     assert "nightly" not in text
 
 
@@ -165,7 +169,8 @@ def test_partial_dict_reply_is_filled_in_and_not_shared():
     reply = ask(provider)
     assert reply["stop_reason"] == "tool_use"
     assert reply["content"] == script_reply["content"]
-    assert reply["type"] == "message" and reply["usage"]["output_tokens"] >= 1
+    assert reply["type"] == "message"
+    assert reply["usage"]["output_tokens"] >= 1
     reply["content"][1]["input"]["source"] = "changed"
     assert ask(provider)["content"][1]["input"] == {"source": "db"}
 
@@ -176,7 +181,8 @@ def test_dict_reply_keeps_the_fields_it_gives():
     reply = ask(provider)
     assert reply["content"] == [{"type": "text", "text": "No."}]
     assert reply["stop_reason"] == "refusal"
-    assert reply["usage"]["output_tokens"] == 42 and reply["usage"]["input_tokens"] >= 1
+    assert reply["usage"]["output_tokens"] == 42
+    assert reply["usage"]["input_tokens"] >= 1
 
 
 # --- file scripts and specs ---------------------------------------------------------------------
@@ -205,7 +211,8 @@ def test_file_script_wins_over_the_agents_script(tmp_path):
 def test_unknown_spec_is_a_user_error_naming_the_specs(spec):
     with pytest.raises(UserError) as e:
         provider_for(spec)
-    assert "'scripted:PATH'" in str(e.value) and "\n" not in str(e.value)
+    assert "'scripted:PATH'" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("content, says", [

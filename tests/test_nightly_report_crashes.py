@@ -1,6 +1,7 @@
 """nightly-report with real processes: a worker SIGKILLed at every fault point is followed by a
 fresh `worker --once`; no recorded fetch is fetched again and the report is emailed exactly once,
-or the run waits for a person when the ledger cannot know (DESIGN.md section 3)."""
+or the run waits for a person when the ledger cannot know (docs/architecture.md section 6.4, The effect
+ledger)."""
 
 import email
 import email.policy
@@ -8,9 +9,9 @@ import json
 import mailbox
 import signal
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 
 import pytest
+from helpers import later, ok, show_json
 
 AGENT = "nightly-report"
 DEDUPE = {"date": "2026-11-28", "service": "dedupe"}
@@ -30,26 +31,13 @@ COUNT = {"before-step": ":3", "after-step": ":3", "after-step-commit": ":3"}
 HEADERS = ("From", "To", "Subject", "Date", "Message-ID")
 
 
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
-
-
-def _ok(done):
-    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
-    return done
-
-
-def _show(tui_agent, run_id) -> dict:
-    return json.loads(_ok(tui_agent("show", run_id, "--json")).stdout)
-
-
 def _crash(tui_agent, request: dict, point: str) -> tuple[str, dict]:
     """Start a run, SIGKILL its worker at `point`; the run id and `show --json` taken after the crash."""
-    run_id = _ok(tui_agent("start", AGENT, "--input", json.dumps(request))).stdout.strip()
+    run_id = ok(tui_agent("start", AGENT, "--input", json.dumps(request))).stdout.strip()
     crashed = tui_agent("worker", "--once", "--lease", "5", "--name", "w-dead",
                         env={"TUI_AGENT_CRASH_AT": point + COUNT.get(point, "")})
     assert crashed.returncode == -signal.SIGKILL, (crashed.stdout, crashed.stderr)
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id)
     assert (report["run"]["status"], report["run"]["worker"]) == ("running", "w-dead")
     assert [e["name"] for e in report["journal"]] == RECORDED[point]
     return run_id, report
@@ -57,8 +45,8 @@ def _crash(tui_agent, request: dict, point: str) -> tuple[str, dict]:
 
 def _resume(tui_agent, run_id) -> dict:
     """A fresh worker, its clock past the dead worker's lease, takes the run over."""
-    _ok(tui_agent("worker", "--once", "--lease", "5", "--name", "w-new", env={"TUI_AGENT_NOW": _later(10)}))
-    return _show(tui_agent, run_id)
+    ok(tui_agent("worker", "--once", "--lease", "5", "--name", "w-new", env={"TUI_AGENT_NOW": later(10)}))
+    return show_json(tui_agent, run_id)
 
 
 def _emails(tmp_path, date: str) -> list:
@@ -97,7 +85,8 @@ def _usage_error(done, *words: str) -> None:
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("tui-agent: ") and all(w in done.stderr for w in words), done.stderr
+    assert done.stderr.startswith("tui-agent: "), done.stderr
+    assert all(w in done.stderr for w in words), done.stderr
 
 
 CLEAN = [(point, name) for point in RECORDED for name in ("lookup", "no-lookup")] + [
@@ -121,7 +110,8 @@ def test_a_crash_at_any_point_resumes_without_refetching_and_emails_once(tui_age
     assert len(_emails(tmp_path, _date(report))) == 1
     # the ledger settled it alone: no person was needed at any time
     kinds = [e["kind"] for e in report["events"]]
-    assert "waiting" not in kinds and "decision" not in kinds, report["events"]
+    assert "waiting" not in kinds, report["events"]
+    assert "decision" not in kinds, report["events"]
     assert kinds.count("queued") == 1
 
 
@@ -139,9 +129,9 @@ def test_an_email_in_doubt_without_lookup_or_dedupe_waits_for_a_person(tui_agent
     date = _date(report)
     assert len(_emails(tmp_path, date)) == emails_before
 
-    _ok(tui_agent("reconcile", run_id, "send-report", *decision))
-    _ok(tui_agent("worker", "--once", "--lease", "5"))
-    report = _show(tui_agent, run_id)
+    ok(tui_agent("reconcile", run_id, "send-report", *decision))
+    ok(tui_agent("worker", "--once", "--lease", "5"))
+    report = show_json(tui_agent, run_id)
     assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed"), report["run"]
     assert _effect(report)["state"] == "confirmed"
     assert len(_emails(tmp_path, date)) == 1
@@ -152,16 +142,16 @@ def test_an_email_in_doubt_without_lookup_or_dedupe_waits_for_a_person(tui_agent
 
 def test_the_same_date_twice_sends_one_email(tui_agent, tmp_path):
     request = json.dumps({"date": "2026-11-27"})
-    first = _ok(tui_agent("run", AGENT, "--input", request)).stdout.split()[0]
-    second = _ok(tui_agent("run", AGENT, "--input", request)).stdout.split()[0]
+    first = ok(tui_agent("run", AGENT, "--input", request)).stdout.split()[0]
+    second = ok(tui_agent("run", AGENT, "--input", request)).stdout.split()[0]
     assert first != second
-    report = _show(tui_agent, second)
+    report = show_json(tui_agent, second)
     assert report["run"]["status"] == "succeeded"
     assert _effect(report)["done_by"] == first
     assert any(f"already confirmed by run {first}" in e["message"] for e in report["events"]), report["events"]
     (msg,) = _emails(tmp_path, "2026-11-27")
     assert msg["To"] == "team <team@localhost>"
-    assert _effect(_show(tui_agent, first))["result"]["message_id"] == msg["Message-ID"]
+    assert _effect(show_json(tui_agent, first))["result"]["message_id"] == msg["Message-ID"]
 
 
 def test_reconcile_refuses_what_makes_no_sense_with_one_line(tui_agent, tmp_path):
@@ -169,10 +159,10 @@ def test_reconcile_refuses_what_makes_no_sense_with_one_line(tui_agent, tmp_path
     assert _resume(tui_agent, run_id)["run"]["status"] == "waiting"
     _usage_error(tui_agent("reconcile", run_id, "send-report", "--ask"), "no lookup")
     _usage_error(tui_agent("reconcile", run_id, "send-a-fax", "--happened"), "send-a-fax")
-    report = _show(tui_agent, run_id)
+    report = show_json(tui_agent, run_id)
     assert (report["run"]["status"], _effect(report)["state"]) == ("waiting", "unknown")
     assert "decision" not in [e["kind"] for e in report["events"]]
 
-    done = _ok(tui_agent("run", AGENT, "--input", json.dumps({"date": "2026-11-26"}))).stdout.split()[0]
+    done = ok(tui_agent("run", AGENT, "--input", json.dumps({"date": "2026-11-26"}))).stdout.split()[0]
     _usage_error(tui_agent("reconcile", done, "send-report", "--happened"), "succeeded")
-    assert _effect(_show(tui_agent, done))["state"] == "confirmed"
+    assert _effect(show_json(tui_agent, done))["state"] == "confirmed"

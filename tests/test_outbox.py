@@ -9,17 +9,8 @@ from pathlib import Path
 import pytest
 
 from tui_agent.agents.outbox import Outbox
-from tui_agent.runtime import clock
 
 HOUR = 3600.0
-
-
-@pytest.fixture
-def moved_clock():
-    """Lets a test move the clock; puts it back afterwards."""
-    saved = clock.CLOCK._offset
-    yield clock.CLOCK
-    clock.CLOCK._offset = saved
 
 
 def _send(box: Outbox, key: str, subject: str = "nightly report") -> dict:
@@ -35,26 +26,28 @@ def test_unknown_mode_is_refused(tmp_path):
         Outbox(tmp_path / "mail", mode="sometimes")
 
 
-def test_dedupe_inside_the_window_returns_the_first_result(tmp_path, moved_clock):
+def test_dedupe_inside_the_window_returns_the_first_result(tmp_path, clock):
     box = Outbox(tmp_path / "mail", window_s=HOUR)
     first = _send(box, "nightly-report:2026-10-19:team")
-    moved_clock.advance(HOUR - 1)
+    clock.advance(HOUR - 1)
     again = _send(box, "nightly-report:2026-10-19:team", subject="a different subject")
 
-    assert first["deduplicated"] is False and Path(first["path"]).is_file()
+    assert first["deduplicated"] is False
+    assert Path(first["path"]).is_file()
     assert again == {**first, "deduplicated": True}
     assert [m["Subject"] for m in box.messages()] == ["nightly report"]
     assert box.stats() == {"send_requests": 2, "emails_received": 1, "lookups": 0}
 
 
-def test_dedupe_past_the_window_delivers_again(tmp_path, moved_clock):
+def test_dedupe_past_the_window_delivers_again(tmp_path, clock):
     box = Outbox(tmp_path / "mail", window_s=HOUR)
     first = _send(box, "k")
-    moved_clock.advance(HOUR + 1)
+    clock.advance(HOUR + 1)
     second = _send(box, "k")
 
     assert second["deduplicated"] is False
-    assert second["message_id"] != first["message_id"] and second["path"] != first["path"]
+    assert second["message_id"] != first["message_id"]
+    assert second["path"] != first["path"]
     assert second["delivered_at"] >= first["delivered_at"] + HOUR
     assert len(box.messages()) == 2
     assert box.lookup("k") == second
@@ -70,13 +63,13 @@ def test_every_mode_delivers_each_time_but_lookup_returns_the_first(tmp_path):
     assert box.lookup("k") == results[0]
 
 
-def test_lookup_forgets_after_the_window(tmp_path, moved_clock):
+def test_lookup_forgets_after_the_window(tmp_path, clock):
     box = Outbox(tmp_path / "mail", window_s=HOUR)
     assert box.lookup("k") is None
     sent = _send(box, "k")
-    moved_clock.advance(HOUR - 1)
+    clock.advance(HOUR - 1)
     assert box.lookup("k") == sent
-    moved_clock.advance(2)
+    clock.advance(2)
     assert box.lookup("k") is None
     assert box.stats()["lookups"] == 3
 
@@ -86,11 +79,12 @@ def test_memory_is_shared_through_its_file(tmp_path):
     other = Outbox(tmp_path / "mail")
     assert other.lookup("k") == sent
     assert _send(other, "k")["deduplicated"] is True
-    assert (tmp_path / "mail.keys.json").is_file() and (tmp_path / "mail.lock").is_file()
+    assert (tmp_path / "mail.keys.json").is_file()
+    assert (tmp_path / "mail.lock").is_file()
 
 
-def test_delivered_messages_are_complete_rfc5322(tmp_path, moved_clock):
-    moved_clock.set(1_792_000_000.0)  # a fixed instant, so Date is predictable
+def test_delivered_messages_are_complete_rfc5322(tmp_path, clock):
+    clock.set(1_792_000_000.0)  # a fixed instant, so Date is predictable
     attachment = tmp_path / "report.csv"
     attachment.write_text("run,status\n1,ok\n")
     box = Outbox(tmp_path / "mail")
@@ -105,7 +99,8 @@ def test_delivered_messages_are_complete_rfc5322(tmp_path, moved_clock):
         msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
         for header in ("From", "To", "Subject", "Date", "Message-ID", "X-Idempotency-Key"):
             assert msg[header], header
-        assert msg["From"] == "tui-agent <tui-agent@localhost>" and msg["To"] == "team@example.com"
+        assert msg["From"] == "tui-agent <tui-agent@localhost>"
+        assert msg["To"] == "team@example.com"
         assert msg["Date"].datetime.timestamp() == 1_792_000_000
         assert msg["Message-ID"].endswith("@tui-agent.local>")
 
@@ -114,9 +109,11 @@ def test_delivered_messages_are_complete_rfc5322(tmp_path, moved_clock):
     assert first["X-Idempotency-Key"] == "nightly-report:2026-10-19:team"
     assert first["Subject"] == "Nightly: ✓ all green"
     text = first.get_body(preferencelist=("plain",))
-    assert text.get_content_charset() == "utf-8" and text.get_content() == "Résumé: 3 runs.\n"
+    assert text.get_content_charset() == "utf-8"
+    assert text.get_content() == "Résumé: 3 runs.\n"
     [part] = list(first.iter_attachments())
-    assert part.get_filename() == "report.csv" and part.get_content() == "run,status\n1,ok\n"
+    assert part.get_filename() == "report.csv"
+    assert part.get_content() == "run,status\n1,ok\n"
 
 
 def _send_many(maildir: str, start, times: int) -> None:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import pytest
 from conftest import ROOT
-from helpers import database_at_version, paused_worker, process_state, registry_of
+from helpers import database_at_version, ok, paused_worker, process_state, registry_of
 
 from tui_agent import Agent, operate
 from tui_agent.agents.outbox import Outbox
@@ -38,11 +38,6 @@ from tui_agent.store.runs import claim_run, events_for, get_run
 from tui_agent.store.workers import process_alive, process_start, register
 
 EVERY_WITH_LOOKUP = {"date": "2026-11-27", "service": "every", "lookup": True}   # a lookup-only service
-
-
-def _ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
-    return done
 
 
 def _in_process(invoke, *args: str):
@@ -99,14 +94,15 @@ def _start(invoke, agent: str, request: dict, *agents: str) -> str:
 def _taken_over_and_held(invoke, tui_agent, db_path, run_id: str, a: subprocess.Popen, *agents: str) -> dict:
     """w-b takes the run over past w-a's lease and must not send while w-a's process lives."""
     _wait_past_lease(db_path, run_id)
-    b = _ok(tui_agent(*agents, "worker", "--once", "--lease", "5", "--name", "w-b"))
+    b = ok(tui_agent(*agents, "worker", "--once", "--lease", "5", "--name", "w-b"))
     seen = _run(db_path, run_id)
     run, events = seen["run"], seen["events"]
     assert (run["status"], run["reason"]) == ("waiting", "reconcile"), (run, b.stdout, b.stderr)
     assert [e for e in events if e["kind"] == "takeover"], events
     waiting = events[-1]
-    assert waiting["kind"] == "waiting" and "w-a" in waiting["message"] and f"pid {a.pid}" in waiting["message"], \
-        waiting
+    assert waiting["kind"] == "waiting", waiting
+    assert "w-a" in waiting["message"], waiting
+    assert f"pid {a.pid}" in waiting["message"], waiting
     [effect] = seen["effects"]
     assert (effect["state"], effect["attempted_by"], effect["waits_for"]) == ("unknown", "w-a", "w-a"), effect
     assert _emails(db_path) == 0, "w-b sent while the paused worker might still send"
@@ -126,7 +122,7 @@ def test_a_lookup_only_takeover_waits_for_the_paused_sender_and_the_world_sees_o
     # w-a's stale send is stopped by the fence re-read; having let go, the run is queued again, and w-a's own
     # loop (or the tick below) claims it anew under a new fence and sends once
     assert f"{run_id} was taken by another worker or a person" in out, out
-    ticked = _ok(tui_agent("tick", "--work"))
+    ticked = ok(tui_agent("tick", "--work"))
     seen = _run(db_path, run_id)
     assert (seen["run"]["status"], seen["run"]["reason"]) == ("succeeded", "check_passed"), (seen["run"], ticked)
     assert any("w-a let go of the run" in e["message"] for e in seen["events"]), seen["events"]
@@ -141,12 +137,15 @@ def test_not_done_while_the_paused_sender_lives_warns_and_its_late_send_is_refus
         _taken_over_and_held(invoke, tui_agent, db_path, run_id, a)
         decided = _in_process(invoke, "reconcile", run_id, "send-report", "--not-done")
         warning = decided.stderr.strip()
-        assert warning.startswith("tui-agent: warning:") and len(warning.splitlines()) == 1, decided.stderr
-        assert "w-a" in warning and f"pid {a.pid}" in warning and "may still send" in warning, warning
+        assert warning.startswith("tui-agent: warning:"), decided.stderr
+        assert len(warning.splitlines()) == 1, decided.stderr
+        assert "w-a" in warning, warning
+        assert f"pid {a.pid}" in warning, warning
+        assert "may still send" in warning, warning
         assert "refuses that worker's stale attempt" in warning, warning
         assert "recorded as not done" in decided.stdout
 
-        _ok(tui_agent("worker", "--once", "--name", "w-c"))
+        ok(tui_agent("worker", "--once", "--name", "w-c"))
         assert _run(db_path, run_id)["run"]["status"] == "succeeded"
         assert _emails(db_path) == 1
         out = _resume(a)
@@ -178,7 +177,7 @@ def test_a_sender_paused_past_the_fence_read_is_refused_by_the_outbox_token(invo
         _taken_over_and_held(invoke, tui_agent, db_path, run_id, a, *agents)
         decided = _in_process(invoke, *agents, "reconcile", run_id, "send", "--not-done")
         assert f"pid {a.pid}" in decided.stderr, decided.stderr
-        _ok(tui_agent(*agents, "worker", "--once", "--name", "w-c"))
+        ok(tui_agent(*agents, "worker", "--once", "--name", "w-c"))
         assert _emails(db_path) == 1
         out = _resume(a)  # its do(key, token) now reaches the outbox, with the token of fence 1
     assert f"{run_id} was taken by another worker or a person" in out, out
@@ -201,7 +200,7 @@ def test_a_held_back_run_goes_on_once_the_paused_process_has_ended(invoke, tui_a
         queued = _run(db_path, run_id)
         assert queued["run"]["status"] == "queued", queued["run"]
         assert f"w-a's process {a.pid} has ended" in queued["events"][-1]["message"], queued["events"][-1]
-        _ok(tui_agent("worker", "--once", "--name", "w-c"))
+        ok(tui_agent("worker", "--once", "--name", "w-c"))
     assert _run(db_path, run_id)["run"]["status"] == "succeeded"
     assert _emails(db_path) == 1
 
@@ -230,8 +229,11 @@ def test_do_gets_the_attempt_token_only_when_it_takes_a_second_argument(db_path)
         def send(self, key, *, to=None):
             return key
 
-    assert not _takes_token(lambda key: key) and not _takes_token(Box().send) and not _takes_token(print)
-    assert _takes_token(lambda key, token: key) and _takes_token(lambda key, token=None: key)
+    assert not _takes_token(lambda key: key)
+    assert not _takes_token(Box().send)
+    assert not _takes_token(print)
+    assert _takes_token(lambda key, token: key)
+    assert _takes_token(lambda key, token=None: key)
     seen = []
 
     def agent_run(ctx, request):
@@ -244,7 +246,8 @@ def test_do_gets_the_attempt_token_only_when_it_takes_a_second_argument(db_path)
     run_id, _ = operate.start(store, registry, "fx", {})
     outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "succeeded"
-    assert seen == [AttemptToken(run_id, 1, 1)] and outcome.result["two"] == {"token": f"{run_id}/g1/f1"}
+    assert seen == [AttemptToken(run_id, 1, 1)]
+    assert outcome.result["two"] == {"token": f"{run_id}/g1/f1"}
 
 
 def test_a_stale_refusal_reports_the_run_taken_and_records_that_the_worker_let_go(db_path):
@@ -262,7 +265,8 @@ def test_a_stale_refusal_reports_the_run_taken_and_records_that_the_worker_let_g
     registry = registry_of(Agent(name="fx", run=agent_run))
     run_id, _ = operate.start(store, registry, "fx", {})
     outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
-    assert outcome.status == "refused" and "nothing was sent" in outcome.error
+    assert outcome.status == "refused"
+    assert "nothing was sent" in outcome.error
     [effect] = effects_for(store, run_id)
     assert effect["state"] == "attempted", "a refused stale attempt records neither not_done nor unknown"
     assert store.conn.execute("SELECT worker, fence FROM let_go WHERE run_id = ?", (run_id,)).fetchall() == \
@@ -320,14 +324,16 @@ async def test_the_reconcile_modal_warns_while_the_attempting_process_lives(db_p
         await pilot.app.push_screen(ReconcileModal(effect))
         await pilot.pause()
         shown = str(pilot.app.screen.query_one("#sender-warning", Static).render())
-    assert f"w-alive (pid {os.getpid()}" in shown and "may still send" in shown, shown
+    assert f"w-alive (pid {os.getpid()}" in shown, shown
+    assert "may still send" in shown, shown
 
 
 def test_a_person_is_warned_in_process_and_the_answer_still_stands(db_path):
     store, run_id, _ = _attempted_by_this_process(db_path)
     warnings = []
     assert operate.reconcile_not_done(store, run_id, "send", warn=warnings.append) == run_id
-    assert len(warnings) == 1 and f"w-alive (pid {os.getpid()}" in warnings[0], warnings
+    assert len(warnings) == 1, warnings
+    assert f"w-alive (pid {os.getpid()}" in warnings[0], warnings
     assert effects_for(store, run_id)[0]["state"] == "not_done"
 
 

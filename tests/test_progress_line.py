@@ -33,4 +33,5 @@ def test_run_shows_a_live_step_line_on_a_terminal():
     for line in ("step 1/3 greet", "step 2/3 count-letters", "step 3/3 shout"):
         assert line in text
     assert text.endswith("\r\x1b[2K"), "the line is cleared before the result is printed"
-    assert "succeeded" in done.stdout and "step 1/3" not in done.stdout
+    assert "succeeded" in done.stdout
+    assert "step 1/3" not in done.stdout

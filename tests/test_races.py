@@ -73,8 +73,10 @@ def refused(answer: dict, *words: str) -> None:
     """The loser: exit 2, one line on stderr that names what happened instead, nothing on stdout."""
     assert answer["code"] == 2, answer
     lines = answer["stderr"].strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tui-agent: "), answer
-    assert "Traceback" not in answer["stderr"] and not answer["stdout"], answer
+    assert len(lines) == 1, answer
+    assert lines[0].startswith("tui-agent: "), answer
+    assert "Traceback" not in answer["stderr"], answer
+    assert not answer["stdout"], answer
     assert "nothing changed" in lines[0], lines[0]
     for word in words:
         assert word in lines[0], (word, lines[0])
@@ -109,12 +111,14 @@ def test_approve_and_deny_at_once_answer_the_question_once(store, actors):
         run_id = start_and_work(store, registry, "asks", {}).run_id
         yes, no = at_once(actors, ["approve", run_id, "--note", "yes"], ["approve", run_id, "--deny", "--note", "no"])
         kinds = [e["kind"] for e in events_for(store, run_id)]
-        assert kinds.count("decision") == 1 and kinds[-2:] == ["decision", "queued"], kinds
+        assert kinds.count("decision") == 1, kinds
+        assert kinds[-2:] == ["decision", "queued"], kinds
         assert sorted([yes["code"], no["code"]]) == [0, 2], (yes, no)
         winner, loser = (yes, no) if yes["code"] == 0 else (no, yes)
         decision = "approved" if winner is yes else "denied"
         [question] = approvals_for(store, run_id)
-        assert question["decision"] == decision and question["note"] == ("yes" if winner is yes else "no")
+        assert question["decision"] == decision
+        assert question["note"] == ("yes" if winner is yes else "no")
         assert f"{decision}; the run is queued again" in winner["stdout"]
         run = get_run(store, run_id)
         assert (run["status"], run["reason"]) == ("queued", "resumed")
@@ -141,7 +145,8 @@ def test_two_people_reconciling_one_unknown_effect_decide_it_once(tmp_path, stor
         happened, not_done = at_once(actors, ["reconcile", run_id, "send-report", "--happened"],
                                      ["reconcile", run_id, "send-report", "--not-done"])
         kinds = [e["kind"] for e in events_for(store, run_id)]
-        assert kinds.count("decision") == 1 and kinds[-1] == "queued", kinds
+        assert kinds.count("decision") == 1, kinds
+        assert kinds[-1] == "queued", kinds
         assert sorted([happened["code"], not_done["code"]]) == [0, 2], (happened, not_done)
         [effect] = effects_for(store, run_id)
         assert effect["state"] == ("confirmed" if happened["code"] == 0 else "not_done")
@@ -170,8 +175,10 @@ def test_park_or_cancel_racing_the_workers_final_settle_never_rewrites_an_ending
         assert worker.returncode == 0, (out, err)
         run = get_run(store, run_id)
         if run["status"] == status:                    # the person's stop committed first
-            assert person["code"] == 0 and run["reason"] == "person"
-            assert run["result"] is None and (run["finished_at"] is None) == (status == "parked")
+            assert person["code"] == 0
+            assert run["reason"] == "person"
+            assert run["result"] is None
+            assert (run["finished_at"] is None) == (status == "parked")
             assert f"{run_id} was taken by another worker or a person; it is {status}" in out, out
             assert "succeeded" not in out
             assert kinds_after(events_for(store, run_id), status) == []

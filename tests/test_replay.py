@@ -39,7 +39,8 @@ def test_replay_returns_recorded_results_without_calling_again(store):
 
     registry = registry_of(Agent(name="rp", run=agent_run))
     first = start_and_work(store, registry, "rp", {})
-    assert first.status == "succeeded" and calls.counts == {"a": 1, "b": 1}
+    assert first.status == "succeeded"
+    assert calls.counts == {"a": 1, "b": 1}
     _requeue(store, first.run_id)
     second = work(store, registry, first.run_id, worker="w-other")
     assert second.status == "succeeded"
@@ -80,7 +81,9 @@ def test_a_different_name_at_a_recorded_position_parks_the_run(store):
     version["name"] = "download"
     second = work(store, registry, first.run_id)
     assert (second.status, second.reason) == ("parked", "code_changed")
-    assert "position 0" in second.error and "'fetch'" in second.error and "'download'" in second.error
+    assert "position 0" in second.error
+    assert "'fetch'" in second.error
+    assert "'download'" in second.error
     assert journal_for(store, first.run_id) == before, "nothing recorded may change"
     assert events_for(store, first.run_id)[-1]["kind"] == "parked"
 
@@ -111,7 +114,8 @@ def test_a_result_that_is_not_json_fails_the_run_with_a_clear_error(store):
 
     outcome = start_and_work(store, registry_of(Agent(name="nj", run=agent_run)), "nj", {})
     assert (outcome.status, outcome.reason) == ("failed", "error")
-    assert "step 'bad'" in outcome.error and "not JSON-serialisable" in outcome.error
+    assert "step 'bad'" in outcome.error
+    assert "not JSON-serialisable" in outcome.error
     assert journal_for(store, outcome.run_id) == []
 
 
@@ -138,4 +142,5 @@ def test_the_check_decides_the_ending(store, check, status, reason):
     assert (outcome.status, outcome.reason) == (status, reason)
     run = get_run(store, outcome.run_id)
     assert (run["status"], run["reason"]) == (status, reason)
-    assert run["finished_at"] is not None and run["worker"] is None
+    assert run["finished_at"] is not None
+    assert run["worker"] is None

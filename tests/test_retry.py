@@ -12,7 +12,7 @@ from tui_agent import Agent, RetryPolicy
 from tui_agent.errors import PermanentError, TemporaryError
 from tui_agent.operate import start
 from tui_agent.runtime import faults
-from tui_agent.runtime.clock import CLOCK, now
+from tui_agent.runtime.clock import now
 from tui_agent.runtime.retry import backoff_s, is_temporary
 from tui_agent.store import open_store
 from tui_agent.store.journal import journal_for
@@ -63,10 +63,12 @@ def _agent(fn, retry=FAST):
 def test_a_temporary_error_is_retried_until_it_succeeds(store):
     fn = Flaky(2)
     outcome = start_and_work(store, _agent(fn), "flaky", {})
-    assert outcome.status == "succeeded" and fn.calls == 3
+    assert outcome.status == "succeeded"
+    assert fn.calls == 3
     assert journal_for(store, outcome.run_id)[0]["attempts"] == 3
     retries = [e["message"] for e in events_for(store, outcome.run_id) if e["kind"] == "retry"]
-    assert len(retries) == 2 and retries[0].startswith("call: attempt 1 failed (TimeoutError: slow)")
+    assert len(retries) == 2
+    assert retries[0].startswith("call: attempt 1 failed (TimeoutError: slow)")
 
 
 @pytest.mark.parametrize("error", [ValueError("bad input"), PermanentError("refused")])
@@ -82,13 +84,6 @@ def test_when_attempts_run_out_the_run_fails_and_says_so(store):
     assert (outcome.status, outcome.reason, fn.calls) == ("failed", "error", 3)
     assert get_run(store, outcome.run_id)["error"] == \
         "step 0 'call' raised TimeoutError: slow (attempt 3, the last allowed)"
-
-
-@pytest.fixture
-def clock():
-    saved = CLOCK._offset
-    yield CLOCK
-    CLOCK._offset = saved
 
 
 def test_the_attempt_count_survives_a_crash(db_path, clock):
@@ -111,7 +106,8 @@ def test_the_attempt_count_survives_a_crash(db_path, clock):
     # attempt 1 failed and was recorded; attempt 2 died with the worker before anything was recorded, so
     # the new worker makes attempts 2 and 3: four calls. Had the count been reset, there would be five.
     assert len(calls) == 4
-    assert outcome.status == "failed" and "(attempt 3, the last allowed)" in outcome.error
+    assert outcome.status == "failed"
+    assert "(attempt 3, the last allowed)" in outcome.error
 
 
 def test_a_long_backoff_becomes_a_wait(store, clock, monkeypatch):
@@ -125,5 +121,6 @@ def test_a_long_backoff_becomes_a_wait(store, clock, monkeypatch):
     assert claim_next(store, "w-2", 30, ["flaky"], now()) is None, "no worker is held or woken early"
     clock.advance(91)
     second = work(store, registry, first.run_id, worker="w-2")
-    assert second.status == "succeeded" and fn.calls == 2
+    assert second.status == "succeeded"
+    assert fn.calls == 2
     assert journal_for(store, first.run_id)[0]["attempts"] == 2

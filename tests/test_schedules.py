@@ -27,13 +27,6 @@ def utc(text):
 
 
 @pytest.fixture
-def clock():
-    saved = CLOCK._offset
-    yield CLOCK
-    CLOCK._offset = saved
-
-
-@pytest.fixture
 def registry():
     return registry_of(Agent(name="job", run=lambda ctx, r: {"ok": ctx.step("do", lambda: 1)}))
 
@@ -132,14 +125,16 @@ def _with_previous_running(store, registry, clock, overlap):
 
 def test_overlap_skip_drops_the_fire(store, registry, clock):
     first, _, started = _with_previous_running(store, registry, clock, "skip")
-    assert started == [] and len(_runs(store)) == 1
+    assert started == []
+    assert len(_runs(store)) == 1
     assert _events(store, "nightly")[-1] == (f"the fire at 2026-11-29T02:00:00.000Z skipped: previous run {first} "
                                               "is running")
 
 
 def test_overlap_allow_starts_it(store, registry, clock):
     _, _, started = _with_previous_running(store, registry, clock, "allow")
-    assert len(started) == 1 and len(_runs(store)) == 2
+    assert len(started) == 1
+    assert len(_runs(store)) == 2
 
 
 def test_overlap_wait_starts_the_pending_fire_once_the_previous_run_finishes(store, registry, clock):
@@ -174,7 +169,8 @@ def test_fire_by_hand_goes_through_the_overlap_policy(store, registry, clock):
     operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", overlap="skip")
     (first,) = operate.schedule_fire(store, registry, "nightly").started
     held = operate.schedule_fire(store, registry, "nightly")
-    assert held.started == [] and (held.held_by, held.held_status) == (first, "queued"), "the first is still queued"
+    assert held.started == [], "the first is still queued"
+    assert (held.held_by, held.held_status) == (first, "queued"), "the first is still queued"
     assert str(held) == f"nightly: skipped because {first} is queued (overlap=skip)"
     work(store, registry, first)
     assert len(operate.schedule_fire(store, registry, "nightly").started) == 1
@@ -188,9 +184,11 @@ def test_schedule_fire_says_what_happened(invoke, overlap):
     first = invoke("schedule", "fire", "nightly")
     assert first.exit_code == 0
     run_id = first.stdout.strip()                       # stdout stays the id of each run started
-    assert run_id.startswith("r-") and first.stderr.strip() == f"nightly: started {run_id}"
+    assert run_id.startswith("r-")
+    assert first.stderr.strip() == f"nightly: started {run_id}"
     again = invoke("schedule", "fire", "nightly")
-    assert again.exit_code == 0 and again.stdout == ""
+    assert again.exit_code == 0
+    assert again.stdout == ""
     assert again.stderr.strip() == {
         "skip": f"nightly: skipped because {run_id} is queued (overlap=skip)",
         "wait": f"nightly: held until {run_id} ends (overlap=wait: it starts then)"}[overlap]
@@ -229,6 +227,8 @@ def test_schedule_ls_json_shows_the_next_fire_in_the_zone(invoke, clock):
     assert invoke("schedule", "add", "nightly", "--agent", "nightly-report", "--cron", "0 2 * * *",
                   "--tz", "Europe/Berlin").exit_code == 0
     (row,) = json.loads(invoke("schedule", "ls", "--json").stdout)
-    assert row["next_fire"] == "2026-11-30T02:00:00+01:00" and row["missed"] == "once" and row["enabled"]
+    assert row["next_fire"] == "2026-11-30T02:00:00+01:00"
+    assert row["missed"] == "once"
+    assert row["enabled"]
     assert invoke("schedule", "rm", "nightly").exit_code == 0
     assert json.loads(invoke("schedule", "ls", "--json").stdout) == []

@@ -46,7 +46,8 @@ def test_data_folder_sits_beside_the_database(tmp_path):
 def test_default_path_is_under_the_user_data_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("TUI_AGENT_DB")
     path = store_db.default_path()
-    assert path.name == "runs.db" and str(path).startswith(str(tmp_path / "xdg"))
+    assert path.name == "runs.db"
+    assert str(path).startswith(str(tmp_path / "xdg"))
 
 
 @pytest.mark.parametrize("content, words", [
@@ -58,7 +59,8 @@ def test_a_file_that_is_not_ours_exits_2_unchanged(tui_agent, db_path, content, 
     before = _digest(db_path)
     done = tui_agent("--db", str(db_path), "ls")
     assert done.returncode == 2
-    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert words in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
     assert _digest(db_path) == before
     assert [p.name for p in db_path.parent.iterdir()] == [db_path.name], "no -wal, -shm or data folder may appear"
@@ -72,7 +74,8 @@ def test_another_programs_sqlite_file_exits_2_unchanged(tui_agent, db_path):
     conn.close()
     before = _digest(db_path)
     done = tui_agent("--db", str(db_path), "ls")
-    assert done.returncode == 2 and "not tui-agent's" in done.stderr
+    assert done.returncode == 2
+    assert "not tui-agent's" in done.stderr
     assert _digest(db_path) == before
     mode = sqlite3.connect(db_path).execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "delete", "validation must not switch the file to WAL"
@@ -87,7 +90,8 @@ def test_a_newer_schema_exits_2_unchanged(tui_agent, db_path):
     before = _digest(db_path)
     done = tui_agent("--db", str(db_path), "ls")
     assert done.returncode == 2
-    assert "newer than this tui-agent" in done.stderr and "upgrade" in done.stderr
+    assert "newer than this tui-agent" in done.stderr
+    assert "upgrade" in done.stderr
     assert _digest(db_path) == before
 
 

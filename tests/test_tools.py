@@ -79,9 +79,11 @@ def test_bare_and_called_decorator_give_the_same_tool():
         return f"{path}:{max_lines}"
 
     bare, called = tool(read_file), tool()(read_file)
-    assert isinstance(bare, Tool) and isinstance(called, Tool)
+    assert isinstance(bare, Tool)
+    assert isinstance(called, Tool)
     assert bare.param() == called.param()
-    assert bare.name == "read_file" and bare.fn is read_file
+    assert bare.name == "read_file"
+    assert bare.fn is read_file
     assert called("a.txt", max_lines=3) == "a.txt:3"
 
 

@@ -5,12 +5,10 @@ screen shows before it fires, and the events tab opens at the newest event."""
 from __future__ import annotations
 
 import pytest
-from helpers import click, key, recorded_toasts, work
-from test_tui_run import built, demo, run_screen, store  # noqa: F401  (fixtures: the demo database, per test)
+from helpers import click, key, recorded_toasts, run_screen, tui, work
 from textual.widgets import Button, Input, RadioButton, Select
 
 from tui_agent import operate
-from tui_agent.app import TuiAgentApp
 from tui_agent.messages import DataChanged
 from tui_agent.report import run_report
 from tui_agent.runtime.registry import load_registry
@@ -38,13 +36,13 @@ def labels(screen) -> list[str]:
 # -- 6. a ceiling below what is spent --------------------------------------------------------------
 
 
-async def test_b_refuses_a_ceiling_at_or_below_what_the_run_already_spent(demo, store):
+async def test_b_refuses_a_ceiling_at_or_below_what_the_run_already_spent(demo, demo_store):
     db, roles = demo
     run_id = roles["sleeping until tomorrow"]          # its model call is paid for
-    operate.park(store, run_id)
-    spent = run_report(store, run_id)["budget"]["dimensions"]["cost_usd"]["used"]
+    operate.park(demo_store, run_id)
+    spent = run_report(demo_store, run_id)["budget"]["dimensions"]["cost_usd"]["used"]
     assert spent > 0
-    before = get_run(store, run_id)["budget"]
+    before = get_run(demo_store, run_id)["budget"]
     async with run_screen(db, run_id) as (app, pilot):
         toasts = recorded_toasts(app)
         await key(pilot, "b")
@@ -58,23 +56,25 @@ async def test_b_refuses_a_ceiling_at_or_below_what_the_run_already_spent(demo, 
             assert app.screen is modal, "refused in the modal"
             assert toasts[-1] == f"cost_usd: already spent ${spent:.4f}; enter more than that"
         assert len(toasts) == 2
-        assert get_run(store, run_id)["budget"] == before and get_run(store, run_id)["status"] == "parked"
+        assert get_run(demo_store, run_id)["budget"] == before
+        assert get_run(demo_store, run_id)["status"] == "parked"
 
         modal.query_one("#dimension", Select).value = "steps"
         modal.query_one("#value", Input).value = "3"
         await key(pilot, "enter")
-        assert toasts[-1].startswith("steps: already used ") and toasts[-1].endswith("; enter more than that")
+        assert toasts[-1].startswith("steps: already used ")
+        assert toasts[-1].endswith("; enter more than that")
 
         modal.query_one("#value", Input).value = "40"
         await key(pilot, "enter")
         assert isinstance(app.screen, RunScreen)
-        assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("queued", "resumed")
+        assert (get_run(demo_store, run_id)["status"], get_run(demo_store, run_id)["reason"]) == ("queued", "resumed")
 
 
 # -- 9. a denied approval ends the run --------------------------------------------------------------
 
 
-async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_note(demo, store):
+async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_note(demo, demo_store):
     db, roles = demo
     run_id = roles["waiting for approval"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -83,25 +83,26 @@ async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_no
         await pilot.click("#deny")
         app.screen.query_one("#note", Input).value = "the numbers look wrong"
         await click(pilot, "#confirm")
-        assert approvals_for(store, run_id)[-1]["decision"] == "denied"
+        assert approvals_for(demo_store, run_id)[-1]["decision"] == "denied"
 
-        outcome = work(store, load_registry(), run_id)       # a worker goes on with the answer
+        outcome = work(demo_store, load_registry(), run_id)       # a worker goes on with the answer
         assert (outcome.status, outcome.reason) == ("cancelled", "denied")
         app.screen.post_message(DataChanged())
         await pilot.pause()
-        run = get_run(store, run_id)
+        run = get_run(demo_store, run_id)
         assert (run["status"], run["reason"], run["result"]) == ("cancelled", "denied", None)
-        assert effects_for(store, run_id) == []               # nothing was sent
+        assert effects_for(demo_store, run_id) == []               # nothing was sent
         assert "cancelled: denied" in str(app.screen.query_one("#run-header").render())
         assert app.screen.query_one(EventsLog).plain.splitlines()[-1].endswith("the numbers look wrong")
     shown = badge("cancelled", "denied")
-    assert shown.plain == "– cancelled: denied" and str(shown.style) == "dim"     # dim like every cancelled run
+    assert shown.plain == "– cancelled: denied"  # dim like every cancelled run
+    assert str(shown.style) == "dim"
 
 
 # -- 10. buttons named by what they do, focus on the harmless one ------------------------------------
 
 
-async def test_the_cancel_dialog_says_cancel_the_run_or_keep_it_and_enter_keeps_it(demo, store):
+async def test_the_cancel_dialog_says_cancel_the_run_or_keep_it_and_enter_keeps_it(demo, demo_store):
     db, roles = demo
     run_id = roles["waiting for approval"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -110,14 +111,17 @@ async def test_the_cancel_dialog_says_cancel_the_run_or_keep_it_and_enter_keeps_
         assert labels(app.screen) == ["Cancel the run", "Keep it"]
         assert app.screen.focused.id == "cancel"
         await key(pilot, "enter")                                  # a reflex enter changes nothing
-        assert isinstance(app.screen, RunScreen) and get_run(store, run_id)["status"] == "waiting"
+        assert isinstance(app.screen, RunScreen)
+        assert get_run(demo_store, run_id)["status"] == "waiting"
 
         await key(pilot, "f")
         assert isinstance(app.screen, ConfirmModal)
-        assert labels(app.screen) == ["Fork it", "Don't fork"] and app.screen.focused.id == "cancel"
-        before = len(list_runs(store))
+        assert labels(app.screen) == ["Fork it", "Don't fork"]
+        assert app.screen.focused.id == "cancel"
+        before = len(list_runs(demo_store))
         await key(pilot, "enter")
-        assert isinstance(app.screen, RunScreen) and len(list_runs(store)) == before
+        assert isinstance(app.screen, RunScreen)
+        assert len(list_runs(demo_store)) == before
 
 
 async def test_every_form_dialog_names_its_buttons(demo):
@@ -128,11 +132,11 @@ async def test_every_form_dialog_names_its_buttons(demo):
         async with run_screen(db, roles[role]) as (app, pilot):
             await key(pilot, press)
             assert labels(app.screen) == [expected, "Close"], role
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.pause()
         await key(pilot, "n")
-        assert isinstance(app.screen, NewRunModal) and labels(app.screen) == ["Start the run", "Close"]
+        assert isinstance(app.screen, NewRunModal)
+        assert labels(app.screen) == ["Start the run", "Close"]
 
 
 # -- 11. the reconcile dialog's disabled choice and its cursor ---------------------------------------
@@ -144,10 +148,13 @@ async def test_ask_the_service_without_a_lookup_is_marked_and_the_cursor_does_no
     async with run_screen(db, run_id) as (app, pilot):
         await key(pilot, "c")
         modal = app.screen
-        assert isinstance(modal, ReconcileModal) and not modal.effect["has_lookup"]
+        assert isinstance(modal, ReconcileModal)
+        assert not modal.effect["has_lookup"]
         ask = modal.query_one("#ask", RadioButton)
-        assert ask.disabled and "not available: no lookup" in ask.label.plain     # said in words
-        assert ask.label.spans and all("dim" in str(span.style) for span in ask.label.spans)
+        assert ask.disabled  # said in words
+        assert "not available: no lookup" in ask.label.plain
+        assert ask.label.spans
+        assert all("dim" in str(span.style) for span in ask.label.spans)
         choices = modal.query_one("#decision")
         choices.focus()
         await pilot.pause()
@@ -180,8 +187,7 @@ def schedule_with_a_run(db_path):
 
 async def test_enter_opens_the_schedule_and_fires_nothing(db_path, schedule_with_a_run):
     name, run_id = schedule_with_a_run
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with tui(db_path) as (app, pilot):
         await key(pilot, "s")
         assert isinstance(app.screen, SchedulesScreen)
         await key(pilot, "enter")
@@ -198,15 +204,16 @@ async def test_enter_opens_the_schedule_and_fires_nothing(db_path, schedule_with
 
 async def test_F_asks_first_and_says_what_the_overlap_policy_did(db_path, schedule_with_a_run):
     name, run_id = schedule_with_a_run
-    app = TuiAgentApp(db_path, poll_s=None)
-    toasts = recorded_toasts(app)
-    async with app.run_test(size=(120, 40)) as pilot:
+    toasts: list[str] = []
+    async with tui(db_path, toasts=toasts) as (app, pilot):
         await key(pilot, "s")
         await key(pilot, "F")
         assert isinstance(app.screen, ConfirmModal)
-        assert labels(app.screen) == ["Fire it now", "Don't fire"] and app.screen.focused.id == "cancel"
+        assert labels(app.screen) == ["Fire it now", "Don't fire"]
+        assert app.screen.focused.id == "cancel"
         await key(pilot, "enter")
-        assert isinstance(app.screen, SchedulesScreen) and len(list_runs(app.reader)) == 1
+        assert isinstance(app.screen, SchedulesScreen)
+        assert len(list_runs(app.reader)) == 1
 
         await key(pilot, "enter")                # from the detail too: F asks, then fires
         await key(pilot, "F")

@@ -8,16 +8,14 @@ import re
 import socket
 
 import pytest
-from helpers import click, key
-from test_tui_runs import SIZE, demo, demo_template, screen_of, select, shown_ids, strip  # noqa: F401 (fixtures)
+from helpers import click, key, screen_of, select, shown_ids, strip, tui
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Footer
 from textual.widgets._footer import FooterKey
 
 from tui_agent import operate
-from tui_agent.app import TuiAgentApp
 from tui_agent.report import budget_stop
-from tui_agent.runtime.clock import CLOCK, now, parse_instant
+from tui_agent.runtime.clock import now, parse_instant
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens import runs as runs_module
 from tui_agent.screens.modals import ConfirmModal
@@ -33,11 +31,10 @@ NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agen
 
 
 @pytest.fixture
-def clock():
-    CLOCK.freeze(parse_instant("2026-11-29T14:00:00Z"))
-    yield CLOCK
-    CLOCK.freeze(None)
-    CLOCK._offset = 0.0
+def frozen_clock(clock):
+    """The clock standing still at 2026-11-29 14:00 UTC (the `clock` fixture puts it back)."""
+    clock.freeze(parse_instant("2026-11-29T14:00:00Z"))
+    return clock
 
 
 @pytest.fixture
@@ -92,8 +89,7 @@ def forks_of(app, parent: str) -> list[dict]:
 
 
 async def test_a_cell_that_grows_on_refresh_widens_its_column(db_path, one_queued):
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         await pilot.pause()
         table = screen_of(app).query_one(DataTable)
         queued = table.columns[next(k for k in table.columns if k.value == "status")].content_width
@@ -110,19 +106,19 @@ async def test_a_cell_that_grows_on_refresh_widens_its_column(db_path, one_queue
 
 
 async def test_ages_and_the_strips_minutes_advance_on_a_timer_without_reading_the_database(
-        db_path, clock, monkeypatch):
+        db_path, frozen_clock, monkeypatch):
     monkeypatch.setattr(runs_module, "AGE_TICK_S", 0.05, raising=False)
     store = open_store(db_path)
     run_id, _ = operate.start(store, load_registry(), "hello", {"name": "first hour"})
     store.close()
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         await pilot.pause()
         table = screen_of(app).query_one(DataTable)
-        assert str(table.get_cell(run_id, "age")) == "0s" and "queued (new) 0 min ago" in strip(app)
+        assert str(table.get_cell(run_id, "age")) == "0s"
+        assert "queued (new) 0 min ago" in strip(app)
         statements: list[str] = []
         app.reader.conn.set_trace_callback(statements.append)
-        clock.advance(65)
+        frozen_clock.advance(65)
         await pilot.pause(0.3)                # a few ticks, and no commit anywhere
         app.reader.conn.set_trace_callback(None)
         assert str(table.get_cell(run_id, "age")) == "1m"
@@ -135,8 +131,7 @@ async def test_ages_and_the_strips_minutes_advance_on_a_timer_without_reading_th
 
 async def test_a_filter_that_matches_nothing_says_so_and_an_unknown_status_is_named(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.press("slash", *"status:bogus", "enter")
         await pilot.pause()
         assert shown_ids(app) == []
@@ -147,13 +142,13 @@ async def test_a_filter_that_matches_nothing_says_so_and_an_unknown_status_is_na
         await pilot.pause()
         assert strip(app) == 'no run matches "status:failed nosuchagent"; escape clears the filter'
         await key(pilot, "escape")
-        assert len(shown_ids(app)) == 7 and roles["outcome unknown"] in strip(app)
+        assert len(shown_ids(app)) == 7
+        assert roles["outcome unknown"] in strip(app)
 
 
 async def test_an_empty_database_still_says_how_to_start(db_path):
     open_store(db_path).close()
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         await pilot.pause()
         assert strip(app) == "No runs yet: press n to start one."
 
@@ -164,8 +159,7 @@ async def test_an_empty_database_still_says_how_to_start(db_path):
 async def test_ctrl_p_lists_the_selected_runs_actions_before_anything_is_typed(demo):
     db, roles = demo
     parked = roles["parked on cost"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, parked)
         fork = f"Fork {parked} from where it stopped (#{stopped_at(app, parked)})"
         mine = [text for text in await palette_offers(pilot) if parked in text]
@@ -175,8 +169,7 @@ async def test_ctrl_p_lists_the_selected_runs_actions_before_anything_is_typed(d
 
 async def test_the_palette_never_offers_what_does_not_apply(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         done = roles["succeeded"]
         await select(pilot, done)
         assert sorted(await discovered(app)) == [f"Fork {done} from where it stopped (#{stopped_at(app, done)})",
@@ -186,8 +179,7 @@ async def test_the_palette_never_offers_what_does_not_apply(demo):
 async def test_fork_from_the_palette_on_the_runs_screen_goes_on_from_where_the_run_stopped(demo):
     db, roles = demo
     failed = roles["failed"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, failed)
         recorded = stopped_at(app, failed)
         (await discovered(app))[f"Fork {failed} from where it stopped (#{recorded})"]()
@@ -196,14 +188,14 @@ async def test_fork_from_the_palette_on_the_runs_screen_goes_on_from_where_the_r
         await click(pilot, "#confirm")
         children = forks_of(app, failed)
         assert [(c["fork_step"], c["status"]) for c in children] == [(recorded, "queued")]
-        assert isinstance(app.screen, RunScreen) and app.screen.run_id == children[0]["id"]
+        assert isinstance(app.screen, RunScreen)
+        assert app.screen.run_id == children[0]["id"]
 
 
 async def test_fork_from_the_palette_on_the_run_screen_starts_at_the_selected_position(demo):
     db, roles = demo
     done = roles["succeeded"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.pause()
         app.push_screen(RunScreen(done))
         await pilot.pause()
@@ -215,7 +207,8 @@ async def test_fork_from_the_palette_on_the_run_screen_starts_at_the_selected_po
         await pilot.pause()
         await click(pilot, "#confirm")
         [child] = forks_of(app, done)
-        assert child["fork_step"] == 4 and app.screen.run_id == child["id"]
+        assert child["fork_step"] == 4
+        assert app.screen.run_id == child["id"]
 
 
 # -- 8. a queued run with nobody to claim it ------------------------------------------------------------
@@ -224,14 +217,15 @@ async def test_fork_from_the_palette_on_the_run_screen_starts_at_the_selected_po
 async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
     db, roles = demo
     queued = roles["running"]              # the demo leaves it queued for the worker the TUI starts
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, queued)
-        assert NO_WORKER in strip(app) and "will claim" not in strip(app)
+        assert NO_WORKER in strip(app)
+        assert "will claim" not in strip(app)
         register(app.store, "w-here", os.getpid(), socket.gethostname(), 1, 60.0, now())   # this process: alive
         app.changed()
         await pilot.pause()
-        assert "a worker will claim it" in strip(app) and NO_WORKER not in strip(app)
+        assert "a worker will claim it" in strip(app)
+        assert NO_WORKER not in strip(app)
         stopped(app.store, "w-here", now())
         app.changed()
         await pilot.pause()
@@ -242,13 +236,12 @@ async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
 
 
 async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_worker_and_att_first(demo):
-    app = TuiAgentApp(demo[0], poll_s=None)
-    async with app.run_test(size=(120, 30)) as pilot:
+    async with tui(demo[0], size=(120, 30)) as (app, pilot):
         await pilot.pause()
         assert columns(app) == ["id", "agent", "status", "step", "att", "worker", "budget", "age"]
         wide = footer_keys(app.screen)
-        assert all(wide.values()) and {"slash", "n", "r", "p", "x", "c", "a", "w", "s", "q",
-                                        "question_mark"} <= set(wide)
+        assert all(wide.values())
+        assert {"slash", "n", "r", "p", "x", "c", "a", "w", "s", "q", "question_mark"} <= set(wide)
 
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
@@ -266,7 +259,8 @@ async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_wor
         for screen_key in ("w", "s"):
             await key(pilot, screen_key)
             shown = footer_keys(app.screen)
-            assert shown.get("q") and shown.get("question_mark"), (screen_key, shown)
+            assert shown.get("q"), (screen_key, shown)
+            assert shown.get("question_mark"), (screen_key, shown)
             await key(pilot, "escape")
         assert isinstance(app.screen, RunsScreen)
 
@@ -275,8 +269,7 @@ async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_wor
 
 
 async def test_help_starts_with_the_current_screens_keys_and_wraps_to_its_width(demo):
-    app = TuiAgentApp(demo[0], poll_s=None)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with tui(demo[0], size=(80, 24)) as (app, pilot):
         await pilot.pause()
         for opened_from, heading in (("w", "Workers"), ("enter", "Run"), (None, "Runs")):
             if opened_from:
@@ -286,7 +279,8 @@ async def test_help_starts_with_the_current_screens_keys_and_wraps_to_its_width(
             headings = [str(label.content) for label in help_screen.query(".help-heading")]
             assert headings[:2] == [f"{heading} (this screen)", "Everywhere"], headings
             scroll = help_screen.query_one(".help-keys")
-            assert scroll.virtual_size.width <= scroll.size.width and scroll.max_scroll_x == 0
+            assert scroll.virtual_size.width <= scroll.size.width
+            assert scroll.max_scroll_x == 0
             await key(pilot, "escape")       # closes help
             if opened_from:
                 await key(pilot, "escape")   # back to the runs
@@ -304,8 +298,7 @@ def needed(store, run_id: str) -> str:
 async def test_the_strip_says_what_the_next_model_call_needs_against_the_ceiling(demo):
     db, roles = demo
     parked = roles["parked on cost"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, parked)
         figure = f"{float(needed(app.reader, parked)):g}"
         assert strip(app) == (f"{parked} · nightly-report · stopped by its cost_usd budget\n"

@@ -4,17 +4,11 @@ store through the shared actions (asserted on the database, not on the screen)."
 from __future__ import annotations
 
 import json
-import shutil
-from contextlib import asynccontextmanager
-from pathlib import Path
 
-import pytest
-from helpers import click, key, work
+from helpers import click, key, open_run, run_screen, tui, work
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
-from tui_agent.app import TuiAgentApp
-from tui_agent.demo import build
 from tui_agent.messages import DataChanged
 from tui_agent.report import run_report
 from tui_agent.runtime.registry import load_registry
@@ -25,7 +19,6 @@ from tui_agent.screens.modals import (
     ReconcileModal,
 )
 from tui_agent.screens.run import RunScreen
-from tui_agent.store import data_dir_for, open_store
 from tui_agent.store.approvals import approvals_for
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import get_run, list_runs
@@ -34,51 +27,6 @@ from tui_agent.widgets.gauges import BudgetGauges, gauge_line
 from tui_agent.widgets.journal import JournalViewer
 from tui_agent.widgets.ledger import EffectLedger
 from tui_agent.widgets.timeline import Timeline, timeline_items
-
-SIZE = (120, 40)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """The demo database, built once by executing its runs (one with a crash)."""
-    folder = tmp_path_factory.mktemp("demo")
-    roles = build(folder / "demo.db", load_registry())
-    return folder, roles
-
-
-@pytest.fixture
-def demo(built, tmp_path) -> tuple[Path, dict[str, str]]:
-    """A private copy of the built database for one test."""
-    folder, roles = built
-    for name in ("demo.db", "demo.db-wal", "demo.db-shm"):
-        if (folder / name).exists():
-            shutil.copy(folder / name, tmp_path / name)
-    shutil.copytree(data_dir_for(folder / "demo.db"), data_dir_for(tmp_path / "demo.db"))
-    return tmp_path / "demo.db", roles
-
-
-@pytest.fixture
-def store(demo):
-    s = open_store(demo[0])
-    yield s
-    s.close()
-
-
-async def open_run(app: TuiAgentApp, pilot, run_id: str) -> RunScreen:
-    await pilot.pause()
-    screen = RunScreen(run_id)
-    app.push_screen(screen)
-    await pilot.pause()
-    return screen
-
-
-@asynccontextmanager
-async def run_screen(db: Path, run_id: str, size: tuple[int, int] = SIZE):
-    """The app on one run's screen: (app, pilot)."""
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=size) as pilot:
-        await open_run(app, pilot, run_id)
-        yield app, pilot
 
 
 def viewer(app) -> JournalViewer:
@@ -99,8 +47,7 @@ async def select(pilot, app, position: int) -> None:
 
 async def test_enter_on_the_runs_table_opens_the_run(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.pause()
         runs = app.screen
         await key(pilot, "enter")
@@ -113,86 +60,106 @@ async def test_enter_on_the_runs_table_opens_the_run(demo):
 async def test_timeline_header_and_panes_of_the_doubtful_run(demo):
     db, roles = demo
     run_id = roles["outcome unknown"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         header = str(screen.query_one("#run-header").render())
-        assert run_id in header and "nightly-report v1" in header and "needs you: reconcile" in header
-        assert "attempt 2" in header and '"team":"support"' in header
+        assert run_id in header
+        assert "nightly-report v1" in header
+        assert "needs you: reconcile" in header
+        assert "attempt 2" in header
+        assert '"team":"support"' in header
         items = timeline(app).items
         assert [i.name for i in items] == ["settings", "fetch:sales", "fetch:incidents", "fetch:deploys",
                                           "summarize", "write-report", "send-report"]
         assert [i.mark for i in items] == ["✓"] * 6 + ["?"]
-        assert items[4].kind == "model" and items[4].cost_usd
+        assert items[4].kind == "model"
+        assert items[4].cost_usd
         # the pending position is selected first: the effect in doubt with its ledger row
         assert timeline(app).selected_key == "p6"
         shown = viewer(app).plain
         key = effects_for(app.reader, run_id)[0]["key"]
-        assert "state    unknown" in shown and f"key      {key}" in shown
-        assert "outbox" in shown and "does not deduplicate" in shown and "attempts 1" in shown
-        assert "fence 1" in shown and "w-demo" in shown
+        assert "state    unknown" in shown
+        assert f"key      {key}" in shown
+        assert "outbox" in shown
+        assert "does not deduplicate" in shown
+        assert "attempts 1" in shown
+        assert "fence 1" in shown
+        assert "w-demo" in shown
         ledger = screen.query_one(EffectLedger)
         assert ledger.row_count == 1
         row = [str(c) for c in ledger.get_row_at(0)]
-        assert row[:3] == ["send-report", "unknown", "1"] and row[4:] == ["no dedupe", key]
+        assert row[:3] == ["send-report", "unknown", "1"]
+        assert row[4:] == ["no dedupe", key]
         events = screen.query_one(EventsLog).plain
-        assert "queued (nightly-report v1)" in events and events.strip().splitlines()[-1].count("needs a person")
+        assert "queued (nightly-report v1)" in events
+        assert events.strip().splitlines()[-1].count("needs a person")
         gauges = screen.query_one(BudgetGauges).plain
-        assert "steps" in gauges and "6/50" in gauges and "$0.50" in gauges and "soft 70%" in gauges
+        assert "steps" in gauges
+        assert "6/50" in gauges
+        assert "$0.50" in gauges
+        assert "soft 70%" in gauges
         checkpoint = str(screen.query_one("#checkpoint").render())
-        assert "6 of 7" in checkpoint and "plan revision 0" in checkpoint and "v1" in checkpoint
+        assert "6 of 7" in checkpoint
+        assert "plan revision 0" in checkpoint
+        assert "v1" in checkpoint
 
 
 async def test_a_model_reply_shows_its_text_usage_and_cost_and_v_shows_raw_json(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await open_run(app, pilot, roles["succeeded"])
         await select(pilot, app, 4)
         shown = viewer(app).plain
-        assert "Nightly summary" in shown and "needs attention" in shown
+        assert "Nightly summary" in shown
+        assert "needs attention" in shown
         assert "usage 115 in · 68 out · cost $0.0005" in shown
         assert '"type": "message"' not in shown
         await pilot.press("v")
-        assert '"type": "message"' in viewer(app).plain and '"input_tokens": 115' in viewer(app).plain
+        assert '"type": "message"' in viewer(app).plain
+        assert '"input_tokens": 115' in viewer(app).plain
         await pilot.press("k")                       # the raw view follows the selection
         await pilot.pause()
-        assert timeline(app).selected_key == "p3" and '"source": "deploys"' in viewer(app).plain
+        assert timeline(app).selected_key == "p3"
+        assert '"source": "deploys"' in viewer(app).plain
         await pilot.press("v", "j")
         await pilot.pause()
-        assert "Nightly summary" in viewer(app).plain and '"type"' not in viewer(app).plain
+        assert "Nightly summary" in viewer(app).plain
+        assert '"type"' not in viewer(app).plain
 
 
 async def test_a_step_result_is_pretty_json_and_an_effect_shows_its_ledger_row(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await open_run(app, pilot, roles["succeeded"])
         assert timeline(app).selected_key == "p6"     # no pending position: the last entry
         shown = viewer(app).plain
-        assert "confirmed" in shown and "dedupes keys 24h" in shown and "remembers this key 23h" in shown
-        assert '"message_id"' in shown and "lookup available" in shown
+        assert "confirmed" in shown
+        assert "dedupes keys 24h" in shown
+        assert "remembers this key 23h" in shown
+        assert '"message_id"' in shown
+        assert "lookup available" in shown
         window = str(app.screen.query_one(EffectLedger).get_row_at(0)[4])
-        assert window.startswith("23h") and window.endswith("left")
+        assert window.startswith("23h")
+        assert window.endswith("left")
         await select(pilot, app, 1)
-        assert '"source": "sales"' in viewer(app).plain and '\n  "rows": [' in viewer(app).plain
+        assert '"source": "sales"' in viewer(app).plain
+        assert '\n  "rows": [' in viewer(app).plain
 
 
 async def test_progress_bar_and_gauges(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, roles["waiting for approval"])
         bar = screen.query_one("#step-bar")
         assert (bar.total, bar.progress) == (8, 6)
-        assert timeline(app).items[-1].name == "approve" and timeline(app).items[-1].mark == "◔"
+        assert timeline(app).items[-1].name == "approve"
+        assert timeline(app).items[-1].mark == "◔"
         assert "Send the nightly report for leads" in viewer(app).plain
 
 
 async def test_retries_and_kinds_are_marked_in_the_timeline(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await open_run(app, pilot, roles["succeeded"])
         report = run_report(app.reader, roles["succeeded"])
         report["steps"][1]["attempts"] = 3               # as a step that succeeded on its third attempt
@@ -200,60 +167,65 @@ async def test_retries_and_kinds_are_marked_in_the_timeline(demo):
         timeline(app).set_items(items)
         await pilot.pause()
         rows = [str(timeline(app).get_option_at_index(i).prompt) for i in range(len(items))]
-        assert "↺3" in rows[1] and "↺" not in rows[0]
-        assert "scripted" in rows[4] and "$.0005" in rows[4] and "effect" in rows[6]  # a call names its model
+        assert "↺3" in rows[1]
+        assert "↺" not in rows[0]
+        assert "scripted" in rows[4]  # a call names its model
+        assert "$.0005" in rows[4]
+        assert "effect" in rows[6]
 
 
 def test_gauge_colours_change_at_soft_and_hard():
     calm = gauge_line("cost", 0.1, 0.5, soft=0.7, width=50, name="cost_usd")
     soft = gauge_line("cost", 0.4, 0.5, soft=0.7, width=50, name="cost_usd")
     hard = gauge_line("cost", 0.5, 0.5, soft=0.7, width=50, name="cost_usd")
-    assert len(calm.plain) == 50 and "│" in calm.plain and calm.plain.endswith("$0.10/$0.50  20%")
+    assert len(calm.plain) == 50
+    assert "│" in calm.plain
+    assert calm.plain.endswith("$0.10/$0.50  20%")
     assert calm.plain.index("│") == 8 + round(0.7 * (50 - 8 - 17))
     assert not any("#ffb000" in str(s.style) or "#ff5f5f" in str(s.style) for s in calm.spans)
     assert any("#ffb000" in str(s.style) for s in soft.spans)
-    assert any("#ff5f5f" in str(s.style) for s in hard.spans) and hard.plain.endswith("100%")
+    assert any("#ff5f5f" in str(s.style) for s in hard.spans)
+    assert hard.plain.endswith("100%")
 
 
 # -- actions, asserted on the store --------------------------------------------------------------
 
 
-async def test_p_parks_a_waiting_run_and_r_resumes_it(demo, store):
+async def test_p_parks_a_waiting_run_and_r_resumes_it(demo, demo_store):
     db, roles = demo
     run_id = roles["sleeping until tomorrow"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         await key(pilot, "p")
-        assert get_run(store, run_id)["status"] == "parked"
+        assert get_run(demo_store, run_id)["status"] == "parked"
         assert "parked" in str(screen.query_one("#run-header").render())
         await key(pilot, "r")
-        run = get_run(store, run_id)
+        run = get_run(demo_store, run_id)
         assert (run["status"], run["reason"]) == ("queued", "resumed")
 
 
-async def test_r_resumes_the_parked_run(demo, store):
+async def test_r_resumes_the_parked_run(demo, demo_store):
     db, roles = demo
     run_id = roles["parked on cost"]
     async with run_screen(db, run_id) as (app, pilot):
         assert timeline(app).items[-1].mark == "■"
         await key(pilot, "r")
-        assert get_run(store, run_id)["status"] == "queued"
+        assert get_run(demo_store, run_id)["status"] == "queued"
 
 
-async def test_x_asks_then_cancels(demo, store):
+async def test_x_asks_then_cancels(demo, demo_store):
     db, roles = demo
     run_id = roles["waiting for approval"]
     async with run_screen(db, run_id) as (app, pilot):
         await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
-        assert get_run(store, run_id)["status"] == "waiting"      # nothing before the answer
+        assert get_run(demo_store, run_id)["status"] == "waiting"      # nothing before the answer
         await click(pilot, "#confirm")
         assert isinstance(app.screen, RunScreen)
-        assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("cancelled", "person")
+        assert (get_run(demo_store, run_id)["status"], get_run(demo_store, run_id)["reason"]) == ("cancelled", "person")
 
 
-async def test_a_approves_with_a_note(demo, store):
+async def test_a_approves_with_a_note(demo, demo_store):
     db, roles = demo
     run_id = roles["waiting for approval"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -263,30 +235,34 @@ async def test_a_approves_with_a_note(demo, store):
         assert modal.query_one("#approve", RadioButton).value
         modal.query_one("#note", Input).value = "looks right"
         await click(pilot, "#confirm")
-        run = get_run(store, run_id)
+        run = get_run(demo_store, run_id)
         assert run["status"] == "queued"
-        decided = approvals_for(store, run_id)[-1]
-        assert decided["decision"] == "approved" and decided["note"] == "looks right" and decided["decided_at"]
+        decided = approvals_for(demo_store, run_id)[-1]
+        assert decided["decision"] == "approved"
+        assert decided["note"] == "looks right"
+        assert decided["decided_at"]
         assert "queued" in str(app.screen.query_one("#run-header").render())
 
 
-async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, store):
+async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, demo_store):
     db, roles = demo
     run_id = roles["outcome unknown"]
     async with run_screen(db, run_id) as (app, pilot):
         await select(pilot, app, 2)          # not an effect: the run's doubtful effect is the one decided
         await key(pilot, "c")
         modal = app.screen
-        assert isinstance(modal, ReconcileModal) and modal.effect["name"] == "send-report"
+        assert isinstance(modal, ReconcileModal)
+        assert modal.effect["name"] == "send-report"
         await pilot.click("#happened")
         await click(pilot, "#confirm")
-        effect = effects_for(store, run_id)[-1]
-        assert effect["state"] == "confirmed" and effect["decided_by"]
-        assert get_run(store, run_id)["status"] == "queued"
+        effect = effects_for(demo_store, run_id)[-1]
+        assert effect["state"] == "confirmed"
+        assert effect["decided_by"]
+        assert get_run(demo_store, run_id)["status"] == "queued"
         assert timeline(app).items[-1].mark == "✓"      # repainted from the store
 
 
-async def test_c_on_the_selected_effect_in_doubt(demo, store):
+async def test_c_on_the_selected_effect_in_doubt(demo, demo_store):
     db, roles = demo
     run_id = roles["outcome unknown"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -294,11 +270,11 @@ async def test_c_on_the_selected_effect_in_doubt(demo, store):
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#not-done")
         await click(pilot, "#confirm")
-        assert effects_for(store, run_id)[-1]["state"] == "not_done"
-        assert get_run(store, run_id)["status"] == "queued"
+        assert effects_for(demo_store, run_id)[-1]["state"] == "not_done"
+        assert get_run(demo_store, run_id)["status"] == "queued"
 
 
-async def test_b_raises_the_cost_ceiling(demo, store):
+async def test_b_raises_the_cost_ceiling(demo, demo_store):
     db, roles = demo
     run_id = roles["parked on cost"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -308,13 +284,13 @@ async def test_b_raises_the_cost_ceiling(demo, store):
         modal.query_one("#dimension", Select).value = "cost_usd"
         modal.query_one("#value", Input).value = "1.5"
         await click(pilot, "#confirm")
-        run = get_run(store, run_id)
+        run = get_run(demo_store, run_id)
         assert json.loads(run["budget"])["cost_usd"] == 1.5
         assert run["status"] == "queued"
         assert "$1.50" in app.screen.query_one(BudgetGauges).plain
 
 
-async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, store):
+async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, demo_store):
     db, roles = demo
     run_id = roles["succeeded"]
     async with run_screen(db, run_id) as (app, pilot):
@@ -324,36 +300,37 @@ async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, st
         await key(pilot, "f")
         assert isinstance(app.screen, ConfirmModal)
         await click(pilot, "#confirm")
-        children = [r for r in (get_run(store, row["id"]) for row in list_runs(store)) if r["parent_id"] == run_id]
-        assert len(children) == 1 and children[0]["fork_step"] == 4
-        assert isinstance(app.screen, RunScreen) and app.screen.run_id == children[0]["id"]
+        children = [r for r in (get_run(demo_store, row["id"]) for row in list_runs(demo_store)) if r["parent_id"] == run_id]
+        assert len(children) == 1
+        assert children[0]["fork_step"] == 4
+        assert isinstance(app.screen, RunScreen)
+        assert app.screen.run_id == children[0]["id"]
         assert [i.name for i in timeline(app).items][:4] == ["settings", "fetch:sales", "fetch:incidents",
                                                              "fetch:deploys"]
-        assert len(run_report(store, children[0]["id"])["steps"]) == 4
+        assert len(run_report(demo_store, children[0]["id"])["steps"]) == 4
 
 
-async def test_escape_on_the_fork_confirmation_forks_nothing(demo, store):
+async def test_escape_on_the_fork_confirmation_forks_nothing(demo, demo_store):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await open_run(app, pilot, roles["succeeded"])
-        before = len(list_runs(store))
+        before = len(list_runs(demo_store))
         await pilot.press("f", "escape")
         await pilot.pause()
-        assert len(list_runs(store)) == before and isinstance(app.screen, RunScreen)
+        assert len(list_runs(demo_store)) == before
+        assert isinstance(app.screen, RunScreen)
 
 
 # -- live refresh and layout ---------------------------------------------------------------------
 
 
-async def test_data_changed_repaints_in_place_keeping_the_selection(demo, store):
+async def test_data_changed_repaints_in_place_keeping_the_selection(demo, demo_store):
     db, roles = demo
     run_id = roles["sleeping until tomorrow"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         await select(pilot, app, 3)
-        operate.park(store, run_id, "from the CLI")      # another connection commits
+        operate.park(demo_store, run_id, "from the CLI")      # another connection commits
         screen.post_message(DataChanged())
         await pilot.pause()
         assert "parked" in str(screen.query_one("#run-header").render())
@@ -363,45 +340,47 @@ async def test_data_changed_repaints_in_place_keeping_the_selection(demo, store)
 
 async def test_small_terminal_shows_lower_panes_as_tabs(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with tui(db, size=(80, 24)) as (app, pilot):
         screen = await open_run(app, pilot, roles["outcome unknown"])
         assert screen.has_class("-compact")
         assert screen.query_one(Tabs).display
-        assert screen.query_one("#budget-pane").display and not screen.query_one("#events-pane").display
+        assert screen.query_one("#budget-pane").display
+        assert not screen.query_one("#events-pane").display
         await key(pilot, "t")
-        assert screen.query_one("#events-pane").display and not screen.query_one("#budget-pane").display
+        assert screen.query_one("#events-pane").display
+        assert not screen.query_one("#budget-pane").display
         await pilot.resize_terminal(160, 48)
         await pilot.pause()
-        assert screen.has_class("-wide") and not screen.query_one(Tabs).display
+        assert screen.has_class("-wide")
+        assert not screen.query_one(Tabs).display
         assert all(screen.query_one(f"#{p}-pane").display for p in ("budget", "events", "ledger", "checkpoint"))
 
 
-async def test_on_the_last_row_the_selection_follows_the_run(demo, store):
+async def test_on_the_last_row_the_selection_follows_the_run(demo, demo_store):
     db, _ = demo
     registry = load_registry()
-    run_id, _ = operate.start(store, registry, "nightly-report", {"date": "2026-11-20", "team": "quick"})
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    run_id, _ = operate.start(demo_store, registry, "nightly-report", {"date": "2026-11-20", "team": "quick"})
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         assert [(i.name, i.mark) for i in timeline(app).items] == [("next step", "○")]
-        work(store, registry, run_id)                    # a worker runs it to the end meanwhile
+        work(demo_store, registry, run_id)                    # a worker runs it to the end meanwhile
         screen.post_message(DataChanged())
         await pilot.pause()
         items = timeline(app).items
-        assert get_run(store, run_id)["status"] == "succeeded" and items[-1].name == "send-report"
+        assert get_run(demo_store, run_id)["status"] == "succeeded"
+        assert items[-1].name == "send-report"
         assert timeline(app).selected_key == items[-1].key
         assert "confirmed" in viewer(app).plain
 
 
 async def test_j_k_move_and_enter_on_a_ledger_row_selects_its_entry(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, roles["succeeded"])
         await pilot.press("k", "k", "k", "j")
         await pilot.pause()
         assert timeline(app).selected_key == "p4"
         screen.query_one(EffectLedger).focus()
         await key(pilot, "enter")
-        assert timeline(app).selected_key == "p6" and timeline(app).has_focus
+        assert timeline(app).selected_key == "p6"
+        assert timeline(app).has_focus

@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 import json
-import shutil
 
-import pytest
-from helpers import click, key, recorded_toasts
+from helpers import (
+    SIZE,
+    click,
+    key,
+    screen_of,
+    select,
+    shown_ids,
+    strip,
+    tui,
+)
 
 from tui_agent.app import TuiAgentApp
-from tui_agent.demo import build
 from tui_agent.report import run_report
-from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.modals import (
     ApproveModal,
     BudgetModal,
@@ -24,49 +29,7 @@ from tui_agent.screens.runs import RunsScreen
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import get_run, list_runs
 
-SIZE = (120, 40)
 NEEDS_YOU = ("parked on cost", "waiting for approval", "outcome unknown")
-
-
-@pytest.fixture(scope="session")
-def demo_template(tmp_path_factory):
-    """Built once (about a second of real runs); each test gets its own copy."""
-    base = tmp_path_factory.mktemp("demo-template")
-    roles = build(base / "demo.db", load_registry())
-    return base, roles
-
-
-@pytest.fixture
-def demo(demo_template, tmp_path):
-    base, roles = demo_template
-    target = tmp_path / "copy"
-    shutil.copytree(base, target)
-    return target / "demo.db", roles
-
-
-def screen_of(app) -> RunsScreen:
-    assert isinstance(app.screen, RunsScreen), app.screen
-    return app.screen
-
-
-def shown_ids(app) -> list[str]:
-    table = screen_of(app).query_one("DataTable")
-    return [key.value for key in table.rows]
-
-
-async def select(pilot, run_id: str) -> None:
-    """Move the cursor with the keys a person would use."""
-    screen = screen_of(pilot.app)
-    for _ in range(len(shown_ids(pilot.app)) * 2):
-        if screen.selected_id() == run_id:
-            break
-        index = shown_ids(pilot.app).index(run_id)
-        await pilot.press("j" if index > screen.query_one("DataTable").cursor_row else "k")
-    assert screen.selected_id() == run_id
-
-
-def strip(app) -> str:
-    return str(screen_of(app).query_one("#situation").content)
 
 
 def run(app, run_id: str) -> dict:
@@ -75,8 +38,7 @@ def run(app, run_id: str) -> dict:
 
 async def test_needs_you_runs_come_first_and_o_sorts_newest_first(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         ids = shown_ids(app)
         assert len(ids) == 7
         assert set(ids[:3]) == {roles[r] for r in NEEDS_YOU}
@@ -93,13 +55,13 @@ async def test_needs_you_runs_come_first_and_o_sorts_newest_first(demo):
 
 async def test_the_situation_strip_names_the_selected_run(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         for role in ("outcome unknown", "waiting for approval", "parked on cost", "failed", "sleeping until tomorrow"):
             await select(pilot, roles[role])
             assert roles[role] in strip(app)
         await select(pilot, roles["outcome unknown"])
-        assert "may or may not" in strip(app) and "c reconciles" in strip(app)
+        assert "may or may not" in strip(app)
+        assert "c reconciles" in strip(app)
         await select(pilot, roles["waiting for approval"])
         assert "a approves" in strip(app)
         await select(pilot, roles["parked on cost"])
@@ -109,14 +71,14 @@ async def test_the_situation_strip_names_the_selected_run(demo):
 async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
     db, roles = demo
     queued = roles["running"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, queued)
         before = shown_ids(app).index(queued)
         await key(pilot, "p")
         assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("parked", "person")
         assert shown_ids(app).index(queued) < before          # a parked run needs you: it moved up
-        assert screen_of(app).selected_id() == queued and queued in strip(app)
+        assert screen_of(app).selected_id() == queued
+        assert queued in strip(app)
 
         await key(pilot, "r")
         assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("queued", "resumed")
@@ -130,8 +92,7 @@ async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
 async def test_x_asks_then_cancels(demo):
     db, roles = demo
     sleeping = roles["sleeping until tomorrow"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, sleeping)
         await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
@@ -148,8 +109,7 @@ async def test_x_asks_then_cancels(demo):
 async def test_a_approves_the_run_waiting_for_approval(demo):
     db, roles = demo
     waiting = roles["waiting for approval"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await select(pilot, waiting)
         await key(pilot, "a")
         assert isinstance(app.screen, ApproveModal)
@@ -167,7 +127,7 @@ async def test_a_approves_the_run_waiting_for_approval(demo):
 async def test_c_it_happened_confirms_the_unknown_effect_and_queues_the_run(demo):
     db, roles = demo
     unknown = roles["outcome unknown"]
-    app = TuiAgentApp(db, poll_s=None)
+    app = TuiAgentApp(db, poll_s=None)          # not `tui`: it reads through the app before the app starts
     doubtful = [e for e in effects_for(app.reader, unknown) if e["state"] == "unknown"]
     assert len(doubtful) == 1
     async with app.run_test(size=SIZE) as pilot:
@@ -181,7 +141,8 @@ async def test_c_it_happened_confirms_the_unknown_effect_and_queues_the_run(demo
         await click(pilot, "#confirm")
         assert isinstance(app.screen, RunsScreen)
         effect = next(e for e in effects_for(app.reader, unknown) if e["id"] == doubtful[0]["id"])
-        assert effect["state"] == "confirmed" and effect["decided_by"]
+        assert effect["state"] == "confirmed"
+        assert effect["decided_by"]
         assert (run(app, unknown)["status"], run(app, unknown)["reason"]) == ("queued", "resumed")
         assert screen_of(app).selected_id() == unknown
 
@@ -189,8 +150,7 @@ async def test_c_it_happened_confirms_the_unknown_effect_and_queues_the_run(demo
 async def test_b_raises_the_cost_ceiling_and_queues_the_parked_run(demo):
     db, roles = demo
     parked = roles["parked on cost"]
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         assert run(app, parked)["reason"] == "budget:cost_usd"
         await select(pilot, parked)
         await key(pilot, "b")
@@ -208,8 +168,7 @@ async def test_b_raises_the_cost_ceiling_and_queues_the_parked_run(demo):
 
 async def test_n_starts_a_new_run(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         before = {r["id"] for r in list_runs(app.reader)}
         await key(pilot, "n")
         assert isinstance(app.screen, NewRunModal)
@@ -228,8 +187,7 @@ async def test_n_starts_a_new_run(demo):
 
 async def test_slash_filters_by_status_and_escape_clears(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.press("slash")
         await pilot.press(*"status:failed", "enter")
         await pilot.pause()
@@ -243,8 +201,7 @@ async def test_slash_filters_by_status_and_escape_clears(demo):
 
 async def test_escape_while_typing_a_filter_clears_it(demo):
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with tui(db, size=(80, 24)) as (app, pilot):
         await pilot.press("slash", *"status:succeeded", "enter")
         await pilot.pause()
         assert shown_ids(app) == [roles["succeeded"]]
@@ -258,8 +215,7 @@ async def test_the_command_palette_offers_the_selected_runs_actions(demo):
     from tui_agent.screens.palette import RunCommands
 
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.pause()
         selected = app.screen.selected_id()
         provider = RunCommands(app.screen)
@@ -275,8 +231,7 @@ async def test_a_refresh_with_the_same_runs_updates_cells_in_place(demo, monkeyp
     from tui_agent.messages import DataChanged
 
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with tui(db) as (app, pilot):
         await pilot.pause()
         screen = screen_of(app)
         table = screen.query_one("DataTable")
@@ -306,8 +261,7 @@ async def test_the_palette_offers_only_the_actions_that_apply_to_the_selected_ru
     from tui_agent.screens.palette import ACTIONS, RunCommands
 
     db, roles = demo
-    app = TuiAgentApp(db, poll_s=None)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with tui(db) as (app, pilot):
         offered = {}
         for role in ("succeeded", "waiting for approval", "parked on cost", "outcome unknown"):
             await select(pilot, roles[role])
@@ -325,9 +279,8 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
 
     db, roles = demo
     done = roles["succeeded"]
-    app = TuiAgentApp(db, poll_s=None)
-    toasts = recorded_toasts(app)
-    async with app.run_test(size=SIZE) as pilot:
+    toasts: list[str] = []
+    async with tui(db, toasts=toasts) as (app, pilot):
         await select(pilot, done)
         before = run_report(app.store, done)
         for name in ("x", "a", "p"):
@@ -343,12 +296,14 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
 async def test_a_database_that_refuses_writes_is_a_toast_not_a_traceback(demo):
     db, roles = demo
     queued = roles["running"]
-    app = TuiAgentApp(db, poll_s=None)
-    toasts = recorded_toasts(app)
-    async with app.run_test(size=SIZE) as pilot:
+    toasts: list[str] = []
+    async with tui(db, toasts=toasts) as (app, pilot):
         await select(pilot, queued)
         app.store.conn.execute("PRAGMA query_only=ON")   # SQLite refuses every write, as on a read-only file
         await key(pilot, "p")
-        assert app.is_running and screen_of(app).selected_id() == queued
-        assert len(toasts) == 1 and str(db) in toasts[0] and "read-only" in toasts[0], toasts
+        assert app.is_running
+        assert screen_of(app).selected_id() == queued
+        assert len(toasts) == 1, toasts
+        assert str(db) in toasts[0], toasts
+        assert "read-only" in toasts[0], toasts
         assert run(app, queued)["status"] == "queued"

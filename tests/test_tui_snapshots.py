@@ -97,3 +97,14 @@ def test_schedule_detail(roles, snap_compare):
         await pilot.pause()
 
     assert snap_compare(app(), run_before=fire_twice, press=["s", "enter"], terminal_size=(120, 34))
+
+
+def test_run_screen_recoloured_by_a_theme_change(roles, snap_compare):
+    # the run parked on its cost budget: badge, gauges at the ceiling, timeline marks and events, all Rich text
+    # painted from the theme; switched while the screen is open, so this is the repaint on a theme change
+    async def open_then_nord(pilot):
+        await pilot.press("j", "enter")
+        pilot.app.theme = "nord"
+        await pilot.pause()
+
+    assert snap_compare(app(), run_before=open_then_nord, terminal_size=(160, 48))

@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from helpers import key, recorded_toasts
+from helpers import SIZE, key, tui
 
 from tui_agent import operate
 from tui_agent.app import TuiAgentApp
@@ -21,8 +21,6 @@ from tui_agent.store import open_store
 from tui_agent.store import schedules as schedules_table
 from tui_agent.store.runs import get_run, list_runs
 from tui_agent.store.workers import register, workers_listing
-
-SIZE = (120, 40)
 
 
 async def until(pilot, what: str, check, deadline_s: float = 20.0):
@@ -83,24 +81,21 @@ async def start_one(pilot) -> tuple:
 
 
 async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
-    app = TuiAgentApp(db_path, poll_s=None)
-    toasts = recorded_toasts(app)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await open_workers(pilot)
-            process, row = await start_one(pilot)
-            assert row["name"].startswith("w-") and process.args[-1] == row["name"]
-            assert cell(screen, f"{row['name']}/", "pid") == str(process.pid)
-            assert f"{row['name']} started (pid {process.pid})" in toasts
+    toasts: list[str] = []
+    async with tui(db_path, toasts=toasts, cleanup=kill_all) as (app, pilot):
+        screen = await open_workers(pilot)
+        process, row = await start_one(pilot)
+        assert row["name"].startswith("w-")
+        assert process.args[-1] == row["name"]
+        assert cell(screen, f"{row['name']}/", "pid") == str(process.pid)
+        assert f"{row['name']} started (pid {process.pid})" in toasts
 
-            await pilot.press("t")
-            await until(pilot, "the worker to exit after SIGTERM", exited(process))
-            assert process.returncode == 0
-            stopped = await until(pilot, "stopped_at", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
-            assert stopped > 0
-            await until(pilot, "the row to say stopped", lambda: cell(screen, f"{row['name']}/", "state") == "stopped")
-    finally:
-        kill_all(app)
+        await pilot.press("t")
+        await until(pilot, "the worker to exit after SIGTERM", exited(process))
+        assert process.returncode == 0
+        stopped = await until(pilot, "stopped_at", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
+        assert stopped > 0
+        await until(pilot, "the row to say stopped", lambda: cell(screen, f"{row['name']}/", "state") == "stopped")
 
 
 async def test_a_worker_holding_a_run_shows_the_run_lease_and_fence(db_path):
@@ -108,62 +103,58 @@ async def test_a_worker_holding_a_run_shows_the_run_lease_and_fence(db_path):
     store = open_store(db_path)
     run_id, _ = operate.start(store, registry, "nightly-report", {"date": "2026-11-28", "delay_s": 3})
     store.close()
-    app = TuiAgentApp(db_path, poll_s=None)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await open_workers(pilot)
-            process, row = await start_one(pilot)
-            await until(pilot, "the worker to claim the run",
-                        lambda: get_run(app.reader, run_id)["status"] == "running")
-            key = f"{row['name']}/{run_id}"
-            await until(pilot, "a row for the held run", lambda: cell(screen, key, "run"))
-            run = get_run(app.reader, run_id)
-            assert cell(screen, key, "run") == f"{run_id} nightly-report"
-            assert cell(screen, key, "fence") == str(run["fence"])
-            assert cell(screen, key, "lease").endswith("s") and cell(screen, key, "state") == "alive"
-            first = cell(screen, key, "heartbeat")
-            await until(pilot, "the heartbeat age to tick with no write",
-                        lambda: cell(screen, key, "heartbeat") != first, deadline_s=3)
-    finally:
-        kill_all(app)
+    async with tui(db_path, cleanup=kill_all) as (app, pilot):
+        screen = await open_workers(pilot)
+        process, row = await start_one(pilot)
+        await until(pilot, "the worker to claim the run",
+                    lambda: get_run(app.reader, run_id)["status"] == "running")
+        key = f"{row['name']}/{run_id}"
+        await until(pilot, "a row for the held run", lambda: cell(screen, key, "run"))
+        run = get_run(app.reader, run_id)
+        assert cell(screen, key, "run") == f"{run_id} nightly-report"
+        assert cell(screen, key, "fence") == str(run["fence"])
+        assert cell(screen, key, "lease").endswith("s")
+        assert cell(screen, key, "state") == "alive"
+        first = cell(screen, key, "heartbeat")
+        await until(pilot, "the heartbeat age to tick with no write",
+                    lambda: cell(screen, key, "heartbeat") != first, deadline_s=3)
 
 
 async def test_K_asks_then_kills_the_worker_with_sigkill(db_path):
-    app = TuiAgentApp(db_path, poll_s=None)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await open_workers(pilot)
-            process, row = await start_one(pilot)
+    async with tui(db_path, cleanup=kill_all) as (app, pilot):
+        screen = await open_workers(pilot)
+        process, row = await start_one(pilot)
 
-            await key(pilot, "K")
-            assert isinstance(app.screen, ConfirmModal)
-            assert [str(b.label) for b in app.screen.query("Button")] == ["Kill it (SIGKILL)", "Keep it running"]
-            assert app.screen.focused.id == "cancel"          # the harmless button has the focus
-            await pilot.click("#cancel")          # asked once; cancel leaves it running
-            await pilot.pause()
-            assert isinstance(app.screen, WorkersScreen) and process.poll() is None
+        await key(pilot, "K")
+        assert isinstance(app.screen, ConfirmModal)
+        assert [str(b.label) for b in app.screen.query("Button")] == ["Kill it (SIGKILL)", "Keep it running"]
+        assert app.screen.focused.id == "cancel"          # the harmless button has the focus
+        await pilot.click("#cancel")          # asked once; cancel leaves it running
+        await pilot.pause()
+        assert isinstance(app.screen, WorkersScreen)
+        assert process.poll() is None
 
-            await key(pilot, "K")
-            assert isinstance(app.screen, ConfirmModal)
-            assert "SIGKILL" in str(app.screen.question) and row["name"] in str(app.screen.question)
-            await pilot.click("#confirm")
-            await until(pilot, "the worker to die", exited(process))
-            assert process.returncode == -9
-            assert worker_row(app, process.pid)["stopped_at"] is None     # a crash says no goodbye
-            await until(pilot, "the row to say dead", lambda: cell(screen, f"{row['name']}/", "state") == "dead")
-    finally:
-        kill_all(app)
+        await key(pilot, "K")
+        assert isinstance(app.screen, ConfirmModal)
+        assert "SIGKILL" in str(app.screen.question)
+        assert row["name"] in str(app.screen.question)
+        await pilot.click("#confirm")
+        await until(pilot, "the worker to die", exited(process))
+        assert process.returncode == -9
+        assert worker_row(app, process.pid)["stopped_at"] is None     # a crash says no goodbye
+        await until(pilot, "the row to say dead", lambda: cell(screen, f"{row['name']}/", "state") == "dead")
 
 
 async def test_quitting_the_app_stops_the_workers_it_started(db_path):
-    app = TuiAgentApp(db_path, poll_s=None)
+    app = TuiAgentApp(db_path, poll_s=None)     # not `tui`: it asserts after the app quit, before kill_all
     try:
         async with app.run_test(size=SIZE) as pilot:
             await open_workers(pilot)
             first, _ = await start_one(pilot)
             second, _ = await start_one(pilot)
             await pilot.press("q")
-        assert first.poll() == 0 and second.poll() == 0
+        assert first.poll() == 0
+        assert second.poll() == 0
         store = open_store(db_path)
         try:
             assert all(w["stopped_at"] for w in workers_listing(store))
@@ -175,18 +166,14 @@ async def test_quitting_the_app_stops_the_workers_it_started(db_path):
 
 
 async def test_t_on_a_stopped_worker_is_refused_without_a_signal(db_path):
-    app = TuiAgentApp(db_path, poll_s=None)
-    try:
-        async with app.run_test(size=SIZE) as pilot:
-            await open_workers(pilot)
-            process, row = await start_one(pilot)
-            await pilot.press("t")
-            await until(pilot, "the worker to stop", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
-            await pilot.press("t", "K")
-            await pilot.pause()
-            assert isinstance(app.screen, WorkersScreen)      # no confirmation for a worker that is gone
-    finally:
-        kill_all(app)
+    async with tui(db_path, cleanup=kill_all) as (app, pilot):
+        await open_workers(pilot)
+        process, row = await start_one(pilot)
+        await pilot.press("t")
+        await until(pilot, "the worker to stop", lambda: (worker_row(app, process.pid) or {}).get("stopped_at"))
+        await pilot.press("t", "K")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkersScreen)      # no confirmation for a worker that is gone
 
 
 async def test_a_heartbeat_in_the_future_reads_clock_ahead_never_a_negative_age(db_path):
@@ -194,13 +181,13 @@ async def test_a_heartbeat_in_the_future_reads_clock_ahead_never_a_negative_age(
     store = open_store(db_path)
     register(store, "w-ahead", os.getpid(), socket.gethostname(), 1, 60, time.time() + 86400)  # this process
     store.close()
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         screen = await open_workers(pilot)
         assert cell(screen, "w-ahead/", "state") == "clock ahead"
         assert cell(screen, "w-ahead/", "heartbeat") == "clock ahead 23h"
         strip = str(screen.query_one("#worker-strip").content)
-        assert "23h ahead of this clock" in strip and "-8" not in strip, strip
+        assert "23h ahead of this clock" in strip, strip
+        assert "-8" not in strip, strip
         assert "1 clock ahead" in str(screen.query_one("#summary").content)
 
 
@@ -226,8 +213,7 @@ async def open_schedules(pilot) -> SchedulesScreen:
 
 
 async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         screen = await open_schedules(pilot)
         assert screen.selected_key() == scheduled
         await key(pilot, "d")
@@ -235,23 +221,25 @@ async def test_d_disables_and_e_enables_a_schedule(db_path, scheduled):
         assert "disabled" in str(screen.query_one("#schedule-strip").content)
         await key(pilot, "e")
         row = schedule(app, scheduled)
-        assert row["enabled"] == 1 and row["next_fire_at"] > time.time()
+        assert row["enabled"] == 1
+        assert row["next_fire_at"] > time.time()
         await key(pilot, "escape")
         assert not isinstance(app.screen, SchedulesScreen)
 
 
 async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
-    app = TuiAgentApp(db_path, poll_s=None)
-    toasts = recorded_toasts(app)
-    async with app.run_test(size=SIZE) as pilot:
+    toasts: list[str] = []
+    async with tui(db_path, toasts=toasts) as (app, pilot):
         await open_schedules(pilot)
         assert list_runs(app.reader) == []
         await key(pilot, "F")
-        assert isinstance(app.screen, ConfirmModal) and list_runs(app.reader) == []     # asked first
+        assert isinstance(app.screen, ConfirmModal)  # asked first
+        assert list_runs(app.reader) == []
         await pilot.click("#confirm")
         await pilot.pause()
         runs = list_runs(app.reader)
-        assert len(runs) == 1 and runs[0]["agent"] == "hello"
+        assert len(runs) == 1
+        assert runs[0]["agent"] == "hello"
         run = get_run(app.reader, runs[0]["id"])
         assert run["run_key"].startswith(f"schedule:{scheduled}:")
         assert schedule(app, scheduled)["last_run_id"] == run["id"]
@@ -265,8 +253,7 @@ async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
 
 
 async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled):
-    app = TuiAgentApp(db_path, poll_s=None)
-    async with app.run_test(size=SIZE) as pilot:
+    async with tui(db_path) as (app, pilot):
         screen = await open_schedules(pilot)
         app.poll()
         store = open_store(db_path)
@@ -279,19 +266,15 @@ async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled
 
 
 async def test_both_screens_read_at_80x24_with_rows_and_when_empty(db_path, scheduled):
-    app = TuiAgentApp(db_path, poll_s=None)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            screen = await open_workers(pilot)
-            assert "No workers yet" in str(screen.query_one("#worker-strip").content)
-            await pilot.press("t")                      # nothing selected: a warning, no signal, no modal
-            await key(pilot, "K")
-            assert isinstance(app.screen, WorkersScreen)
-            process, row = await start_one(pilot)
-            assert row["name"] in str(screen.query_one("#worker-strip").content)
-            await pilot.press("escape")
-            schedules = await open_schedules(pilot)
-            assert scheduled in str(schedules.query_one("#schedule-strip").content)
-            assert "running workers fire them" in str(schedules.query_one("#summary").content)
-    finally:
-        kill_all(app)
+    async with tui(db_path, size=(80, 24), cleanup=kill_all) as (app, pilot):
+        screen = await open_workers(pilot)
+        assert "No workers yet" in str(screen.query_one("#worker-strip").content)
+        await pilot.press("t")                      # nothing selected: a warning, no signal, no modal
+        await key(pilot, "K")
+        assert isinstance(app.screen, WorkersScreen)
+        process, row = await start_one(pilot)
+        assert row["name"] in str(screen.query_one("#worker-strip").content)
+        await pilot.press("escape")
+        schedules = await open_schedules(pilot)
+        assert scheduled in str(schedules.query_one("#schedule-strip").content)
+        assert "running workers fire them" in str(schedules.query_one("#summary").content)

@@ -141,13 +141,16 @@ def test_a_checkpoint_never_waits_for_a_lock_or_a_reader_and_keeps_the_busy_time
     holder = sqlite3.connect(db_path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # a writer (or a sqlite3 shell) holds the write lock
     begun = time.monotonic()
-    assert checkpoint(store) is False and time.monotonic() - begun < 1
+    assert checkpoint(store) is False
+    assert time.monotonic() - begun < 1
     holder.execute("ROLLBACK")
     with _snapshot(db_path):
         _start(store, 1)  # a frame the reader's snapshot does not include, so cannot be copied past
-        assert checkpoint(store) is False and _wal(db_path) > 0
+        assert checkpoint(store) is False
+        assert _wal(db_path) > 0
     assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == patience
-    assert checkpoint(store) is True and _wal(db_path) == 0
+    assert checkpoint(store) is True
+    assert _wal(db_path) == 0
     holder.close()
 
 
@@ -175,7 +178,8 @@ async def _watch_tui(pilot, store, db_path: Path, run_id: str) -> list[int]:
     while True:
         step, status = _progress(store, run_id)
         sizes.append(_wal(db_path))
-        assert not pilot.app.reader.conn.in_transaction and not pilot.app.store.conn.in_transaction
+        assert not pilot.app.reader.conn.in_transaction
+        assert not pilot.app.store.conn.in_transaction
         if (step >= TUI_STEPS // 2 or _finished(step, status)) and not on_run_screen:
             pilot.app.push_screen(RunScreen(run_id))  # (a loaded machine may sample the run only once it is done)
             on_run_screen = True
@@ -197,5 +201,6 @@ async def test_the_tui_polling_a_busy_database_holds_no_snapshot(store, db_path,
                 if isinstance(app.screen, RunScreen) and app.screen.report["run"]["status"] == "succeeded":
                     break
                 await pilot.pause(0.05)
-            assert isinstance(app.screen, RunScreen) and app.screen.report["run"]["status"] == "succeeded"
+            assert isinstance(app.screen, RunScreen)
+            assert app.screen.report["run"]["status"] == "succeeded"
             await asyncio.to_thread(_until_emptied, db_path)  # by the idle worker, while the TUI keeps polling

@@ -1,6 +1,7 @@
-"""Long-running workers with real processes (DESIGN.md sections 3 and 5): several workers share one
-database without running a step twice, a paused worker's late writes are fenced off, a SIGKILLed
-worker's run is taken over once its lease expires, and SIGTERM hands runs back at once."""
+"""Long-running workers with real processes (docs/architecture.md section 7, Workers; section 1 on leases
+with fences): several workers share one database without running a step twice, a paused worker's late writes
+are fenced off, a SIGKILLed worker's run is taken over once its lease expires, and SIGTERM hands runs back at
+once."""
 
 import json
 import mailbox
@@ -8,20 +9,15 @@ import os
 import signal
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from helpers import process_state, until
+from helpers import later, process_state, until
 
 from tui_agent.runtime.clock import parse_instant
 
 AGENTS = ["--agents", "counting_agents"]
 BEFORE_EFFECT = ["settings", "fetch:sales", "fetch:incidents", "fetch:deploys", "summarize", "write-report"]
-
-
-def _later(seconds: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
 
 
 def _json(invoke, *args):
@@ -104,7 +100,8 @@ def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spa
         assert not [e for e in events if e["kind"] == "takeover"], events
         [claim] = [e for e in events if e["kind"] == "claimed"]
         [done] = [e for e in events if e["kind"] == "succeeded"]
-        assert claim["worker"] in names and done["worker"] == claim["worker"], events
+        assert claim["worker"] in names, events
+        assert done["worker"] == claim["worker"], events
         claimers[claim["worker"]] += 1
         assert dict(_ran(log)) == {"s0": 1, "s1": 1, "s2": 1}, run_id
         journal = report["journal"]
@@ -114,7 +111,8 @@ def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spa
 
     listing = {w["name"]: w for w in _json(invoke, "workers", "--all")}
     for name in names:
-        assert listing[name]["stopped_at"] is not None and listing[name]["state"] == "stopped", listing[name]
+        assert listing[name]["stopped_at"] is not None, listing[name]
+        assert listing[name]["state"] == "stopped", listing[name]
         assert listing[name]["runs"] == [], listing[name]
 
 
@@ -130,7 +128,8 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
     a = spawn("worker", "--once", "--lease", "2", "--name", "w-a", env={"TUI_AGENT_PAUSE_AT": "after-attempted"},
               label="w-a")
     until("w-a to stop itself after the attempted row", lambda: a.poll() is not None or process_state(a.pid) == "T")
-    assert a.poll() is None and process_state(a.pid) == "T", _output(tmp_path, a)
+    assert a.poll() is None, _output(tmp_path, a)
+    assert process_state(a.pid) == "T", _output(tmp_path, a)
     held = _json(invoke, "show", run_id)
     assert (held["run"]["status"], held["run"]["worker"], held["run"]["fence"]) == ("running", "w-a", 1)
     a_fence = held["run"]["fence"]
@@ -138,7 +137,7 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
     assert (effect["state"], effect["attempted_by"], effect["fence"]) == ("attempted", "w-a", a_fence)
 
     # w-b's clock runs 5 s ahead: w-a's 2 s lease (renewed at its last write) has expired for it
-    b = tui_agent("worker", "--once", "--lease", "2", "--name", "w-b", env={"TUI_AGENT_NOW": _later(5)})
+    b = tui_agent("worker", "--once", "--lease", "2", "--name", "w-b", env={"TUI_AGENT_NOW": later(5)})
     assert b.returncode == 0, (b.stdout, b.stderr)
     after_b = _json(invoke, "show", run_id)
     assert (after_b["run"]["status"], after_b["run"]["reason"]) == ("succeeded", "check_passed"), after_b["run"]
@@ -146,7 +145,8 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
     assert takeover["message"] == "lease of w-a expired; claimed by w-b (attempt 2, fence 2)"
     assert takeover["worker"] == "w-b"
     b_fence, taken_at = takeover["fence"], _at(takeover["at"])
-    assert b_fence == 2 and after_b["run"]["attempt"] == 2
+    assert b_fence == 2
+    assert after_b["run"]["attempt"] == 2
 
     a.send_signal(signal.SIGCONT)
     out, err = _exits(tmp_path, a)
@@ -154,7 +154,8 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
 
     report = _json(invoke, "show", run_id)
     assert report["events"] == after_b["events"], "w-a wrote an event after waking"
-    assert report["journal"] == after_b["journal"] and report["effects"] == after_b["effects"]
+    assert report["journal"] == after_b["journal"]
+    assert report["effects"] == after_b["effects"]
     assert report["run"] == after_b["run"], "w-a's late heartbeat or write changed the run"
     journal = report["journal"]
     assert [(e["position"], e["name"]) for e in journal] == list(enumerate(BEFORE_EFFECT + ["send-report"]))
@@ -249,8 +250,10 @@ def test_a_live_worker_takes_over_a_killed_workers_run_when_its_lease_expires(in
 
     listing = {w["name"]: w for w in _json(invoke, "workers")}
     # killed and reaped on this host: `workers` says dead, as the TUI does (runtime/liveness.worker_state)
-    assert listing["w-a"]["stopped_at"] is None and listing["w-a"]["state"] == "dead", listing["w-a"]
-    assert listing["w-a"]["runs"] == [] and listing["w-b"]["runs"] == []
+    assert listing["w-a"]["stopped_at"] is None, listing["w-a"]
+    assert listing["w-a"]["state"] == "dead", listing["w-a"]
+    assert listing["w-a"]["runs"] == []
+    assert listing["w-b"]["runs"] == []
 
     b.send_signal(signal.SIGTERM)
     _exits(tmp_path, b)

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import click
 
 from . import __version__, operate
-from .errors import UserError
+from .errors import TuiAgentError, UserError
 from .models import Unresolved
 from .operate import start as start_run
 from .report import budget_stop, iso_times, live_line, run_report, runs_listing
@@ -29,19 +29,35 @@ from .runtime.schedule import MISSED, OVERLAP
 from .runtime.schedule import tick as schedule_tick
 from .runtime.serve import GRACE_S, serve
 from .runtime.tracebacks import innermost
-from .runtime.worker import DEFAULT_LEASE_S, Outcome, execute, worker_name
+from .runtime.worker import (
+    DEFAULT_LEASE_S,
+    DROPPED,
+    REFUSED,
+    Outcome,
+    execute,
+    worker_name,
+)
+from .states import (
+    EXIT_ENVIRONMENT,
+    EXIT_NOT_SUCCEEDED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WAITING,
+    TERMINAL,
+    RunStatus,
+    WorkerState,
+    exit_code,
+)
 from .store import Store, default_path, open_store
 from .store import schedules as schedules_table
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
-from .store.environment import EnvironmentStop, stop_for
+from .store.environment import stop_for
 from .store.runs import claim_run, get_run, resolve_run
 from .store.workers import release, workers_listing
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
-EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
 _OPENED: list[Path] = []  # the database this process opened, for naming it in a one-line error
-STATUSES = ("queued", "running", "waiting", "parked", "succeeded", "failed", "cancelled")
 
 
 class OneLineErrors(click.Group):
@@ -57,15 +73,13 @@ class OneLineErrors(click.Group):
             _fail(e.format_message(), e.exit_code)
         except click.Abort:
             _fail("aborted", 130)
-        except UserError as e:
-            _fail(str(e), EXIT_USAGE)
-        except EnvironmentStop as e:
-            _fail(str(e), EXIT_ENVIRONMENT)
+        except TuiAgentError as e:
+            _fail(str(e), e.exit_code)
         except sqlite3.Error as e:  # a read outside a write transaction: classified the same way
             stop = stop_for(e, _OPENED[-1] if _OPENED else Path("the database"))
             if stop is None:
                 raise
-            _fail(str(stop), EXIT_ENVIRONMENT)
+            _fail(str(stop), stop.exit_code)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
@@ -250,20 +264,18 @@ class ProgressLine:
 
 
 def _report_outcome(outcome: Outcome) -> int:
-    if outcome.status == "refused":
+    if outcome.status == REFUSED:
         click.echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
                    f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
         return EXIT_WAITING
-    if outcome.status == "dropped":
+    if outcome.status == DROPPED:
         click.echo(f"{outcome.run_id} {outcome.message}: {outcome.error}")
         return EXIT_ENVIRONMENT
-    detail = outcome.error or (outcome.message if outcome.status in ("waiting", "parked") else None)
+    detail = outcome.error or (outcome.message if outcome.status in (RunStatus.WAITING, RunStatus.PARKED) else None)
     click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
     if outcome.result is not None:
         click.echo(json.dumps(outcome.result, ensure_ascii=False))
-    if outcome.status == "succeeded":
-        return EXIT_OK
-    return EXIT_WAITING if outcome.status in ("waiting", "queued") else EXIT_NOT_SUCCEEDED
+    return exit_code(outcome.status)
 
 
 @cli.command()
@@ -289,9 +301,8 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     if claim is None:
         row = get_run(store, run_id)
         click.echo(f"{run_id} is {row['status']}" + (f" ({row['reason']})" if row["reason"] else "") +
-                   ("" if row["status"] in ("succeeded", "failed", "cancelled") else "; another worker has it"))
-        return {"succeeded": EXIT_OK, "failed": EXIT_NOT_SUCCEEDED, "cancelled": EXIT_NOT_SUCCEEDED,
-                "parked": EXIT_NOT_SUCCEEDED}.get(row["status"], EXIT_WAITING)
+                   ("" if row["status"] in TERMINAL else "; another worker has it"))
+        return exit_code(row["status"])
     progress = ProgressLine()
     heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
     try:
@@ -350,7 +361,7 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
     listed = workers_listing(session.existing_store)
     for row in listed:
         row["state"] = worker_state(row, at)
-    rows = [row for row in listed if show_all or row["state"] != "stopped"]
+    rows = [row for row in listed if show_all or row["state"] != WorkerState.STOPPED]
     for row in rows:
         ahead = ahead_s(row["heartbeat_at"], at)
         row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
@@ -631,7 +642,8 @@ def _age(created: str | None) -> str:
 
 
 @cli.command("ls")
-@click.option("--status", type=click.Choice(STATUSES), default=None, help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
+              help="Only runs with this status.")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
 @click.pass_obj
 def ls(session: Session, status: str | None, as_json: bool) -> int:

@@ -1,10 +1,36 @@
-"""Error classes shared across layers: what a user did wrong, and what a failure means to the runtime."""
+"""Error classes shared across layers: what a user did wrong, what stopped a command, and what a failure
+means to the runtime.
+
+A TuiAgentError ends a command with its message as one line and its `exit_code` (docs/architecture.md 11), so
+the CLI catches the base class in one place and a new kind of stop needs no new except clause. The runtime's
+own signals below (TemporaryError, PermanentError, EffectNotDone) are not in it: they are raised by an agent's
+code and decide a step's fate, never a command's exit.
+"""
 
 from __future__ import annotations
 
+from .states import EXIT_ENVIRONMENT, EXIT_USAGE
 
-class UserError(Exception):
-    """A mistake a user can fix; the CLI prints the message as one line and exits 2."""
+
+class TuiAgentError(Exception):
+    """A command could not do what was asked, for a reason one line can say; never a bug (that is a traceback)."""
+
+    exit_code = EXIT_USAGE
+
+
+class UserError(TuiAgentError):
+    """A mistake a user can fix (a bad option, an unknown run, a refused decision)."""
+
+
+class EnvironmentStop(TuiAgentError):
+    """The environment, not the user, stopped a command on our database; `kind` says why (busy, read-only, full,
+    damaged: store/environment.py decides which). Nothing committed is lost, so it is never a run's failure."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class TemporaryError(Exception):

@@ -21,6 +21,15 @@ from .runtime.clock import now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.worker import standing, worker_name
+from .states import (
+    DECIDABLE,
+    IN_DOUBT,
+    TERMINAL,
+    EffectState,
+    Reason,
+    RunStatus,
+    budget_dimension,
+)
 from .store import Store, data_dir_for
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
@@ -29,7 +38,6 @@ from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
 from .store.journal import load_usage
 from .store.runs import (
-    TERMINAL,
     cancel,
     create_run,
     get_run,
@@ -110,7 +118,7 @@ def _with_note(message: str, note: str | None) -> str:
 def why_not_park(run: dict) -> str | None:
     if run["status"] in TERMINAL:
         return "it has ended; nothing to park"
-    return "it is parked already" if run["status"] == "parked" else None
+    return "it is parked already" if run["status"] == RunStatus.PARKED else None
 
 
 def why_not_cancel(run: dict) -> str | None:
@@ -118,10 +126,10 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
-    if run["status"] == "parked" or (run["status"] == "waiting" and _waits_on_harness(run["reason"])):
+    if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and _waits_on_harness(run["reason"])):
         return None
-    waits_for = {"approval": "tui-agent approve", "reconcile": "tui-agent reconcile"}.get(run["reason"] or "")
-    if run["status"] == "waiting" and waits_for:
+    waits_for = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}.get(run["reason"] or "")
+    if run["status"] == RunStatus.WAITING and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
     if run["status"] in TERMINAL:
         return "it has ended; " + _how_to_go_on(run)
@@ -137,13 +145,13 @@ def _how_to_go_on(run: dict) -> str:
 
 
 def why_not_restart(run: dict) -> str | None:
-    if run["status"] in ("parked", "failed", "cancelled"):
+    if run["status"] in (RunStatus.PARKED, RunStatus.FAILED, RunStatus.CANCELLED):
         return None
     return "only a parked, failed or cancelled run can be restarted (park it first)"
 
 
 def why_not_approve(run: dict, question: dict | None) -> str | None:
-    if run["status"] == "waiting" and run["reason"] == "approval" and question is not None:
+    if run["status"] == RunStatus.WAITING and run["reason"] == Reason.APPROVAL and question is not None:
         return None
     return "it is not waiting for an approval"
 
@@ -151,11 +159,12 @@ def why_not_approve(run: dict, question: dict | None) -> str | None:
 def why_not_decide(run: dict, effect: dict | None = None, allowed: tuple[str, ...] = ()) -> str | None:
     """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
     out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
-    if run["status"] == "running" and (run["lease_expires_at"] or 0) > now():
+    if run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now():
         return f"{run['worker']} holds it; wait until its lease ends"
     if run["status"] in TERMINAL:
         return "it has ended; nothing to decide"
-    if not (run["status"] in ("parked", "running") or (run["status"], run["reason"]) == ("waiting", "reconcile")):
+    if not (run["status"] in (RunStatus.PARKED, RunStatus.RUNNING)
+            or (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RECONCILE)):
         return "it is not waiting for a decision on an effect"
     if effect is not None and effect["state"] not in allowed:
         return (f"effect {effect['name']} is {effect['state']}; only an effect that is {' or '.join(allowed)} "
@@ -180,7 +189,7 @@ def why_not_fork(recorded: int, from_step: int) -> str | None:
 
 def _waits_on_harness(reason: str | None) -> bool:
     """Waiting on its budget or a plateau: a person resumes it (perhaps with a higher ceiling)."""
-    return bool(reason) and (reason.startswith("budget:") or reason == "plateau")
+    return budget_dimension(reason) is not None or reason == Reason.PLATEAU
 
 
 def _refuse(store: Store, run: dict, why: str) -> UserError:
@@ -212,7 +221,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
     add_event(conn, run["id"], at, "decision", message, who)
-    requeue(conn, run["id"], run["status"], "resumed", f"queued: {message}", at)
+    requeue(conn, run["id"], run["status"], Reason.RESUMED, f"queued: {message}", at)
 
 
 def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
@@ -235,15 +244,15 @@ def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...
         set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
         _decided(conn, run, message, who, at)
         for other in waiting_on_key(conn, effect["key"], run["id"]):  # runs that held back on this key go on
-            requeue(conn, other, "waiting", "resumed", f"queued: key {effect['key']} was decided in run {run['id']}",
-                    at)
+            requeue(conn, other, RunStatus.WAITING, Reason.RESUMED,
+                    f"queued: key {effect['key']} was decided in run {run['id']}", at)
     return run["id"]
 
 
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
                        note: str | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
-    return _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "confirmed",
+    return _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.CONFIRMED,
                    "says it happened", note, json.dumps(result, ensure_ascii=False))
 
 
@@ -252,7 +261,7 @@ def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | 
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
     warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
-    run_id = _decide(store, run_ref, effect_ref, ("unknown", "attempted", "intended"), "not_done",
+    run_id = _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.NOT_DONE,
                      "says it did not happen", note)
     if warning:
         warn(warning)
@@ -271,14 +280,15 @@ def _sender_warning(store: Store, run_ref: str, effect_ref: str) -> str | None:
 
 def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
-    return _decide(store, run_ref, effect_ref, ("unknown", "attempted"), None, "asked the service to look the key up",
+    return _decide(store, run_ref, effect_ref, IN_DOUBT, None, "asked the service to look the key up",
                    note, needs_lookup=True)
 
 
 def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """A person gives up on the run: cancelled (reason person); the effect stays as it was, on record."""
     with store.write() as conn:
-        run, effect = _deciding(store, run_ref, effect_ref, ("unknown", "intended", "not_done", "attempted"))
+        run, effect = _deciding(store, run_ref, effect_ref, (EffectState.UNKNOWN, EffectState.INTENDED,
+                                                             EffectState.NOT_DONE, EffectState.ATTEMPTED))
         cancel(conn, run["id"], run["status"],
                _with_note(f"cancelled: {_person()} abandoned the run at {effect['name']}", note), now())
     return run["id"]
@@ -340,7 +350,7 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
         else:
-            requeue(conn, run["id"], run["status"], "resumed", f"resumed by {who}", at)
+            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}", at)
     return run["id"]
 
 

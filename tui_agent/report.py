@@ -9,13 +9,14 @@ from typing import Any
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso, now
 from .runtime.results import decode
+from .states import TERMINAL, budget_dimension
 from .store import Store
 from .store.approvals import approvals_for
 from .store.effects import effects_for
 from .store.events import last_event_like
 from .store.journal import checkpoint_for, journal_for
 from .store.model_calls import DIED, IN_FLIGHT, calls_for
-from .store.runs import TERMINAL, events_for, get_run, list_runs
+from .store.runs import events_for, get_run, list_runs
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
@@ -39,11 +40,6 @@ def iso_times(row: dict) -> dict:
     return {k: iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
-def needs_person(status: str, reason: str | None) -> bool:
-    """DESIGN.md section 3: a parked run, or one waiting on anything but time, waits for a person."""
-    return status == "parked" or (status == "waiting" and reason not in ("sleep", "retry"))
-
-
 def busiest_budget(row: dict) -> tuple[str, float] | None:
     """The budget dimension closest to its ceiling, as (name, fraction), for a one-column gauge."""
     limits = json.loads(row.get("budget") or "{}")
@@ -64,10 +60,9 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
     (`raise_with`, formatted with {run} and {dimension}) unless the run has ended; None for any other run,
     or when the refusal recorded no figure (a model without a price)."""
     run = get_run(store, run_id)
-    reason = run["reason"] or ""
-    if not reason.startswith("budget:"):
+    dimension = budget_dimension(run["reason"])
+    if dimension is None:
         return None
-    dimension = reason.removeprefix("budget:")
     refusal = _REFUSED.match(last_event_like(store.conn, run_id, f"budget {dimension} exhausted: %") or "")
     limit = json.loads(run["budget"] or "{}").get(dimension)
     if refusal is None or limit is None:

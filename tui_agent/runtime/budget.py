@@ -4,6 +4,7 @@ dimension's action on exhaustion: stop, park or escalate."""
 
 from __future__ import annotations
 
+from ..states import budget_reason
 from ..store.journal import Usage
 from .agent import BUDGET_DIMENSIONS
 from .outcomes import ACTIONS, Suspend
@@ -52,7 +53,7 @@ class BudgetMeter:
 
     def refuse(self, dimension: str, why: str) -> None:
         action = self.action(dimension)
-        raise Suspend(ACTIONS[action], f"budget:{dimension}",
+        raise Suspend(ACTIONS[action], budget_reason(dimension),
                       f"budget {dimension} exhausted: {why} ({action}); "
                       f"raise it with tui-agent resume RUN --budget {dimension}=VALUE")
 

@@ -1,8 +1,8 @@
 """The one clock behind every timestamp, lease and wake time.
 
-Tests move it in-process (`CLOCK.set`, `CLOCK.advance`); `TUI_AGENT_NOW` starts a
-subprocess's clock at an instant and lets it run on from there, so schedules and
-leases can be tested across processes without waiting.
+Tests move it in-process (`CLOCK.set`, `CLOCK.advance`, `CLOCK.freeze`) inside `with CLOCK.restored():`,
+which puts it back afterwards; `TUI_AGENT_NOW` starts a subprocess's clock at an instant and lets it run on
+from there, so schedules and leases can be tested across processes without waiting.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 
@@ -65,6 +67,16 @@ class Clock:
         self._frozen = ts
         if ts is not None:
             self._offset = ts - time.time()
+
+    @contextmanager
+    def restored(self) -> Iterator[Clock]:
+        """For tests and the simulator: yields this clock to move (`set`, `advance`, `freeze`) and puts it
+        back as it was (its offset, frozen or not) on the way out."""
+        saved = self._offset, self._frozen
+        try:
+            yield self
+        finally:
+            self._offset, self._frozen = saved
 
 
 def _from_env() -> Clock:

@@ -20,6 +20,7 @@ from ..models import (
     provider_for,
 )
 from ..models.caching import with_cache_marks
+from ..states import Reason, RunStatus
 from ..store import Claim, Store, model_calls
 from ..store.events import add_event
 from ..store.journal import (
@@ -199,7 +200,7 @@ class Context:
     def _back_off(self, name: str, attempts: int, delay: float) -> None:
         """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long."""
         if delay > self._retry.wait_over_s:
-            raise Suspend("waiting", "retry", f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
+            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
                           wake_at=now() + delay) from None
         if self._control is not None:
             self._control.pause(delay)
@@ -282,7 +283,7 @@ class Context:
             return value
         missing = getattr(self.provider, "missing", lambda worker: None)(self.worker)
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
-            raise Suspend("parked", "environment", missing)
+            raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, missing)
         request = {"max_tokens": max_tokens, "system": system, "tools": tools, "messages": messages,
                    "after": _shared(previous, messages)}
         keys: list[model_calls.CallKey] = []
@@ -356,7 +357,7 @@ class Context:
         choice is recorded on the run; with neither a key nor a built-in script the run waits, parked."""
         spec = self.provider.resolve()
         if spec is None:
-            raise Suspend("parked", "environment",
+            raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,
                           f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
                           "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
         with self.write() as conn:
@@ -410,7 +411,7 @@ class Context:
         found = feed(self._plateau) if self._plateau is not None else None
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
             action = self._plateau.plateau.action
-            raise Suspend(ACTIONS[action], "plateau", f"plateau: {found} ({action})")
+            raise Suspend(ACTIONS[action], Reason.PLATEAU, f"plateau: {found} ({action})")
 
     def sleep(self, name: str, seconds: float) -> None:
         """Wait `seconds` with no process alive: the run waits (reason sleep) and any later worker wakes it."""

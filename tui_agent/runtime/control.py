@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+from ..states import Reason, RunStatus
 from ..store import FenceRefused
 from .outcomes import Suspend
 
@@ -24,7 +25,7 @@ class RunControl:
         self._event.set()
 
     def release(self, message: str) -> None:
-        self._error = Suspend("queued", "resumed", message)
+        self._error = Suspend(RunStatus.QUEUED, Reason.RESUMED, message)
         self._event.set()
 
     def check(self) -> None:

@@ -1,4 +1,4 @@
-"""The effect ledger's rules (DESIGN.md section 3): `intended -> attempted -> confirmed`, an
+"""The effect ledger's rules (docs/architecture.md section 6.4): `intended -> attempted -> confirmed`, an
 attempt whose outcome nobody saw becomes `unknown`, and `unknown` is reconciled by asking the
 service, resending under a deduplicating key, or waiting for a person. Never a blind retry."""
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EffectNotDone
+from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from ..store import FenceRefused
 from ..store.effects import (
     add_intended,
@@ -73,7 +74,7 @@ def _takes_token(do: Callable) -> bool:
 
 def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
     """For a person about to answer "not done": the worker that attempted the effect may still send it."""
-    if effect.get("state") not in ("attempted", "unknown") or not effect.get("attempted_by"):
+    if effect.get("state") not in IN_DOUBT or not effect.get("attempted_by"):
         return None
     sender, _ = still_sending(conn, effect)
     if sender is None:
@@ -108,7 +109,7 @@ class _Effect:
         encoded = encode(value, f"effect {self.name!r}")
 
         def also(conn):
-            set_state(conn, row["id"], "confirmed", now(), result=encoded, **fields)
+            set_state(conn, row["id"], EffectState.CONFIRMED, now(), result=encoded, **fields)
             if message:
                 self.event(conn, message)
 
@@ -117,7 +118,7 @@ class _Effect:
 
     def wait_for_person(self, row: dict, why: str) -> None:
         run = self.ctx.run_id
-        raise Suspend("waiting", "reconcile", f"needs a person: {self.name} {why}; decide with "
+        raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} {why}; decide with "
                       f"tui-agent reconcile {run} {self.name} --happened | --not-done | --abandon")
 
     def attempt(self, row: dict) -> Any:
@@ -133,9 +134,9 @@ class _Effect:
                                 f"key {self.key} was already confirmed by run {done['run_id']}; not done again",
                                 done_by=done["run_id"])
         if doubt:
-            raise Suspend("waiting", "reconcile", f"needs a person: {self.name} key {self.key} is in doubt in run "
+            raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in doubt in run "
                           f"{doubt['run_id']}; reconcile it there, then resume this run")
-        row = {**row, "state": "attempted", "attempted_at": now(), "attempts": row["attempts"] + 1,
+        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": now(), "attempts": row["attempts"] + 1,
                "attempted_by": ctx.worker, "fence": ctx.fence}
         crash_point("after-attempted")
         self.still_ours()
@@ -146,15 +147,15 @@ class _Effect:
         except EffectNotDone as e:
             attempts = row["attempts"]
             if attempts >= ctx._retry.attempts:
-                self.transition(row, "not_done", f"the service refused it, nothing was done ({e}); no attempts left")
+                self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); no attempts left")
                 raise StepFailed(self.position, self.name, e, attempts) from e
             delay = backoff_s(ctx._retry, attempts)
-            row = self.transition(row, "not_done", f"the service refused it, nothing was done ({e}); "
+            row = self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); "
                                   f"sending again with the same key in {delay:.1f}s")
             ctx._back_off(self.name, attempts, delay)
             return self.attempt(row)
         except Exception as e:
-            row = self.transition(row, "unknown", f"outcome unknown: do raised {type(e).__name__}: {e}")
+            row = self.transition(row, EffectState.UNKNOWN, f"outcome unknown: do raised {type(e).__name__}: {e}")
             return self.reconcile(row)
         crash_point("after-do")
         return self.confirm(row, value)
@@ -187,10 +188,10 @@ class _Effect:
         if sender is None:
             return
         who = f"{sender['name']} (pid {sender['pid']} on {sender['host']})"
-        self.transition(row, "unknown", f"the service has no record of the key, but {who} attempted it and its "
+        self.transition(row, EffectState.UNKNOWN, f"the service has no record of the key, but {who} attempted it and its "
                         "process is alive, so its send may still go out; waiting until it lets go of the run or "
                         "its process ends", waits_for=sender["name"])
-        raise Suspend("waiting", "reconcile", f"{self.name}: {who} attempted it and its process is alive (paused "
+        raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"{self.name}: {who} attempted it and its process is alive (paused "
                       "or hung), so it may still send it; the run goes on by itself once that worker lets go of "
                       f"the run or its process ends, or decide now with tui-agent reconcile {ctx.run_id} "
                       f"{self.name} --happened | --not-done | --abandon")
@@ -208,7 +209,7 @@ class _Effect:
             window = row["lookup_ttl_s"]
             if window is None or since < window:
                 self.hold_for_sender(row)
-                row = self.transition(row, "not_done", "the service has no record of the key inside its lookup "
+                row = self.transition(row, EffectState.NOT_DONE, "the service has no record of the key inside its lookup "
                                       "window: not done; doing it again with the same key")
                 return self.attempt(row)
             self.wait_for_person(row, f"is unknown: the service's lookup window ({_span(window)}) has passed, "
@@ -240,12 +241,12 @@ def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | 
         raise StepFailed(position, name, ValueError(
             f"the effect was recorded with key {row['key']!r} and the code now builds {key!r}"))
     state = row["state"]
-    if state in ("intended", "not_done"):
+    if state in (EffectState.INTENDED, EffectState.NOT_DONE):
         return effect.attempt(row)
-    if state == "attempted":
-        row = effect.transition(row, "unknown", f"outcome unknown: the worker stopped after attempt "
+    if state == EffectState.ATTEMPTED:
+        row = effect.transition(row, EffectState.UNKNOWN, f"outcome unknown: the worker stopped after attempt "
                                 f"{row['attempts']} (by {row['attempted_by']}) before recording it")
         return effect.reconcile(row)
-    if state == "unknown":
+    if state == EffectState.UNKNOWN:
         return effect.reconcile(row)
     return effect.confirm(row, json.loads(row["result"]) if row["result"] else None)

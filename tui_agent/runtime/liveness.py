@@ -11,30 +11,19 @@ from __future__ import annotations
 
 import socket
 
+from ..states import WorkerState, ahead_s
+from ..states import worker_state as state_of
 from ..store.workers import process_alive
 
 HOST = socket.gethostname()
-SLACK_S = 1.0  # a wall-clock step smaller than this (an NTP adjustment) reads as now, not as a clock ahead
-STATES = ("alive", "clock_ahead", "silent", "dead", "stopped")  # also the order the Workers screen sorts by
+STATES = tuple(WorkerState)  # also the order the Workers screen sorts by
 
 
-def ahead_s(then: float | None, at: float) -> float | None:
-    """How far `then` lies in the future of `at`, or None when it does not (by more than SLACK_S)."""
-    if then is None or then - at <= SLACK_S:
-        return None
-    return then - at
-
-
-def worker_state(worker: dict, at: float) -> str:
-    """stopped (it said goodbye); dead (its process is gone from this host without a goodbye: killed);
-    clock_ahead (its heartbeat lies in the future); alive (its heartbeat is inside its lease); else silent."""
-    if worker["stopped_at"] is not None:
-        return "stopped"
-    if worker["host"] == HOST and not process_alive(worker["pid"], worker.get("pid_started")):
-        return "dead"
-    if ahead_s(worker["heartbeat_at"], at) is not None:
-        return "clock_ahead"
-    return "alive" if at - worker["heartbeat_at"] < worker["lease_s"] else "silent"
+def worker_state(worker: dict, at: float) -> WorkerState:
+    """states.worker_state with the one fact only this host can supply: whether the worker's process is gone
+    (a worker on another host is never called dead; its lease decides)."""
+    gone = worker["host"] == HOST and not process_alive(worker["pid"], worker.get("pid_started"))
+    return state_of(worker, at, gone=gone)
 
 
 def label(state: str) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..states import RunStatus
+
 # What an exhausted budget or a plateau does to the run: its action -> the run's new status.
-ACTIONS = {"stop": "failed", "park": "parked", "escalate": "waiting"}
+ACTIONS = {"stop": RunStatus.FAILED, "park": RunStatus.PARKED, "escalate": RunStatus.WAITING}
 
 
 class CodeChanged(Exception):

@@ -19,10 +19,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 
 from ..errors import UserError
+from ..states import TERMINAL, needs_person
 from ..store import Store
 from ..store import schedules as table
 from ..store.events import add_schedule_event
-from ..store.runs import TERMINAL, insert_run
+from ..store.runs import insert_run
 from .clock import iso, now
 from .registry import Registry
 
@@ -184,7 +185,7 @@ def _fire(conn, schedule: dict, registry: Registry, due: list[float], at: float,
                                    "by a newer one (at most one waits)")
             pending = fire
             add_schedule_event(conn, name, at, "overlap", f"{held} waits: {why}")
-        if previous[0] == "parked" or (previous[0] == "waiting" and previous[1] not in ("sleep", "retry")):
+        if needs_person(*previous):
             add_schedule_event(conn, name, at, "needs_person", f"needs a person: {held} is held back because {why}",
                                schedule["last_run_id"])
     fields = {"pending_fire_at": pending, "last_run_id": schedule["last_run_id"]}

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..states import Reason, RunStatus
 from ..store.approvals import approval_at, ask
 from ..store.events import add_event
 from .clock import iso, now, parse_instant
@@ -30,7 +31,7 @@ def _wait(ctx: Context, name: str, wake_at: Callable[[], float]) -> None:
     if not recorded:
         value = ctx._record(position, name, "sleep", {"wake_at": wake_at()}, now(), 0.0)
     if now() < value["wake_at"]:
-        raise Suspend("waiting", "sleep", f"sleeping at {name} until {iso(value['wake_at'])}",
+        raise Suspend(RunStatus.WAITING, Reason.SLEEP, f"sleeping at {name} until {iso(value['wake_at'])}",
                       wake_at=value["wake_at"])
 
 
@@ -59,7 +60,7 @@ def approval(ctx: Context, name: str, question: str, on_deny: str = "cancel") ->
             row = ask(conn, ctx.run_id, ctx.generation, position, name, question, now())
             add_event(conn, ctx.run_id, now(), "approval", f"{name}: asks {question!r}", ctx.worker, ctx.fence)
     if row["decision"] is None:
-        raise Suspend("waiting", "approval",
+        raise Suspend(RunStatus.WAITING, Reason.APPROVAL,
                       f"needs a person: {question} (tui-agent approve {ctx.run_id} [--deny] [--note TEXT])")
     decision = {"approved": row["decision"] == "approved", "note": row["note"], "by": row["decided_by"],
                 "at": iso(row["decided_at"])}
@@ -72,4 +73,4 @@ def _denied(name: str, decision: dict) -> dict:
     if decision["approved"]:
         return decision
     note = f": {decision['note']}" if decision.get("note") else ""
-    raise Suspend("cancelled", "denied", f"cancelled: {name} denied by {decision.get('by') or 'a person'}{note}")
+    raise Suspend(RunStatus.CANCELLED, Reason.DENIED, f"cancelled: {name} denied by {decision.get('by') or 'a person'}{note}")

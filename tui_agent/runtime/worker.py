@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..models import provider_for
+from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.db import no_patience
 from ..store.environment import BUSY
@@ -26,6 +27,7 @@ from .results import ARTIFACT_THRESHOLD, ResultNotJSON, encode, place
 from .tracebacks import as_column
 
 DEFAULT_LEASE_S = 60.0
+REFUSED, DROPPED = "refused", "dropped"  # an Outcome's status when this worker settled nothing (see Outcome)
 
 
 def worker_name() -> str:
@@ -84,7 +86,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             _note_new_code(store, claim, run, agent)
         checkpoint = load_checkpoint(store, claim.run_id)
         if checkpoint.schema_version != CHECKPOINT_SCHEMA:
-            return settle("parked", "checkpoint_schema",
+            return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
                           f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
                           f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
         used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
@@ -98,26 +100,26 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         except Suspend as e:
             return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
         except CodeChanged as e:
-            return settle("parked", "code_changed", f"parked: the code changed: {e}", error=str(e))
+            return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
         except (StepFailed, ResultNotJSON) as e:
-            return settle("failed", "error", f"failed: {e}", error=str(e), raised=e)
+            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e), raised=e)
         except (FenceRefused, EnvironmentStop):
             raise
         except Exception as e:
             error = f"{type(e).__name__}: {e}"
-            return settle("failed", "error", f"failed: {error}", error=error, raised=e)
+            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {error}", error=error, raised=e)
         if agent.check is None:
-            return settle("succeeded", "returned", "succeeded: returned (the agent has no check)", result)
+            return settle(RunStatus.SUCCEEDED, Reason.RETURNED, "succeeded: returned (the agent has no check)", result)
         try:
             verdict = agent.check(ctx, result)
         except Exception as e:
             error = f"the check raised {type(e).__name__}: {e}"
-            return settle("failed", "check_failed", f"failed: {error}", result, error, raised=e)
+            return settle(RunStatus.FAILED, Reason.CHECK_FAILED, f"failed: {error}", result, error, raised=e)
         passed, why = verdict if isinstance(verdict, tuple) else (verdict, None)
         if passed:
-            return settle("succeeded", "check_passed", "succeeded: check passed", result)
+            return settle(RunStatus.SUCCEEDED, Reason.CHECK_PASSED, "succeeded: check passed", result)
         error = f"the check did not pass: {why}" if why else "the check did not pass"
-        return settle("failed", "check_failed", f"failed: {error}", result, error)
+        return settle(RunStatus.FAILED, Reason.CHECK_FAILED, f"failed: {error}", result, error)
     except FenceRefused as e:  # a person or another worker took the run: report that, never an ending of ours
         try:
             let_go(store, claim.run_id, claim.fence, claim.worker, now())  # a run held back for our send goes on
@@ -125,12 +127,12 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             if stop.kind != BUSY:
                 raise
             # still busy: a run held back for our send goes on when this process ends instead
-        return Outcome(claim.run_id, "refused", None, error=str(e),
+        return Outcome(claim.run_id, REFUSED, None, error=str(e),
                        message=standing(store, get_run(store, claim.run_id)))
     except EnvironmentStop as e:
         if e.kind != BUSY:
             raise  # read-only, full or damaged: this worker stops writing altogether
-        return Outcome(claim.run_id, "dropped", None, error=str(e),
+        return Outcome(claim.run_id, DROPPED, None, error=str(e),
                        message="dropped: the database stayed busy until its lease ran out; the next worker to "
                                "claim it repeats the step in flight")
     except SimulatedCrash:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -13,17 +14,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
 
 from ..errors import UserError
+from ..format import stopwatch
 from ..operate import parse_budget, why_not_ceiling
 from ..runtime.agent import BUDGET_DIMENSIONS
 from ..runtime.clock import iso, now
 from ..runtime.effects import sender_warning
+from ..states import IN_DOUBT
 from ..strict_json import parse_json
-
-
-def _span(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, minutes = divmod(seconds // 60, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds % 60:02d}s"
 
 
 class Dialog(ModalScreen):
@@ -49,11 +46,13 @@ class Dialog(ModalScreen):
     def answer(self) -> Any:
         return True
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "confirm":
-            self.submit()
-        else:
-            self.dismiss(None)
+    @on(Button.Pressed, "#confirm")
+    def _confirm(self) -> None:
+        self.submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _close(self) -> None:
+        self.dismiss(None)
 
     def on_input_submitted(self) -> None:
         self.submit()
@@ -146,12 +145,13 @@ class ReconcileModal(Dialog):
         since = now() - at if at else None
         window = e.get("dedupe_ttl_s")
         service = e.get("service") or "the service"
-        remembers = (f"dedupes this key {_span(window - since)} more" if window and since is not None
+        remembers = (f"dedupes this key {stopwatch(window - since)} more" if window and since is not None
                      and window > since else "does not deduplicate it now")
         yield Static("The worker stopped after it tried this and before it could record whether it succeeded."
-                     if e["state"] in ("unknown", "attempted") else f"The effect is {e['state']}.")
+                     if e["state"] in IN_DOUBT else f"The effect is {e['state']}.")
         yield Static(f"key        {e['key']}")
-        yield Static(f"attempted  {iso(at) if at else '-'}" + (f" ({_span(since)} ago)" if since is not None else "")
+        yield Static(f"attempted  {iso(at) if at else '-'}" + (f" ({stopwatch(since)} ago)" if since is not None
+                                                                 else "")
                      + f" by {e.get('attempted_by') or '-'} · attempts {e['attempts']}")
         yield Static(f"service    {service} · {remembers} · {'has lookup' if e['has_lookup'] else 'no lookup'}")
         warning = self.sender_warning()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -18,6 +19,7 @@ from ..errors import UserError
 from ..messages import DataChanged
 from ..report import run_report
 from ..runtime.clock import now
+from ..states import IN_DOUBT, budget_dimension
 from ..store.effects import effects_for
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
@@ -26,6 +28,7 @@ from ..widgets.gauges import BudgetGauges
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
 from ..widgets.status import badge
+from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
 from .situation import situation
@@ -35,6 +38,7 @@ WIDE_AT = (110, 32)          # below either (columns, rows), the lower panes bec
 
 
 class RunScreen(Screen):
+    CSS_PATH = "run.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back"),
         Binding("r", "resume", "Resume"),
@@ -89,10 +93,25 @@ class RunScreen(Screen):
                                 yield widget
         yield KeysFooter()
 
+    # The panes, each used from several places.
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.query_one(Timeline)
+
+    @property
+    def viewer(self) -> JournalViewer:
+        return self.query_one(JournalViewer)
+
+    @property
+    def ledger(self) -> EffectLedger:
+        return self.query_one(EffectLedger)
+
     def on_mount(self) -> None:
         self._arrange(self.app.size.width, self.app.size.height)
         self.reload()
-        self.query_one(Timeline).focus()
+        self.timeline.focus()
+        follow_theme(self, self.reload)
 
     def on_resize(self, event) -> None:
         self._arrange(event.size.width, event.size.height)
@@ -125,20 +144,18 @@ class RunScreen(Screen):
             self.notify(str(e), severity="error")
             return
         self.report, self.effects = report, effects_for(reader, self.run_id)
-        at = now()
+        at, colours = now(), palette(self.app)
         run = report["run"]
         with self.app.batch_update():
             self._header(report)
             self._progress(report["checkpoint"])
-            self.query_one(Timeline).set_items(timeline_items(report, self.effects))
+            self.timeline.set_items(timeline_items(report, self.effects))
             self._show_selected()
-            reason = run["reason"] or ""
-            stopped = reason.removeprefix("budget:") if reason.startswith("budget:") and run["status"] in (
-                "parked", "waiting", "failed") else None
-            self.query_one(BudgetGauges).set_budget(report["budget"], stopped)
-            self.query_one(EffectLedger).set_effects(self.effects, run["generation"], at)
-            self.query_one(EventsLog).set_events(report["events"])
-            self.query_one(CheckpointView).set_report(report)
+            # a budget reason is only ever written by the stop (waiting, parked or failed on that dimension)
+            self.query_one(BudgetGauges).set_budget(report["budget"], budget_dimension(run["reason"]))
+            self.ledger.set_effects(self.effects, run["generation"], at)
+            self.query_one(EventsLog).set_events(report["events"], colours)
+            self.query_one(CheckpointView).set_report(report, colours)
             self._titles(report)
 
     def _header(self, report: dict) -> None:
@@ -146,7 +163,7 @@ class RunScreen(Screen):
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(run["id"], style="bold")
         line.append(f" · {run['agent']} v{run['agent_version']} · ")
-        line.append_text(badge(run["status"], run["reason"]))
+        line.append_text(badge(run["status"], run["reason"], palette(self.app)))
         line.append(f" · attempt {run['attempt']}")
         if run.get("worker"):
             line.append(f" · {run['worker']}")
@@ -168,15 +185,13 @@ class RunScreen(Screen):
         generation = report["run"]["generation"]
         entries = sum(1 for e in report["journal"] if e["generation"] == generation)
         self.query_one("#timeline-pane").border_title = f"Timeline · {entries} entr{'y' if entries == 1 else 'ies'}"
-        doubtful = sum(1 for e in self.effects if e["generation"] == generation and e["state"] in
-                       ("unknown", "attempted"))
+        doubtful = sum(1 for e in self.effects if e["generation"] == generation and e["state"] in IN_DOUBT)
         self.query_one("#ledger-pane").border_title = f"Effect ledger · {len(self.effects)}" + (
             f" · {doubtful} in doubt" if doubtful else "")
         self.query_one("#events-pane").border_title = f"Events · {len(report['events'])}"
 
     def _show_selected(self) -> None:
-        viewer = self.query_one(JournalViewer)
-        item = self.query_one(Timeline).selected
+        viewer, item = self.viewer, self.timeline.selected
         if item is None or self.report is None:
             viewer.border_title = "Entry"
             viewer.show(Text("nothing recorded yet", style="dim"), None)
@@ -186,7 +201,7 @@ class RunScreen(Screen):
         if self.raw_json:
             text = raw(item, self.report)
         else:
-            text = human(item, self._situation() if item.pending else "", now())
+            text = human(item, self._situation() if item.pending else "", now(), palette(self.app))
         viewer.show(text, (item.key, self.raw_json))
 
     def _situation(self) -> str:
@@ -205,18 +220,20 @@ class RunScreen(Screen):
     def on_screen_resume(self) -> None:
         self.reload()
 
-    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+    @on(OptionList.OptionHighlighted, "#timeline")
+    def _highlighted(self) -> None:
         self._show_selected()
 
-    def on_data_table_row_selected(self, event: EffectLedger.RowSelected) -> None:
-        ledger = self.query_one(EffectLedger)
-        at = ledger.position_at_cursor()
+    @on(EffectLedger.RowSelected, "#ledger")
+    def _open_effect(self) -> None:
+        """enter on a ledger row shows its entry in the timeline (when it is of this generation)."""
+        at = self.ledger.position_at_cursor()
         if at and self.report and at[0] == self.report["run"]["generation"]:
-            timeline = self.query_one(Timeline)
-            if timeline.select_key(f"p{at[1]}"):
-                timeline.focus()
+            if self.timeline.select_key(f"p{at[1]}"):
+                self.timeline.focus()
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+    @on(Tabs.TabActivated, "#lower-tabs")
+    def _show_pane(self, event: Tabs.TabActivated) -> None:
         if event.tab is not None and event.tab.id:
             self.pane = event.tab.id.removeprefix("tab-")
             self._arrange(self.size.width or self.app.size.width, self.size.height or self.app.size.height)
@@ -230,16 +247,16 @@ class RunScreen(Screen):
 
     @property
     def selected(self) -> TimelineItem | None:
-        return self.query_one(Timeline).selected
+        return self.timeline.selected
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_cursor_down(self) -> None:
-        self.query_one(Timeline).action_cursor_down()
+        self.timeline.action_cursor_down()
 
     def action_cursor_up(self) -> None:
-        self.query_one(Timeline).action_cursor_up()
+        self.timeline.action_cursor_up()
 
     def action_toggle_json(self) -> None:
         self.raw_json = not self.raw_json

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .. import operate
 from ..report import run_report
+from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..store.approvals import pending as pending_approval
 from ..store.effects import in_doubt
 from ..store.runs import get_run, recorded_positions
@@ -21,7 +22,7 @@ def _why_not_approve(app: TuiAgentApp, run: dict) -> str | None:
 
 
 def _in_doubt(app: TuiAgentApp, run: dict) -> list[dict]:
-    return in_doubt(app.reader, run["id"], run["generation"], ("unknown", "attempted", "intended"))
+    return in_doubt(app.reader, run["id"], run["generation"], (*IN_DOUBT, EffectState.INTENDED))
 
 
 def _why_not_reconcile(app: TuiAgentApp, run: dict) -> str | None:
@@ -109,9 +110,7 @@ def raise_budget(app: TuiAgentApp, run_id: str) -> None:
             app.act(operate.resume, app.store, run_id, budget=limits,
                     done=lambda _: f"{run_id}: {', '.join(f'{k} {v:g}' for k, v in limits.items())}; resumed")
 
-    reason = run["reason"] or ""
-    exhausted = reason.removeprefix("budget:") if reason.startswith("budget:") else None
-    app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], exhausted), chosen)
+    app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
 
 # Each run action's rule, from operate.py: the key handlers refuse with its words, the palette offers

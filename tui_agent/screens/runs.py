@@ -10,12 +10,15 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input
 
+from ..format import age
 from ..report import busiest_budget
 from ..runtime.clock import now
 from ..store.runs import counts, runs_page
+from ..widgets.gauges import level_style
 from ..widgets.status import STATUSES, badge
+from ..widgets.theme import Palette, palette
 from . import run_actions
 from .situation import situation_over_time, workers_alive
 from .table import TableScreen
@@ -26,6 +29,7 @@ COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "ste
 NARROW_DROPS = ("worker", "att")   # left out while the table is too wide, in this order (a running run's strip
                                    # names both); BUDGET and AGE stay
 AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
+BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft colour from here
 
 
 def _width(cell: Text | str) -> int:
@@ -42,13 +46,6 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
             break
         columns = [(label, key) for label, key in columns if key != dropped]
     return columns
-
-
-def age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(0, int(seconds))}s"
 
 
 def parse_filter(text: str) -> tuple[str | None, str | None]:
@@ -93,7 +90,7 @@ class RunsScreen(TableScreen):
         self._rows: list[dict] = []
         self._shown: dict[str, dict] = {}     # the cells of each run, so a refresh updates only what changed
         self._columns = list(COLUMNS)         # the columns on screen: a narrow one leaves some out
-        self._strip: Callable[[float], str] = lambda at: ""   # the strip, said at an instant
+        self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
         yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
@@ -101,7 +98,7 @@ class RunsScreen(TableScreen):
 
     def on_mount(self) -> None:
         self.reload()
-        self.query_one(DataTable).focus()
+        self.table.focus()
         self.set_interval(AGE_TICK_S, self.tick)
 
     # -- data -----------------------------------------------------------------------------------
@@ -118,11 +115,11 @@ class RunsScreen(TableScreen):
         """Re-read the loaded pages and repaint what changed, keeping the cursor on the same run: when the
         same runs are shown in the same order in the same columns only changed cells are updated (their
         columns' widths following), else the table is rebuilt."""
-        table = self.query_one(DataTable)
+        table = self.table
         selected = self.selected_id()
         rows = self._fetch()
-        at = now()
-        cells = {row["id"]: self._cells(row, at) for row in rows}
+        at, colours = now(), palette(self.app)
+        cells = {row["id"]: self._cells(row, at, colours) for row in rows}
         columns = fitting(list(cells.values()), self.size.width or self.app.size.width)
         with self.app.batch_update():
             if [r["id"] for r in rows] == [r["id"] for r in self._rows] and columns == self._columns:
@@ -148,7 +145,7 @@ class RunsScreen(TableScreen):
         """The ages and the strip's relative times, advanced from what is held: no database read."""
         if self.app.screen is not self:     # covered: it reloads when it is shown again
             return
-        table = self.query_one(DataTable)
+        table = self.table
         at = now()
         with self.app.batch_update():
             for row in self._rows:
@@ -162,14 +159,14 @@ class RunsScreen(TableScreen):
         if fitting(list(self._shown.values()), event.size.width) != self._columns:
             self.reload()
 
-    def _cells(self, row: dict, at: float) -> dict:
+    def _cells(self, row: dict, at: float, colours: Palette) -> dict:
         step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
         busiest = busiest_budget(row)
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
-                      style="bold red" if busiest[1] >= 1 else "#ffb000" if busiest[1] >= 0.7 else "") \
+                      style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
         return dict(zip((key for _, key in COLUMNS), (
-            row["id"], row["agent"], badge(row["status"], row["reason"]), step, str(row["attempt"]),
+            row["id"], row["agent"], badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
             row["worker"] or "–", budget, age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
@@ -180,7 +177,7 @@ class RunsScreen(TableScreen):
         alive = workers_alive(self.app.reader)
         shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
             self.status_filter or self.text_filter) else ""
-        self.query_one("#summary", Static).update(
+        self.summary.text = (
             f"{self.app.db_path.name} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
             f"running {figures['running']} · needs you {figures['needs_you']}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
@@ -189,10 +186,10 @@ class RunsScreen(TableScreen):
         """The strip for the selected run, read once; without one, why the table is empty."""
         run_id = self.selected_id()
         if run_id:
-            self._strip = situation_over_time(self.app.reader, run_id)
+            self._saying = situation_over_time(self.app.reader, run_id)
         else:
             empty = self._nothing_shown()
-            self._strip = lambda at: empty
+            self._saying = lambda at: empty
         self._say(now())
 
     def _nothing_shown(self) -> str:
@@ -203,10 +200,7 @@ class RunsScreen(TableScreen):
         return f'no run matches "{self._filter_text()}"{unknown}; escape clears the filter'
 
     def _say(self, at: float) -> None:
-        strip = self.query_one("#situation", Static)
-        text = self._strip(at)
-        if text != strip.content:
-            strip.update(text)
+        self.strip.text = self._saying(at)
 
     def selected_id(self) -> str | None:
         return self.selected_key()
@@ -225,7 +219,7 @@ class RunsScreen(TableScreen):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.status_filter, self.text_filter = parse_filter(event.value)
         self.loaded_rows = PAGE
-        self.query_one(DataTable).focus()
+        self.table.focus()
         self.reload()
 
     # -- actions --------------------------------------------------------------------------------
@@ -254,7 +248,7 @@ class RunsScreen(TableScreen):
         box.value = ""
         box.remove_class("-shown")
         self.status_filter = self.text_filter = None
-        self.query_one(DataTable).focus()
+        self.table.focus()
         self.reload()
 
     def action_sort(self) -> None:

@@ -4,11 +4,10 @@ and fire now (asked first) act through operate.py."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from itertools import islice
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -16,14 +15,16 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Label, Static
 
 from .. import operate
+from ..format import countdown, in_zone, zoned
 from ..messages import DataChanged
 from ..runtime.clock import now
 from ..runtime.schedule import fires
 from ..store import schedules as schedules_table
 from ..store.runs import RunNotFound, get_run
-from ..store.workers import workers_listing
 from ..widgets.status import badge, mark_of, style_of
+from ..widgets.theme import Palette, follow_theme, palette, style
 from .modals import ConfirmModal
+from .situation import workers_alive
 from .table import TableScreen
 
 # The columns a person scans first come first: at 80 columns the rest scroll, and the strip under the
@@ -38,29 +39,7 @@ OVERLAP_MEANS = {"skip": "a fire during an unfinished run is skipped",
                  "allow": "fires run alongside unfinished runs"}
 
 
-def in_zone(at: float, tz: str) -> datetime:
-    try:
-        return datetime.fromtimestamp(at, ZoneInfo(tz))
-    except (ZoneInfoNotFoundError, ValueError):
-        return datetime.fromtimestamp(at).astimezone()
-
-
-def when(at: float, tz: str, reference: float) -> str:
-    """`Nov 29 02:00`, in the schedule's zone; the year only when it is not this one."""
-    moment = in_zone(at, tz)
-    return moment.strftime("%b %d %H:%M" if moment.year == in_zone(reference, tz).year else "%Y-%m-%d %H:%M")
-
-
-def until(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {seconds % 60:02d}s" if minutes else f"{seconds}s"
+LATE, ON, OFF = "text-warning", "text-success", "text-muted"   # overdue or waiting on a person; enabled; disabled
 
 
 class SchedulesScreen(TableScreen):
@@ -79,11 +58,10 @@ class SchedulesScreen(TableScreen):
         super().__init__()
         self._rows: list[dict] = []
         self._last: dict[str, dict | None] = {}      # each schedule's last run, when it still exists
-        self._strip_text: Text | str | None = None
 
     def on_mount(self) -> None:
         self.reload()
-        self.query_one(DataTable).focus()
+        self.table.focus()
         self.set_interval(1.0, self._count_down)
 
     def _count_down(self) -> None:
@@ -95,29 +73,28 @@ class SchedulesScreen(TableScreen):
 
     def reload(self) -> None:
         """Re-read the schedules and repaint in one batch, keeping the cursor on the same schedule."""
-        table = self.query_one(DataTable)
+        table = self.table
         selected = self.selected_key()
         old_index = table.cursor_row
         reader = self.app.reader
         self._rows = schedules_table.listing(reader)
         self._last = {row["name"]: self._run(row["last_run_id"]) for row in self._rows}
-        at = now()
+        at, colours = now(), palette(self.app)
         with self.app.batch_update():
             table.clear()
             for row in self._rows:
-                table.add_row(*self._cells(row, at), key=row["name"])
+                table.add_row(*self._cells(row, at, colours), key=row["name"])
             names = [row["name"] for row in self._rows]
             if selected in names:
                 table.move_cursor(row=names.index(selected), animate=False)
             elif names:
                 table.move_cursor(row=min(old_index, len(names) - 1), animate=False)
         enabled = sum(1 for row in self._rows if row["enabled"])
-        alive = any(w["stopped_at"] is None and at - w["heartbeat_at"] < w["lease_s"]
-                    for w in workers_listing(reader))
+        alive = workers_alive(reader)
         summary = Text(f"Schedules · {self.app.db_path.name} · {len(self._rows)} ({enabled} enabled) · ")
         summary.append("running workers fire them" if alive else "no worker running: nothing fires (w, +)",
-                       style="" if alive else "#ffb000")
-        self.query_one("#summary", Static).update(summary)
+                       style="" if alive else style(colours, LATE))
+        self.summary.text = summary
         self._explain()
 
     def _run(self, run_id: str | None) -> dict | None:
@@ -128,64 +105,61 @@ class SchedulesScreen(TableScreen):
         except RunNotFound:
             return None
 
-    def _cells(self, row: dict, at: float) -> list:
+    def _cells(self, row: dict, at: float, colours: Palette) -> list:
         enabled = bool(row["enabled"])
         if enabled and row["next_fire_at"]:
             zone_name = in_zone(row["next_fire_at"], row["tz"]).strftime("%Z")
-            next_fire = Text(f"{when(row['next_fire_at'], row['tz'], at)} {zone_name}",
-                             style="#ffb000" if row["next_fire_at"] < at else "")      # overdue: no worker fired it
+            next_fire = Text(f"{zoned(row['next_fire_at'], row['tz'], at)} {zone_name}",
+                             style=style(colours, LATE) if row["next_fire_at"] < at else "")  # overdue: none fired it
         else:
             next_fire = Text("–", style="dim")
         last = self._last.get(row["name"])
         if last is not None:
             last_cell = Text.assemble(last["id"], " ", (mark_of(last["status"], last["reason"]),
-                                                         style_of(last["status"], last["reason"])))
+                                                         style_of(last["status"], last["reason"], colours)))
         else:
             last_cell = Text(row["last_run_id"] or "–", style="dim")
         cells = {"name": row["name"], "cron": row["cron"], "next": next_fire,
-                 "enabled": Text("yes", style="#4ec94e") if enabled else Text("no", style="bold #8a8a8a"),
+                 "enabled": Text("yes", style=style(colours, ON)) if enabled else
+                 Text("no", style=style(colours, OFF, bold=True)),
                  "last": last_cell, "agent": row["agent"], "tz": row["tz"], "missed": row["missed"],
                  "overlap": row["overlap"]}
         return [cells[key] for _, key in COLUMNS]
 
     def _explain(self) -> None:
         row = self.selected()
-        strip = self.query_one("#schedule-strip", Static)
         if row is None:
-            self._set_strip(strip, "No schedules yet: add one from a shell, for example\n"
-                                   "tui-agent schedule add NAME --agent AGENT --cron '0 2 * * *'")
+            self.strip.text = ("No schedules yet: add one from a shell, for example\n"
+                               "tui-agent schedule add NAME --agent AGENT --cron '0 2 * * *'")
             return
-        at = now()
+        at, colours = now(), palette(self.app)
         name = row["name"]
         request = row["input"] if len(row["input"]) <= 40 else row["input"][:39] + "…"
         text = Text(f"{name} · {row['agent']} {request} · ")
         if row["enabled"] and row["next_fire_at"]:
             fire = in_zone(row["next_fire_at"], row["tz"])
             if row["next_fire_at"] >= at:
-                text.append(f"next fire {fire.strftime('%Y-%m-%d %H:%M %Z')} (in {until(row['next_fire_at'] - at)})")
+                text.append(f"next fire {fire.strftime('%Y-%m-%d %H:%M %Z')} "
+                            f"(in {countdown(row['next_fire_at'] - at)})")
             else:
-                text.append(f"due since {when(row['next_fire_at'], row['tz'], at)} {fire.strftime('%Z')} "
-                            f"({until(at - row['next_fire_at'])} ago): fires once a worker runs", style="#ffb000")
+                text.append(f"due since {zoned(row['next_fire_at'], row['tz'], at)} {fire.strftime('%Z')} "
+                            f"({countdown(at - row['next_fire_at'])} ago): fires once a worker runs",
+                            style=style(colours, LATE))
         else:
-            text.append("disabled: it does not fire", style="bold #8a8a8a")
+            text.append("disabled: it does not fire", style=style(colours, OFF, bold=True))
         text.append("\n")
         last = self._last.get(name)
         if last is not None:
             text.append(f"last run {last['id']} ")
-            text.append_text(badge(last["status"], last["reason"]))
+            text.append_text(badge(last["status"], last["reason"], colours))
             if row["pending_fire_at"]:
-                text.append(f" · the fire at {when(row['pending_fire_at'], row['tz'], at)} waits for it")
+                text.append(f" · the fire at {zoned(row['pending_fire_at'], row['tz'], at)} waits for it")
             text.append(" · ")
         text.append("enter shows its fires, runs and events · F fires it now · "
                     + ("d disables" if row["enabled"] else "e enables") + "\n")
         text.append(f"missed={row['missed']}: {MISSED_MEANS.get(row['missed'], '?')} · "
                     f"overlap={row['overlap']}: {OVERLAP_MEANS.get(row['overlap'], '?')}", style="dim")
-        self._set_strip(strip, text)
-
-    def _set_strip(self, strip: Static, text: Text | str) -> None:
-        if text != self._strip_text:           # the countdown repaints only when a figure moved
-            self._strip_text = text
-            strip.update(text)
+        self.strip.text = text                # the countdown repaints only when a figure moved
 
     def selected(self) -> dict | None:
         name = self.selected_key()
@@ -222,7 +196,7 @@ class SchedulesScreen(TableScreen):
                 return f"{name} disabled; it does not fire until enabled again"
             try:
                 fresh = next(r for r in schedules_table.listing(self.app.reader) if r["name"] == name)
-                return (f"{name} enabled; next fire {when(fresh['next_fire_at'], fresh['tz'], now())} "
+                return (f"{name} enabled; next fire {zoned(fresh['next_fire_at'], fresh['tz'], now())} "
                         f"{fresh['tz']} (fires while it was disabled never count)")
             except StopIteration:
                 return f"{name} enabled"
@@ -282,6 +256,7 @@ class ScheduleDetail(ModalScreen):
 
     def on_mount(self) -> None:
         self.reload()
+        follow_theme(self, self.reload)
 
     def on_data_changed(self, message: DataChanged) -> None:
         self.reload()
@@ -291,41 +266,46 @@ class ScheduleDetail(ModalScreen):
         row = next((r for r in schedules_table.listing(reader) if r["name"] == self.schedule_name), None)
         self.query_one("#schedule-detail-text", Static).update(
             self.describe(row, schedules_table.recent_runs(reader, self.schedule_name),
-                          schedules_table.schedule_events(reader, self.schedule_name), now())
+                          schedules_table.schedule_events(reader, self.schedule_name), now(), palette(self.app))
             if row is not None else Text(f"{self.schedule_name} was removed", style="dim"))
 
-    def describe(self, row: dict, runs: list[dict], events: list[dict], at: float) -> Text:
+    def describe(self, row: dict, runs: list[dict], events: list[dict], at: float, colours: Palette) -> Text:
         tz = row["tz"]
         text = Text(f"{row['agent']} {row['input']} · cron {row['cron']} · {tz}\n")
         text.append(f"missed={row['missed']}: {MISSED_MEANS.get(row['missed'], '?')}\n"
                     f"overlap={row['overlap']}: {OVERLAP_MEANS.get(row['overlap'], '?')}\n", style="dim")
         text.append(f"\nNext fires ({tz})\n", style="bold")
         if not row["enabled"]:
-            text.append("  disabled: it does not fire (e enables it)\n", style="bold #8a8a8a")
+            text.append("  disabled: it does not fire (e enables it)\n", style=style(colours, OFF, bold=True))
         else:
             if row["next_fire_at"] and row["next_fire_at"] < at:
-                text.append(f"  due since {when(row['next_fire_at'], tz, at)}: fires once a worker runs\n",
-                            style="#ffb000")
+                text.append(f"  due since {zoned(row['next_fire_at'], tz, at)}: fires once a worker runs\n",
+                            style=style(colours, LATE))
             for fire in islice(fires(row["cron"], tz, at, float("inf")), self.FIRES):
-                text.append(f"  {in_zone(fire, tz).strftime('%a %Y-%m-%d %H:%M %Z')}   in {until(fire - at)}\n")
+                text.append(f"  {in_zone(fire, tz).strftime('%a %Y-%m-%d %H:%M %Z')}   in {countdown(fire - at)}\n")
         text.append("\nRecent runs\n", style="bold")
         for run in runs:
             text.append(f"  {run['id']}  ")
-            text.append_text(badge(run["status"], run["reason"]))
-            text.append(f"  started {when(run['created_at'], tz, at)}\n", style="dim")
+            text.append_text(badge(run["status"], run["reason"], colours))
+            text.append(f"  started {zoned(run['created_at'], tz, at)}\n", style="dim")
         if not runs:
             text.append("  none yet\n", style="dim")
         text.append("\nEvents, newest first\n", style="bold")
         for event in events:
-            text.append(f"  {when(event['at'], tz, at)}  ", style="dim")
-            text.append(f"{event['message']}\n", style="#ffb000" if event["kind"] == "needs_person" else "")
+            text.append(f"  {zoned(event['at'], tz, at)}  ", style="dim")
+            text.append(f"{event['message']}\n", style=style(colours, LATE) if event["kind"] == "needs_person" else "")
         if not events:
             text.append("  none yet\n", style="dim")
         text.rstrip()
         return text
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "fire")
+    @on(Button.Pressed, "#fire")
+    def _fire(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#close")
+    def _close(self) -> None:
+        self.dismiss(False)
 
     def action_scroll_body(self, lines: int) -> None:
         """On a small terminal the detail scrolls while the focus stays on Close."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from ..format import minutes_ago
 from ..report import budget_stop
 from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
+from ..states import SELF_WAKING, Reason, RunStatus, WorkerState, budget_dimension
 from ..store import Store
 from ..store.approvals import pending as pending_approval
 from ..store.effects import in_doubt
@@ -20,15 +22,10 @@ from ..store.workers import workers_listing
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
 
-def _ago(then: float, at: float) -> str:
-    minutes = max(0, int((at - then) // 60))
-    return f"{minutes // 60}h {minutes % 60:02d}m ago" if minutes >= 60 else f"{minutes} min ago"
-
-
 def workers_alive(store: Store) -> int:
     """How many workers are alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
     at = now()
-    return sum(worker_state(w, at) == "alive" for w in workers_listing(store))
+    return sum(worker_state(w, at) == WorkerState.ALIVE for w in workers_listing(store))
 
 
 def situation(store: Store, run_id: str) -> str:
@@ -46,7 +43,8 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     run = get_run(store, run_id)
     status, reason = run["status"], run["reason"]
     head = f"{run_id} · {run['agent']}"
-    if status == "waiting" and reason == "reconcile":
+    dimension = budget_dimension(reason)
+    if status == RunStatus.WAITING and reason == Reason.RECONCILE:
         doubtful = in_doubt(store, run_id, run["generation"])
         if doubtful:
             e = doubtful[-1]
@@ -58,35 +56,34 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
                     f"key {e['key']} · attempted {iso(e['attempted_at'])} by {e['attempted_by']} · {memory} · "
                     "c reconciles")
         return f"{head} · waits for a decision on an effect · c reconciles"
-    if status == "waiting" and reason == "approval":
+    if status == RunStatus.WAITING and reason == Reason.APPROVAL:
         question = pending_approval(store, run_id, run["generation"])
         return f"{head} · asks: {question['question'] if question else '?'}\na approves or denies"
-    if reason and reason.startswith("budget:"):
-        dimension = reason.removeprefix("budget:")
+    if dimension:
         stop = budget_stop(store, run_id, raise_with="b")
         if stop:
             return f"{head} · stopped by its {dimension} budget\n{stop}"
         limit = json.loads(run["budget"] or "{}").get(dimension)
         used = checkpoint_for(store, run_id).get(f"used_{dimension}")
         return (f"{head} · stopped by its {dimension} budget ({used:g} of {limit})\n"
-                + ("b raises the ceiling and resumes it" if status != "failed" else "the run ended"))
-    if reason == "plateau":
+                + ("b raises the ceiling and resumes it" if status != RunStatus.FAILED else "the run ended"))
+    if reason == Reason.PLATEAU:
         last = last_event_like(store.conn, run_id, "%plateau%") or ""
         return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
-    if status == "waiting" and reason in ("sleep", "retry"):
-        return f"{head} · {'sleeping' if reason == 'sleep' else 'backing off'} until {iso(run['wake_at'])}; " \
+    if status == RunStatus.WAITING and reason in SELF_WAKING:
+        return f"{head} · {'sleeping' if reason == Reason.SLEEP else 'backing off'} until {iso(run['wake_at'])}; " \
                "a worker wakes it then"
-    if status == "parked":
+    if status == RunStatus.PARKED:
         return f"{head} · parked ({reason}){': ' + run['error'] if run['error'] else ''}\nr resumes it"
-    if status == "running":
+    if status == RunStatus.RUNNING:
         cp = checkpoint_for(store, run_id)
         total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
         return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
                f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
-    if status == "queued":
+    if status == RunStatus.QUEUED:
         claims = "; a worker will claim it" if workers_alive(store) else f"\n{NO_WORKER}"
-        return lambda at: f"{head} · queued ({reason}) {_ago(run['created_at'], at)}{claims}"
-    if status == "failed":
+        return lambda at: f"{head} · queued ({reason}) {minutes_ago(run['created_at'], at)}{claims}"
+    if status == RunStatus.FAILED:
         return f"{head} · failed ({reason}): {run['error'] or ''}"
     ended = f"{head} · {status}" + (f" ({reason})" if reason else "")
-    return (lambda at: f"{ended} {_ago(run['finished_at'], at)}") if run["finished_at"] else ended
+    return (lambda at: f"{ended} {minutes_ago(run['finished_at'], at)}") if run["finished_at"] else ended

@@ -6,10 +6,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from ..messages import DataChanged
+from ..widgets.caption import Caption
 from ..widgets.footer import KeysFooter
+from ..widgets.theme import follow_theme
 
 
 class TableScreen(Screen):
@@ -22,14 +24,30 @@ class TableScreen(Screen):
     ]
 
     def compose(self) -> ComposeResult:
-        yield Static(id="summary", classes="summary")
+        yield Caption(id="summary", classes="summary")
         yield from self.above_table()
         table = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
         for label, key in self.COLUMNS:
             table.add_column(label, key=key)
         yield table
-        yield Static(id=self.STRIP_ID, classes="situation")
+        yield Caption(id=self.STRIP_ID, classes="situation")
         yield KeysFooter()
+
+    def on_mount(self) -> None:
+        follow_theme(self, self.reload)      # the cells are Rich text in the theme's colours
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one(DataTable)
+
+    @property
+    def summary(self) -> Caption:
+        return self.query_one("#summary", Caption)
+
+    @property
+    def strip(self) -> Caption:
+        """The text under the table that explains the selected row."""
+        return self.query_one(f"#{self.STRIP_ID}", Caption)
 
     def above_table(self) -> ComposeResult:
         yield from ()
@@ -38,7 +56,7 @@ class TableScreen(Screen):
         raise NotImplementedError
 
     def selected_key(self) -> str | None:
-        table = self.query_one(DataTable)
+        table = self.table
         if table.row_count == 0:
             return None
         return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
@@ -50,7 +68,7 @@ class TableScreen(Screen):
         self.reload()
 
     def action_cursor_down(self) -> None:
-        self.query_one(DataTable).action_cursor_down()
+        self.table.action_cursor_down()
 
     def action_cursor_up(self) -> None:
-        self.query_one(DataTable).action_cursor_up()
+        self.table.action_cursor_up()

@@ -8,23 +8,25 @@ import subprocess
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from .. import operate
 from ..runtime.clock import now
-from ..runtime.liveness import HOST, STATES, ago, ahead_s, label, span, worker_state
+from ..runtime.liveness import HOST, ago, label, span, worker_state
 from ..runtime.worker import worker_name
+from ..states import WorkerState, ahead_s
 from ..store.workers import workers_listing
+from ..widgets.theme import Palette, palette, style
 from .modals import ConfirmModal
 from .table import TableScreen
 
 TICK_S = 0.5
 COLUMNS = [("NAME", "name"), ("PID", "pid"), ("STATE", "state"), ("HEARTBEAT", "heartbeat"), ("RUN", "run"),
            ("LEASE LEFT", "lease"), ("FENCE", "fence")]
-STATE_STYLE = {"alive": "bold #4ec94e", "clock_ahead": "bold #ffb000", "silent": "bold #ffb000",
-               "dead": "bold #ff5f5f", "stopped": "dim"}
-HEARTBEAT_STYLE = {"alive": "", "silent": STATE_STYLE["silent"]}   # a heartbeat in the future is amber too
-ORDER = {state: i for i, state in enumerate(STATES)}
+LATE = "text-warning"         # a heartbeat or lease to look at: ahead of this clock, silent, nearly out
+STATE_TONES = {WorkerState.ALIVE: "text-success", WorkerState.CLOCK_AHEAD: LATE, WorkerState.SILENT: LATE,
+               WorkerState.DEAD: "text-error", WorkerState.STOPPED: "foreground-muted"}
+ORDER = {state: i for i, state in enumerate(WorkerState)}
 NONE = Text("–", style="dim")
 
 
@@ -47,22 +49,22 @@ class WorkersScreen(TableScreen):
         super().__init__()
         self._workers: list[dict] = []
         self._rows: list[tuple[str, dict, dict | None]] = []    # (row key, worker, held run or None)
-        self._shown: dict[tuple[str, str], str] = {}             # what each ticking cell shows now
+        self._shown: dict[tuple[str, str], Text] = {}            # what each ticking cell shows now
         self._follow: str | None = None                          # a worker just started: select it once it shows
 
     def on_mount(self) -> None:
         self.reload()
-        self.query_one(DataTable).focus()
+        self.table.focus()
         self.set_interval(TICK_S, self.tick)
 
     # -- data -----------------------------------------------------------------------------------
 
     def reload(self) -> None:
         """Re-read the workers and repaint in one batch, keeping the cursor on the same worker."""
-        table = self.query_one(DataTable)
+        table = self.table
         selected_key, selected_worker = self._selected()
         old_index = table.cursor_row
-        at = now()
+        at, colours = now(), palette(self.app)
         workers = workers_listing(self.app.reader)
         workers.sort(key=lambda w: ORDER[worker_state(w, at)])      # stable: newest first inside each state
         self._workers = workers
@@ -75,8 +77,8 @@ class WorkersScreen(TableScreen):
         with self.app.batch_update():
             table.clear()
             for key, worker, held in self._rows:
-                cells = self._cells(worker, held, at)
-                self._shown.update({(key, column): cell.plain for column, cell in cells.items()})
+                cells = self._cells(worker, held, at, colours)
+                self._shown.update({(key, column): cell for column, cell in cells.items()})
                 table.add_row(*(cells[column] for _, column in COLUMNS), key=key)
             target = None
             if self._follow and any(w["name"] == self._follow for w in workers):
@@ -93,18 +95,24 @@ class WorkersScreen(TableScreen):
         self._summarize(at)
         self._explain(at)
 
-    def _cells(self, worker: dict, held: dict | None, at: float) -> dict[str, Text]:
+    @staticmethod
+    def _cells(worker: dict, held: dict | None, at: float, colours: Palette) -> dict[str, Text]:
         """Every cell of one row; continuation rows (a second run of the same worker) leave the worker's own
         columns empty."""
         state = worker_state(worker, at)
         first = held is None or held is worker["runs"][0]
-        ahead = ahead_s(worker["heartbeat_at"], at) is not None
+        if ahead_s(worker["heartbeat_at"], at) is not None:
+            beat = style(colours, LATE)
+        elif state == WorkerState.SILENT:
+            beat = style(colours, LATE, bold=True)
+        else:
+            beat = "" if state == WorkerState.ALIVE else "dim"
         cells = {
             "name": Text(worker["name"], style="" if first else "dim"),
             "pid": Text(str(worker["pid"]) if first else ""),
-            "state": Text(label(state) if first else "", style=STATE_STYLE[state]),
-            "heartbeat": Text(ago(worker["heartbeat_at"], at) if first else "",
-                              style="#ffb000" if ahead else HEARTBEAT_STYLE.get(state, "dim")),
+            "state": Text(label(state) if first else "",
+                          style=style(colours, STATE_TONES[state], bold=state != WorkerState.STOPPED)),
+            "heartbeat": Text(ago(worker["heartbeat_at"], at) if first else "", style=beat),
         }
         if held is None:
             cells.update(run=NONE.copy(), lease=NONE.copy(), fence=NONE.copy())
@@ -112,9 +120,9 @@ class WorkersScreen(TableScreen):
         left = (held["lease_expires_at"] or 0) - at
         if left > 0:
             cells["run"] = Text(f"{held['id']} {held['agent']}")
-            cells["lease"] = Text(f"{span(left)}", style="#ffb000" if left < worker["lease_s"] / 3 else "")
+            cells["lease"] = Text(f"{span(left)}", style=style(colours, LATE) if left < worker["lease_s"] / 3 else "")
         else:
-            cells["run"] = Text.assemble(held["id"], " ", ("(lease expired)", "#ffb000"))
+            cells["run"] = Text.assemble(held["id"], " ", ("(lease expired)", style(colours, LATE)))
             cells["lease"] = NONE.copy()
         cells["fence"] = Text(str(held["fence"]))
         return cells
@@ -125,12 +133,11 @@ class WorkersScreen(TableScreen):
             process.poll()                  # reap a worker this app started, so its exit shows
         if not self.is_current:
             return
-        table = self.query_one(DataTable)
-        at = now()
+        table, at, colours = self.table, now(), palette(self.app)
         for key, worker, held in self._rows:
-            for column, cell in self._cells(worker, held, at).items():
-                if self._shown.get((key, column)) != cell.plain:
-                    self._shown[(key, column)] = cell.plain
+            for column, cell in self._cells(worker, held, at, colours).items():
+                if self._shown.get((key, column)) != cell:
+                    self._shown[(key, column)] = cell
                     table.update_cell(key, column, cell, update_width=True)
         self._summarize(at)
         self._explain(at)
@@ -142,14 +149,13 @@ class WorkersScreen(TableScreen):
         mine = sum(1 for p in self.app.spawned if p.returncode is None)
         text = (f"Workers · {self.app.db_path.name} · " + (" · ".join(figures) or "none yet")
                 + f" · {held} run{'s' * (held != 1)} held" + (f" · {mine} mine" if mine else ""))
-        self._set(self.query_one("#summary", Static), text)
+        self.summary.text = text
 
     def _explain(self, at: float) -> None:
         worker = self.selected_worker()
-        strip = self.query_one("#worker-strip", Static)
         if worker is None:
-            self._set(strip, "No workers yet: + starts one in its own process (the TUI never runs agent code "
-                             "itself); it claims the queued runs of this database.")
+            self.strip.text = ("No workers yet: + starts one in its own process (the TUI never runs agent code "
+                               "itself); it claims the queued runs of this database.")
             return
         state = worker_state(worker, at)
         name = worker["name"]
@@ -159,7 +165,7 @@ class WorkersScreen(TableScreen):
         head = (f"{name} · {label(state)} · started{' here' if process else ''} {ago(worker['started_at'], at)}"
                 f"{exited} · pid {worker['pid']} on {worker['host']} · lease {span(worker['lease_s'])}"
                 + (f" · concurrency {worker['concurrency']}" if worker["concurrency"] != 1 else ""))
-        self._set(strip, f"{head}\n{self._situation(worker, state, at)}")
+        self.strip.text = f"{head}\n{self._situation(worker, state, at)}"
 
     @staticmethod
     def _situation(worker: dict, state: str, at: float) -> str:
@@ -167,26 +173,20 @@ class WorkersScreen(TableScreen):
         runs = ", ".join(f"{r['id']} (fence {r['fence']})" for r in worker["runs"])
         ahead = ahead_s(worker["heartbeat_at"], at)
         late = f", {span(ahead)} late (its clock ran ahead)" if ahead else ""
-        if state == "stopped":
+        if state == WorkerState.STOPPED:
             return f"stopped {ago(worker['stopped_at'], at)} and handed its runs back"
-        if state == "dead":
+        if state == WorkerState.DEAD:
             return ("gone without saying goodbye (killed or crashed)" + (f"; {runs} " if runs else "; ")
                     + f"other workers take its runs over as their leases run out{late}")
-        if state == "clock_ahead":
+        if state == WorkerState.CLOCK_AHEAD:
             return (f"its heartbeat is stamped {span(ahead)} ahead of this clock (TUI_AGENT_NOW?): leases assume "
                     f"one clock, so if it dies its runs wait {span(ahead)} longer · t stops it and hands its runs "
                     "back now")
-        if state == "silent":
+        if state == WorkerState.SILENT:
             return (f"no heartbeat for {span(at - worker['heartbeat_at'])} (lease {span(worker['lease_s'])}): hung "
                     "or dead; its runs are claimable again · K kills it")
         return (f"holds {runs}" if runs else "holds no run; it claims the next due one") + \
             " · t stops it and hands its runs back · K kills it like a crash"
-
-    @staticmethod
-    def _set(widget: Static, text: str) -> None:
-        if getattr(widget, "_shown_text", None) != text:      # no repaint when nothing moved
-            widget._shown_text = text
-            widget.update(text)
 
     @staticmethod
     def _exit(code: int) -> str:
@@ -228,8 +228,8 @@ class WorkersScreen(TableScreen):
             self.notify("no worker selected: + starts one", severity="warning")
             return None
         state = worker_state(worker, now())
-        if state in ("stopped", "dead"):
-            self.notify(f"{worker['name']} has {'stopped' if state == 'stopped' else 'gone'} already",
+        if state in (WorkerState.STOPPED, WorkerState.DEAD):
+            self.notify(f"{worker['name']} has {'stopped' if state == WorkerState.STOPPED else 'gone'} already",
                         severity="warning")
             return None
         if worker["host"] != HOST:

@@ -4,12 +4,16 @@ state change, its journal entry and its event commit together."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 
+from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from .db import Store, one_row
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
 
-IN_DOUBT = ("attempted", "unknown")
+
+def _marks(values: Collection[str]) -> str:
+    return ", ".join("?" for _ in values)
 
 
 def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
@@ -19,20 +23,21 @@ def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: 
 
 def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
     """The ledger is unique by key: a confirmed row anywhere in the database means done."""
-    return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = 'confirmed' AND id != ?"
-                             " ORDER BY id LIMIT 1", (key, except_id)))
+    return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = ? AND id != ?"
+                             " ORDER BY id LIMIT 1", (key, EffectState.CONFIRMED, except_id)))
 
 
 def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
-    return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state IN ('attempted', 'unknown')"
-                             " AND id != ? ORDER BY id LIMIT 1", (key, except_id)))
+    return one_row(conn.execute(f"SELECT * FROM effects WHERE key = ? AND state IN ({_marks(IN_DOUBT)})"
+                             " AND id != ? ORDER BY id LIMIT 1", (key, *IN_DOUBT, except_id)))
 
 
 def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[str]:
     """Other runs that wait (reason reconcile) before attempting `key` because it was in doubt here."""
     return [r[0] for r in conn.execute(
-        "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = 'intended'"
-        " AND r.status = 'waiting' AND r.reason = 'reconcile' AND e.run_id != ?", (key, except_run))]
+        "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = ?"
+        " AND r.status = ? AND r.reason = ? AND e.run_id != ?",
+        (key, EffectState.INTENDED, RunStatus.WAITING, Reason.RECONCILE, except_run))]
 
 
 def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, position: int, name: str, key: str,
@@ -41,9 +46,9 @@ def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, posi
     conn.execute(
         "INSERT INTO effects (run_id, generation, position, name, key, state, attempts, has_lookup, dedupe_ttl_s,"
         " lookup_ttl_s, service, fence, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, 'intended', 0, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, generation, position, name, key, int(has_lookup), dedupe_ttl_s, lookup_ttl_s, service, fence,
-         now, now))
+        " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, generation, position, name, key, EffectState.INTENDED, int(has_lookup), dedupe_ttl_s, lookup_ttl_s,
+         service, fence, now, now))
     return effect_at(conn, run_id, generation, position)
 
 
@@ -63,9 +68,10 @@ def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, 
 
 
 def mark_attempted(conn: sqlite3.Connection, effect_id: int, worker: str, fence: int, now: float) -> None:
-    conn.execute("UPDATE effects SET state = 'attempted', attempts = attempts + 1, attempted_at = ?,"
+    conn.execute("UPDATE effects SET state = ?, attempts = attempts + 1, attempted_at = ?,"
                  " first_attempted_at = coalesce(first_attempted_at, ?), attempted_by = ?, fence = ?,"
-                 " waits_for = NULL, updated_at = ? WHERE id = ?", (now, now, worker, fence, now, effect_id))
+                 " waits_for = NULL, updated_at = ? WHERE id = ?",
+                 (EffectState.ATTEMPTED, now, now, worker, fence, now, effect_id))
 
 
 def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
@@ -74,9 +80,9 @@ def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
     return None if found is None else found[0]
 
 
-_HELD_BACK = ("SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id WHERE r.status = 'waiting'"
-              " AND r.reason = 'reconcile' AND e.generation = r.generation AND e.state = 'unknown'"
-              " AND e.waits_for IS NOT NULL")
+_HELD_BACK = ("SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id WHERE r.status = ?"
+              " AND r.reason = ? AND e.generation = r.generation AND e.state = ? AND e.waits_for IS NOT NULL")
+_HELD_BACK_PARAMS = (RunStatus.WAITING, Reason.RECONCILE, EffectState.UNKNOWN)
 
 
 def requeue_released(store: Store, now: float) -> list[str]:
@@ -84,26 +90,25 @@ def requeue_released(store: Store, now: float) -> list[str]:
     queued again once that worker has let go of the run or its process has ended; the next worker reconciles
     the effect anew, and the lookup's silence then means "not done". Cheap when nothing waits so."""
     freed = []
-    for effect in list(store.db.query(_HELD_BACK)):
+    for effect in list(store.db.query(_HELD_BACK, _HELD_BACK_PARAMS)):
         sender, why = still_sending(store.conn, effect)
         if sender is not None:
             continue
         with store.write() as conn:
-            if one_row(conn.execute(_HELD_BACK + " AND e.id = ?", (effect["id"],))) is None:
+            if one_row(conn.execute(_HELD_BACK + " AND e.id = ?", (*_HELD_BACK_PARAMS, effect["id"]))) is None:
                 continue  # a person or another worker got there first
             conn.execute("UPDATE effects SET waits_for = NULL WHERE id = ?", (effect["id"],))
-            requeue(conn, effect["run_id"], "waiting", "resumed",
+            requeue(conn, effect["run_id"], RunStatus.WAITING, Reason.RESUMED,
                     f"queued: {why}, so its attempt of {effect['name']} can no longer go out; the effect is "
                     "reconciled again", now)
         freed.append(effect["run_id"])
     return freed
 
 
-def in_doubt(store: Store, run_id: str, generation: int, states: tuple[str, ...] = IN_DOUBT) -> list[dict]:
+def in_doubt(store: Store, run_id: str, generation: int, states: Collection[str] = IN_DOUBT) -> list[dict]:
     """The run's effects in these states, in position order (indexed: no read of its other effects)."""
-    marks = ", ".join("?" for _ in states)
-    return list(store.db.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND state IN ({marks})"
-                               " ORDER BY position", (run_id, generation, *states)))
+    return list(store.db.query("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
+                               f" AND state IN ({_marks(states)}) ORDER BY position", (run_id, generation, *states)))
 
 
 def effects_for(store: Store, run_id: str) -> list[dict]:

@@ -9,15 +9,9 @@ import errno
 import sqlite3
 from pathlib import Path
 
+from ..errors import EnvironmentStop
+
 BUSY, READ_ONLY, FULL, DAMAGED = "busy", "read-only", "full", "damaged"
-
-
-class EnvironmentStop(Exception):
-    """The database could not be used just now; `kind` says why (busy, read-only, full, damaged)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def _kind(error: sqlite3.Error) -> str | None:

@@ -15,6 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..states import RunStatus
 from .db import Store
 
 if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
@@ -102,7 +103,7 @@ def calls_for(store: Store, run: dict, now: float) -> list[dict]:
                           " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
                           " FROM model_calls WHERE run_id = ? AND generation = ? ORDER BY position, call",
                           (run["id"], run["generation"]))
-    live = run["status"] == "running" and (run["lease_expires_at"] or 0) > now
+    live = run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now
     shown = []
     for row in rows:
         if row["state"] == IN_FLIGHT and not (live and row["fence"] == run["fence"]):

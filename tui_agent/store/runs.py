@@ -9,13 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus
 from . import ids
 from .db import Store, StoreError, one_row
 from .events import add_event
 from .model_calls import copy_for_fork
 from .schema import CHECKPOINT_SCHEMA
-
-TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 class FenceRefused(Exception):
@@ -70,13 +69,13 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
     conn.execute(
         "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
         " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 'new', 0, 0, 1, ?, ?, ?)",
-        (run_id, agent, agent_version, code_version, request, run_key, budget, model, f"artifacts/{run_id}",
-         now, now),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
+        (run_id, agent, agent_version, code_version, request, run_key, budget, model, RunStatus.QUEUED, Reason.NEW,
+         f"artifacts/{run_id}", now, now),
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
-    add_event(conn, run_id, now, "queued", f"queued ({agent} v{agent_version})")
+    add_event(conn, run_id, now, RunStatus.QUEUED, f"queued ({agent} v{agent_version})")
     return run_id, True
 
 
@@ -115,10 +114,15 @@ def resolve_run(store: Store, prefix: str) -> str:
     raise RunNotFound(f"no run has an id starting with {prefix!r}; see tui-agent ls")
 
 
+def _listed(values: tuple[str, ...]) -> str:
+    """Constants as SQL literals, for the WHERE clauses a partial index must match (a parameter cannot)."""
+    return ", ".join(f"'{v}'" for v in values)
+
+
 _DUE = (
-    "(status = 'queued'"
-    " OR (status = 'waiting' AND reason IN ('sleep', 'retry') AND wake_at <= :now)"
-    " OR (status = 'running' AND lease_expires_at <= :now))"
+    f"(status = '{RunStatus.QUEUED}'"
+    f" OR (status = '{RunStatus.WAITING}' AND reason IN ({_listed(SELF_WAKING)}) AND wake_at <= :now)"
+    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :now))"
 )
 _CLAIM_COLUMNS = "id, agent, request, code_version, generation, attempt, fence, status, worker"
 
@@ -135,22 +139,22 @@ def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim | None:
     run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
-    if status == "running" and _takeovers_since_progress(conn, run_id) >= TAKEOVER_LOOP:
-        park(conn, run_id, "running", f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
+    if status == RunStatus.RUNNING and _takeovers_since_progress(conn, run_id) >= TAKEOVER_LOOP:
+        park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
              f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
-             now, reason="takeover_loop")
+             now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
     conn.execute(
-        "UPDATE runs SET status = 'running', reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
+        "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
-        (worker, now + lease_s, fence, attempt, now, now, run_id),
+        (RunStatus.RUNNING, worker, now + lease_s, fence, attempt, now, now, run_id),
     )
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
-    if status == "running":
+    if status == RunStatus.RUNNING:
         add_event(conn, run_id, now, "takeover", f"lease of {previous} expired; {claimed}", worker, fence)
         return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
-    if status == "waiting":
+    if status == RunStatus.WAITING:
         add_event(conn, run_id, now, "woke", "woke: its wait is over")
     add_event(conn, run_id, now, "claimed", claimed, worker, fence)
     return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
@@ -268,36 +272,39 @@ _LET_GO = "fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = 
 def requeue(conn: sqlite3.Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
     """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
-    _transition(conn, run_id, expected, f"status = 'queued', reason = ?, {_LET_GO}, updated_at = ?", (reason, now))
-    add_event(conn, run_id, now, "queued", message)
+    _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
+                (RunStatus.QUEUED, reason, now))
+    add_event(conn, run_id, now, RunStatus.QUEUED, message)
 
 
 def cancel(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> None:
     """Inside a write: end a run for a person; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected,
-                f"status = 'cancelled', reason = 'person', {_LET_GO}, finished_at = ?, updated_at = ?", (now, now))
-    add_event(conn, run_id, now, "cancelled", message)
+                f"status = ?, reason = ?, {_LET_GO}, finished_at = ?, updated_at = ?",
+                (RunStatus.CANCELLED, Reason.PERSON, now, now))
+    add_event(conn, run_id, now, RunStatus.CANCELLED, message)
 
 
 def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float,
-         reason: str = "person") -> None:
+         reason: str = Reason.PERSON) -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
-    _transition(conn, run_id, expected, f"status = 'parked', reason = ?, {_LET_GO}, updated_at = ?", (reason, now))
-    add_event(conn, run_id, now, "parked", message)
+    _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
+                (RunStatus.PARKED, reason, now))
+    add_event(conn, run_id, now, RunStatus.PARKED, message)
 
 
 def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> int:
     """Inside a write: queue the run from position 0 in a new journal generation; the old one stays readable."""
     _transition(conn, run_id, expected,
-                f"generation = generation + 1, status = 'queued', reason = 'resumed', {_LET_GO}, result = NULL,"
+                f"generation = generation + 1, status = ?, reason = ?, {_LET_GO}, result = NULL,"
                 " result_artifact = NULL, error = NULL, traceback = NULL, finished_at = NULL, updated_at = ?",
-                (now,))
+                (RunStatus.QUEUED, Reason.RESUMED, now))
     generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
                  " updated_at = ? WHERE run_id = ?",
                  (generation, CHECKPOINT_SCHEMA, now, run_id))
-    add_event(conn, run_id, now, "queued", message.format(generation=generation))
+    add_event(conn, run_id, now, RunStatus.QUEUED, message.format(generation=generation))
     return generation
 
 
@@ -308,9 +315,9 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
     conn.execute(
         "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
         " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
-        " SELECT ?, agent, agent_version, code_version, request, budget, model, 'queued', 'new', 0, 0, 1, id, ?,"
+        " SELECT ?, agent, agent_version, code_version, request, budget, model, ?, ?, 0, 0, 1, id, ?,"
         " ?, ?, ? FROM runs WHERE id = ?",
-        (run_id, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
+        (run_id, RunStatus.QUEUED, Reason.NEW, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
                  " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
                  (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
@@ -323,10 +330,10 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
                  " has_lookup, dedupe_ttl_s, lookup_ttl_s, service, done_by, fence, created_at, updated_at)"
                  " SELECT ?, 1, position, name, key, state, 0, result, has_lookup, dedupe_ttl_s, lookup_ttl_s,"
                  " service, run_id, 0, ?, ? FROM effects"
-                 " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'confirmed'",
-                 (run_id, now, now, parent["id"], parent["generation"], from_step))
+                 " WHERE run_id = ? AND generation = ? AND position < ? AND state = ?",
+                 (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
-    add_event(conn, run_id, now, "queued", f"forked from {parent['id']} at position {from_step} "
+    add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
     add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
     return run_id
@@ -342,7 +349,10 @@ _PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.creat
          " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
          " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
          " FROM runs r {index} JOIN checkpoints c ON c.run_id = r.id")
-NEEDS_PERSON = "(status = 'parked' OR (status = 'waiting' AND reason NOT IN ('sleep', 'retry')))"  # as its index
+# states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
+# index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
+NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
+                f" OR (status = '{RunStatus.WAITING}' AND reason NOT IN ({_listed(SELF_WAKING)})))")
 
 
 def runs_page(store: Store, *, limit: int = 200, before: tuple[float, str] | None = None,
@@ -373,8 +383,8 @@ def counts(store: Store) -> dict[str, int]:
     """Header figures: runs queued, running, and waiting for a person."""
     count = "SELECT count(*) FROM runs WHERE "
     return {name: store.conn.execute(count + where).fetchone()[0]
-            for name, where in (("queued", "status = 'queued'"), ("running", "status = 'running'"),
-                                ("needs_you", NEEDS_PERSON))}
+            for name, where in (("queued", f"status = '{RunStatus.QUEUED}'"),
+                                ("running", f"status = '{RunStatus.RUNNING}'"), ("needs_you", NEEDS_PERSON))}
 
 
 def data_version(store: Store) -> int:

@@ -8,6 +8,7 @@ import socket
 import sqlite3
 from pathlib import Path
 
+from ..states import Reason, RunStatus
 from .db import Store, one_row
 from .events import add_event
 
@@ -31,8 +32,8 @@ def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, n
     with store.write() as conn:
         conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = ?", (now, name))
         for run_id, fence in held:
-            cur = conn.execute("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND fence = ? AND status = 'running'",
-                               (now + lease_s, run_id, fence))
+            cur = conn.execute("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND fence = ? AND status = ?",
+                               (now + lease_s, run_id, fence, RunStatus.RUNNING))
             if cur.rowcount != 1:
                 lost.append(run_id)
     return lost
@@ -46,11 +47,12 @@ def stopped(store: Store, name: str, now: float) -> None:
 def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: float) -> bool:
     """Hand a run back at once (queued, fence bumped so a late write from this worker is refused)."""
     with store.write() as conn:
-        cur = conn.execute("UPDATE runs SET status = 'queued', reason = 'resumed', fence = fence + 1, worker = NULL,"
+        cur = conn.execute("UPDATE runs SET status = ?, reason = ?, fence = fence + 1, worker = NULL,"
                            " lease_expires_at = NULL, updated_at = ? WHERE id = ? AND fence = ?",
-                           (now, run_id, fence))
+                           (RunStatus.QUEUED, Reason.RESUMED, now, run_id, fence))
         if cur.rowcount == 1:
-            add_event(conn, run_id, now, "queued", f"released by {worker} ({why}); claimable now", worker, fence)
+            add_event(conn, run_id, now, RunStatus.QUEUED, f"released by {worker} ({why}); claimable now", worker,
+                      fence)
         return cur.rowcount == 1
 
 
@@ -58,7 +60,7 @@ def workers_listing(store: Store) -> list[dict]:
     """Every worker with the runs it holds now (lease and fence of each)."""
     workers = list(store.db.query("SELECT * FROM workers ORDER BY started_at DESC"))
     held = list(store.db.query("SELECT id, agent, worker, lease_expires_at, fence FROM runs"
-                               " WHERE status = 'running' AND worker IS NOT NULL ORDER BY id"))
+                               " WHERE status = ? AND worker IS NOT NULL ORDER BY id", (RunStatus.RUNNING,)))
     for worker in workers:
         worker["runs"] = [r for r in held if r["worker"] == worker["name"]]
     return workers

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
+
+from ..format import stamp
+from .theme import OFFLINE, Palette, style
 
 LABEL = 12
 
 
-def checkpoint_text(report: dict) -> Text:
+def checkpoint_text(report: dict, colours: Palette = OFFLINE) -> Text:
     run, cp = report["run"], report["checkpoint"]
     text = Text()
 
@@ -30,27 +34,30 @@ def checkpoint_text(report: dict) -> Text:
         field("attempts", f"{cp['step_attempts']} failed at this step")
     if cp.get("soft_position") is not None:
         field("soft", f"crossed at #{cp['soft_position']}: {', '.join(json.loads(cp['soft_dimensions'] or '[]'))}"
-              if isinstance(cp.get("soft_dimensions"), str) else f"crossed at #{cp['soft_position']}", "#ffb000")
-    field("updated", (cp.get("updated_at") or "–").replace("T", " ").removesuffix("Z"))
+              if isinstance(cp.get("soft_dimensions"), str) else f"crossed at #{cp['soft_position']}",
+              style(colours, "text-warning"))
+    field("updated", stamp(cp.get("updated_at")))
     if run.get("parent_id"):
         field("forked", f"from {run['parent_id']} at #{run['fork_step']}")
     if run.get("wake_at"):
-        field("wakes", run["wake_at"].replace("T", " ").removesuffix("Z") + " UTC")
+        field("wakes", stamp(run["wake_at"]) + " UTC")
     if run.get("error"):
-        field("error", run["error"], "bold #ff5f5f")
+        field("error", run["error"], style(colours, "text-error", bold=True))
     if run.get("result") is not None:
-        field("result", json.dumps(run["result"], ensure_ascii=False)[:400], "#4ec94e")
+        field("result", json.dumps(run["result"], ensure_ascii=False)[:400], style(colours, "text-success"))
     text.rstrip()
     return text
 
 
 class CheckpointView(Static):
-    def set_report(self, report: dict) -> None:
-        text = checkpoint_text(report)
-        if text != getattr(self, "text", None):
-            self.text = text
-            self.update(text)
+    text: reactive[Text] = reactive(Text, init=False)    # repainted only when what it says changed
+
+    def set_report(self, report: dict, colours: Palette = OFFLINE) -> None:
+        self.text = checkpoint_text(report, colours)
+
+    def watch_text(self, text: Text) -> None:
+        self.update(text)
 
     @property
     def plain(self) -> str:
-        return getattr(self, "text", Text()).plain
+        return self.text.plain

@@ -2,50 +2,50 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.reactive import reactive
 from textual.widgets import Static
 
-from .timeline import clock
+from ..format import clock
+from ..runtime.clock import now, parse_instant
+from ..states import RunStatus
+from .status import NEEDS_YOU, TONES
+from .theme import OFFLINE, Palette, style
 
-STYLES = {"failed": "bold #ff5f5f", "succeeded": "#4ec94e", "parked": "#8a8a8a", "cancelled": "dim",
-          "claimed": "#4aa3ff", "takeover": "#4aa3ff"}
+# An event that ends or parks the run is painted as the status it gave it, a claim as running; the rest
+# (queued, a wait on time, progress) stay plain so those stand out.
+KIND_TONES = {kind: TONES[kind] for kind in (RunStatus.FAILED, RunStatus.SUCCEEDED, RunStatus.PARKED,
+                                             RunStatus.CANCELLED)} | {
+    "claimed": TONES[RunStatus.RUNNING], "takeover": TONES[RunStatus.RUNNING]}
+NO_EVENTS = Text("no events", style="dim")
 
 
-def _epoch(stamp: str | None) -> float | None:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
-
-
-def event_line(event: dict) -> Text:
+def event_line(event: dict, at: float, colours: Palette = OFFLINE) -> Text:
     line = Text()
-    line.append(f"{clock(_epoch(event['at']))} ", style="dim")
-    style = STYLES.get(event["kind"], "")
-    if event["kind"] == "waiting" and event["message"].startswith("needs a person"):
-        style = "#ffb000"
-    line.append(event["message"], style=style)
+    line.append(f"{clock(parse_instant(event['at']), at)} ", style="dim")
+    tone = KIND_TONES.get(event["kind"], "")
+    if event["kind"] == RunStatus.WAITING and event["message"].startswith("needs a person"):
+        tone = NEEDS_YOU
+    line.append(event["message"], style=style(colours, tone, bold=event["kind"] == RunStatus.FAILED))
     return line
 
 
 class EventsLog(VerticalScroll):
-    """`set_events(report["events"])`; follows the newest event while the view is at the bottom."""
+    """`set_events(report["events"], colours)`; follows the newest event while the view is at the bottom."""
 
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
-        self.events: list[dict] = []
-        self.text = Text()
+    text: reactive[Text] = reactive(Text, init=False)    # repainted only when the log or its colours changed
 
     def compose(self):
         yield Static(id="events-body")
 
-    def set_events(self, events: list[dict]) -> None:
-        if events == self.events:
-            return
-        follow = not self.events or self.scroll_y >= self.max_scroll_y - 1
-        self.events = list(events)
-        self.text = Text("\n").join(event_line(e) for e in events) if events else Text("no events", style="dim")
-        self.query_one("#events-body", Static).update(self.text)
+    def set_events(self, events: list[dict], colours: Palette = OFFLINE) -> None:
+        at = now()
+        self.text = Text("\n").join(event_line(e, at, colours) for e in events) if events else NO_EVENTS
+
+    def watch_text(self, old: Text, text: Text) -> None:
+        follow = old is NO_EVENTS or not old or self.scroll_y >= self.max_scroll_y - 1
+        self.query_one("#events-body", Static).update(text)
         if follow:
             self.call_after_refresh(self.scroll_end, animate=False)
 

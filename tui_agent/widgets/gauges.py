@@ -1,54 +1,37 @@
 """Budget gauges: one bar per dimension with a ceiling (or any use), the soft threshold marked with a
-`│`, the bar amber once past soft and red at the ceiling (the same colours as the runs table)."""
+`│`, the bar in the theme's warning colour once past soft and its error colour at the ceiling (the same
+colours as the runs table's BUDGET column)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widget import Widget
 
+from ..format import amount, count
 from ..runtime.agent import BUDGET_DIMENSIONS
+from .theme import OFFLINE, Palette, follow_theme, palette, style
 
-AMBER = "#ffb000"
-RED = "bold #ff5f5f"
+SOFT, CEILING = "text-warning", "text-error"
 LABELS = {"steps": "steps", "model_calls": "calls", "input_tokens": "tok in", "output_tokens": "tok out",
           "cost_usd": "cost", "tool_calls": "tools", "effects": "effects", "wall_s": "wall"}
 LABEL_WIDTH = max(len(label) for label in LABELS.values())
 
 
-def amount(name: str, value: float | None) -> str:
-    """A budget figure the way people read it: $0.19, 2.1k, 6, 3m 20s."""
-    if value is None:
-        return "–"
-    if name == "cost_usd":
-        if value == 0:
-            return "$0"
-        return f"${value:.2f}" if value >= 0.01 else "$" + f"{value:.4f}".rstrip("0").rstrip(".")
-    if name == "wall_s":
-        if value < 60:
-            return f"{value:.1f}s" if value < 10 else f"{value:.0f}s"
-        minutes, seconds = divmod(int(value), 60)
-        return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
-    for size, unit in ((1_000_000, "M"), (1_000, "k")):
-        if value >= size:
-            shown = f"{value / size:.1f}".removesuffix(".0")
-            return f"{shown}{unit}"
-    return f"{value:g}"
-
-
-def level_style(fraction: float | None, soft: float | None, crossed: bool = False) -> str:
-    """Default below soft, amber from soft, red at the ceiling."""
+def level_style(fraction: float | None, soft: float | None, crossed: bool = False,
+                colours: Palette = OFFLINE) -> str:
+    """Default below soft, the warning colour from soft, the error colour (bold) at the ceiling."""
     if fraction is None:
         return ""
     if fraction >= 1:
-        return RED
+        return style(colours, CEILING, bold=True)
     if crossed or (soft is not None and fraction >= soft):
-        return AMBER
+        return style(colours, SOFT)
     return ""
 
 
 def gauge_line(label: str, used: float, limit: float | None, *, soft: float | None = None, width: int = 40,
                name: str = "", crossed: bool = False, stopped: bool = False,
-               label_width: int = LABEL_WIDTH) -> Text:
+               label_width: int = LABEL_WIDTH, colours: Palette = OFFLINE) -> Text:
     """One gauge as a line of `width` cells: label, bar with the soft mark, used/limit and percent.
     `stopped`: the run stopped on this dimension (its next use would pass the ceiling): the label is red."""
     figures = f"{amount(name, used)}/{amount(name, limit)}" if limit else amount(name, used)
@@ -56,9 +39,9 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
     percent = "" if fraction is None else "<1%" if 0 < fraction < 0.01 else f"{fraction:.0%}"
     tail = f" {figures:>{max(len(figures), 11)}} {percent:>4}"
     bar_width = max(4, width - label_width - 1 - len(tail))
-    style = level_style(fraction, soft, crossed)
+    level = level_style(fraction, soft, crossed, colours)
     line = Text(no_wrap=True, overflow="ellipsis")
-    line.append(f"{label:<{label_width}}", style=RED if stopped else None)
+    line.append(f"{label:<{label_width}}", style=style(colours, CEILING, bold=True) if stopped else None)
     line.append(" ")
     if fraction is None:
         line.append(f"{'no ceiling':<{bar_width}}"[:bar_width], style="dim italic")
@@ -71,16 +54,16 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
         runs: list[tuple[str, str | None]] = []
         for cell, char in enumerate(cells):
             if cell == mark:
-                char, cell_style = "│", (f"bold {style}" if cell < filled else "bold")
+                char, cell_style = "│", (f"bold {level}" if cell < filled else "bold")
             else:
-                cell_style = (style or None) if cell < filled else "dim"
+                cell_style = (level or None) if cell < filled else "dim"
             if runs and runs[-1][1] == cell_style:
                 runs[-1] = (runs[-1][0] + char, cell_style)
             else:
                 runs.append((char, cell_style))
         for chars, cell_style in runs:
             line.append(chars, style=cell_style)
-    line.append(tail, style=style or None)
+    line.append(tail, style=level or None)
     return line
 
 
@@ -102,6 +85,9 @@ class BudgetGauges(Widget):
         self.budget: dict = {"soft": None, "on_exhaust": None, "dimensions": {}}
         self.stopped: str | None = None
 
+    def on_mount(self) -> None:
+        follow_theme(self, self.refresh)
+
     def set_budget(self, budget: dict, stopped: str | None = None) -> None:
         """`stopped`: the dimension the run stopped on (its reason `budget:<dimension>`), if any."""
         if budget != self.budget or stopped != self.stopped:
@@ -110,16 +96,16 @@ class BudgetGauges(Widget):
             self.refresh(layout=grew)
 
     def lines(self, width: int) -> list[Text]:
-        soft = self.budget.get("soft")
+        soft, colours = self.budget.get("soft"), palette(self.app)
         rows = [gauge_line(LABELS.get(name, name), row["used"], row["limit"], soft=soft, width=width, name=name,
-                           crossed=row.get("soft_crossed", False), stopped=name == self.stopped)
+                           crossed=row.get("soft_crossed", False), stopped=name == self.stopped, colours=colours)
                 for name, row in gauge_rows(self.budget)]
         if not rows:
             return [Text("no ceilings and nothing used yet", style="dim")]
         read, written = self.budget.get("cache_read_tokens"), self.budget.get("cache_write_tokens")
         if read or written:  # the prompt cache's share of the input tokens, priced apart
-            rows.append(Text(f"{'cache':<{LABEL_WIDTH}} read {amount('', read or 0)} · written "
-                             f"{amount('', written or 0)} of tok in", style="dim", no_wrap=True, overflow="ellipsis"))
+            rows.append(Text(f"{'cache':<{LABEL_WIDTH}} read {count(read or 0)} · written "
+                             f"{count(written or 0)} of tok in", style="dim", no_wrap=True, overflow="ellipsis"))
         notes = []
         if soft:
             notes.append(f"│ soft {soft:.0%}")

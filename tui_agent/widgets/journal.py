@@ -5,7 +5,6 @@ as raw JSON (`v`)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from rich.json import JSON
@@ -13,29 +12,16 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ..format import clock, cost, duration_ms, span, usd
 from ..report import PROVIDERS
-from ..runtime.clock import now
-from .gauges import amount
-from .timeline import TimelineItem, clock, duration
+from ..runtime.clock import now, parse_instant
+from ..states import IN_DOUBT, EffectState
+from .theme import OFFLINE, Palette, style
+from .timeline import TimelineItem
 
 LABEL = 9
-GREEN, AMBER, RED = "#4ec94e", "#ffb000", "bold #ff5f5f"
-EFFECT_STATES = {"confirmed": GREEN, "unknown": AMBER, "attempted": AMBER, "not_done": "", "intended": ""}
-
-
-def span(seconds: float) -> str:
-    """A human length of time: 45s, 12m, 23h 37m, 3d 4h."""
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
+GOOD, DOUBT, BAD = "text-success", "text-warning", "text-error"
+EFFECT_TONES = {EffectState.CONFIRMED: GOOD, EffectState.UNKNOWN: DOUBT, EffectState.ATTEMPTED: DOUBT}
 
 
 def pretty_json(value: Any) -> Text:
@@ -61,14 +47,14 @@ def _field(text: Text, label: str, value: str | Text, style: str | None = None) 
     text.append("\n")
 
 
-def effect_lines(effect: dict, at: float | None = None) -> Text:
+def effect_lines(effect: dict, at: float | None = None, colours: Palette = OFFLINE) -> Text:
     """A ledger row for people: state, key, service and how long it remembers the key, attempts, fence."""
     at = at or now()
     text = Text()
     state = effect["state"]
-    when = (f" (attempted {clock(effect['attempted_at'])} by {effect.get('attempted_by') or '–'}, "
+    when = (f" (attempted {clock(effect['attempted_at'], at)} by {effect.get('attempted_by') or '–'}, "
             f"fence {effect.get('fence')})") if effect.get("attempted_at") else ""
-    _field(text, "state", Text.assemble((state, EFFECT_STATES.get(state, "") or ""), when))
+    _field(text, "state", Text.assemble((state, style(colours, EFFECT_TONES.get(state, ""))), when))
     _field(text, "key", effect["key"])
     window = effect.get("dedupe_ttl_s")
     service = [effect.get("service") or "the service"]
@@ -82,15 +68,15 @@ def effect_lines(effect: dict, at: float | None = None) -> Text:
                    else "no lookup")
     _field(text, "service", " · ".join(service))
     first = effect.get("first_attempted_at")
-    _field(text, "attempts", f"{effect['attempts']}" + (f" (first {clock(first)})" if first and
+    _field(text, "attempts", f"{effect['attempts']}" + (f" (first {clock(first, at)})" if first and
                                                          effect["attempts"] > 1 else ""))
     if effect.get("done_by"):
         _field(text, "done by", f"{effect['done_by']} (this run reused its confirmed result)")
     if effect.get("decided_by"):
-        _field(text, "decided", f"by {effect['decided_by']} at {clock(effect.get('decided_at'))}"
+        _field(text, "decided", f"by {effect['decided_by']} at {clock(effect.get('decided_at'), at)}"
                + (f": {effect['note']}" if effect.get("note") else ""))
-    if state in ("unknown", "attempted"):
-        text.append("may or may not have happened: c reconciles\n", style=AMBER)
+    if state in IN_DOUBT:
+        text.append("may or may not have happened: c reconciles\n", style=style(colours, DOUBT))
     return text
 
 
@@ -108,7 +94,7 @@ def model_lines(reply: Any, cost: float | None) -> Text:
     text.append("usage ", style="dim")
     text.append(" · ".join(parts))
     text.append(" · cost ", style="dim")
-    text.append(amount("cost_usd", cost) if cost is not None else "unknown (no price for this model)", style="bold")
+    text.append(usd(cost) if cost is not None else "unknown (no price for this model)", style="bold")
     head = " · ".join(str(p) for p in (reply.get("model"), reply.get("stop_reason") and
                                           f"stop {reply['stop_reason']}") if p)
     if head:
@@ -138,7 +124,7 @@ _CALL_STATES = {"answered": "answered", "failed": "failed", "in_flight": "in fli
                 "died": "in flight when the worker died"}
 
 
-def call_lines(calls: list[dict]) -> Text:
+def call_lines(calls: list[dict], colours: Palette = OFFLINE) -> Text:
     """Each attempt of a model call: who answered it, or that its worker died while it was in flight (the
     API may have billed it, so its reservation stays counted)."""
     text = Text("calls\n", style="dim")
@@ -146,18 +132,19 @@ def call_lines(calls: list[dict]) -> Text:
         request = call["request"]
         state = _CALL_STATES.get(call["state"], call["state"])
         text.append(f"  {call['call']}  ")
-        text.append(state, style=AMBER if call["state"] == "died" else RED if call["state"] == "failed" else None)
+        tone = DOUBT if call["state"] == "died" else BAD if call["state"] == "failed" else ""
+        text.append(state, style=style(colours, tone, bold=tone == BAD) or None)
         parts = [f"{PROVIDERS.get(call['provider'], call['provider'])} {call['model']}", call.get("request_id"),
                  f"{call['tokens']:,} tokens" if call.get("tokens") is not None else None,
-                 duration(call["elapsed_s"] * 1000), f"fence {call['fence']}"]
+                 duration_ms(call["elapsed_s"] * 1000), f"fence {call['fence']}"]
         if call["state"] == "answered":
-            parts.append(amount("cost_usd", call["cost_usd"]) if call["cost_usd"] is not None else "cost unknown")
+            parts.append(cost(call["cost_usd"]))
         elif call["state"] == "died":
             held = call["reserved_usd"]
-            parts.append(f"possibly billed {amount('cost_usd', held)}" if held is not None else "cost unknown")
+            parts.append(f"possibly billed {usd(held)}" if held is not None else cost(None))
         text.append(" · " + " · ".join(p for p in parts if p) + "\n", style="dim")
         if call.get("error"):
-            text.append(f"     {call['error']}\n", style=RED)
+            text.append(f"     {call['error']}\n", style=style(colours, BAD, bold=True))
         new = len(request.get("messages") or [])
         text.append(f"     asked: max_tokens {request.get('max_tokens')} · {new} new message{'s' * (new != 1)}"
                     + (f" after {request['after']}" if request.get("after") else "")
@@ -166,13 +153,14 @@ def call_lines(calls: list[dict]) -> Text:
     return text
 
 
-def human(item: TimelineItem, situation: str = "", at: float | None = None) -> Text:
+def human(item: TimelineItem, situation: str = "", at: float | None = None, colours: Palette = OFFLINE) -> Text:
     """The selected entry for people."""
+    at = at or now()
     text = Text()
     entry, step = item.entry, item.step or {}
     if entry is not None:
         meta = [item.kind, f"attempts {item.attempts}" if item.attempts > 1 else None,
-                duration(item.duration_ms) or None, f"started {clock(_epoch(entry.get('started_at')))}",
+                duration_ms(item.duration_ms) or None, f"started {clock(_epoch(entry.get('started_at')), at)}",
                 f"fence {entry.get('fence')}"]
         text.append(" · ".join(m for m in meta if m) + "\n", style="dim")
         if entry.get("artifact"):
@@ -182,10 +170,10 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
         text.append(model_lines(entry["result"], step.get("cost_usd")))
         if item.calls:
             text.append("\n\n")
-            text.append(call_lines(item.calls))
+            text.append(call_lines(item.calls, colours))
     elif item.kind == "effect":
         if item.effect:
-            text.append(effect_lines(item.effect, at))
+            text.append(effect_lines(item.effect, at, colours))
         if entry is not None:
             text.append("\nresult\n", style="dim")
             text.append(pretty_json(entry["result"]))
@@ -196,9 +184,9 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
     elif item.kind == "sleep" and entry is not None:
         wake = entry["result"].get("wake_at") if isinstance(entry["result"], dict) else None
         if wake:
-            left = wake - (at or now())
-            _field(text, "wakes at" if left > 0 else "woke at", clock(wake) + (f" (in {span(left)})" if left > 0
-                                                                              else ""))
+            left = wake - at
+            _field(text, "wakes at" if left > 0 else "woke at", clock(wake, at) + (f" (in {span(left)})" if left > 0
+                                                                                  else ""))
         text.append(pretty_json(entry["result"]))
     elif item.kind == "approval":
         a = item.approval or {}
@@ -207,22 +195,22 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
         if entry is not None and isinstance(entry["result"], dict):
             r = entry["result"]
             _field(text, "decision", "approved" if r.get("approved") else "denied",
-                   GREEN if r.get("approved") else RED)
+                   style(colours, GOOD) if r.get("approved") else style(colours, BAD, bold=True))
             _field(text, "by", f"{r.get('by') or '–'} at {r.get('at') or '–'}")
             if r.get("note"):
                 _field(text, "note", r["note"])
         elif a.get("decision"):
             _field(text, "decision", f"{a['decision']} by {a.get('decided_by') or '–'}")
         else:
-            text.append("waits for your answer: a approves or denies\n", style=AMBER)
+            text.append("waits for your answer: a approves or denies\n", style=style(colours, DOUBT))
     elif item.kind == "tool" and entry is not None and isinstance(entry["result"], dict):
         r = entry["result"]
         _field(text, "for", r.get("tool_use_id", ""))
         if r.get("is_error"):
-            _field(text, "error", "went back to the model as an error result", RED)
+            _field(text, "error", "went back to the model as an error result", style(colours, BAD, bold=True))
         text.append("\n" + str(r.get("content", "")))
     elif item.kind == "failure" and entry is not None and isinstance(entry["result"], dict):
-        _field(text, "error", entry["result"].get("error", ""), RED)
+        _field(text, "error", entry["result"].get("error", ""), style(colours, BAD, bold=True))
         _field(text, "print", entry["result"].get("fingerprint", ""))
     elif entry is not None:
         text.append(pretty_json(entry["result"]))
@@ -231,7 +219,7 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None) -> T
         text.append("\n")
         if item.calls:
             text.append("\n")
-            text.append(call_lines(item.calls))
+            text.append(call_lines(item.calls, colours))
     return text
 
 
@@ -256,7 +244,7 @@ def raw(item: TimelineItem, report: dict) -> Text:
 
 
 def _epoch(stamp: str | None) -> float | None:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+    return parse_instant(stamp) if stamp else None
 
 
 class JournalViewer(VerticalScroll):

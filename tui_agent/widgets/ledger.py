@@ -6,8 +6,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from .journal import EFFECT_STATES, key_window
-from .timeline import clock
+from ..format import clock
+from .journal import EFFECT_TONES, key_window
+from .theme import Palette, palette, style
 
 # the key last: it is the longest, and on a small terminal the columns before it matter more
 COLUMNS = [("NAME", "name"), ("STATE", "state"), ("ATT", "att"), ("LAST ATTEMPT", "last"), ("KEY WINDOW", "window"),
@@ -27,7 +28,8 @@ class EffectLedger(DataTable):
             self.add_column(label, key=key)
 
     def set_effects(self, effects: list[dict], generation: int, at: float) -> None:
-        rows = [self._cells(e, generation, at) for e in effects]
+        colours = palette(self.app)
+        rows = [self._cells(e, generation, at, colours) for e in effects]
         if [r[1] for r in rows] == [r[1] for r in self.rows_shown] and rows == self.rows_shown:
             return
         keep = self.cursor_row
@@ -39,13 +41,13 @@ class EffectLedger(DataTable):
             self.move_cursor(row=min(keep, len(rows) - 1), animate=False)
 
     @staticmethod
-    def _cells(e: dict, generation: int, at: float) -> tuple[tuple, str]:
+    def _cells(e: dict, generation: int, at: float, colours: Palette) -> tuple[tuple, str]:
         old = e["generation"] != generation
         dim = "dim" if old else ""
         name = f"{e['name']} (g{e['generation']})" if old else e["name"]
-        state = Text(e["state"], style=dim or EFFECT_STATES.get(e["state"], ""))
+        state = Text(e["state"], style=dim or style(colours, EFFECT_TONES.get(e["state"], "")))
         cells = (Text(name, style=dim), state, Text(str(e["attempts"]), style=dim),
-                 Text(clock(e["attempted_at"]) if e["attempted_at"] else "–", style=dim),
+                 Text(clock(e["attempted_at"], at), style=dim),
                  Text(key_window(e, at), style=dim), Text(e["key"], style=dim))
         return cells, f"{e['generation']}:{e['position']}"
 

@@ -7,22 +7,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..report import PROVIDERS, live_line, needs_person
+from ..format import clock, cost, duration_ms, usd_narrow
+from ..report import PROVIDERS, live_line
 from ..runtime.clock import now
-from .gauges import amount
-from .status import NEEDS_YOU, mark_of, style_of
+from ..states import IN_DOUBT, EffectState, Reason, RunStatus, needs_person
+from .status import NEEDS_YOU, bold_of, mark_of, tone_of
+from .theme import palette, style
 
 DONE, DOUBT, FAILED, WAITING = "✓", "?", "✗", "◔"
-GREEN, RED, CYAN = "#4ec94e", "bold #ff5f5f", "#3cc6c6"
+DONE_TONE, FAILED_TONE, WAITING_TONE = "text-success", "text-error", "text-secondary"
 TAGS = {"model": "model", "effect": "effect", "sleep": "sleep", "approval": "ask", "progress": "progress",
         "failure": "failure", "tool": "tool"}
-IN_DOUBT = ("unknown", "attempted")
 
 
 @dataclass
@@ -33,7 +33,7 @@ class TimelineItem:
     name: str
     kind: str
     mark: str
-    mark_style: str
+    tone: str                          # the theme variable the mark (and a spread note) is painted with
     note: str = ""
     duration_ms: float | None = None
     attempts: int = 1
@@ -44,6 +44,7 @@ class TimelineItem:
     approval: dict | None = None       # the approvals row, for approvals
     calls: list[dict] = field(default_factory=list)  # a model call's attempts (the report's model_calls)
     run: dict = field(default_factory=dict)
+    bold: bool = False
 
     @property
     def key(self) -> str:
@@ -85,29 +86,6 @@ def model_label(call: dict) -> str:
     return call["model"].removeprefix("claude-")
 
 
-def duration(ms: float | None) -> str:
-    if ms is None:
-        return ""
-    if ms < 10:
-        return f"{ms:.1f}ms"
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, seconds = divmod(int(seconds), 60)
-    return f"{minutes}m {seconds:02d}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60:02d}m"
-
-
-def clock(ts: float | None) -> str:
-    """Local wall time, with the date when it is not today."""
-    if ts is None:
-        return "–"
-    at = datetime.fromtimestamp(ts).astimezone()
-    today = datetime.fromtimestamp(now()).astimezone().date()
-    return at.strftime("%H:%M:%S") if at.date() == today else at.strftime("%m-%d %H:%M")
-
-
 def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
     """The current generation's entries in order, then where the run stands (when it is not done)."""
     run, checkpoint = report["run"], report["checkpoint"]
@@ -124,20 +102,20 @@ def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
             continue
         position, kind = entry["position"], entry["kind"]
         step = steps.get(position, {})
-        mark, style, note = DONE, GREEN, ""
+        mark, tone, bold, note = DONE, DONE_TONE, False, ""
         if kind == "failure":
-            mark, style = FAILED, RED
+            mark, tone, bold = FAILED, FAILED_TONE, True
             note = (entry["result"] or {}).get("fingerprint", "") if isinstance(entry["result"], dict) else ""
-        elif kind == "sleep" and run["status"] == "waiting" and run["reason"] == "sleep" \
+        elif kind == "sleep" and run["status"] == RunStatus.WAITING and run["reason"] == Reason.SLEEP \
                 and position == checkpoint.get("current_step", 0) - 1:
-            mark, style = WAITING, CYAN
+            mark, tone = WAITING, WAITING_TONE
             wake = (entry["result"] or {}).get("wake_at") if isinstance(entry["result"], dict) else None
-            note = f"until {clock(wake)}" if wake else "sleeping"
+            note = f"until {clock(wake, now())}" if wake else "sleeping"
         elif kind == "approval" and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
             note = "denied"
-        items.append(TimelineItem(position, entry["name"], kind, mark, style, note, step.get("duration_ms"),
+        items.append(TimelineItem(position, entry["name"], kind, mark, tone, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
-                                  ledger.get(position), asked.get(position), calls.get(position, []), run))
+                                  ledger.get(position), asked.get(position), calls.get(position, []), run, bold))
     pending = _pending(report, ledger, asked, {i.position for i in items}, calls)
     if pending:
         items.append(pending)
@@ -152,22 +130,23 @@ def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int],
     if waiting_effects:
         e = waiting_effects[-1]
         if e["state"] in IN_DOUBT:
-            mark, style = DOUBT, NEEDS_YOU
-        elif e["state"] == "confirmed":
-            mark, style = DONE, GREEN
+            mark, tone = DOUBT, NEEDS_YOU
+        elif e["state"] == EffectState.CONFIRMED:
+            mark, tone = DONE, DONE_TONE
         else:
-            mark, style = WAITING, CYAN
-        return TimelineItem(e["position"], e["name"], "effect", mark, style, e["state"], attempts=e["attempts"],
-                            effect=e, run=run)
+            mark, tone = WAITING, WAITING_TONE
+        return TimelineItem(e["position"], e["name"], "effect", mark, tone, e["state"], attempts=e["attempts"],
+                            effect=e, run=run, bold=tone == NEEDS_YOU)
     questions = [a for p, a in sorted(asked.items()) if p not in recorded]
     if questions:
         a = questions[-1]
-        style = NEEDS_YOU if needs_person(status, reason) else CYAN
+        asks = needs_person(status, reason)
         note = "waits for you" if a["decision"] is None else a["decision"]
-        return TimelineItem(a["position"], a["name"], "approval", WAITING, style, note, approval=a, run=run)
-    if status in ("succeeded", "cancelled") and not run.get("error"):
+        return TimelineItem(a["position"], a["name"], "approval", WAITING, NEEDS_YOU if asks else WAITING_TONE, note,
+                            approval=a, run=run, bold=asks)
+    if status in (RunStatus.SUCCEEDED, RunStatus.CANCELLED) and not run.get("error"):
         return None
-    if status == "waiting" and reason == "sleep":
+    if status == RunStatus.WAITING and reason == Reason.SLEEP:
         return None                       # the sleep entry itself carries the wait
     position = checkpoint.get("current_step") or 0
     if position in recorded:
@@ -177,28 +156,35 @@ def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int],
         return asking
     failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
     name = failing.group(1) if failing else "next step"
-    if status in ("parked", "waiting") and reason:
-        label = reason if reason != "retry" else f"retry after {checkpoint.get('step_attempts') or 0} attempt(s)"
-    elif status == "running" and run.get("worker"):
+    if status in (RunStatus.PARKED, RunStatus.WAITING) and reason:
+        label = reason if reason != Reason.RETRY else f"retry after {checkpoint.get('step_attempts') or 0} attempt(s)"
+    elif status == RunStatus.RUNNING and run.get("worker"):
         label = f"running on {run['worker']}"
     else:
         label = status
-    return TimelineItem(position, name, "pending", mark_of(status, reason), style_of(status, reason) or "bold",
-                        label, attempts=(checkpoint.get("step_attempts") or 0) + (status == "running"), run=run)
+    return _standing(run, position, name, label,
+                     attempts=(checkpoint.get("step_attempts") or 0) + (status == RunStatus.RUNNING))
+
+
+def _standing(run: dict, position: int, name: str, note: str, **fields) -> TimelineItem:
+    """The pending row, marked and painted as the run's status: the row says where the run stands (a queued
+    run's, in the plain foreground, in bold so that it still stands out)."""
+    status, reason = run["status"], run["reason"]
+    return TimelineItem(position, name, "pending", mark_of(status, reason), tone_of(status, reason), note, run=run,
+                        bold=bold_of(status, reason) or status == RunStatus.QUEUED, **fields)
 
 
 def _asking(position: int, calls: list[dict], report: dict) -> TimelineItem | None:
     """A model call with no reply recorded: streaming now, or in flight when its worker died (else None)."""
-    run, checkpoint = report["run"], report["checkpoint"]
-    status, reason, last = run["status"], run["reason"], calls[-1]
+    run, checkpoint, last = report["run"], report["checkpoint"], calls[-1]
     if last["state"] not in ("in_flight", "died"):
         return None
-    item = TimelineItem(position, last["name"], "pending", mark_of(status, reason), style_of(status, reason) or "bold",
-                        "", attempts=(checkpoint.get("step_attempts") or 0) + 1, calls=calls, run=run)
+    item = _standing(run, position, last["name"], "", attempts=(checkpoint.get("step_attempts") or 0) + 1,
+                     calls=calls)
     if last["state"] == "in_flight":
         item.note = live_line(last["name"], last["provider"], last["tokens"] or 0, last["elapsed_s"])
     else:
-        billed = amount("cost_usd", item.possibly_billed) if item.possibly_billed else "cost unknown"
+        billed = cost(item.possibly_billed or None)
         item.note = f"in flight when the worker died · possibly billed {billed}"
     return item
 
@@ -272,7 +258,7 @@ class Timeline(OptionList):
     def _timing(item: TimelineItem) -> str:
         if item.pending or (item.note and not item.duration_ms):
             return item.note
-        return duration(item.duration_ms)
+        return duration_ms(item.duration_ms)
 
     @staticmethod
     def _extra(item: TimelineItem, with_tag: bool) -> str:
@@ -282,10 +268,9 @@ class Timeline(OptionList):
         if item.attempts > 1:
             parts.append(f"↺{item.attempts}")
         if item.kind == "model":
-            parts.append(amount("cost_usd", item.cost_usd).replace("$0.", "$.") if item.cost_usd is not None
-                         else "$?")
+            parts.append(usd_narrow(item.cost_usd) if item.cost_usd is not None else "$?")
             if item.possibly_billed:
-                parts.append("+" + amount("cost_usd", item.possibly_billed).replace("$0.", "$.") + "?")
+                parts.append("+" + usd_narrow(item.possibly_billed) + "?")
         elif item.note and item.duration_ms and not item.pending:
             parts.append(item.note)
         return " ".join(p for p in parts if p)
@@ -320,29 +305,32 @@ class Timeline(OptionList):
             tag_w, extra_w, room = widths(True)
         folded = tag_w == 0
         name_w = max(6, min(room, longest + 1))
+        colours = palette(self.app)
         prompts = []
         for item, shown in zip(self.items, names):
-            prompt = self._prompt(item, shown, name_w, tag_w, time_w, extra_w, folded)
+            mark = style(colours, item.tone, item.bold) or None
+            prompt = self._prompt(item, mark, shown, name_w, tag_w, time_w, extra_w, folded)
             prompt.truncate(width, overflow="ellipsis")
             prompts.append(prompt)
         return prompts
 
-    def _prompt(self, item: TimelineItem, full: str, name_w: int, tag_w: int, time_w: int, extra_w: int,
-                folded: bool) -> Text:
+    def _prompt(self, item: TimelineItem, mark: str | None, full: str, name_w: int, tag_w: int, time_w: int,
+                extra_w: int, folded: bool) -> Text:
+        """One row; `mark` is the style of the item's mark in the current theme."""
         line = Text(no_wrap=True, overflow="ellipsis")
-        line.append(item.mark, style=item.mark_style or None)
+        line.append(item.mark, style=mark)
         line.append(" ")
         name = full if len(full) <= name_w else full[: max(1, name_w - 1)] + "…"
         if self._spread(item):
             shown = full if len(full) < name_w else name
             line.append(f"{shown:<{min(name_w, len(shown) + 2)}} ", style="bold" if item.pending else None)
-            line.append(self._timing(item), style=item.mark_style or None)
+            line.append(self._timing(item), style=mark)
             return line
         line.append(f"{name:<{name_w}} ")
         if tag_w:
             line.append(f"{self._tag(item):<{tag_w}} ", style="dim")
         if time_w:
-            line.append(f"{self._timing(item):>{time_w}} ", style="dim" if not item.note else item.mark_style or None)
+            line.append(f"{self._timing(item):>{time_w}} ", style="dim" if not item.note else mark)
         if extra_w:
             extra = self._extra(item, folded)
             tag = TAGS.get(item.kind, "") if folded and item.kind != "model" else ""
