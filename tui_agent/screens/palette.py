@@ -13,9 +13,6 @@ from . import run_actions
 
 HELP = "the same action as the CLI's"
 
-ACTIONS = [("Resume", run_actions.resume), ("Park", run_actions.park), ("Cancel", run_actions.cancel),
-           ("Approve or deny", run_actions.approve), ("Reconcile an effect", run_actions.reconcile),
-           ("Raise a budget ceiling", run_actions.raise_budget)]
 
 
 class RunCommands(Provider):
@@ -30,16 +27,16 @@ class RunCommands(Provider):
         if not run_id:
             return commands
         run = get_run(app.reader, run_id)
-        commands += [(f"{label} {run_id}", partial(act, app, run_id)) for label, act in ACTIONS
-                     if run_actions.WHY_NOT[act](app, run) is None]
+        item = screen.selected if isinstance(screen, RunScreen) else None
+        commands += [(f"{action.title} {run_id}", partial(action.do, app, run_id, item))
+                     for action in run_actions.RUN_ACTIONS.values() if action.name != "fork"
+                     and action.why_not(app, run) is None]
         # On the run screen, from the position selected in the timeline; elsewhere from where the run
         # stopped, the one position a person can name without seeing the timeline.
-        item = screen.selected if isinstance(screen, RunScreen) else None
         position, why = run_actions.why_not_fork(app, run, item.position if item else None)
         if why is None:
             where = f"at #{position} {item.name}" if item else f"from where it stopped (#{position})"
-            commands.append((f"Fork {run_id} {where}",
-                             partial(run_actions.fork, app, run_id, position, item.name if item else None)))
+            commands.append((f"Fork {run_id} {where}", partial(run_actions.fork, app, run_id, item)))
         return commands
 
     async def discover(self) -> Hits:

@@ -37,18 +37,13 @@ LOWER = [("budget", "Budget"), ("events", "Events"), ("ledger", "Effects"), ("ch
 WIDE_AT = (110, 32)          # below either (columns, rows), the lower panes become tabs
 
 
-class RunScreen(Screen):
+class RunScreen(run_actions.RunActionKeys, Screen):
     CSS_PATH = "run.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back"),
-        Binding("r", "resume", "Resume"),
-        Binding("p", "park", "Park"),
-        Binding("c", "reconcile", "Reconcile"),
-        Binding("a", "approve", "Approve"),
-        Binding("f", "fork", "Fork here"),
-        Binding("b", "budget", "Budget"),
+        *run_actions.bindings("resume", "park", "reconcile", "approve", "fork", "budget"),
         Binding("v", "toggle_json", "JSON"),
-        Binding("x", "cancel", "Cancel"),
+        *run_actions.bindings("cancel"),
         Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
@@ -267,33 +262,6 @@ class RunScreen(Screen):
         keys = [key for key, _ in LOWER]
         tabs.active = f"tab-{keys[(keys.index(self.pane) + 1) % len(keys)]}"
 
-    def action_resume(self) -> None:
-        run_actions.resume(self.app, self.run_id)
-
-    def action_park(self) -> None:
-        run_actions.park(self.app, self.run_id)
-
-    def action_cancel(self) -> None:
-        run_actions.cancel(self.app, self.run_id)
-
-    def action_approve(self) -> None:
-        run_actions.approve(self.app, self.run_id)
-
-    def action_budget(self) -> None:
-        run_actions.raise_budget(self.app, self.run_id)
-
-    def action_reconcile(self) -> None:
-        """The effect selected in the timeline when it is in doubt, else the run's doubtful one."""
-        item = self.selected
-        if item is not None and item.in_doubt:
-            run_actions.reconcile(self.app, self.run_id, item.effect)
-        else:
-            run_actions.reconcile(self.app, self.run_id)
-
-    def action_fork(self) -> None:
-        """A new run keeping the entries before the selected position; that position runs anew."""
-        item = self.selected
-        if item is None:
-            self.notify("select a position in the timeline first", severity="warning")
-            return
-        run_actions.fork(self.app, self.run_id, item.position, item.name)
+    def run_target(self) -> tuple[str, TimelineItem | None]:
+        """This run, and the timeline's selected position (a fork starts there, a doubtful effect is reconciled)."""
+        return self.run_id, self.selected

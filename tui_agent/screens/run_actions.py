@@ -1,9 +1,15 @@
-"""The run actions shared by the runs screen, the run screen and the command palette: each opens
-its modal when it needs an answer and acts through operate.py via `app.act`."""
+"""The run actions, defined once for the runs screen, the run screen and the command palette: each one's key,
+label and palette title, operate.py's rule for whether it applies, and the deed, which opens its modal when it
+needs an answer and acts through operate.py via `app.act`. The screens' bindings, their `action_run` and the
+palette's commands are all read from `RUN_ACTIONS`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from textual.binding import Binding
 
 from .. import operate
 from ..report import run_report
@@ -15,6 +21,7 @@ from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, Reconc
 
 if TYPE_CHECKING:
     from ..app import TuiAgentApp
+    from ..widgets.timeline import TimelineItem
 
 
 def _why_not_approve(app: TuiAgentApp, run: dict) -> str | None:
@@ -40,18 +47,22 @@ def _applies(app: TuiAgentApp, run_id: str, why_not) -> dict | None:
     return run
 
 
-def resume(app: TuiAgentApp, run_id: str) -> None:
-    if _applies(app, run_id, WHY_NOT[resume]):
+def _why_not_resume(app: TuiAgentApp, run: dict) -> str | None:
+    return operate.why_not_resume(run)
+
+
+def resume(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    if _applies(app, run_id, _why_not_resume):
         app.act(operate.resume, app.store, run_id, done=f"{run_id} resumed; a worker will pick it up")
 
 
-def park(app: TuiAgentApp, run_id: str) -> None:
-    if _applies(app, run_id, WHY_NOT[park]):
+def park(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    if _applies(app, run_id, lambda app, run: operate.why_not_park(run)):
         app.act(operate.park, app.store, run_id, done=f"{run_id} parked")
 
 
-def cancel(app: TuiAgentApp, run_id: str) -> None:
-    if not _applies(app, run_id, WHY_NOT[cancel]):
+def cancel(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    if not _applies(app, run_id, lambda app, run: operate.why_not_cancel(run)):
         return
 
     def confirmed(yes: bool | None) -> None:
@@ -62,8 +73,8 @@ def cancel(app: TuiAgentApp, run_id: str) -> None:
                                  "Cancel the run", "Keep it"), confirmed)
 
 
-def approve(app: TuiAgentApp, run_id: str) -> None:
-    run = _applies(app, run_id, WHY_NOT[approve])
+def approve(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    run = _applies(app, run_id, _why_not_approve)
     if run is None:
         return
 
@@ -77,11 +88,12 @@ def approve(app: TuiAgentApp, run_id: str) -> None:
     app.push_screen(ApproveModal(run_id, question["question"]), decided)
 
 
-def reconcile(app: TuiAgentApp, run_id: str, effect: dict | None = None) -> None:
-    run = _applies(app, run_id, WHY_NOT[reconcile])
+def reconcile(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    """The effect selected in the timeline when it is in doubt, else the run's doubtful one."""
+    run = _applies(app, run_id, _why_not_reconcile)
     if run is None:
         return
-    effect = effect or _in_doubt(app, run)[-1]
+    effect = item.effect if item is not None and item.in_doubt else _in_doubt(app, run)[-1]
     ref = str(effect["position"])
     actions = {"ask": operate.reconcile_ask, "not-done": operate.reconcile_not_done, "abandon": operate.abandon}
 
@@ -100,8 +112,8 @@ def reconcile(app: TuiAgentApp, run_id: str, effect: dict | None = None) -> None
     app.push_screen(ReconcileModal(effect), decided)
 
 
-def raise_budget(app: TuiAgentApp, run_id: str) -> None:
-    run = _applies(app, run_id, WHY_NOT[raise_budget])
+def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    run = _applies(app, run_id, _why_not_resume)
     if run is None:
         return
 
@@ -113,14 +125,6 @@ def raise_budget(app: TuiAgentApp, run_id: str) -> None:
     app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
 
-# Each run action's rule, from operate.py: the key handlers refuse with its words, the palette offers
-# only the actions that apply.
-WHY_NOT = {resume: lambda app, run: operate.why_not_resume(run), park: lambda app, run: operate.why_not_park(run),
-           cancel: lambda app, run: operate.why_not_cancel(run), approve: _why_not_approve,
-           reconcile: _why_not_reconcile,
-           raise_budget: lambda app, run: operate.why_not_resume(run)}
-
-
 def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:
     """The position a fork starts from (None: where the run stopped, after every entry it recorded) and
     operate.py's rule for it."""
@@ -129,11 +133,12 @@ def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tu
     return position, operate.why_not_fork(recorded, position)
 
 
-def fork(app: TuiAgentApp, run_id: str, position: int | None = None, name: str | None = None) -> None:
-    """A new run keeping the journal before `position`, which runs anew (None: all the run recorded, so the
-    new run goes on from where this one stopped); asks first, then opens the new run."""
+def fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    """A new run keeping the journal before the selected position, which runs anew (no selection: all the run
+    recorded, so the new run goes on from where this one stopped); asks first, then opens the new run."""
     run = get_run(app.reader, run_id)
-    position, why = why_not_fork(app, run, position)
+    position, why = why_not_fork(app, run, item.position if item else None)
+    name = item.name if item else None
     if why:
         app.notify(f"{run_id}: {why}", severity="warning")
         return
@@ -164,3 +169,49 @@ def new_run(app: TuiAgentApp) -> None:
                     done=lambda started: f"{started[0]} queued ({agent}); a worker will pick it up")
 
     app.push_screen(NewRunModal(app.registry.names()), chosen)
+
+
+@dataclass(frozen=True)
+class RunAction:
+    """One thing a person does to a run. `why_not(app, run)` is operate.py's rule (None: it applies now): the
+    key refuses with its words, and the palette offers only what applies."""
+
+    name: str
+    key: str
+    label: str
+    title: str
+    why_not: Callable[[TuiAgentApp, dict], str | None]
+    do: Callable[[TuiAgentApp, str, TimelineItem | None], None]
+
+    def binding(self, show: bool = True) -> Binding:
+        return Binding(self.key, f"run('{self.name}')", self.label, show=show)
+
+
+RUN_ACTIONS = {action.name: action for action in (
+    RunAction("resume", "r", "Resume", "Resume", _why_not_resume, resume),
+    RunAction("park", "p", "Park", "Park", lambda app, run: operate.why_not_park(run), park),
+    RunAction("cancel", "x", "Cancel", "Cancel", lambda app, run: operate.why_not_cancel(run), cancel),
+    RunAction("approve", "a", "Approve", "Approve or deny", _why_not_approve, approve),
+    RunAction("reconcile", "c", "Reconcile", "Reconcile an effect", _why_not_reconcile, reconcile),
+    RunAction("budget", "b", "Budget", "Raise a budget ceiling", _why_not_resume, raise_budget),
+    RunAction("fork", "f", "Fork here", "Fork", lambda app, run: why_not_fork(app, run)[1], fork),
+)}
+
+
+def bindings(*names: str, hidden: tuple[str, ...] = ()) -> list[Binding]:
+    """A screen's run-action keys, in the order its footer shows them."""
+    return [RUN_ACTIONS[name].binding(show=name not in hidden) for name in names]
+
+
+class RunActionKeys:
+    """`action_run(name)` for a screen that knows its run and, on the run screen, the selected position."""
+
+    def run_target(self) -> tuple[str | None, TimelineItem | None]:
+        raise NotImplementedError
+
+    def action_run(self, name: str) -> None:
+        run_id, item = self.run_target()
+        if run_id is None:
+            self.notify("no run selected", severity="warning")
+        else:
+            RUN_ACTIONS[name].do(self.app, run_id, item)

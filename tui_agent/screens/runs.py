@@ -59,19 +59,14 @@ def parse_filter(text: str) -> tuple[str | None, str | None]:
     return status, " ".join(words) or None
 
 
-class RunsScreen(TableScreen):
+class RunsScreen(run_actions.RunActionKeys, TableScreen):
     COLUMNS = COLUMNS
     TABLE_ID = "runs"
     BINDINGS = [
         Binding("enter", "open", "Open"),
         Binding("slash", "filter", "Filter"),
         Binding("n", "new", "New"),
-        Binding("r", "resume", "Resume"),
-        Binding("p", "park", "Park"),
-        Binding("x", "cancel", "Cancel"),
-        Binding("c", "reconcile", "Reconcile"),
-        Binding("a", "approve", "Approve"),
-        Binding("b", "budget", "Budget", show=False),
+        *run_actions.bindings("resume", "park", "cancel", "reconcile", "approve", "budget", hidden=("budget",)),
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
@@ -224,12 +219,8 @@ class RunsScreen(TableScreen):
 
     # -- actions --------------------------------------------------------------------------------
 
-    def _with_run(self, act) -> None:
-        run_id = self.selected_id()
-        if run_id is None:
-            self.notify("no run selected", severity="warning")
-        else:
-            act(self.app, run_id)
+    def run_target(self) -> tuple[str | None, None]:
+        return self.selected_id(), None
 
     def action_open(self) -> None:
         from .run import RunScreen
@@ -257,24 +248,6 @@ class RunsScreen(TableScreen):
 
     def action_new(self) -> None:
         run_actions.new_run(self.app)
-
-    def action_resume(self) -> None:
-        self._with_run(run_actions.resume)
-
-    def action_park(self) -> None:
-        self._with_run(run_actions.park)
-
-    def action_cancel(self) -> None:
-        self._with_run(run_actions.cancel)
-
-    def action_reconcile(self) -> None:
-        self._with_run(run_actions.reconcile)
-
-    def action_approve(self) -> None:
-        self._with_run(run_actions.approve)
-
-    def action_budget(self) -> None:
-        self._with_run(run_actions.raise_budget)
 
     def action_workers(self) -> None:
         from .workers import WorkersScreen
