@@ -10,8 +10,9 @@ import socket
 import subprocess
 from datetime import UTC, datetime, timedelta
 
+from tui_agent.format import ago
 from tui_agent.runtime.clock import now
-from tui_agent.runtime.liveness import ago, worker_state
+from tui_agent.runtime.liveness import worker_state
 from tui_agent.store.workers import register
 
 DAY = 86400

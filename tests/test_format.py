@@ -8,8 +8,10 @@ import pytest
 from tui_agent.format import (
     COST_UNKNOWN,
     age,
+    ago,
     amount,
     clock,
+    column_span,
     cost,
     count,
     countdown,
@@ -20,6 +22,7 @@ from tui_agent.format import (
     stamp,
     stopwatch,
     usd,
+    usd_exact,
     usd_narrow,
     wall_s,
     zoned,
@@ -116,3 +119,17 @@ def test_amount_says_a_budget_figure_in_its_unit(dimension, value, shown):
     assert amount(dimension, value) == shown
     if dimension not in ("cost_usd", "wall_s") and value is not None:
         assert count(value) == shown
+
+
+def test_column_span_is_exact_below_ten_seconds_and_one_unit_past_a_hundred():
+    assert [column_span(s) for s in (0.84, 14.7, 75, 100, 7200, -3)] == ["0.8s", "14s", "75s", "1m", "2h", "0.0s"]
+
+
+def test_ago_never_reads_negative():
+    assert ago(100.0, 112.0) == "12s ago"
+    assert ago(100.0 + 23 * 3600, 100.0) == "clock ahead 23h"
+    assert ago(100.5, 100.0) == "0.0s ago"   # within the slack: an NTP step, not a clock ahead
+
+
+def test_the_cli_prints_dollars_to_four_places():
+    assert [usd_exact(v) for v in (0.0033, 1.25, 0)] == ["$0.0033", "$1.2500", "$0.0000"]

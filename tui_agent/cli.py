@@ -8,21 +8,20 @@ import signal
 import sqlite3
 import sys
 import threading
-from datetime import datetime
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import click
 
 from . import __version__, operate
 from .errors import TuiAgentError, UserError
+from .format import COST_UNKNOWN, age, ago, in_zone, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import budget_stop, iso_times, live_line, run_report, runs_listing
-from .runtime.clock import now
+from .runtime.clock import now, parse_instant
 from .runtime.heartbeat import Heartbeat
-from .runtime.liveness import ago, ahead_s, label, worker_state
+from .runtime.liveness import label, worker_state
 from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
@@ -46,6 +45,7 @@ from .states import (
     TERMINAL,
     RunStatus,
     WorkerState,
+    ahead_s,
     exit_code,
 )
 from .store import Store, default_path, open_store
@@ -543,7 +543,7 @@ def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, in
 
 
 def _in_zone(at: float | None, tz: str) -> str | None:
-    return None if at is None else datetime.fromtimestamp(at, ZoneInfo(tz)).isoformat(timespec="seconds")
+    return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
 
 
 @schedule.command("ls")
@@ -633,12 +633,7 @@ def tick(session: Session, work: bool) -> int:
 
 
 def _age(created: str | None) -> str:
-    from .runtime.clock import parse_instant
-    seconds = max(0.0, now() - parse_instant(created)) if created else 0.0
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
+    return age(max(0.0, now() - parse_instant(created)) if created else 0.0)
 
 
 @cli.command("ls")
@@ -701,7 +696,7 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     if report["steps"]:
         click.echo("\nsteps")
         for s in report["steps"]:
-            cost = f"  ${s['cost_usd']:.4f}" if s["cost_usd"] else "  cost unknown" if s["kind"] == "model" \
+            cost = f"  {usd_exact(s['cost_usd'])}" if s["cost_usd"] else "  cost unknown" if s["kind"] == "model" \
                 and s["cost_usd"] is None else ""
             click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['kind']:<7}{s['duration_ms']:>10.1f} ms{cost}")
     if report["model_calls"]:
@@ -722,18 +717,18 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
 def _call_state(call: dict) -> str:
     if call["state"] == "died":
         held = call["reserved_usd"]
-        return "in flight when the worker died, possibly billed " + (f"${held:.4f}" if held is not None else
+        return "in flight when the worker died, possibly billed " + (usd_exact(held) if held is not None else
                                                                      "(cost unknown)")
     if call["state"] == "in_flight":
         return f"in flight: {call['tokens'] or 0} tokens, {call['elapsed_s']:.1f} s"
     if call["state"] == "failed":
         return f"failed: {call['error']}"
-    cost = f"${call['cost_usd']:.4f}" if call["cost_usd"] is not None else "cost unknown"
+    cost = usd_exact(call["cost_usd"]) if call["cost_usd"] is not None else COST_UNKNOWN
     return f"answered {call['request_id'] or ''} {call['tokens']} tokens {cost}".replace("  ", " ")
 
 
 def _usage(name: str, d: dict) -> str:
-    used = f"${d['used']:.4f}" if name == "cost_usd" else f"{d['used']:g}"
+    used = usd_exact(d["used"]) if name == "cost_usd" else f"{d['used']:g}"
     limit = "" if d["limit"] is None else (f"/${d['limit']:.2f}" if name == "cost_usd" else f"/{d['limit']:g}")
     return f"{name.removesuffix('_usd')} {used}{limit}"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .states import ahead_s
+
 COST_UNKNOWN = "cost unknown"
 NONE = "–"
 
@@ -85,6 +87,22 @@ def age(seconds: float) -> str:
     return f"{max(0, int(seconds))}s"
 
 
+def column_span(seconds: float) -> str:
+    """0.8s, 14s, 75s, 3m, 2h, 4d: short enough for a narrow column, precise where it matters."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 100:
+        return f"{int(seconds)}s"
+    return age(seconds)
+
+
+def ago(then: float, at: float) -> str:
+    """"12s ago", or "clock ahead 23h" for an instant in the future: never a negative age."""
+    ahead = ahead_s(then, at)
+    return f"clock ahead {column_span(ahead)}" if ahead is not None else f"{column_span(at - then)} ago"
+
+
 def minutes_ago(then: float, at: float) -> str:
     """How long ago, in a sentence that is said again every few seconds: 3 min ago, 1h 05m ago."""
     minutes = max(0, int((at - then) // 60))
@@ -132,6 +150,11 @@ def usd(value: float | None) -> str:
     if value == 0:
         return "$0"
     return f"${value:.2f}" if value >= 0.01 else "$" + f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def usd_exact(value: float) -> str:
+    """Dollars to four places, as the CLI prints them for scripts and logs: $0.0033, $1.2500."""
+    return f"${value:.4f}"
 
 
 def usd_narrow(value: float) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .format import usd_exact
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
@@ -176,7 +177,7 @@ def why_not_ceiling(limits: dict[str, float], used: dict[str, float]) -> str | N
     """A raised ceiling at or below what the run has already used would stop it again at its next call."""
     for name, limit in limits.items():
         if name in used and limit <= used[name]:
-            spent = f"spent ${used[name]:.4f}" if name == "cost_usd" else f"used {used[name]:g} {name}"
+            spent = f"spent {usd_exact(used[name])}" if name == "cost_usd" else f"used {used[name]:g} {name}"
             return f"{name}: already {spent}; enter more than that"
     return None
 

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from .format import usd_exact
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso, now
 from .runtime.results import decode
@@ -70,7 +71,7 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
     needs, used = float(refusal["needs"]), checkpoint_for(store, run_id).get(f"used_{dimension}") or 0
     if dimension == "cost_usd":
         said = f"the next model call may cost up to ${needs:g} and " + (
-            f"${used:.4f} of the ${limit:g} ceiling is spent" if used else f"the ceiling is ${limit:g}")
+            f"{usd_exact(used)} of the ${limit:g} ceiling is spent" if used else f"the ceiling is ${limit:g}")
     else:
         said = f"the next call needs {needs:g} {dimension.replace('_', ' ')} and {used:g} of the {limit:g} are used"
     if run["status"] in TERMINAL:

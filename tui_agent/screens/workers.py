@@ -11,8 +11,10 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from .. import operate
+from ..format import ago
+from ..format import column_span as span
 from ..runtime.clock import now
-from ..runtime.liveness import HOST, ago, label, span, worker_state
+from ..runtime.liveness import HOST, label, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
 from ..store.workers import workers_listing
