@@ -296,6 +296,30 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
         assert run_report(app.store, done) == before
 
 
+async def test_a_read_that_fails_before_an_action_is_a_toast_too(demo, monkeypatch):
+    import sqlite3
+
+    from tui_agent.screens import run_actions
+
+    db, roles = demo
+    waiting = roles["waiting for approval"]
+    toasts: list[str] = []
+    async with tui(db, toasts=toasts) as (app, pilot):
+        await select(pilot, waiting)
+
+        def damaged(*args):
+            raise sqlite3.DatabaseError("database disk image is malformed")
+
+        monkeypatch.setattr(run_actions, "get_run", damaged)  # the read each action makes first
+        for name in ("a", "p"):
+            await key(pilot, name)
+        assert app.is_running
+        assert len(toasts) == 2, toasts
+        assert all("damaged" in t and str(db) in t for t in toasts), toasts
+        monkeypatch.undo()
+        assert run(app, waiting)["status"] == "waiting"
+
+
 async def test_a_database_that_refuses_writes_is_a_toast_not_a_traceback(demo):
     db, roles = demo
     queued = roles["running"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -13,12 +14,12 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
-from .errors import UserError
+from .errors import TuiAgentError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
-from .store import EnvironmentStop, Store, open_store
+from .store import Store, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
@@ -67,13 +68,27 @@ class TuiAgentApp(App):
         """After an action: refresh now rather than at the next poll."""
         self.screen.post_message(DataChanged())
 
+    def guard(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+        """(True, result), or (False, None) after a toast says in one line why not: what the CLI would print
+        and exit with (a refusal, a run that is gone, the database busy, read-only, full or damaged), for
+        the reads before an action as much as for its write."""
+        try:
+            return True, work(*args, **kwargs)
+        except TuiAgentError as e:
+            said = str(e)
+        except sqlite3.Error as e:
+            stop = self.reader.stopped(e)
+            if stop is None:
+                raise
+            said = str(stop)
+        self.notify(said, title="Not done", severity="error", timeout=6)
+        return False, None
+
     def act(self, action: Callable[..., Any], *args: Any, done: str | Callable[[Any], str] | None = None,
             **kwargs: Any) -> Any:
         """Run an operate.py action; a toast says what happened (or, one line, why it could not)."""
-        try:
-            result = action(*args, **kwargs)
-        except (UserError, EnvironmentStop) as e:  # a refusal, or the database busy, read-only, full, damaged
-            self.notify(str(e), title="Not done", severity="error", timeout=6)
+        acted, result = self.guard(action, *args, **kwargs)
+        if not acted:
             return None
         if done:
             self.notify(done(result) if callable(done) else done, timeout=4)

@@ -18,10 +18,18 @@ from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, in_zone, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
-from .report import budget_stop, iso_times, live_line, run_report, runs_listing
+from .report import (
+    budget_stop,
+    iso_times,
+    live_line,
+    run_report,
+    runs_listing,
+    schedules_report,
+    workers_report,
+)
 from .runtime.clock import now, parse_instant
 from .runtime.heartbeat import Heartbeat
-from .runtime.liveness import label, worker_state
+from .runtime.liveness import label
 from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
@@ -45,16 +53,14 @@ from .states import (
     TERMINAL,
     RunStatus,
     WorkerState,
-    ahead_s,
     exit_code,
 )
 from .store import Store, default_path, open_store
-from .store import schedules as schedules_table
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
 from .store.runs import claim_run, get_run, resolve_run
-from .store.workers import release, workers_listing
+from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
 _OPENED: list[Path] = []  # the database this process opened, for naming it in a one-line error
@@ -131,6 +137,11 @@ def _parse_input(text: str) -> Any:
         except OSError as e:
             raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
     return parse_json(text, source, " or @file.json")
+
+
+def json_option(shape: str):
+    """`--json` on every command that prints rows: the shape (report.py's) is a stable contract."""
+    return click.option("--json", "as_json", is_flag=True, help=f"{shape} (a stable contract).")
 
 
 def _json_out(value: Any) -> None:
@@ -352,21 +363,14 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
 
 @cli.command()
 @click.option("--all", "show_all", is_flag=True, help="Also workers that stopped (kept for a day).")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@json_option("A JSON array")
 @click.pass_obj
 def workers(session: Session, show_all: bool, as_json: bool) -> int:
     """List workers, the runs each holds, lease time left and fence; a heartbeat stamped in the future (a
     worker whose clock runs ahead) reads "clock ahead", never as a negative age."""
     at = now()
-    listed = workers_listing(session.existing_store)
-    for row in listed:
-        row["state"] = worker_state(row, at)
+    listed = workers_report(session.existing_store, at)
     rows = [row for row in listed if show_all or row["state"] != WorkerState.STOPPED]
-    for row in rows:
-        ahead = ahead_s(row["heartbeat_at"], at)
-        row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
-        for held in row["runs"]:
-            held["lease_left_s"] = round(held["lease_expires_at"] - at, 1)
     if as_json:
         _json_out([iso_times(row) | {"runs": [iso_times(r) for r in row["runs"]]} for row in rows])
         return EXIT_OK
@@ -385,7 +389,7 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="One JSON object (a stable contract).")
+@json_option("One JSON object")
 @click.option("--full", is_flag=True, help="Run integrity_check (every index against its table), not quick_check.")
 @click.pass_obj
 def doctor(session: Session, as_json: bool, full: bool) -> int:
@@ -538,26 +542,16 @@ def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, in
     """Add a schedule; it counts fires from now on."""
     row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, _parse_input(input_text),
                                missed, overlap, grace * 60, model)
-    click.echo(f"{name}: next fire {_in_zone(row['next_fire_at'], tz)}")
+    click.echo(f"{name}: next fire {in_zone(row['next_fire_at'], tz).isoformat(timespec='seconds')}")
     return EXIT_OK
 
 
-def _in_zone(at: float | None, tz: str) -> str | None:
-    return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
-
-
 @schedule.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@json_option("A JSON array")
 @click.pass_obj
 def schedule_ls(session: Session, as_json: bool) -> int:
     """List schedules with their next fire time in their zone."""
-    rows = schedules_table.listing(session.existing_store)
-    shown = [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"], "input": json.loads(r["input"]),
-              "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
-              "next_fire": _in_zone(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
-              "last_fire": _in_zone(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
-              "pending_fire": _in_zone(r["pending_fire_at"], r["tz"]),
-              "model": r["model"] or "scripted"} for r in rows]  # NULL: added before --model, its runs are scripted
+    shown = schedules_report(session.existing_store)
     if as_json:
         _json_out(shown)
         return EXIT_OK
@@ -639,7 +633,7 @@ def _age(created: str | None) -> str:
 @cli.command("ls")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
               help="Only runs with this status.")
-@click.option("--json", "as_json", is_flag=True, help="A JSON array (a stable contract).")
+@json_option("A JSON array")
 @click.pass_obj
 def ls(session: Session, status: str | None, as_json: bool) -> int:
     """List runs, newest first."""
@@ -661,7 +655,7 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
 
 @cli.command()
 @click.argument("run_id", metavar="RUN")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object (a stable contract).")
+@json_option("One JSON object")
 @click.pass_obj
 def show(session: Session, run_id: str, as_json: bool) -> int:
     """Show one run: its checkpoint, steps, journal, effects, events and budget."""

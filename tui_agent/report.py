@@ -1,4 +1,5 @@
-"""The read shapes of `ls --json` and `show --json`: a stable contract for scripts, tests and the TUI."""
+"""The read shapes of `ls`, `show`, `workers` and `schedule ls` (`--json`): a stable contract for scripts, tests
+and the TUI. The CLI prints them; it builds none of its own."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import json
 import re
 from typing import Any
 
-from .format import usd_exact
+from .format import in_zone, usd_exact
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso, now
+from .runtime.liveness import worker_state
 from .runtime.results import decode
-from .states import TERMINAL, budget_dimension
+from .states import TERMINAL, ahead_s, budget_dimension
 from .store import Store
 from .store.approvals import approvals_for
 from .store.effects import effects_for
@@ -18,6 +20,8 @@ from .store.events import last_event_like
 from .store.journal import checkpoint_for, journal_for
 from .store.model_calls import DIED, IN_FLIGHT, calls_for
 from .store.runs import events_for, get_run, list_runs
+from .store.schedules import listing as schedule_listing
+from .store.workers import workers_listing
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
@@ -77,6 +81,34 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
     if run["status"] in TERMINAL:
         return f"{said}; the run ended"
     return f"{said}: raise it with {raise_with.format(run=run_id, dimension=dimension)}"
+
+
+def workers_report(store: Store, at: float) -> list[dict]:
+    """Every worker with its state, how far its clock runs ahead, and each run it holds with its lease left
+    (epoch times: `iso_times` them for JSON)."""
+    rows = workers_listing(store)
+    for row in rows:
+        row["state"] = worker_state(row, at)
+        ahead = ahead_s(row["heartbeat_at"], at)
+        row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
+        for held in row["runs"]:
+            held["lease_left_s"] = round(held["lease_expires_at"] - at, 1)
+    return rows
+
+
+def _zoned_iso(at: float | None, tz: str) -> str | None:
+    return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
+
+
+def schedules_report(store: Store) -> list[dict]:
+    """Each schedule with its fire times in its own zone."""
+    return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"], "input": json.loads(r["input"]),
+             "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
+             "next_fire": _zoned_iso(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
+             "last_fire": _zoned_iso(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
+             "pending_fire": _zoned_iso(r["pending_fire_at"], r["tz"]),
+             "model": r["model"] or "scripted"}  # NULL: added before --model, its runs are scripted
+            for r in schedule_listing(store)]
 
 
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:

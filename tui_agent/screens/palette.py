@@ -26,9 +26,11 @@ class RunCommands(Provider):
         commands = [("Start a new run", partial(run_actions.new_run, app))]
         if not run_id:
             return commands
-        run = get_run(app.reader, run_id)
+        found, run = app.guard(get_run, app.reader, run_id)   # gone, or the database unreadable: a toast
+        if not found:
+            return commands
         item = screen.selected if isinstance(screen, RunScreen) else None
-        commands += [(f"{action.title} {run_id}", partial(action.do, app, run_id, item))
+        commands += [(f"{action.title} {run_id}", partial(app.guard, action.do, app, run_id, item))
                      for action in run_actions.RUN_ACTIONS.values() if action.name != "fork"
                      and action.why_not(app, run) is None]
         # On the run screen, from the position selected in the timeline; elsewhere from where the run
@@ -36,7 +38,7 @@ class RunCommands(Provider):
         position, why = run_actions.why_not_fork(app, run, item.position if item else None)
         if why is None:
             where = f"at #{position} {item.name}" if item else f"from where it stopped (#{position})"
-            commands.append((f"Fork {run_id} {where}", partial(run_actions.fork, app, run_id, item)))
+            commands.append((f"Fork {run_id} {where}", partial(app.guard, run_actions.fork, app, run_id, item)))
         return commands
 
     async def discover(self) -> Hits:

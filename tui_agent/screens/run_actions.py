@@ -214,4 +214,4 @@ class RunActionKeys:
         if run_id is None:
             self.notify("no run selected", severity="warning")
         else:
-            RUN_ACTIONS[name].do(self.app, run_id, item)
+            self.app.guard(RUN_ACTIONS[name].do, self.app, run_id, item)
