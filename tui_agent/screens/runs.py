@@ -205,7 +205,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._explain()
         if event.cursor_row >= len(self._rows) - 5 and len(self._rows) >= self.loaded_rows:
-            self.loaded_rows += PAGE      # the next page, keyset-paged: as cheap as the first
+            self.loaded_rows += PAGE      # one more page: the next reload reads every loaded row again
             self.reload()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
