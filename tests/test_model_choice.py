@@ -135,7 +135,9 @@ def test_schedule_add_keeps_its_model_and_an_older_schedule_stays_scripted(store
     assert listed == {"nightly": "scripted", "plain": "scripted"}
     with store.write() as conn:
         schedules_table.update(conn, "plain", model="anthropic:claude-haiku-4-5")
-    assert "model=anthropic:claude-haiku-4-5" in invoke("schedule", "ls").stdout
+    header, *lines = invoke("schedule", "ls").stdout.splitlines()
+    assert header.split()[-3:] == ["MODEL", "LAST", "RUN"]
+    assert [line.split()[-2] for line in lines] == ["scripted", "anthropic:claude-haiku-4-5"]  # MODEL, LAST RUN
     refused = invoke("schedule", "add", "bad", "--agent", "nightly-report", "--cron", "0 2 * * *",
                      "--model", "nonsense")
     assert refused.exit_code == 2

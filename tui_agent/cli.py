@@ -139,6 +139,17 @@ def _parse_input(text: str) -> Any:
     return parse_json(text, source, " or @file.json")
 
 
+def _table(columns: tuple[tuple[str, int], ...], rows: list[tuple]) -> None:
+    """Every text listing the same way: a header, then one line per row; a negative width aligns right."""
+    def line(cells) -> str:
+        return "  ".join(f"{str(cell):>{-width}}" if width < 0 else f"{str(cell):<{width}}"
+                         for cell, (_, width) in zip(cells, columns)).rstrip()
+
+    click.echo(line([name for name, _ in columns]))
+    for row in rows:
+        click.echo(line(row))
+
+
 def json_option(shape: str):
     """`--json` on every command that prints rows: the shape (report.py's) is a stable contract."""
     return click.option("--json", "as_json", is_flag=True, help=f"{shape} (a stable contract).")
@@ -379,12 +390,10 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
         click.echo(("no workers yet" if not hidden else f"no worker is running ({hidden} stopped: --all lists them)")
                    + "; start one with: tui-agent worker")
         return EXIT_OK
-    click.echo(f"{'NAME':<10} {'PID':>7}  {'STATE':<11} {'HEARTBEAT':>15}  RUNS")
-    for row in rows:
-        held = ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
-                         for r in row["runs"]) or "-"
-        click.echo(f"{row['name']:<10} {row['pid']:>7}  {label(row['state']):<11} "
-                   f"{ago(row['heartbeat_at'], at):>15}  {held}")
+    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), ("RUNS", 0)),
+           [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
+             ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
+                       for r in row["runs"]) or "-") for row in rows])
     return EXIT_OK
 
 
@@ -557,11 +566,11 @@ def schedule_ls(session: Session, as_json: bool) -> int:
         return EXIT_OK
     if not shown:
         click.echo("no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'")
-    for r in shown:
-        state = f"next {r['next_fire']}" if r["enabled"] else "disabled"
-        click.echo(f"{r['name']:<18} {r['agent']:<16} {r['cron']:<14} {r['tz']:<16} {state}  "
-                   f"missed={r['missed']} overlap={r['overlap']} model={r['model']}" + (f"  last run {r['last_run_id']}"
-                                                                      if r["last_run_id"] else ""))
+        return EXIT_OK
+    _table((("NAME", 18), ("AGENT", 16), ("CRON", 14), ("ZONE", 16), ("NEXT FIRE", 25), ("MISSED", 6),
+            ("OVERLAP", 7), ("MODEL", 10), ("LAST RUN", 0)),
+           [(r["name"], r["agent"], r["cron"], r["tz"], r["next_fire"] if r["enabled"] else "disabled", r["missed"],
+             r["overlap"], r["model"], r["last_run_id"] or "-") for r in shown])
     return EXIT_OK
 
 
@@ -644,12 +653,10 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
     if not rows:
         click.echo("no runs yet; try: tui-agent run hello")
         return EXIT_OK
-    click.echo(f"{'ID':<11} {'AGENT':<18} {'STATUS':<24} {'STEP':>7} {'ATT':>3}  {'WORKER':<8} AGE")
-    for r in rows:
-        state = r["status"] + (f": {r['reason']}" if r["reason"] else "")
-        step = f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else "")
-        click.echo(f"{r['id']:<11} {r['agent']:<18} {state:<24} {step:>7} {r['attempt']:>3}  "
-                   f"{r['worker'] or '-':<8} {_age(r['created_at'])}")
+    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
+           [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
+             f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
+             r["worker"] or "-", _age(r["created_at"])) for r in rows])
     return EXIT_OK
 
 
