@@ -88,3 +88,12 @@ def test_a_listed_package_that_does_not_exist_fails_loudly(tmp_path):
     with pytest.raises(FileNotFoundError, match="ENGINE lists empty"):
         (package / "empty").mkdir()
         engine_files(package, ["empty"])
+
+
+def test_screens_and_widgets_read_through_report_and_write_through_operate():
+    """docs/architecture.md section 4: a screen never reaches into the store; its reads go through report.py
+    (one read path, as operate.py is the one write path)."""
+    files = engine_files(PACKAGE, ["screens", "widgets"])
+    found = sorted({f"{f.relative_to(PACKAGE)}: {name}" for f in files for name in imported_modules(f)
+                    if name == "tui_agent.store" or name.startswith("tui_agent.store.")})
+    assert found == []

@@ -1,5 +1,9 @@
 """The read shapes of `ls`, `show`, `workers` and `schedule ls` (`--json`): a stable contract for scripts, tests
-and the TUI. The CLI prints them; it builds none of its own."""
+and the TUI. The CLI prints them; it builds none of its own.
+
+The screens read through this module, as they write through operate.py: the store's reads they need are named
+here (`X as X`), so no screen imports the store (tests/test_layering.py checks it) and a read that changes
+shape (keyset pages for runs of any length) changes in one place."""
 
 from __future__ import annotations
 
@@ -13,14 +17,22 @@ from .runtime.clock import iso, now
 from .runtime.liveness import worker_state
 from .runtime.results import decode
 from .states import TERMINAL, ahead_s, budget_dimension
-from .store import Store
+from .store import Store as Store
 from .store.approvals import approvals_for
+from .store.approvals import pending as pending_approval  # noqa: F401  (a screen's read)
 from .store.effects import effects_for
+from .store.effects import in_doubt as in_doubt
 from .store.events import last_event_like
 from .store.journal import checkpoint_for, journal_for
 from .store.model_calls import DIED, IN_FLIGHT, calls_for
+from .store.runs import RunNotFound as RunNotFound
+from .store.runs import counts as counts
 from .store.runs import events_for, get_run, list_runs
+from .store.runs import recorded_positions as recorded_positions
+from .store.runs import runs_page as runs_page
 from .store.schedules import listing as schedule_listing
+from .store.schedules import recent_runs as recent_runs
+from .store.schedules import schedule_events as schedule_events
 from .store.workers import workers_listing
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",

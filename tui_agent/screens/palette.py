@@ -8,7 +8,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from ..store.runs import get_run
+from ..report import get_run
 from . import run_actions
 
 HELP = "the same action as the CLI's"

@@ -17,10 +17,9 @@ from textual.widgets import Label, OptionList, ProgressBar, Static, Tab, Tabs
 
 from ..errors import UserError
 from ..messages import DataChanged
-from ..report import run_report
+from ..report import effects_for, run_report
 from ..runtime.clock import now
 from ..states import IN_DOUBT, budget_dimension
-from ..store.effects import effects_for
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter

@@ -12,11 +12,8 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from .. import operate
-from ..report import run_report
+from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_report
 from ..states import IN_DOUBT, EffectState, budget_dimension
-from ..store.approvals import pending as pending_approval
-from ..store.effects import in_doubt
-from ..store.runs import get_run, recorded_positions
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:

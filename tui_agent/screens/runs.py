@@ -13,9 +13,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
 from ..format import age
-from ..report import busiest_budget
+from ..report import busiest_budget, counts, runs_page
 from ..runtime.clock import now
-from ..store.runs import counts, runs_page
 from ..widgets.gauges import level_style
 from ..widgets.status import STATUSES, badge
 from ..widgets.theme import Palette, palette

@@ -17,10 +17,15 @@ from textual.widgets import Button, DataTable, Label, Static
 from .. import operate
 from ..format import countdown, in_zone, zoned
 from ..messages import DataChanged
+from ..report import (
+    RunNotFound,
+    get_run,
+    recent_runs,
+    schedule_events,
+    schedule_listing,
+)
 from ..runtime.clock import now
 from ..runtime.schedule import fires
-from ..store import schedules as schedules_table
-from ..store.runs import RunNotFound, get_run
 from ..widgets.status import badge, mark_of, style_of
 from ..widgets.theme import Palette, follow_theme, palette, style
 from .modals import ConfirmModal
@@ -77,7 +82,7 @@ class SchedulesScreen(TableScreen):
         selected = self.selected_key()
         old_index = table.cursor_row
         reader = self.app.reader
-        self._rows = schedules_table.listing(reader)
+        self._rows = schedule_listing(reader)
         self._last = {row["name"]: self._run(row["last_run_id"]) for row in self._rows}
         at, colours = now(), palette(self.app)
         with self.app.batch_update():
@@ -195,7 +200,7 @@ class SchedulesScreen(TableScreen):
             if not enabled:
                 return f"{name} disabled; it does not fire until enabled again"
             try:
-                fresh = next(r for r in schedules_table.listing(self.app.reader) if r["name"] == name)
+                fresh = next(r for r in schedule_listing(self.app.reader) if r["name"] == name)
                 return (f"{name} enabled; next fire {zoned(fresh['next_fire_at'], fresh['tz'], now())} "
                         f"{fresh['tz']} (fires while it was disabled never count)")
             except StopIteration:
@@ -263,10 +268,10 @@ class ScheduleDetail(ModalScreen):
 
     def reload(self) -> None:
         reader = self.app.reader
-        row = next((r for r in schedules_table.listing(reader) if r["name"] == self.schedule_name), None)
+        row = next((r for r in schedule_listing(reader) if r["name"] == self.schedule_name), None)
         self.query_one("#schedule-detail-text", Static).update(
-            self.describe(row, schedules_table.recent_runs(reader, self.schedule_name),
-                          schedules_table.schedule_events(reader, self.schedule_name), now(), palette(self.app))
+            self.describe(row, recent_runs(reader, self.schedule_name),
+                          schedule_events(reader, self.schedule_name), now(), palette(self.app))
             if row is not None else Text(f"{self.schedule_name} was removed", style="dim"))
 
     def describe(self, row: dict, runs: list[dict], events: list[dict], at: float, colours: Palette) -> Text:

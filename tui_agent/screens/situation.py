@@ -7,17 +7,19 @@ import json
 from collections.abc import Callable
 
 from ..format import minutes_ago
-from ..report import budget_stop
+from ..report import (
+    Store,
+    budget_stop,
+    checkpoint_for,
+    get_run,
+    in_doubt,
+    last_event_like,
+    pending_approval,
+    workers_listing,
+)
 from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
 from ..states import SELF_WAKING, Reason, RunStatus, WorkerState, budget_dimension
-from ..store import Store
-from ..store.approvals import pending as pending_approval
-from ..store.effects import in_doubt
-from ..store.events import last_event_like
-from ..store.journal import checkpoint_for
-from ..store.runs import get_run
-from ..store.workers import workers_listing
 
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 

@@ -13,11 +13,11 @@ from textual.widgets import DataTable
 from .. import operate
 from ..format import ago
 from ..format import column_span as span
+from ..report import workers_listing
 from ..runtime.clock import now
 from ..runtime.liveness import HOST, label, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
-from ..store.workers import workers_listing
 from ..widgets.theme import Palette, palette, style
 from .modals import ConfirmModal
 from .table import TableScreen
