@@ -35,7 +35,7 @@ from ..store.runs import check_fence, record_model
 from . import loop, waits
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
-from .clock import CLOCK, now
+from .clock import CLOCK, Clock
 from .control import RunControl
 from .effects import perform
 from .faults import crash_point
@@ -68,7 +68,8 @@ class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
-                 soft_position: int | None = None) -> None:
+                 soft_position: int | None = None, clock: Clock = CLOCK) -> None:
+        self.clock = clock  # the run's time: the process's clock, or a scenario's own (the simulator moves it)
         self.run_id = claim.run_id
         self.attempt = claim.attempt
         self.fence = claim.fence
@@ -134,7 +135,7 @@ class Context:
         position = self._position
         self._position = position + 1
         if position >= len(self._entries):
-            self.budget.admit_step(now() - self._last_at)
+            self.budget.admit_step(self.clock.now() - self._last_at)
             if needs:
                 self.budget.admit(**needs)
             return position, False, None
@@ -156,7 +157,7 @@ class Context:
                 self._degrade(self)
 
     def _cross_soft(self, position: int, crossed: list[str]) -> None:
-        at = now()
+        at = self.clock.now()
         dimensions = self.budget.soft_dimensions + crossed
         with self.write(at) as conn:
             record_soft(conn, self.run_id, position, dimensions, at)
@@ -175,17 +176,17 @@ class Context:
         attempts = self._checkpoint.step_attempts
         self._checkpoint.step_attempts = 0
         while True:
-            started_at = now()
-            t0 = CLOCK.perf()
+            started_at = self.clock.now()
+            t0 = self.clock.perf()
             try:
-                return call(), attempts + 1, started_at, CLOCK.perf() - t0
+                return call(), attempts + 1, started_at, self.clock.perf() - t0
             except Exception as e:
                 attempts += 1
                 again = is_temporary(e) and attempts < self._retry.attempts
                 asked = getattr(e, "retry_after_s", None)  # the service's own retry-after wins over our back-off
                 delay = asked if asked is not None else backoff_s(self._retry, attempts)
                 if again or failed is not None:
-                    at = now()
+                    at = self.clock.now()
                     with self.write(at) as conn:
                         if failed is not None:
                             failed(conn, e)
@@ -201,7 +202,7 @@ class Context:
         """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long."""
         if delay > self._retry.wait_over_s:
             raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
-                          wake_at=now() + delay) from None
+                          wake_at=self.clock.now() + delay) from None
         if self._control is not None:
             self._control.pause(delay)
         else:
@@ -217,11 +218,11 @@ class Context:
         if len(encoded) > ARTIFACT_THRESHOLD:
             result, artifact = place(self._store.data_dir, self._artifact_dir,
                                      f"g{self.generation}-{position:05d}-{name}", encoded)
-        at = now()
+        at = self.clock.now()
         wall, self._last_at = at - self._last_at, at
         with self._store.write() as conn:
             if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
-                self._renew(conn, now())  # moment the lock is held (the write may have waited for it)
+                self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited for it)
             add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
                       attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
             if also is not None:
@@ -243,7 +244,7 @@ class Context:
     def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
         """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
         with self._store.write() as conn:
-            self._renew(conn, now() if at is None else at)
+            self._renew(conn, self.clock.now() if at is None else at)
             yield conn
 
     # -- what agents call ----------------------------------------------------------------------
@@ -291,13 +292,13 @@ class Context:
             system, tools, messages)
 
         def call() -> dict:
-            at = now()
+            at = self.clock.now()
             with self.write(at) as conn:
                 keys.append(model_calls.begin(conn, self.run_id, self.generation, position, name, self.fence,
                                               self.provider.name.partition(":")[0], chosen, request, reserved, at))
             self.budget.hold(reserved)
             crash_point("in-model-call")
-            live = LiveCall(self._store, keys[-1], self._live_observer(name))
+            live = LiveCall(self._store, keys[-1], self._live_observer(name), self.clock)
             try:
                 return self.provider.create(model=chosen, messages=sent_messages, max_tokens=max_tokens,
                                             system=sent_system, tools=sent_tools, call_index=call_index,
@@ -306,7 +307,7 @@ class Context:
                 live.close()
 
         def failed(conn: sqlite3.Connection, error: Exception) -> None:
-            model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", now())
+            model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", self.clock.now())
             self.budget.hold(reserved, -1)
 
         reply, attempts, started_at, duration = self._attempt(position, name, call, failed)
@@ -322,7 +323,7 @@ class Context:
                       cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0))
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
                              also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
-                                                                    reply.get("_request_id"), now()))
+                                                                    reply.get("_request_id"), self.clock.now()))
         crash_point("after-model-commit")
         return value
 
@@ -362,7 +363,7 @@ class Context:
                           "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
         with self.write() as conn:
             record_model(conn, self.run_id, self.fence, spec)
-            add_event(conn, self.run_id, now(), "model", f"--model default resolved to {spec}",
+            add_event(conn, self.run_id, self.clock.now(), "model", f"--model default resolved to {spec}",
                       self.worker, self.fence)
         self.provider = provider_for(spec, self.provider.script)
 
@@ -407,7 +408,7 @@ class Context:
     def _report(self, kind: str, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
         position, recorded, _ = self._next(kind)
         if not recorded:
-            self._record(position, kind, kind, value, now(), 0.0)
+            self._record(position, kind, kind, value, self.clock.now(), 0.0)
         found = feed(self._plateau) if self._plateau is not None else None
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
             action = self._plateau.plateau.action

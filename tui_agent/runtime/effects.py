@@ -26,7 +26,6 @@ from ..store.effects import (
 from ..store.events import add_event
 from ..store.journal import Usage
 from ..store.workers import still_sending
-from .clock import CLOCK, now
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
 from .results import encode
@@ -91,16 +90,16 @@ class _Effect:
     def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None):
         self.ctx, self.position, self.name, self.key, self.do, self.lookup = ctx, position, name, key, do, lookup
         self.takes_token = _takes_token(do)
-        self.started_at = now()
-        self.t0 = CLOCK.perf()
+        self.started_at = self.ctx.clock.now()
+        self.t0 = self.ctx.clock.perf()
 
     def event(self, conn, message: str) -> None:
         ctx = self.ctx
-        add_event(conn, ctx.run_id, now(), "effect", f"{self.name}: {message}", ctx.worker, ctx.fence)
+        add_event(conn, ctx.run_id, self.ctx.clock.now(), "effect", f"{self.name}: {message}", ctx.worker, ctx.fence)
 
     def transition(self, row: dict, state: str, message: str, **fields) -> dict:
         with self.ctx.write() as conn:
-            set_state(conn, row["id"], state, now(), **fields)
+            set_state(conn, row["id"], state, self.ctx.clock.now(), **fields)
             self.event(conn, message)
         return {**row, "state": state, **fields}
 
@@ -109,12 +108,12 @@ class _Effect:
         encoded = encode(value, f"effect {self.name!r}")
 
         def also(conn):
-            set_state(conn, row["id"], EffectState.CONFIRMED, now(), result=encoded, **fields)
+            set_state(conn, row["id"], EffectState.CONFIRMED, self.ctx.clock.now(), result=encoded, **fields)
             if message:
                 self.event(conn, message)
 
         return self.ctx._record(self.position, self.name, "effect", value, self.started_at,
-                                CLOCK.perf() - self.t0, _EFFECT, also=also)
+                                self.ctx.clock.perf() - self.t0, _EFFECT, also=also)
 
     def wait_for_person(self, row: dict, why: str) -> None:
         run = self.ctx.run_id
@@ -128,7 +127,7 @@ class _Effect:
             done = confirmed_with_key(conn, self.key, row["id"])
             doubt = None if done else in_doubt_with_key(conn, self.key, row["id"])
             if not done and not doubt:
-                mark_attempted(conn, row["id"], ctx.worker, ctx.fence, now())
+                mark_attempted(conn, row["id"], ctx.worker, ctx.fence, self.ctx.clock.now())
         if done:
             return self.confirm(row, json.loads(done["result"]),
                                 f"key {self.key} was already confirmed by run {done['run_id']}; not done again",
@@ -136,7 +135,7 @@ class _Effect:
         if doubt:
             raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in doubt in run "
                           f"{doubt['run_id']}; reconcile it there, then resume this run")
-        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": now(), "attempts": row["attempts"] + 1,
+        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": self.ctx.clock.now(), "attempts": row["attempts"] + 1,
                "attempted_by": ctx.worker, "fence": ctx.fence}
         crash_point("after-attempted")
         self.still_ours()
@@ -182,7 +181,7 @@ class _Effect:
         A late send to a service that still deduplicates the key is harmless, so that does not wait."""
         ctx = self.ctx
         window = row["dedupe_ttl_s"]
-        if row["fence"] == ctx.fence or (window is not None and now() - row["attempted_at"] < window):
+        if row["fence"] == ctx.fence or (window is not None and self.ctx.clock.now() - row["attempted_at"] < window):
             return
         sender, _ = still_sending(ctx._store.conn, row)
         if sender is None:
@@ -198,7 +197,7 @@ class _Effect:
 
     def reconcile(self, row: dict) -> Any:
         """Find out what happened to an `unknown` attempt before acting again."""
-        since = now() - row["attempted_at"]
+        since = self.ctx.clock.now() - row["attempted_at"]
         if self.lookup is not None:
             try:
                 found = self.lookup(self.key)
@@ -235,7 +234,7 @@ def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | 
         with ctx.write() as conn:
             row = add_intended(conn, run_id=ctx.run_id, generation=ctx.generation, position=position, name=name,
                                key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
-                               lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=now())
+                               lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=ctx.clock.now())
         crash_point("after-intended")
     elif row["key"] != key:
         raise StepFailed(position, name, ValueError(

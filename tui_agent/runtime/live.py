@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from ..store import Store, open_store
 from ..store.model_calls import CallKey, streamed
-from .clock import now
+from .clock import CLOCK, Clock
 
 INTERVAL_S = 1.0
 BUSY_MS = 100  # the live row is cosmetic: never wait long for the lock
@@ -23,8 +23,8 @@ LiveObserver = Callable[[int, float], None]  # (tokens so far, seconds since the
 class LiveCall:
     """The provider's `on_tokens`; `close()` when the call ends, however it ends."""
 
-    def __init__(self, store: Store, key: CallKey, observer: LiveObserver | None = None) -> None:
-        self._path, self._durability, self._key = store.path, store.durability, key
+    def __init__(self, store: Store, key: CallKey, observer: LiveObserver | None = None, clock: Clock = CLOCK) -> None:
+        self._path, self._durability, self._key, self._clock = store.path, store.durability, key, clock
         self._observer = observer
         self._t0 = time.monotonic()
         self._tokens = 0
@@ -53,7 +53,7 @@ class LiveCall:
                 if tokens != written:
                     try:
                         with store.write() as conn:
-                            streamed(conn, self._key, tokens, now())
+                            streamed(conn, self._key, tokens, self._clock.now())
                         written = tokens
                     except Exception:
                         pass  # busy, full or gone: the next second tries again, the call goes on regardless

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import cost_usd
 from ..store.journal import Usage
-from .clock import now
 from .faults import crash_point
 from .outcomes import StepFailed
 from .tools import Tool
@@ -111,7 +110,7 @@ def _use(ctx: Context, loop: str, tools: dict[str, Tool], block: dict) -> dict:
                                         dedupe_ttl_s=tool.dedupe_ttl_s, lookup_ttl_s=tool.lookup_ttl_s,
                                         service=tool.service))
         except StepFailed as e:  # the service refused it to the last attempt: nothing was done, and the position
-            ctx._record(position, entry, "effect", None, now(), 0.0)  # is filled, so the journal has no gap
+            ctx._record(position, entry, "effect", None, ctx.clock.now(), 0.0)  # is filled, so the journal has no gap
             done = ("error", e.error)
     position, recorded, result = ctx._next(entry, tool_calls=1)
     if not recorded:
@@ -124,7 +123,7 @@ def _use(ctx: Context, loop: str, tools: dict[str, Tool], block: dict) -> dict:
 
 def _run(ctx: Context, position: int, entry: str, block: dict, tool: Tool | None, args: Any, problem: str | None,
          done: tuple[str, Any] | None) -> dict:
-    started_at, duration, attempts = now(), 0.0, 1
+    started_at, duration, attempts = ctx.clock.now(), 0.0, 1
     if problem is not None:
         result = _result(block, problem, error=True)
     elif done is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..states import Reason, RunStatus
 from ..store.approvals import approval_at, ask
 from ..store.events import add_event
-from .clock import iso, now, parse_instant
+from .clock import iso, parse_instant
 from .outcomes import Suspend
 
 if TYPE_CHECKING:
@@ -29,14 +29,14 @@ def _wait(ctx: Context, name: str, wake_at: Callable[[], float]) -> None:
     """Journal the wake time on the first pass; until it comes, every pass hands the run back."""
     position, recorded, value = ctx._next(name)
     if not recorded:
-        value = ctx._record(position, name, "sleep", {"wake_at": wake_at()}, now(), 0.0)
-    if now() < value["wake_at"]:
+        value = ctx._record(position, name, "sleep", {"wake_at": wake_at()}, ctx.clock.now(), 0.0)
+    if ctx.clock.now() < value["wake_at"]:
         raise Suspend(RunStatus.WAITING, Reason.SLEEP, f"sleeping at {name} until {iso(value['wake_at'])}",
                       wake_at=value["wake_at"])
 
 
 def sleep(ctx: Context, name: str, seconds: float) -> None:
-    _wait(ctx, name, lambda: now() + seconds)
+    _wait(ctx, name, lambda: ctx.clock.now() + seconds)
 
 
 def sleep_until(ctx: Context, name: str, when: float | str | datetime) -> None:
@@ -57,14 +57,14 @@ def approval(ctx: Context, name: str, question: str, on_deny: str = "cancel") ->
     with ctx.write() as conn:
         row = approval_at(conn, ctx.run_id, ctx.generation, position)
         if row is None:
-            row = ask(conn, ctx.run_id, ctx.generation, position, name, question, now())
-            add_event(conn, ctx.run_id, now(), "approval", f"{name}: asks {question!r}", ctx.worker, ctx.fence)
+            row = ask(conn, ctx.run_id, ctx.generation, position, name, question, ctx.clock.now())
+            add_event(conn, ctx.run_id, ctx.clock.now(), "approval", f"{name}: asks {question!r}", ctx.worker, ctx.fence)
     if row["decision"] is None:
         raise Suspend(RunStatus.WAITING, Reason.APPROVAL,
                       f"needs a person: {question} (tui-agent approve {ctx.run_id} [--deny] [--note TEXT])")
     decision = {"approved": row["decision"] == "approved", "note": row["note"], "by": row["decided_by"],
                 "at": iso(row["decided_at"])}
-    decision = ctx._record(position, name, "approval", decision, now(), 0.0)
+    decision = ctx._record(position, name, "approval", decision, ctx.clock.now(), 0.0)
     return _denied(name, decision) if on_deny == "cancel" else decision
 
 

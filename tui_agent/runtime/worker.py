@@ -17,7 +17,7 @@ from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
 from .budget import BudgetMeter
-from .clock import clock_time, now
+from .clock import CLOCK, Clock, clock_time
 from .context import Context, StepObserver
 from .control import RunControl
 from .faults import SimulatedCrash
@@ -56,14 +56,15 @@ class Outcome:
 
 
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
-            control: RunControl | None = None) -> Outcome:
-    """Work one claimed run until it ends, waits or is taken away; every write is fenced."""
+            control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
+    """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
+    time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases)."""
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program waits it out while the lease runs, with
     # the step's result kept in memory; past that, the run is dropped as a crash would leave it.
-    store.patience = lambda: now() < control.lease_until - claim.lease_s / 10
+    store.patience = lambda: clock.now() < control.lease_until - claim.lease_s / 10
 
     ctx: Context | None = None
 
@@ -74,7 +75,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             inline = encode(result, "the run")
             if len(inline) > ARTIFACT_THRESHOLD:
                 inline, artifact = place(store.data_dir, run["artifact_dir"], f"result-g{claim.generation}", inline)
-        at = now()
+        at = clock.now()
         settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
                    result_artifact=artifact, error=error, wake_at=wake_at,
                    wall_s=at - (ctx._last_at if ctx else claim.claimed_at),
@@ -83,7 +84,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
 
     try:
         if run["code_version"] != agent.code_version:
-            _note_new_code(store, claim, run, agent)
+            _note_new_code(store, claim, run, agent, clock.now())
         checkpoint = load_checkpoint(store, claim.run_id)
         if checkpoint.schema_version != CHECKPOINT_SCHEMA:
             return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
@@ -93,7 +94,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
                       load_entries(store, claim.run_id, claim.generation),
                       provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
-                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position)
+                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position, clock)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, f"agent {agent.name!r}")
@@ -122,7 +123,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         return settle(RunStatus.FAILED, Reason.CHECK_FAILED, f"failed: {error}", result, error)
     except FenceRefused as e:  # a person or another worker took the run: report that, never an ending of ours
         try:
-            let_go(store, claim.run_id, claim.fence, claim.worker, now())  # a run held back for our send goes on
+            let_go(store, claim.run_id, claim.fence, claim.worker, clock.now())  # a run held back for our send goes on
         except EnvironmentStop as stop:
             if stop.kind != BUSY:
                 raise
@@ -142,9 +143,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         store.patience = no_patience
 
 
-def _note_new_code(store: Store, claim: Claim, run: dict, agent) -> None:
+def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> None:
     """A changed code version alone is shown, not refused: replay by name decides whether it still fits."""
-    at = now()
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, at, None)
         conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
