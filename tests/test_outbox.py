@@ -137,3 +137,21 @@ def test_concurrent_senders_deliver_exactly_once(tmp_path):
     assert len(box.messages()) == 1
     assert len(_maildir_files(tmp_path / "mail")) == 1
     assert box.stats() == {"send_requests": 20, "emails_received": 1, "lookups": 0}
+
+
+def test_a_service_on_a_scenario_clock_forgets_on_that_clock_alone(tmp_path):
+    """The simulator's 30-hour restart: the outbox's key window runs on the scenario's clock, not the process's."""
+    from tui_agent.runtime.clock import CLOCK, Clock
+
+    real = CLOCK.now()
+    scenario = Clock()
+    scenario.freeze(real)
+    box = Outbox(tmp_path / "mail", window_s=24 * HOUR, clock=scenario)
+    first = _send(box, "k")
+    assert _send(box, "k")["deduplicated"] is True
+    scenario.advance(30 * HOUR)
+    again = _send(box, "k")
+    assert again["deduplicated"] is False
+    assert again["delivered_at"] == real + 30 * HOUR and first["delivered_at"] == real
+    assert len(box.messages()) == 2
+    assert abs(CLOCK.now() - real) < 60

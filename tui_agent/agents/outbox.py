@@ -26,7 +26,7 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
 
-from ..runtime.clock import now
+from ..runtime.clock import CLOCK, Clock
 from ..runtime.effects import AttemptToken, StaleAttempt
 
 MODES = ("dedupe", "every")
@@ -36,7 +36,9 @@ DEFAULT_SENDER = "tui-agent <tui-agent@localhost>"
 class Outbox:
     """A Maildir plus a key memory; safe for several processes at once (flock)."""
 
-    def __init__(self, maildir: Path, mode: str = "dedupe", window_s: float = 24 * 3600) -> None:
+    def __init__(self, maildir: Path, mode: str = "dedupe", window_s: float = 24 * 3600, clock: Clock = CLOCK) -> None:
+        """`clock` is the service's time: the process's, or a scenario's own (the simulator's key window)."""
+        self.clock = clock
         if mode not in MODES:
             raise ValueError(f"outbox mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.maildir = Path(maildir)
@@ -85,7 +87,7 @@ class Outbox:
             self._save(memory)
             raise StaleAttempt(f"the outbox refused attempt {token} of {key}: it has seen attempt "
                                f"g{newest['generation']}/f{newest['fence']} of this run; nothing was sent")
-        memory["tokens"][token.run_id] = {"generation": token.generation, "fence": token.fence, "seen_at": now()}
+        memory["tokens"][token.run_id] = {"generation": token.generation, "fence": token.fence, "seen_at": self.clock.now()}
 
     def lookup(self, key: str) -> dict | None:
         """The first result for `key` while the service remembers it, else None."""
@@ -111,7 +113,7 @@ class Outbox:
 
     def _deliver(self, key: str, sequence: int, *, to: str, subject: str, body: str, sender: str,
                  attachments: Sequence[Path]) -> dict:
-        delivered_at = now()
+        delivered_at = self.clock.now()
         message_id = f"<{hashlib.sha256(key.encode()).hexdigest()[:16]}.{sequence}@tui-agent.local>"
         msg = EmailMessage()
         msg["From"] = sender
@@ -145,7 +147,7 @@ class Outbox:
             memory = json.loads(self._keys_path.read_text())
         except FileNotFoundError:
             memory = {"counters": {"send_requests": 0, "emails_received": 0, "lookups": 0}, "keys": {}}
-        cutoff = now() - self.window_s
+        cutoff = self.clock.now() - self.window_s
         memory["keys"] = {k: v for k, v in memory["keys"].items() if v["first_seen"] > cutoff}
         memory["tokens"] = {k: v for k, v in memory.get("tokens", {}).items() if v["seen_at"] > cutoff}
         return memory
