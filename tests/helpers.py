@@ -116,6 +116,23 @@ async def run_screen(db: Path, run_id: str, size: tuple[int, int] = SIZE):
         yield app, pilot
 
 
+@asynccontextmanager
+async def selected(demo: tuple[Path, dict], role: str, size: tuple[int, int] = SIZE, **kwargs):
+    """The demo app with the run that plays `role` selected on the Runs screen: (app, pilot, run_id)."""
+    db, roles = demo
+    async with tui(db, size=size, **kwargs) as (app, pilot):
+        await select(pilot, roles[role])
+        yield app, pilot, roles[role]
+
+
+@asynccontextmanager
+async def opened(demo: tuple[Path, dict], role: str, size: tuple[int, int] = SIZE):
+    """The demo app on the screen of the run that plays `role`: (app, pilot, run_id)."""
+    db, roles = demo
+    async with run_screen(db, roles[role], size=size) as (app, pilot):
+        yield app, pilot, roles[role]
+
+
 def screen_of(app) -> RunsScreen:
     """The Runs screen, asserting it is the one shown."""
     assert isinstance(app.screen, RunsScreen), app.screen

@@ -5,7 +5,7 @@ screen shows before it fires, and the events tab opens at the newest event."""
 from __future__ import annotations
 
 import pytest
-from helpers import click, key, recorded_toasts, run_screen, tui, work
+from helpers import click, key, opened, recorded_toasts, run_screen, tui, work
 from textual.widgets import Button, Input, RadioButton, Select
 
 from tui_agent import operate
@@ -75,9 +75,7 @@ async def test_b_refuses_a_ceiling_at_or_below_what_the_run_already_spent(demo, 
 
 
 async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_note(demo, demo_store):
-    db, roles = demo
-    run_id = roles["waiting for approval"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "waiting for approval") as (app, pilot, run_id):
         await key(pilot, "a")
         assert isinstance(app.screen, ApproveModal)
         await pilot.click("#deny")
@@ -103,9 +101,7 @@ async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_no
 
 
 async def test_the_cancel_dialog_says_cancel_the_run_or_keep_it_and_enter_keeps_it(demo, demo_store):
-    db, roles = demo
-    run_id = roles["waiting for approval"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "waiting for approval") as (app, pilot, run_id):
         await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
         assert labels(app.screen) == ["Cancel the run", "Keep it"]

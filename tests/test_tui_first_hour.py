@@ -8,7 +8,7 @@ import re
 import socket
 
 import pytest
-from helpers import click, key, screen_of, select, shown_ids, strip, tui
+from helpers import click, key, screen_of, select, selected, shown_ids, strip, tui
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Footer
 from textual.widgets._footer import FooterKey
@@ -157,10 +157,7 @@ async def test_an_empty_database_still_says_how_to_start(db_path):
 
 
 async def test_ctrl_p_lists_the_selected_runs_actions_before_anything_is_typed(demo):
-    db, roles = demo
-    parked = roles["parked on cost"]
-    async with tui(db) as (app, pilot):
-        await select(pilot, parked)
+    async with selected(demo, "parked on cost") as (app, pilot, parked):
         fork = f"Fork {parked} from where it stopped (#{stopped_at(app, parked)})"
         mine = [text for text in await palette_offers(pilot) if parked in text]
         assert sorted(mine) == sorted([f"Resume {parked}", f"Cancel {parked}", f"Raise a budget ceiling {parked}",
@@ -177,10 +174,7 @@ async def test_the_palette_never_offers_what_does_not_apply(demo):
 
 
 async def test_fork_from_the_palette_on_the_runs_screen_goes_on_from_where_the_run_stopped(demo):
-    db, roles = demo
-    failed = roles["failed"]
-    async with tui(db) as (app, pilot):
-        await select(pilot, failed)
+    async with selected(demo, "failed") as (app, pilot, failed):
         recorded = stopped_at(app, failed)
         (await discovered(app))[f"Fork {failed} from where it stopped (#{recorded})"]()
         await pilot.pause()
@@ -296,10 +290,7 @@ def needed(store, run_id: str) -> str:
 
 
 async def test_the_strip_says_what_the_next_model_call_needs_against_the_ceiling(demo):
-    db, roles = demo
-    parked = roles["parked on cost"]
-    async with tui(db) as (app, pilot):
-        await select(pilot, parked)
+    async with selected(demo, "parked on cost") as (app, pilot, parked):
         figure = f"{float(needed(app.reader, parked)):g}"
         assert strip(app) == (f"{parked} · nightly-report · stopped by its cost_usd budget\n"
                               f"the next model call may cost up to ${figure} and the ceiling is $0.002: raise it with b")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import click, key, open_run, run_screen, tui, work
+from helpers import click, key, open_run, opened, tui, work
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
@@ -205,18 +205,14 @@ async def test_p_parks_a_waiting_run_and_r_resumes_it(demo, demo_store):
 
 
 async def test_r_resumes_the_parked_run(demo, demo_store):
-    db, roles = demo
-    run_id = roles["parked on cost"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "parked on cost") as (app, pilot, run_id):
         assert timeline(app).items[-1].mark == "■"
         await key(pilot, "r")
         assert get_run(demo_store, run_id)["status"] == "queued"
 
 
 async def test_x_asks_then_cancels(demo, demo_store):
-    db, roles = demo
-    run_id = roles["waiting for approval"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "waiting for approval") as (app, pilot, run_id):
         await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
         assert get_run(demo_store, run_id)["status"] == "waiting"      # nothing before the answer
@@ -226,9 +222,7 @@ async def test_x_asks_then_cancels(demo, demo_store):
 
 
 async def test_a_approves_with_a_note(demo, demo_store):
-    db, roles = demo
-    run_id = roles["waiting for approval"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "waiting for approval") as (app, pilot, run_id):
         await key(pilot, "a")
         modal = app.screen
         assert isinstance(modal, ApproveModal)
@@ -245,9 +239,7 @@ async def test_a_approves_with_a_note(demo, demo_store):
 
 
 async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, demo_store):
-    db, roles = demo
-    run_id = roles["outcome unknown"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "outcome unknown") as (app, pilot, run_id):
         await select(pilot, app, 2)          # not an effect: the run's doubtful effect is the one decided
         await key(pilot, "c")
         modal = app.screen
@@ -263,9 +255,7 @@ async def test_c_reconciles_the_effect_in_doubt_as_happened(demo, demo_store):
 
 
 async def test_c_on_the_selected_effect_in_doubt(demo, demo_store):
-    db, roles = demo
-    run_id = roles["outcome unknown"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "outcome unknown") as (app, pilot, run_id):
         await key(pilot, "c")
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#not-done")
@@ -275,9 +265,7 @@ async def test_c_on_the_selected_effect_in_doubt(demo, demo_store):
 
 
 async def test_b_raises_the_cost_ceiling(demo, demo_store):
-    db, roles = demo
-    run_id = roles["parked on cost"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "parked on cost") as (app, pilot, run_id):
         await key(pilot, "b")
         modal = app.screen
         assert isinstance(modal, BudgetModal)
@@ -291,9 +279,7 @@ async def test_b_raises_the_cost_ceiling(demo, demo_store):
 
 
 async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, demo_store):
-    db, roles = demo
-    run_id = roles["succeeded"]
-    async with run_screen(db, run_id) as (app, pilot):
+    async with opened(demo, "succeeded") as (app, pilot, run_id):
         await pilot.press("k", "k")                   # from #6 to #4 (summarize)
         await pilot.pause()
         assert timeline(app).selected_key == "p4"

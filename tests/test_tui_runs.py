@@ -11,6 +11,7 @@ from helpers import (
     key,
     screen_of,
     select,
+    selected,
     shown_ids,
     strip,
     tui,
@@ -69,10 +70,7 @@ async def test_the_situation_strip_names_the_selected_run(demo):
 
 
 async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
-    db, roles = demo
-    queued = roles["running"]
-    async with tui(db) as (app, pilot):
-        await select(pilot, queued)
+    async with selected(demo, "running") as (app, pilot, queued):
         before = shown_ids(app).index(queued)
         await key(pilot, "p")
         assert (run(app, queued)["status"], run(app, queued)["reason"]) == ("parked", "person")
@@ -90,10 +88,7 @@ async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):
 
 
 async def test_x_asks_then_cancels(demo):
-    db, roles = demo
-    sleeping = roles["sleeping until tomorrow"]
-    async with tui(db) as (app, pilot):
-        await select(pilot, sleeping)
+    async with selected(demo, "sleeping until tomorrow") as (app, pilot, sleeping):
         await key(pilot, "x")
         assert isinstance(app.screen, ConfirmModal)
         await pilot.press("escape")            # asked once: escape leaves it alone
@@ -280,11 +275,8 @@ async def test_the_palette_offers_only_the_actions_that_apply_to_the_selected_ru
 async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(demo):
     from tui_agent import operate
 
-    db, roles = demo
-    done = roles["succeeded"]
     toasts: list[str] = []
-    async with tui(db, toasts=toasts) as (app, pilot):
-        await select(pilot, done)
+    async with selected(demo, "succeeded", toasts=toasts) as (app, pilot, done):
         before = run_report(app.store, done)
         for name in ("x", "a", "p"):
             await key(pilot, name)
