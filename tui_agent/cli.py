@@ -715,6 +715,62 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
     return EXIT_OK
 
 
+def _setting_option(name: str):
+    from .sim.settings import CHOICES, FLAGS, Settings
+
+    default = getattr(Settings(), name)
+    return click.option(FLAGS[name], name, type=click.Choice(list(CHOICES[name])), default=default, show_default=True)
+
+
+@cli.command()
+@click.option("--headless", is_flag=True, help="Execute the scenario once and print what happened (no screen).")
+@click.option("--table", "table", is_flag=True, help="Print the five lessons x every crash point as Markdown.")
+@click.option("--all", "whole", is_flag=True, help="With --table: every combination of the settings.")
+@_setting_option("saving")
+@_setting_option("key")
+@_setting_option("service")
+@_setting_option("after_crash")
+@_setting_option("crash_at")
+@_setting_option("restart_after")
+@click.option("--person", type=click.Choice(["happened", "not-done"]), default=None,
+              help="Headless: the person's answer whenever the run waits for one (without it: reported waiting).")
+@json_option("Headless: the outcome as JSON: counts, workers, effect_state")
+def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_json: bool, **chosen: str) -> int:
+    """Crash it yourself: the nightly report on the real runtime, in a throw-away store, with a crash where
+    you choose (the Simulator screen; never touches your runs)."""
+    from .sim import Settings
+    from .sim import simulate as execute_scenario
+    from .sim.explain import why
+
+    if table:
+        from .sim.table import lessons_matrix, markdown, whole_matrix
+
+        rows = list(whole_matrix() if whole else lessons_matrix())
+        with click.progressbar(length=len(rows), label="executing", file=sys.stderr) as bar:
+            text = markdown(iter(rows), progress=lambda done: bar.update(1))
+        click.echo(text, nl=False)
+        return EXIT_OK
+    settings = Settings(**chosen)
+    if not headless:
+        from .screens.simulator import SimulatorApp
+
+        SimulatorApp(settings).run()
+        return EXIT_OK
+    outcome = execute_scenario(settings, person)
+    if as_json:
+        _json_out(outcome.as_json())
+        return EXIT_OK
+    for n, rows in enumerate(outcome.workers, 1):
+        click.echo(f"worker {n}" + ("" if n == 1 else f" (starts {settings.describe('restart_after')})"))
+        for row in rows or []:
+            click.echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
+        if not rows:
+            click.echo("  (nothing to do)")
+    click.echo("  ".join(f"{name.replace('_', ' ')} {count}" for name, count in outcome.counts.items()))
+    click.echo(why(outcome))
+    return EXIT_OK
+
+
 def _call_state(call: dict) -> str:
     if call["state"] == "died":
         held = call["reserved_usd"]

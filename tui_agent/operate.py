@@ -226,10 +226,11 @@ def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
 
 
 def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
-            note: str | None, result: str | None = None, needs_lookup: bool = False) -> str:
+            note: str | None, result: str | None = None, needs_lookup: bool = False, at: float | None = None) -> str:
     """One reconcile decision in one write: the run and the effect checked as they are now, the effect
-    moved only from the state that was checked, the run re-queued only from the status that was checked."""
-    at, who = now(), _person()
+    moved only from the state that was checked, the run re-queued only from the status that was checked.
+    `at` is the decision's time when it is not the process clock's (the simulator's scenario)."""
+    at, who = now() if at is None else at, _person()
     with store.write() as conn:
         run, effect = _deciding(store, run_ref, effect_ref, allowed)
         if needs_lookup and not effect["has_lookup"]:
@@ -251,19 +252,19 @@ def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...
 
 
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
-                       note: str | None = None) -> str:
+                       note: str | None = None, at: float | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
     return _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.CONFIRMED,
-                   "says it happened", note, json.dumps(result, ensure_ascii=False))
+                   "says it happened", note, json.dumps(result, ensure_ascii=False), at=at)
 
 
 def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
-                       warn: Callable[[str], None] | None = None) -> str:
+                       warn: Callable[[str], None] | None = None, at: float | None = None) -> str:
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
     warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
     run_id = _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.NOT_DONE,
-                     "says it did not happen", note)
+                     "says it did not happen", note, at=at)
     if warning:
         warn(warning)
     return run_id

@@ -254,15 +254,15 @@ class Context:
         position, recorded, value = self._next(name)
         if recorded:
             return value
-        crash_point("before-step")
+        crash_point("before-step", name)
         self._inside = name
         try:
             value, attempts, started_at, duration = self._attempt(position, name, lambda: fn(*args, **kwargs))
         finally:
             self._inside = None
-        crash_point("after-step")
+        crash_point("after-step", name)
         value = self._record(position, name, "step", value, started_at, duration, attempts=attempts)
-        crash_point("after-step-commit")
+        crash_point("after-step-commit", name)
         return value
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
@@ -297,7 +297,7 @@ class Context:
                 keys.append(model_calls.begin(conn, self.run_id, self.generation, position, name, self.fence,
                                               self.provider.name.partition(":")[0], chosen, request, reserved, at))
             self.budget.hold(reserved)
-            crash_point("in-model-call")
+            crash_point("in-model-call", name)
             live = LiveCall(self._store, keys[-1], self._live_observer(name), self.clock)
             try:
                 return self.provider.create(model=chosen, messages=sent_messages, max_tokens=max_tokens,
@@ -324,7 +324,7 @@ class Context:
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
                              also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
                                                                     reply.get("_request_id"), self.clock.now()))
-        crash_point("after-model-commit")
+        crash_point("after-model-commit", name)
         return value
 
     def agent_loop(self, name: str, *, messages: list[dict], tools: Sequence[Tool] = (), system: str | None = None,

@@ -137,7 +137,7 @@ class _Effect:
                           f"{doubt['run_id']}; reconcile it there, then resume this run")
         row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": self.ctx.clock.now(), "attempts": row["attempts"] + 1,
                "attempted_by": ctx.worker, "fence": ctx.fence}
-        crash_point("after-attempted")
+        crash_point("after-attempted", self.name)
         self.still_ours()
         try:
             value = self.call()
@@ -156,7 +156,7 @@ class _Effect:
         except Exception as e:
             row = self.transition(row, EffectState.UNKNOWN, f"outcome unknown: do raised {type(e).__name__}: {e}")
             return self.reconcile(row)
-        crash_point("after-do")
+        crash_point("after-do", self.name)
         return self.confirm(row, value)
 
     def still_ours(self) -> None:
@@ -235,7 +235,7 @@ def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | 
             row = add_intended(conn, run_id=ctx.run_id, generation=ctx.generation, position=position, name=name,
                                key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
                                lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=ctx.clock.now())
-        crash_point("after-intended")
+        crash_point("after-intended", name)
     elif row["key"] != key:
         raise StepFailed(position, name, ValueError(
             f"the effect was recorded with key {row['key']!r} and the code now builds {key!r}"))

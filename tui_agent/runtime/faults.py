@@ -4,7 +4,9 @@
 `kill -9` would (no cleanup, no commit); `TUI_AGENT_PAUSE_AT=POINT[:N]` stops it there with
 SIGSTOP, for fencing tests that resume it with SIGCONT. In-process (the simulator, tests) `arm()`
 makes the point raise `SimulatedCrash`, a BaseException, so agent code cannot swallow it and the
-caller survives. Disarmed, a point is one truthiness test.
+caller survives. `watching(fn)` lets one thread see every point it passes, with the name of the call
+(the simulator pauses there, and crashes there, one boundary at a time). Disarmed and unwatched, a point is
+two cheap tests.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 POINTS = {
@@ -45,6 +49,7 @@ class _Arm:
 
 
 _ARMS: list[_Arm] = []
+_WATCHED = threading.local()  # .fn: this thread's watcher, called at every point with the call's name
 
 
 def parse(spec: str, variable: str) -> tuple[str, int]:
@@ -67,8 +72,22 @@ def disarm() -> None:
     _ARMS.clear()
 
 
-def crash_point(point: str) -> None:
-    """Act here if an armed point is passed for its Nth time; free when nothing is armed."""
+@contextmanager
+def watching(fn: Callable[[str, str | None], None]) -> Iterator[None]:
+    """Call `fn(point, name)` at every point this thread passes; it may block (a stepper) or raise
+    `SimulatedCrash` (a crash chosen where it stands). Other threads are not watched."""
+    _WATCHED.fn = fn
+    try:
+        yield
+    finally:
+        _WATCHED.fn = None
+
+
+def crash_point(point: str, name: str | None = None) -> None:
+    """Act here if an armed point is passed for its Nth time; free when nothing is armed or watching."""
+    watcher = getattr(_WATCHED, "fn", None)
+    if watcher is not None:
+        watcher(point, name)
     if not _ARMS:
         return
     for armed in _ARMS:

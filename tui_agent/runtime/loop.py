@@ -115,7 +115,7 @@ def _use(ctx: Context, loop: str, tools: dict[str, Tool], block: dict) -> dict:
     position, recorded, result = ctx._next(entry, tool_calls=1)
     if not recorded:
         result = _run(ctx, position, entry, block, tool, args, problem, done)
-        crash_point("after-tool-commit")
+        crash_point("after-tool-commit", entry)
     if result.get("is_error"):
         ctx.failure(f"{block['name']}: {result['content']}")
     return result

@@ -1,0 +1,43 @@
+"""The handout: settings x crash points with the counts each execution gave, as a Markdown table."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from .scenario import Outcome, simulate
+from .settings import CHOICES, CRASH_AT, LESSONS, SETTING_NAMES, Settings
+
+COUNTS = (("fetches", "fetches"), ("model_calls", "model calls"), ("reports_written", "reports"),
+          ("send_requests", "send requests"), ("emails_received", "emails got"), ("lookups", "lookups"))
+
+
+def lessons_matrix() -> Iterator[tuple[str, Settings]]:
+    """Each lesson's settings (every phase) with every crash point."""
+    for lesson in LESSONS:
+        for phase, settings in enumerate(lesson.phases, 1):
+            name = f"{lesson.number}" + (f".{phase}" if len(lesson.phases) > 1 else "")
+            for point in CRASH_AT:
+                yield name, replace(settings, crash_at=point)
+
+
+def whole_matrix() -> Iterator[tuple[str, Settings]]:
+    for values in itertools.product(*(CHOICES[name] for name in SETTING_NAMES)):
+        yield "", Settings(**dict(zip(SETTING_NAMES, values)))
+
+
+def markdown(rows: Iterator[tuple[str, Settings]], progress: Callable[[int], None] = lambda done: None) -> str:
+    """The table; every row is one execution of the scenario (no person answers: a run that waits says so)."""
+    header = ["lesson", *(name.replace("_", " ") for name in SETTING_NAMES), *(label for _, label in COUNTS), "ends"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for done, (lesson, settings) in enumerate(rows, 1):
+        lines.append("| " + " | ".join([lesson or "-", *settings.as_dict().values(), *_cells(simulate(settings))])
+                     + " |")
+        progress(done)
+    return "\n".join(lines) + "\n"
+
+
+def _cells(outcome: Outcome) -> list[str]:
+    ending = "waits for a person" if outcome.waiting else outcome.status
+    return [str(outcome.counts[name]) for name, _ in COUNTS] + [ending]
