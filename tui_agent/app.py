@@ -33,6 +33,7 @@ class TuiAgentApp(App):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
+        Binding("m", "simulator", "Simulator: crash it yourself", show=False),   # the Runs footer shows it
     ]
 
     def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
@@ -99,6 +100,12 @@ class TuiAgentApp(App):
         from .screens.help import HelpScreen
 
         self.push_screen(HelpScreen(type(self.screen)))     # that screen's keys come first
+
+    def action_simulator(self) -> None:
+        from .screens.simulator import SimulatorScreen
+
+        if not isinstance(self.screen, SimulatorScreen):
+            self.push_screen(SimulatorScreen())
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

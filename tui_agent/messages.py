@@ -6,7 +6,18 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from .sim.stepper import Stepper, View
+
 
 @dataclass
 class DataChanged(Message):
     """Another connection committed (a worker, the CLI, an action): screens re-read what they show."""
+
+
+@dataclass
+class ScenarioAdvanced(Message):
+    """The simulator's scenario reached its next stop (or its end); `view` is how it stands there. `stepper`
+    says which execution it came from: one the screen has reset since is not shown."""
+
+    stepper: Stepper
+    view: View

@@ -14,9 +14,11 @@ def _screens():
     from .run import RunScreen
     from .runs import RunsScreen
     from .schedules import SchedulesScreen
+    from .simulator import SimulatorScreen
     from .workers import WorkersScreen
 
-    return [("Runs", RunsScreen), ("Run", RunScreen), ("Workers", WorkersScreen), ("Schedules", SchedulesScreen)]
+    return [("Runs", RunsScreen), ("Run", RunScreen), ("Workers", WorkersScreen), ("Schedules", SchedulesScreen),
+            ("Simulator", SimulatorScreen)]
 
 
 def _own_bindings(screen: type) -> list[Binding]:

@@ -17,7 +17,7 @@ from ..errors import UserError
 from ..format import stopwatch
 from ..operate import parse_budget, why_not_ceiling
 from ..runtime.agent import BUDGET_DIMENSIONS
-from ..runtime.clock import iso, now
+from ..runtime.clock import CLOCK, Clock, iso
 from ..runtime.effects import sender_warning
 from ..states import IN_DOUBT
 from ..strict_json import parse_json
@@ -130,19 +130,24 @@ RECONCILE_CHOICES = [("ask", "Ask the service", "look the key up, then decide"),
 
 
 class ReconcileModal(Dialog):
-    """What happened to an effect whose outcome is unknown: the facts, then four choices."""
+    """What happened to an effect whose outcome is unknown: the facts, then the choices. The simulator
+    hands its scenario's clock (the key window is counted on the scenario's time) and the choices it allows;
+    a `scenario`'s modal has no sender check (its workers are not processes here) and no result or note
+    (the scenario records neither)."""
 
     DO = "Record the decision"
 
-    def __init__(self, effect: dict) -> None:
+    def __init__(self, effect: dict, clock: Clock = CLOCK, allowed: tuple[str, ...] | None = None,
+                 scenario: bool = False) -> None:
         super().__init__()
-        self.effect = effect
+        self.effect, self.clock, self.scenario = effect, clock, scenario
+        self.allowed = allowed or tuple(value for value, _, _ in RECONCILE_CHOICES)
         self.TITLE = f'Reconcile "{effect["name"]}"'
 
     def body(self) -> ComposeResult:
         e = self.effect
         at = e.get("attempted_at")
-        since = now() - at if at else None
+        since = self.clock.now() - at if at else None
         window = e.get("dedupe_ttl_s")
         service = e.get("service") or "the service"
         remembers = (f"dedupes this key {stopwatch(window - since)} more" if window and since is not None
@@ -158,19 +163,20 @@ class ReconcileModal(Dialog):
         if warning:
             yield Static(f"warning: {warning}.", id="sender-warning", classes="warning")
         with Choices(id="decision"):
-            for value, label, hint in RECONCILE_CHOICES:
+            for value, label, hint in (choice for choice in RECONCILE_CHOICES if choice[0] in self.allowed):
                 if value == "ask" and not e["has_lookup"]:     # said in words and dimmed, not by colour alone
                     yield RadioButton(Text(f"{label:<20} not available: no lookup", style="dim"), id=value,
                                       disabled=True)
                 else:
-                    yield RadioButton(f"{label:<20} {hint}", id=value, value=value == "ask")
-        yield Input(placeholder='result as JSON (with "It happened", optional)', id="result")
-        yield Input(placeholder="note (optional)", id="note")
+                    yield RadioButton(f"{label:<20} {hint}", id=value, value=value == self.allowed[0])
+        if not self.scenario:
+            yield Input(placeholder='result as JSON (with "It happened", optional)', id="result")
+            yield Input(placeholder="note (optional)", id="note")
 
     def sender_warning(self) -> str | None:
         """Before a person answers "It did not happen": the worker that attempted it may still send it."""
         reader = getattr(self.app, "reader", None)
-        if reader is None or not self.effect.get("attempted_by") or "run_id" not in self.effect:
+        if self.scenario or reader is None or not self.effect.get("attempted_by") or "run_id" not in self.effect:
             return None
         return sender_warning(reader.conn, self.effect)
 
@@ -179,6 +185,8 @@ class ReconcileModal(Dialog):
         if pressed is None:
             self.notify("choose what happened first", severity="warning")
             return None
+        if self.scenario:
+            return pressed.id, None, None
         text = self.query_one("#result", Input).value.strip()
         try:
             result = parse_json(text, "the result") if text else None
@@ -242,3 +250,26 @@ class NewRunModal(Dialog):
             self.notify(str(e), severity="error")
             return None
         return self.query_one("#agent", Select).value, request
+
+
+class PredictModal(Dialog):
+    """Predict, then run: the learner commits to numbers before the scenario says them."""
+
+    TITLE = "Predict, then run"
+    DO = "Run it"
+
+    def body(self) -> ComposeResult:
+        yield Static("How many emails will the team get, and how many fetches will the two workers make in all?")
+        yield Input(placeholder="emails the team gets", id="emails", type="integer")
+        yield Input(placeholder="fetches made", id="fetches", type="integer")
+
+    def answer(self) -> tuple[int, int] | None:
+        said = []
+        for field in ("emails", "fetches"):
+            text = self.query_one(f"#{field}", Input).value.strip()
+            if not text.isdigit():
+                self.notify(f"give the {field} as a whole number, such as 1", severity="warning")
+                self.query_one(f"#{field}", Input).focus()
+                return None
+            said.append(int(text))
+        return said[0], said[1]

@@ -69,6 +69,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
+        Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     # What a narrow footer keeps longest: the ways to start and to find things; the strip names the key

@@ -55,7 +55,7 @@ def _told(settings: Settings, world: World, key: str) -> dict:
     `resend` claims a key protects it forever (the naive policy, no window); `ask-service` gives it the
     lookup when there is a saved key to look up; `ask-person` tells it nothing, so it asks a person."""
     usable = settings.key in ("saved", "meaning")
-    told = {"service": f"email · {'dedupes keys 24h' if settings.service == 'dedupe' else 'delivers every request'}",
+    told = {"service": "the email service",
             "lookup": None, "dedupe_ttl_s": None, "lookup_ttl_s": DAY_S}
     if settings.after_crash == "resend":
         told["dedupe_ttl_s"] = math.inf

@@ -61,7 +61,13 @@ def _email(outcome: Outcome) -> str:
         return f"The team {got} so far; worker 2 cannot tell whether it went out ({outcome.waits_because}), so it " \
                "waits for a person."
     if outcome.person == "happened":
-        return "A person said the email had gone out, so it was recorded as done and not sent again."
+        return ("A person said the email had gone out, so it was recorded as done and not sent again"
+                + (": one email." if emails == 1 else f", but the team got {_plural(emails, 'email')}."))
+    if outcome.person == "not-done":
+        said = "A person said the email had not gone out, so worker 2 sent it again with the same key"
+        if any(r.fate == "deduplicated" for r in again):
+            return f"{said}; the service remembered the key and ignored the repeat: one email."
+        return f"{said}: the team got {_plural(emails, 'email')}."
     if emails == 1 and lookups and lookups[-1].detail == "found":
         return "Worker 2 asked the service, which had the key, so it recorded the send as done without sending again."
     if emails == 1 and any(r.fate == "deduplicated" for r in again):
@@ -71,14 +77,10 @@ def _email(outcome: Outcome) -> str:
                "out, so it was sent once."
     if emails == 1 and not sent_first:
         return "Worker 1 never sent the email, so worker 2's send was the only one."
-    if emails == 1:
-        return "The email went out once."
-    if emails < 2 or not sent_first or not again:
+    if emails == 1 or not sent_first or not again:
         return f"The team got {_plural(emails, 'email')}."
     key_first, key_second = sent_first[-1].detail, again[-1].detail
-    if outcome.person == "not-done":
-        how = "a person said it had not gone out, so worker 2 sent it again"
-    elif key_second == "no key":
+    if key_second == "no key":
         how = "worker 2 sent it again without a key, so the service could not tell it was a repeat"
     elif key_second != key_first:
         how = ("worker 2 sent it again with a new key (" + ("made at send time" if outcome.settings.key == "at-send"

@@ -232,8 +232,7 @@ class Scenario:
             decide = operate.reconcile_happened if answer == "happened" else operate.reconcile_not_done
             decide(store, run_id, job.SEND, note="the simulator's person", at=self.clock.now())
             self.person = answer
-            self._row("send", "decided", "a person said it happened" if answer == "happened"
-                      else "a person said it did not happen: send again")
+            self._row("send", "decided", "it happened" if answer == "happened" else "not done")
             self._quiet = True
             turn = self._turn(store, registry, run_id)
 

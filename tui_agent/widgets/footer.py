@@ -1,6 +1,7 @@
 """The footer keeps what fits: the app's keys (quit, help) and the palette key at every width, then as many
 of the screen's keys as fit, most useful first (the screen's FOOTER, then the rest of its shown bindings in
-their order); compact, one column a key narrower, when the whole footer would not fit."""
+their order); compact, one column a key narrower, when the screen's FOOTER keys would not fit otherwise
+(a key it does not name shows only where there is room for it)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ class KeysFooter(Footer):
         candidates = [key for key in dict.fromkeys(ranked) if key in self._offered and key in active
                       and active[key].node is screen]
         room = width - PALETTE_W
-        compact = self._width(fixed + [active[key].binding for key in candidates], False) > room
+        wanted = [key for key in candidates if key in getattr(screen, "FOOTER", ())] or candidates
+        compact = self._width(fixed + [active[key].binding for key in wanted], False) > room
         shown: list[str] = []
         for key in candidates:
             if self._width(fixed + [active[k].binding for k in [*shown, key]], compact) <= room:
