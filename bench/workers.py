@@ -23,12 +23,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import importlib
-import re
 import os
+import re
 import shutil
 import signal
-import statistics
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile

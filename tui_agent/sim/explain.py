@@ -42,10 +42,10 @@ def _work(outcome: Outcome) -> str:
     parts = [f"{crash}."]
     if skipped:
         parts.append(f"Worker 2 skipped {_plural(len(skipped), 'saved step')}.")
-    if "summarize" in again and outcome.crashed_at == "mid-summary":
+    if outcome.counts["model_calls"] > 1:
         parts.append("The model had answered, but its answer is saved only when the summary step ends, so worker 2 "
                      "asked the model again.")
-    elif again:
+    if again:
         parts.append(f"It did {_listed(again)} again: worker 1 had not saved it.")
     return " ".join(parts)
 

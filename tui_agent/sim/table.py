@@ -39,5 +39,5 @@ def markdown(rows: Iterator[tuple[str, Settings]], progress: Callable[[int], Non
 
 
 def _cells(outcome: Outcome) -> list[str]:
-    ending = "waits for a person" if outcome.waiting else outcome.status
+    ending = "waits" if outcome.waiting else outcome.status
     return [str(outcome.counts[name]) for name, _ in COUNTS] + [ending]

@@ -1,0 +1,71 @@
+"""Is the Simulator instant? One lesson executed end to end (both workers, the throw-away store made and
+removed), one key press (the stepper running one boundary of the real runtime), and the whole matrix of
+settings x crash points, each through the real runtime.
+
+    python bench/simulator.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from tui_agent.sim import LESSONS, simulate
+from tui_agent.sim.stepper import STEP, Stepper
+from tui_agent.sim.table import whole_matrix
+
+REPS = 20
+GOALS = {"lesson_ms": 100.0, "matrix_s": 60.0}
+
+
+def lesson_ms() -> dict[str, float]:
+    simulate(LESSONS[0].phases[0])   # the empty store's template is made once per process
+    times = {}
+    for lesson in LESSONS:
+        for phase, settings in enumerate(lesson.phases, 1):
+            samples = []
+            for _ in range(REPS):
+                t0 = time.perf_counter()
+                simulate(settings)
+                samples.append((time.perf_counter() - t0) * 1000)
+            times[f"lesson {lesson.number}.{phase}"] = statistics.median(samples)
+    return times
+
+
+def key_press_ms() -> float:
+    """The median time of `space`: one boundary of the real runtime, in the scenario's own thread."""
+    samples = []
+    for _ in range(REPS):
+        stepper = Stepper(LESSONS[2].phases[0])
+        view = stepper.start()
+        while view.outcome is None:
+            t0 = time.perf_counter()
+            view = stepper.command(STEP)
+            samples.append((time.perf_counter() - t0) * 1000)
+        stepper.close()
+    return statistics.median(samples)
+
+
+def matrix_s() -> tuple[int, float]:
+    rows = list(whole_matrix())
+    t0 = time.perf_counter()
+    for _, settings in rows:
+        simulate(settings)
+    return len(rows), time.perf_counter() - t0
+
+
+def main() -> None:
+    lessons = lesson_ms()
+    for name, ms in lessons.items():
+        print(f"{name}: {ms:6.1f} ms")
+    worst = max(lessons.values())
+    print(f"slowest lesson: {worst:.1f} ms (goal under {GOALS['lesson_ms']:.0f} ms): "
+          f"{'met' if worst < GOALS['lesson_ms'] else 'NOT met'}")
+    print(f"one key press (space): {key_press_ms():.2f} ms median")
+    count, seconds = matrix_s()
+    print(f"whole matrix: {count} combinations in {seconds:.1f} s ({seconds / count * 1000:.1f} ms each; goal under "
+          f"{GOALS['matrix_s']:.0f} s): {'met' if seconds < GOALS['matrix_s'] else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
