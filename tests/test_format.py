@@ -10,6 +10,7 @@ from tui_agent.format import (
     age,
     ago,
     amount,
+    bar,
     clock,
     column_span,
     cost,
@@ -18,6 +19,7 @@ from tui_agent.format import (
     duration_ms,
     in_zone,
     minutes_ago,
+    pace,
     span,
     stamp,
     stopwatch,
@@ -133,3 +135,28 @@ def test_ago_never_reads_negative():
 
 def test_the_cli_prints_dollars_to_four_places():
     assert [usd_exact(v) for v in (0.0033, 1.25, 0)] == ["$0.0033", "$1.2500", "$0.0000"]
+
+
+def test_a_bar_is_full_only_when_everything_is_done():
+    assert bar(0, 300, 10) == "░" * 10
+    assert bar(150, 300, 10) == "█" * 5 + "░" * 5
+    assert bar(299, 300, 10) == "█" * 9 + "░"
+    assert bar(300, 300, 10) == "█" * 10
+
+
+def test_pace_says_the_rate_and_the_time_left():
+    assert pace(0, 300, 1.0) == ""
+    assert pace(100, 300, 2.0) == "50/s · 4s left"
+    assert pace(3, 10, 2.0) == "1.5/s · 4s left"
+    assert pace(10, 10, 2.0) == "5.0/s"
+
+
+def test_the_run_progress_line_counts_the_pace_from_the_first_step_it_ran():
+    from tui_agent.cli import ProgressLine
+
+    line = ProgressLine()
+    assert line.line(None, 4, "ask", False, 0.0) == "step 5 ask"
+    assert line.line(303, 0, "settings", True, 0.0) == f"{bar(1, 303)} 1/303 settings (recorded)"
+    assert line.line(303, 3, "file:a.py", False, 10.0) == f"{bar(4, 303)} 4/303 file:a.py"
+    # 100 files in 2 seconds since the first step this process ran: 50 a second, 199 to go
+    assert line.line(303, 103, "file:b.py", False, 12.0) == f"{bar(104, 303)} 104/303 file:b.py · 50/s · 3s left"

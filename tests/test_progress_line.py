@@ -30,8 +30,9 @@ def test_run_shows_a_live_step_line_on_a_terminal():
         os.close(leader)
     assert done.returncode == 0
     text = shown.decode()
-    for line in ("step 1/3 greet", "step 2/3 count-letters", "step 3/3 shout"):
+    for line in ("░ 1/3 greet", " 2/3 count-letters · ", "█ 3/3 shout · "):   # a bar, then the pace once known
         assert line in text
+    assert "/s" in text and "left" in text
     assert text.endswith("\r\x1b[2K"), "the line is cleared before the result is printed"
     assert "succeeded" in done.stdout
-    assert "step 1/3" not in done.stdout
+    assert "1/3" not in done.stdout

@@ -370,3 +370,18 @@ async def test_j_k_move_and_enter_on_a_ledger_row_selects_its_entry(demo):
         await key(pilot, "enter")
         assert timeline(app).selected_key == "p6"
         assert timeline(app).has_focus
+
+
+async def test_a_file_step_shows_its_change_as_a_unified_diff_and_v_shows_raw_json(demo):
+    db, roles = demo
+    async with tui(db) as (app, pilot):
+        await open_run(app, pilot, roles["refactor crashed"])
+        await select(pilot, app, 3)                  # settings, worktree, find-files, then the first file
+        shown = viewer(app).plain
+        assert "status   rewritten" in shown and "imports  1" in shown
+        assert "--- a/src/components/group00/Widget000.tsx" in shown
+        assert '-import { cn } from "@/utils/cn";' in shown
+        assert '+import { cn } from "~/lib/cn";' in shown
+        await pilot.press("v")
+        await pilot.pause()
+        assert '"diff":' in viewer(app).plain and "--- a/src" in viewer(app).plain

@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import click
 
 from . import __version__, operate
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, in_zone, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
@@ -257,16 +258,28 @@ def start(session: Session, agent: str, input_text: str, key: str | None, model:
 
 
 class ProgressLine:
-    """`step i/n name` rewritten in place on a terminal, and a streaming model call's tokens and seconds
+    """`step i/n name` rewritten in place on a terminal, with a bar, the steps a second and the time left
+    once the run has said its length (`ctx.plan`), and a streaming model call's tokens and seconds
     (`summarize · Claude · 312 tokens · 4.1 s`) at most ten times a second; silent when stderr is not one."""
 
     def __init__(self) -> None:
         self.shown = sys.stderr.isatty()
         self._live_at = 0.0
+        self._started: tuple[int, float] | None = None   # the first step this process ran: (position, time)
 
     def __call__(self, ctx, position: int, name: str, replayed: bool) -> None:
-        total = f"/{ctx.total_steps}" if ctx.total_steps else ""
-        self._write(f"step {position + 1}{total} {name}" + (" (recorded)" if replayed else ""))
+        self._write(self.line(ctx.total_steps, position, name, replayed, time.monotonic()))
+
+    def line(self, total: int | None, position: int, name: str, replayed: bool, at: float) -> str:
+        if not total:
+            return f"step {position + 1} {name}" + (" (recorded)" if replayed else "")
+        if not replayed and self._started is None:
+            self._started = (position, at)
+        done = position + 1
+        rate = pace(done - self._started[0] - 1, total - self._started[0] - 1, at - self._started[1]) \
+            if self._started and not replayed else ""
+        return " ".join(part for part in (bar(done, total), f"{done}/{total}", name,
+                                          "(recorded)" if replayed else "", f"· {rate}" if rate else "") if part)
 
     def live(self, ctx, name: str, provider: str, tokens: int, elapsed_s: float) -> None:
         if elapsed_s - self._live_at >= 0.1 or elapsed_s < self._live_at:

@@ -4,6 +4,7 @@ scripted model and injected crashes, so every row on screen is something the run
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,11 +26,12 @@ def demo_path(user_db: Path) -> Path:
 
 
 def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None) -> None:
-    """One worker turn in this process, as a worker process would take it (a crash drops the store)."""
+    """One worker turn in this process, as a worker process would take it (a crash drops the store);
+    `crash_at` is POINT or POINT:N, as TUI_AGENT_CRASH_AT takes it."""
     store = open_store(db)
     claim = claim_run(store, run_id, "w-demo", LEASE_S, now())
     if crash_at:
-        faults.arm(crash_at)
+        faults.arm(*faults.parse(crash_at, "the demo's crash point"))
     try:
         execute(store, registry, claim)
     except SimulatedCrash:
@@ -67,9 +69,48 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
             wait(LEASE_S + 0.1)
             _work(db, registry, run_id)
         roles[role] = run_id
+    progress("running: refactor-imports over 200 files, crashed at file 140")
+    roles["refactor crashed"] = _refactor(db, store, registry, progress)
     progress("queueing the run the demo worker will work")
     roles["running"], _ = operate.start(store, registry, "nightly-report",  # scripted: a demo never spends a key
                                         {"date": today.isoformat(), "team": "platform", "delay_s": 4},
                                         model="scripted")
     store.close()
     return roles
+
+
+def _refactor(db: Path, store, registry: Registry, progress) -> str:
+    """A refactor-imports run over a generated tree of 200 files (its own small git repository when git is
+    here), killed after file 140 and left for the demo worker to finish once the lease has run out."""
+    tree = refactor_sample(data_dir_for(db) / "refactor-sample", 200)
+    if not _committed(tree):
+        progress("git is not installed: the refactor demo edits a plain folder in place")
+    run_id, _ = operate.start(store, registry, "refactor-imports",
+                              {"root": str(tree), "from": "@/utils/cn", "to": "~/lib/cn"}, model="scripted")
+    _work(db, registry, run_id, "after-step-commit:143")     # settings, worktree, find-files, then 140 files
+    return run_id
+
+
+def refactor_sample(root: Path, count: int) -> Path:
+    """`count` small components that import the seed job's alias `@/utils/cn`, and a helper that does not."""
+    for i in range(count):
+        folder = root / "src" / "components" / f"group{i // 20:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"Widget{i:03d}.tsx").write_text(
+            f'import {{ cn }} from "@/utils/cn";\nimport {{ useState }} from "react";\n\n'
+            f"export function Widget{i:03d}() {{\n  const [on, setOn] = useState(false);\n"
+            f'  return <button className={{cn("widget", on && "on")}} onClick={{() => setOn(!on)}}>{i}</button>;\n}}\n')
+    (root / "src" / "lib").mkdir(parents=True, exist_ok=True)
+    (root / "src" / "lib" / "cn.ts").write_text("export const cn = (...names: unknown[]) => names.filter(Boolean).join(' ');\n")
+    return root
+
+
+def _committed(tree: Path) -> bool:
+    """Make `tree` a git repository with one commit; False when there is no git here."""
+    git = ["git", "-c", "user.name=tui-agent demo", "-c", "user.email=demo@localhost", "-c", "init.defaultBranch=main"]
+    try:
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the sample app"]):
+            subprocess.run([*git, *args], cwd=tree, check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return True

@@ -49,3 +49,9 @@ class PermanentError(Exception):
 class EffectNotDone(Exception):
     """Raised by an effect's `do` when the service guarantees it did nothing (a refusal), so
     sending again with the same key is safe. Any other exception leaves the outcome unknown."""
+
+
+class ParkRun(Exception):
+    """Raised by an agent's code (a step's function included) when something outside the run needs a person
+    before it can go on (a file it cannot read, a working tree that moved): the run is parked with reason
+    `environment` and this message, nothing of the step is recorded, and `resume` tries the step again."""

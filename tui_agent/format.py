@@ -184,3 +184,18 @@ def amount(dimension: str, value: float | None) -> str:
     if dimension == "wall_s":
         return wall_s(value)
     return count(value)
+
+
+def bar(done: int, total: int, width: int = 20) -> str:
+    """A text progress bar: ██████░░░░ (whole cells; full only when everything is done)."""
+    filled = width if done >= total else min(width - 1, width * max(done, 0) // max(total, 1))
+    return "█" * filled + "░" * (width - filled)
+
+
+def pace(done: int, total: int, elapsed_s: float) -> str:
+    """How fast steps go and when the rest will be done: `52/s · 3s left` ("" until there is a rate)."""
+    if done <= 0 or elapsed_s <= 0:
+        return ""
+    rate = done / elapsed_s
+    shown = f"{rate:.0f}/s" if rate >= 10 else f"{rate:.1f}/s"
+    return f"{shown} · {countdown((total - done) / rate)} left" if total > done else shown

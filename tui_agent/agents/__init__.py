@@ -2,5 +2,6 @@
 
 from .hello import AGENT as HELLO
 from .nightly_report import AGENT as NIGHTLY_REPORT
+from .refactor_imports import AGENT as REFACTOR_IMPORTS
 
-BUILTIN = [HELLO, NIGHTLY_REPORT]
+BUILTIN = [HELLO, NIGHTLY_REPORT, REFACTOR_IMPORTS]

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import ParkRun
 from ..models import (
     Provider,
     Unresolved,
@@ -180,6 +181,8 @@ class Context:
             t0 = self.clock.perf()
             try:
                 return call(), attempts + 1, started_at, self.clock.perf() - t0
+            except ParkRun:
+                raise   # a person looks first: not a failed attempt
             except Exception as e:
                 attempts += 1
                 again = is_temporary(e) and attempts < self._retry.attempts

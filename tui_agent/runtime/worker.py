@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ParkRun
 from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
@@ -102,6 +103,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
         except CodeChanged as e:
             return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
+        except ParkRun as e:
+            return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: {e}; then tui-agent resume {claim.run_id}")
         except (StepFailed, ResultNotJSON) as e:
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e), raised=e)
         except (FenceRefused, EnvironmentStop):

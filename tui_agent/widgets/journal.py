@@ -1,6 +1,6 @@
 """The journal viewer: one timeline entry rendered for people (a model reply as its text and tool
-calls with a usage and cost line, a step result as pretty JSON, an effect with its ledger row), or
-as raw JSON (`v`)."""
+calls with a usage and cost line, a step result as pretty JSON, or as a unified diff when it carries one,
+an effect with its ledger row), or as raw JSON (`v`)."""
 
 from __future__ import annotations
 
@@ -153,6 +153,23 @@ def call_lines(calls: list[dict], colours: Palette = OFFLINE) -> Text:
     return text
 
 
+DIFF_TONES = (("+++", "text-muted"), ("---", "text-muted"), ("@@", "text-secondary"), ("+", GOOD), ("-", BAD))
+
+
+def diff_lines(result: dict, colours: Palette = OFFLINE) -> Text:
+    """A step that changed a file (its result carries a unified `diff`): the other fields, then the diff, each
+    line in the colour of what it is (and its + or - sign, which says it without colour)."""
+    text = Text()
+    for name, value in result.items():
+        if name != "diff":
+            _field(text, name, value if isinstance(value, str) else json.dumps(value))
+    text.append("\n")
+    for line in result["diff"].splitlines():
+        tone = next((tone for sign, tone in DIFF_TONES if line.startswith(sign)), "")
+        text.append(line + "\n", style=style(colours, tone) if tone else "")
+    return text
+
+
 def human(item: TimelineItem, situation: str = "", at: float | None = None, colours: Palette = OFFLINE) -> Text:
     """The selected entry for people."""
     at = at or now()
@@ -212,6 +229,8 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None, colo
     elif item.kind == "failure" and entry is not None and isinstance(entry["result"], dict):
         _field(text, "error", entry["result"].get("error", ""), style(colours, BAD, bold=True))
         _field(text, "print", entry["result"].get("fingerprint", ""))
+    elif entry is not None and isinstance(entry["result"], dict) and isinstance(entry["result"].get("diff"), str):
+        text.append(diff_lines(entry["result"], colours))
     elif entry is not None:
         text.append(pretty_json(entry["result"]))
     if item.pending and item.kind == "pending":

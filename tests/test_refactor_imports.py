@@ -1,0 +1,206 @@
+"""refactor-imports end to end with real processes: a 300-file tree survives repeated kill -9 and comes out
+byte for byte as a run without crashes; a kill mid-write leaves the file whole; in git it works in its own
+worktree and branch and parks when that branch was moved under it; a file it cannot parse parks the run."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from helpers import later, ok, show_json
+
+OLD, NEW = "acme_old", "acme_new"
+
+
+def make_tree(root: Path, count: int, seed: int = 7) -> Path:
+    """`count` files that import OLD (Python and TypeScript, nested folders), and a few that do not."""
+    rng = random.Random(seed)
+    for i in range(count):
+        folder = root / f"pkg{i % 7}" / f"sub{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        if i % 2:
+            body = (f"import os\nfrom {OLD}.part{i % 5} import thing_{i}\nimport {OLD} as old\n"
+                    f"# {OLD} is mentioned in a comment\nVALUE = {rng.randint(0, 10**6)}\n")
+            (folder / f"mod_{i}.py").write_text(body, newline="")
+        else:
+            body = (f"import {{ cn }} from '{OLD}/part{i % 5}';\r\nconst x = require(\"{OLD}\");\r\n"
+                    f"// from '{OLD}' in a comment\r\nexport const v{i} = {rng.randint(0, 10**6)};\r\n")
+            (folder / f"comp_{i}.ts").write_text(body, newline="")
+    (root / "untouched.py").write_text("import json\n")
+    (root / "node_modules").mkdir()
+    (root / "node_modules" / "dep.js").write_text(f"require('{OLD}')\n")   # a build folder: never touched
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def start(tui_agent, root: Path, *db: str) -> str:
+    done = ok(tui_agent(*db, "start", "refactor-imports", "--input",
+                        json.dumps({"root": str(root), "from": OLD, "to": NEW})))
+    return done.stdout.strip()
+
+
+def entries(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT count(*) FROM journal").fetchone()[0]
+
+
+def file_steps(report: dict) -> list[dict]:
+    return [e for e in report["journal"] if e["name"].startswith("file:")]
+
+
+def test_300_files_survive_repeated_kill_9_and_match_a_run_without_crashes(tui_agent, tmp_path, db_path):
+    reference = make_tree(tmp_path / "reference", 300)
+    tree = make_tree(tmp_path / "tree", 300)
+    assert snapshot(reference) == snapshot(tree)
+    clean = ok(tui_agent("--db", str(tmp_path / "clean.db"), "run", "refactor-imports", "--input",
+                         json.dumps({"root": str(reference), "from": OLD, "to": NEW}), timeout=120))
+    assert "succeeded (check_passed)" in clean.stdout
+
+    run_id = start(tui_agent, tree)
+    rng, kills, clock = random.Random(2026), 0, 0
+    while kills < 6:
+        clock += 100
+        worker = subprocess.Popen([sys.executable, "-m", "tui_agent", "worker", "--once", "--lease", "30"],
+                                  cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "TUI_AGENT_NOW": later(clock)})
+        target = entries(db_path) + rng.randint(3, 40)
+        deadline = time.monotonic() + 60
+        while entries(db_path) < target and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.004))          # anywhere inside the next file's read, write or record
+        if worker.poll() is not None:
+            break
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        kills += 1
+    assert kills >= 5, "the kills must land mid-run"
+    ok(tui_agent("worker", "--once", "--lease", "30", env={"TUI_AGENT_NOW": later(clock + 100)}, timeout=120))
+
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed")
+    assert report["run"]["attempt"] >= 6
+    steps = file_steps(report)
+    names = [e["name"] for e in steps]
+    assert len(names) == len(set(names)) == 300          # every file recorded exactly once
+    results = [e["result"] for e in steps]
+    done_again = [r["path"] for r in results if r["status"] == "already done"]
+    assert len(done_again) <= kills    # only a file renamed into place and killed before its record
+    assert snapshot(tree) == snapshot(reference)          # byte for byte, temporary files included (none left)
+
+
+def test_a_kill_between_the_temporary_file_and_the_rename_leaves_the_original_whole(tui_agent, tmp_path):
+    tree = make_tree(tmp_path / "tree", 6)
+    before = snapshot(tree)
+    run_id = start(tui_agent, tree)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "mid-write:3"})
+    assert crashed.returncode == -signal.SIGKILL
+    plan = show_json(tui_agent, run_id)["journal"][2]["result"]
+    third = plan[2]
+    assert (tree / third).read_bytes() == before[third]       # not truncated, not half-written: the old file
+    assert OLD in (tree / third).read_text()
+    leftovers = [p for p in tree.rglob(".*.tmp")]
+    assert len(leftovers) == 1                                # the new content, never renamed over it
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    assert show_json(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert not list(tree.rglob(".*.tmp"))                     # the retry cleared what the kill left
+    assert (tree / third).read_bytes() != before[third] and NEW in (tree / third).read_text()
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed on this machine")   # the agent then edits in place (tested above)
+    root = make_tree(tmp_path / "repo", 12)
+    (root / ".gitignore").write_text("node_modules/\n")     # tracked files only: the ignored build folder stays out
+    git("init", "-q", "-b", "main", cwd=root)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A", cwd=root)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=root)
+    return root
+
+
+def test_in_git_it_works_in_its_own_worktree_and_branch_and_commits_once(tui_agent, repo, tmp_path):
+    before = snapshot(repo)
+    run_id = start(tui_agent, repo)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:8"})
+    assert crashed.returncode == -signal.SIGKILL
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "the user moves on",
+        cwd=repo)                                        # the user's own branch advancing is normal
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed")
+    place = report["journal"][1]["result"]
+    branch = place["branch"]
+    assert branch.startswith(f"refactor/{OLD}-to-{NEW}-") and branch.endswith(run_id)
+    assert Path(place["worktree"]).is_dir() and Path(place["worktree"]).is_relative_to(tmp_path / "runs.data")
+    assert place["base"] == git("rev-parse", "main~1", cwd=repo)
+    def sources(files: dict) -> dict:
+        return {k: v for k, v in files.items() if not k.startswith(".git")}
+
+    assert sources(snapshot(repo)) == sources(before)    # the user's own tree is never touched
+    assert git("log", "--format=%s", f"{place['base']}..{branch}", cwd=repo).splitlines() == [
+        f"Rewrite imports of {OLD} to {NEW} (12 files)"]
+    changed = git("diff", "--name-only", place["base"], branch, cwd=repo).splitlines()
+    assert len(changed) == 12
+    result = report["run"]["result"]
+    assert result["merge"] == f"git -C {repo} merge {branch}"
+    assert git("show", f"{branch}:pkg1/sub1/mod_1.py", cwd=repo).startswith(f"import os\nfrom {NEW}.part1 import")
+
+
+def test_in_git_a_refactor_branch_reset_elsewhere_parks_the_run(tui_agent, repo):
+    run_id = start(tui_agent, repo)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:6"})
+    assert crashed.returncode == -signal.SIGKILL
+    place = show_json(tui_agent, run_id)["journal"][1]["result"]
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "not the run's",
+        cwd=Path(place["worktree"]))
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    run = show_json(tui_agent, run_id)["run"]
+    assert (run["status"], run["reason"]) == ("parked", "environment")
+    events = [e["message"] for e in show_json(tui_agent, run_id)["events"]]
+    assert any("1 commit(s) this run did not make" in m for m in events)
+
+
+def test_a_file_that_does_not_parse_parks_the_run_and_resume_finishes_after_the_fix(tui_agent, tmp_path):
+    tree = make_tree(tmp_path / "tree", 4)
+    broken = tree / "pkg0" / "broken.py"
+    broken.write_text(f"from {OLD} import x\nif True\n    pass\n")
+    run_id = start(tui_agent, tree)
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    message = report["events"][-1]["message"]
+    assert "pkg0/broken.py" in message and "does not parse" in message and f"resume {run_id}" in message
+    assert OLD in broken.read_text()
+    broken.write_text(f"from {OLD} import x\nif True:\n    pass\n")
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    assert show_json(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert broken.read_text() == f"from {NEW} import x\nif True:\n    pass\n"
+
+
+def test_the_seed_job_rewrites_a_tsx_alias(tui_agent, tmp_path):
+    tree = tmp_path / "web"
+    (tree / "components").mkdir(parents=True)
+    card = tree / "components" / "Card.tsx"
+    card.write_text('import { cn } from "@/utils/cn";\nimport x from "@/utils/cnx";\n'
+                    'export const Card = () => <div className={cn("a")} />;\n')
+    done = ok(tui_agent("run", "refactor-imports", "--input",
+                        json.dumps({"root": str(tree), "from": "@/utils/cn", "to": "~/lib/cn"})))
+    assert "succeeded" in done.stdout
+    assert card.read_text() == ('import { cn } from "~/lib/cn";\nimport x from "@/utils/cnx";\n'
+                                'export const Card = () => <div className={cn("a")} />;\n')

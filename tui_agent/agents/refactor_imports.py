@@ -1,0 +1,113 @@
+"""refactor-imports: rewrite every import of one module to another across a tree, one journaled step per
+file. In a git repository it works in a worktree and branch of its own and commits once at the end; a crash
+at any moment leaves each file old or new, and the run goes on from the next file not recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ParkRun, PermanentError
+from ..runtime.agent import Agent
+from ..runtime.context import Context
+from . import worktree
+from .files import sources, write_atomic
+from .imports_rewrite import EXTENSIONS, Unworkable, language, mentions, rewrite
+
+NAME = "refactor-imports"
+
+
+def _settings(request: dict) -> dict:
+    missing = [name for name in ("root", "from", "to") if not str(request.get(name) or "").strip()]
+    if missing:
+        raise PermanentError(f"give {', '.join(missing)} in the input, as in "
+                             '{"root": "src", "from": "old.module", "to": "new.module"}')
+    root = Path(request["root"]).expanduser().resolve()
+    if not root.is_dir():
+        raise PermanentError(f"root {request['root']!r} is not a folder")
+    if request["from"] == request["to"]:
+        raise PermanentError("from and to name the same module; nothing would change")
+    return {"root": str(root), "from": request["from"], "to": request["to"]}
+
+
+def _place(settings: dict, run_id: str, data_dir: str) -> dict:
+    """Where the edits happen: the run's own worktree in a repository, else the folder itself."""
+    root = Path(settings["root"])
+    top = worktree.toplevel(root)
+    if top is None:
+        return {"git": False, "tree": str(root)}
+    sub = root.relative_to(top.resolve()).as_posix() if root != top.resolve() else ""
+    branch = worktree.branch_for("refactor", f"{settings['from']}-to-{settings['to']}", run_id, top)
+    made = worktree.create(top, (Path(data_dir) / NAME / "worktrees" / run_id).resolve(), branch)
+    return {"git": True, **made, "sub": sub, "tree": str(Path(made["worktree"]) / sub)}
+
+
+def _files(tree: str, old: str) -> list[str]:
+    """The plan, recorded once: the source files that mention the old module at all, in a fixed order."""
+    return [name for name in sources(Path(tree), EXTENSIONS) if mentions((Path(tree) / name).read_bytes(), old)]
+
+
+def _rewrite_file(tree: str, name: str, old: str, new: str) -> dict:
+    """One file: rewritten and renamed into place, or `already done` when it imports the old module no more
+    (a crash after the rename and before this step's record)."""
+    path = Path(tree) / name
+    try:
+        done = rewrite(path.read_bytes(), name, old, new)
+    except FileNotFoundError:
+        raise ParkRun(f"{name} is gone from {tree}; restore it") from None
+    except Unworkable as e:
+        raise ParkRun(f"{name}: {e}; fix it") from None
+    if not done.changes:
+        return {"path": name, "status": "already done", "imports": 0}
+    write_atomic(path, done.data)
+    return {"path": name, "status": "rewritten", "imports": done.changes, "diff": done.diff}
+
+
+def refactor_imports(ctx: Context, request: dict) -> dict:
+    settings = ctx.step("settings", _settings, request)
+    old, new = settings["from"], settings["to"]
+    place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
+    if place["git"]:
+        worktree.verify(place, ctx.run_id)   # on every turn: never a silent rewrite of the wrong tree
+    names = ctx.step("find-files", _files, place["tree"], old)
+    ctx.plan(total_steps=len(names) + 4)
+    rewritten = []
+    for i, name in enumerate(names):
+        ctx.plan(next_input=names[i + 1] if i + 1 < len(names) else None)   # saved with this file's record
+        if ctx.step(f"file:{name}", _rewrite_file, place["tree"], name, old, new)["status"] == "rewritten":
+            rewritten.append(name)
+    result = {"tree": place["tree"], "files": names, "rewritten": len(rewritten)}
+    if not place["git"]:
+        return result
+    prefix = f"{place['sub']}/" if place["sub"] else ""
+    commit = ctx.step("commit", worktree.commit_once, place, ctx.run_id, [prefix + n for n in names],
+                      f"Rewrite imports of {old} to {new} ({len(names)} files)")
+    return {**result, "branch": place["branch"], "commit": commit,
+            "merge": f"git -C {place['repo']} merge {place['branch']}"}
+
+
+def check(ctx: Context, result: dict) -> tuple[bool, str | None]:
+    """No file of the plan imports the old module any more, and the Python files compile."""
+    settings = ctx.request
+    for name in result["files"]:
+        data = (Path(result["tree"]) / name).read_bytes()
+        try:
+            if rewrite(data, name, settings["from"], settings["to"]).changes:
+                return False, f"{name} still imports {settings['from']}"
+        except Unworkable as e:
+            return False, f"{name}: {e}"
+        if language(name) == "python":
+            try:
+                compile(data, name, "exec", dont_inherit=True)
+            except SyntaxError as e:
+                return False, f"{name} does not compile: line {e.lineno}: {e.msg}"
+    return True, None
+
+
+AGENT = Agent(
+    name=NAME,
+    version="1",
+    run=refactor_imports,
+    check=check,
+    description="rewrites every import of one module to another across a tree (Python, JS/TS), resumable; "
+                "input: {root, from, to}",
+)
