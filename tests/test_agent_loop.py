@@ -241,3 +241,11 @@ def test_a_tool_call_past_the_tool_calls_ceiling_is_refused_before_it_runs(store
     assert (outcome.status, outcome.reason) == ("parked", "budget:tool_calls")
     assert ran == [1]
     assert checkpoint_for(store, run_id)["used_tool_calls"] == 1
+
+
+def test_a_step_about_a_path_is_shown_whole_not_nested():
+    from tui_agent.widgets.timeline import TimelineItem
+
+    names = ["find-files", "file:src/app.py", "file:src/lib/x.py", "fix/turn 1", "fix/read_file"]
+    items = [TimelineItem(position=i, name=name, kind="step", mark="✓", tone="") for i, name in enumerate(names)]
+    assert shown_names(items) == ["find-files", "file:src/app.py", "file:src/lib/x.py", "fix › turn 1", "    › read_file"]

@@ -128,6 +128,7 @@ def repo(tmp_path):
     root = make_tree(tmp_path / "repo", 12)
     (root / ".gitignore").write_text("node_modules/\n")     # tracked files only: the ignored build folder stays out
     git("init", "-q", "-b", "main", cwd=root)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "empty", cwd=root)
     git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A", cwd=root)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=root)
     return root
@@ -147,7 +148,7 @@ def test_in_git_it_works_in_its_own_worktree_and_branch_and_commits_once(tui_age
     branch = place["branch"]
     assert branch.startswith(f"refactor/{OLD}-to-{NEW}-") and branch.endswith(run_id)
     assert Path(place["worktree"]).is_dir() and Path(place["worktree"]).is_relative_to(tmp_path / "runs.data")
-    assert place["base"] == git("rev-parse", "main~1", cwd=repo)
+    assert place["base"] == git("rev-parse", "main~1", cwd=repo)     # HEAD when it started, before the user's commit
     def sources(files: dict) -> dict:
         return {k: v for k, v in files.items() if not k.startswith(".git")}
 
@@ -161,18 +162,27 @@ def test_in_git_it_works_in_its_own_worktree_and_branch_and_commits_once(tui_age
     assert git("show", f"{branch}:pkg1/sub1/mod_1.py", cwd=repo).startswith(f"import os\nfrom {NEW}.part1 import")
 
 
-def test_in_git_a_refactor_branch_reset_elsewhere_parks_the_run(tui_agent, repo):
+@pytest.mark.parametrize("moved, said", [
+    (["reset", "-q", "--hard", "HEAD~1"], "no longer starts at"),
+    (["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "not the run's"],
+     "1 commit(s) this run did not make"),
+    (["checkout", "-q", "-b", "elsewhere"], "not refactor/"),
+])
+def test_in_git_a_refactor_branch_moved_elsewhere_parks_the_run(tui_agent, repo, moved, said):
     run_id = start(tui_agent, repo)
     crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:6"})
     assert crashed.returncode == -signal.SIGKILL
     place = show_json(tui_agent, run_id)["journal"][1]["result"]
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "not the run's",
-        cwd=Path(place["worktree"]))
+    before = snapshot(Path(place["worktree"]))
+    git(*moved, cwd=Path(place["worktree"]))
     ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
-    run = show_json(tui_agent, run_id)["run"]
-    assert (run["status"], run["reason"]) == ("parked", "environment")
-    events = [e["message"] for e in show_json(tui_agent, run_id)["events"]]
-    assert any("1 commit(s) this run did not make" in m for m in events)
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    assert said in report["events"][-1]["message"]
+    assert len(file_steps(report)) == 3          # nothing more was rewritten in a tree that is not the run's
+    if moved[0] != "reset":
+        assert {k: v for k, v in snapshot(Path(place["worktree"])).items() if not k.startswith(".git")} == {
+            k: v for k, v in before.items() if not k.startswith(".git")}
 
 
 def test_a_file_that_does_not_parse_parks_the_run_and_resume_finishes_after_the_fix(tui_agent, tmp_path):

@@ -66,11 +66,12 @@ class TimelineItem:
 
 def shown_names(items: list[TimelineItem]) -> list[str]:
     """Names as the timeline shows them: an agent loop's entries (`fix/turn 2`, `fix/read_file`) nested
-    under the loop's name, which is written out on the first row of each stretch only."""
+    under the loop's name, which is written out on the first row of each stretch only. A name with a colon
+    before its first slash is a step about a path (`file:src/app.py`), shown whole."""
     shown, group = [], None
     for item in items:
         head, nested, part = item.name.partition("/")
-        if not nested:
+        if not nested or ":" in head:
             shown.append(item.name)
             group = None
             continue
