@@ -30,7 +30,7 @@ from tui_agent.screens.runs import RunsScreen
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import get_run, list_runs
 
-NEEDS_YOU = ("parked on cost", "waiting for approval", "outcome unknown")
+NEEDS_YOU = ("parked on cost", "waiting for approval", "outcome unknown", "patch waiting for approval")
 
 
 def run(app, run_id: str) -> dict:
@@ -42,8 +42,8 @@ async def test_needs_you_runs_come_first_and_o_sorts_newest_first(demo):
     async with tui(db) as (app, pilot):
         ids = shown_ids(app)
         assert len(ids) == len(roles)
-        assert set(ids[:3]) == {roles[r] for r in NEEDS_YOU}
-        assert "needs you 3" in str(screen_of(app).query_one("#summary").content)
+        assert set(ids[:len(NEEDS_YOU)]) == {roles[r] for r in NEEDS_YOU}
+        assert f"needs you {len(NEEDS_YOU)}" in str(screen_of(app).query_one("#summary").content)
 
         await pilot.press("o")
         ids = shown_ids(app)
@@ -51,7 +51,7 @@ async def test_needs_you_runs_come_first_and_o_sorts_newest_first(demo):
         assert [run(app, i)["created_at"] for i in ids] == sorted((run(app, i)["created_at"] for i in ids),
                                                                   reverse=True)
         await pilot.press("o")
-        assert set(shown_ids(app)[:3]) == {roles[r] for r in NEEDS_YOU}
+        assert set(shown_ids(app)[:len(NEEDS_YOU)]) == {roles[r] for r in NEEDS_YOU}
 
 
 async def test_the_situation_strip_names_the_selected_run(demo):

@@ -41,17 +41,17 @@ def test_help(roles, snap_compare):
 
 
 def test_reconcile_modal(roles, snap_compare):
-    # the outcome-unknown run sorts first (needs you, newest)
-    assert snap_compare(app(), press=["c"], terminal_size=(120, 34))
+    # needs you first, newest first: Patch waiting for approval, then the outcome-unknown run
+    assert snap_compare(app(), press=["j", "c"], terminal_size=(120, 34))
 
 
 def test_approve_modal(roles, snap_compare):
-    # needs you first: outcome unknown, parked on cost, then the run waiting for approval
-    assert snap_compare(app(), press=["j", "j", "a"], terminal_size=(120, 30))
+    # Patch's question at the top: open the pull request? with the diff stat and the tests' result
+    assert snap_compare(app(), press=["a"], terminal_size=(120, 30))
 
 
 def test_budget_modal(roles, snap_compare):
-    assert snap_compare(app(), press=["j", "b"], terminal_size=(120, 30))   # the run parked on its cost budget
+    assert snap_compare(app(), press=["j", "j", "b"], terminal_size=(120, 30))   # the run parked on its cost budget
 
 
 def test_new_run_modal(roles, snap_compare):
@@ -73,11 +73,11 @@ def test_run_screen_model_reply(roles, snap_compare):
 
 
 def test_run_screen_outcome_unknown_at_80x24(roles, snap_compare):
-    assert snap_compare(app(), press=["enter"], terminal_size=(80, 24))
+    assert snap_compare(app(), press=["j", "enter"], terminal_size=(80, 24))
 
 
 def test_run_screen_effect_in_doubt(roles, snap_compare):
-    assert snap_compare(app(), press=["enter"], terminal_size=(160, 48))
+    assert snap_compare(app(), press=["j", "enter"], terminal_size=(160, 48))
 
 
 def test_workers_screen(roles, snap_compare):
@@ -103,7 +103,7 @@ def test_run_screen_recoloured_by_a_theme_change(roles, snap_compare):
     # the run parked on its cost budget: badge, gauges at the ceiling, timeline marks and events, all Rich text
     # painted from the theme; switched while the screen is open, so this is the repaint on a theme change
     async def open_then_nord(pilot):
-        await pilot.press("j", "enter")
+        await pilot.press("j", "j", "enter")
         pilot.app.theme = "nord"
         await pilot.pause()
 

@@ -71,6 +71,12 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
         roles[role] = run_id
     progress("running: refactor-imports over 200 files, crashed at file 140")
     roles["refactor crashed"] = _refactor(db, store, registry, progress)
+    if shutil.which("git"):
+        progress("running: patch on its sample repository, up to the approval of its pull request")
+        roles["patch waiting for approval"], _ = operate.start(store, registry, "patch", {}, model="scripted")
+        _work(db, registry, roles["patch waiting for approval"])
+    else:
+        progress("git is not installed: the demo has no patch run")
     progress("queueing the run the demo worker will work")
     roles["running"], _ = operate.start(store, registry, "nightly-report",  # scripted: a demo never spends a key
                                         {"date": today.isoformat(), "team": "platform", "delay_s": 4},

@@ -36,7 +36,7 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
     if top is None:
         return {"git": False, "tree": str(root)}
     sub = root.relative_to(top.resolve()).as_posix() if root != top.resolve() else ""
-    branch = worktree.branch_for("refactor", f"{settings['from']}-to-{settings['to']}", run_id, top)
+    branch = worktree.branch_for("refactor", f"{settings['from']}-to-{settings['to']}", top, f"-{run_id}")
     made = worktree.create(top, (Path(data_dir) / NAME / "worktrees" / run_id).resolve(), branch)
     return {"git": True, **made, "sub": sub, "tree": str(Path(made["worktree"]) / sub)}
 

@@ -34,12 +34,12 @@ def toplevel(folder: Path) -> Path | None:
         return None
 
 
-def branch_for(prefix: str, words: str, run_id: str, cwd: Path) -> str:
-    """`prefix/<slug>-<run id>`, the slug made from `words` with every character git refuses in a branch name
+def branch_for(prefix: str, words: str, cwd: Path, suffix: str = "") -> str:
+    """`prefix/<slug><suffix>`, the slug made from `words` with every character git refuses in a branch name
     replaced, and the whole checked by `git check-ref-format --branch`."""
     slug = re.sub(r"[^A-Za-z0-9._]+", "-", words).strip("-.") or "change"
     slug = re.sub(r"\.{2,}", ".", slug).removesuffix(".lock")
-    branch = f"{prefix}/{slug[:60]}-{run_id}"
+    branch = f"{prefix}/{slug[:60]}{suffix}"
     try:
         git("check-ref-format", "--branch", branch, cwd=cwd)
     except GitFailed:
@@ -102,14 +102,17 @@ def verify(place: dict, run_id: str) -> None:
                       f"({other[0][:12]}); remove them or start a new run")
 
 
-def commit_once(place: dict, run_id: str, paths: list[str], message: str) -> str:
-    """Commit `paths` (relative to the worktree) once: a second call, after a crash, finds this run's commit."""
+def commit_once(place: dict, run_id: str, paths: list[str] | None, message: str) -> str:
+    """Commit `paths` (relative to the worktree; None: every change) once: a second call, after a crash, finds
+    this run's commit."""
     tree = Path(place["worktree"])
     own, _ = _own_commits(place, run_id)
     if own:
         return own[0]
     identity = [] if _configured(tree) else ["-c", "user.name=tui-agent", "-c", "user.email=tui-agent@localhost"]
-    for start in range(0, len(paths), 500):
+    if paths is None:
+        git("add", "-A", cwd=tree)
+    for start in range(0, len(paths or ()), 500):
         git("add", "--", *paths[start:start + 500], cwd=tree)
     git(*identity, "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{TRAILER}: {run_id}", cwd=tree)
     return git("rev-parse", "HEAD", cwd=tree)

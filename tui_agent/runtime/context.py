@@ -32,7 +32,7 @@ from ..store.journal import (
     record_failed_attempt,
     record_soft,
 )
-from ..store.runs import check_fence, record_model
+from ..store.runs import check_fence, create_run, record_model
 from . import loop, waits
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
@@ -44,6 +44,7 @@ from .live import LiveCall
 from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
 from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
+from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, decode, encode, place
 from .retry import backoff_s, is_temporary
 from .tools import Tool
@@ -69,8 +70,9 @@ class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
-                 soft_position: int | None = None, clock: Clock = CLOCK) -> None:
+                 soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None) -> None:
         self.clock = clock  # the run's time: the process's clock, or a scenario's own (the simulator moves it)
+        self._registry = registry   # the agents this worker knows: what `start_run` may start
         self.run_id = claim.run_id
         self.attempt = claim.attempt
         self.fence = claim.fence
@@ -396,6 +398,16 @@ class Context:
             return {}
         return {"model_calls": 1, "input_tokens": reserved.input_tokens, "output_tokens": reserved.output_tokens,
                 "cost_usd": reserved.cost_usd}
+
+    def start_run(self, agent: str, request: Any, key: str | None = None, model: str = "default") -> list:
+        """Queue a run of another agent; with `key`, once per key (a second call returns the first run). Call it
+        from a step (`ctx.step("start:x", ctx.start_run, "patch", {...}, key=...)`) so a replay does not start
+        it again; the key makes the step safe to repeat after a crash. Returns [run id, created]."""
+        if self._registry is None:
+            raise RuntimeError("start_run needs the worker's registry")
+        run_id, created = create_run(self._store, now=self.clock.now(), run_key=key,
+                                     **self._registry.run_fields(agent, request, model))
+        return [run_id, created]
 
     def progress(self, value: Any) -> None:
         """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed

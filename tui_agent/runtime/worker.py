@@ -95,7 +95,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
                       load_entries(store, claim.run_id, claim.generation),
                       provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
-                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position, clock)
+                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position, clock,
+                      registry)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, f"agent {agent.name!r}")

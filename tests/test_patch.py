@@ -1,0 +1,193 @@
+"""Patch on the night shift, offline on its sample repository: a branch and worktree of its own, the tools
+scoped to it, the tests as an oracle the worker cannot edit, an approval before the pull request, and one
+pull request on the local git host however the workers crash or race."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from helpers import later, ok, show_json
+
+from tui_agent.agents.githost import GitHost
+from tui_agent.agents.patch import oracle_pattern, run_oracle
+from tui_agent.agents.patch_sample import FIXED, ISSUE, sample_repo
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="Patch needs git")
+
+
+def unittest_in(folder: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "unittest"], cwd=folder, capture_output=True, text=True)
+
+
+def waiting_for_approval(tui_agent, *start_args) -> tuple[str, dict]:
+    run_id = ok(tui_agent("start", "patch", *start_args)).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("waiting", "approval"), report["events"][-1]
+    return run_id, report
+
+
+def test_patch_offline_fixes_the_sample_bug_waits_for_approval_then_opens_one_pull_request(tui_agent, tmp_path):
+    run_id, report = waiting_for_approval(tui_agent)
+    sample = tmp_path / "runs.data" / "patch" / "sample"
+    assert unittest_in(sample).returncode != 0                 # the user's tree still has the bug
+    place = next(e["result"] for e in report["journal"] if e["name"] == "worktree")
+    tree = Path(place["worktree"])
+    assert place["branch"] == "patch/issue-mean-is-wrong"
+    assert unittest_in(tree).returncode == 0                    # the fix, on the run's own branch
+    assert (tree / "calc" / "stats.py").read_text() == FIXED
+    question = report["approvals"][0]["question"]
+    assert question.startswith("Open a pull request for patch/issue-mean-is-wrong onto main? The tests pass.")
+    assert "calc/stats.py | 2 +-" in question                 # the diff stat, shown with the question
+    assert GitHost(sample).pulls() == []                        # nothing opened before a person says so
+    ok(tui_agent("approve", run_id))
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "returned")
+    [pr] = GitHost(sample).pulls()
+    assert (pr["branch"], pr["state"], pr["base"]) == ("patch/issue-mean-is-wrong", "open", "main")
+    assert report["run"]["result"]["pull_request"] == pr["number"]
+
+
+def test_a_kill_after_the_pull_request_and_before_its_record_finds_it_by_lookup(tui_agent, tmp_path):
+    run_id, _ = waiting_for_approval(tui_agent)
+    ok(tui_agent("approve", run_id))
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-do"})
+    assert crashed.returncode == -9
+    sample = tmp_path / "runs.data" / "patch" / "sample"
+    assert len(GitHost(sample).pulls()) == 1                    # it went out; nothing recorded that
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    report = show_json(tui_agent, run_id)
+    assert report["run"]["status"] == "succeeded"
+    assert len(GitHost(sample).pulls()) == 1
+    effect = report["effects"][0]
+    assert (effect["name"], effect["state"], effect["attempts"]) == ("open-pull-request", "confirmed", 1)
+    assert any("the service has the key" in e["message"] for e in report["events"])
+
+
+def test_two_workers_racing_on_the_approved_run_open_one_pull_request(tui_agent, tmp_path):
+    run_id, _ = waiting_for_approval(tui_agent)
+    ok(tui_agent("approve", run_id))
+    workers = [subprocess.Popen([sys.executable, "-m", "tui_agent", "worker", "--once"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    for worker in workers:
+        worker.communicate(timeout=120)
+    assert show_json(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert len(GitHost(tmp_path / "runs.data" / "patch" / "sample").pulls()) == 1
+
+
+def test_write_file_outside_the_worktree_or_onto_the_oracle_goes_back_to_the_model_as_an_error(tui_agent, tmp_path):
+    replies = [
+        {"content": [{"type": "tool_use", "name": "write_file", "input": {"path": "../escape.py", "content": "x"}}]},
+        {"content": [{"type": "tool_use", "name": "write_file",
+                      "input": {"path": "tests/test_stats.py", "content": "import unittest\n"}}]},
+        {"content": [{"type": "tool_use", "name": "write_file", "input": {"path": "calc/stats.py", "content": FIXED}}]},
+        "Fixed.",
+    ]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(replies))
+    sample = sample_repo(tmp_path / "runs.data")
+    run_id, report = waiting_for_approval(tui_agent, "--model", f"scripted:{script}", "--input",
+                                          json.dumps({"repo": str(sample), "issue": ISSUE}))
+    tools = [e["result"] for e in report["journal"] if e["kind"] == "tool"]
+    assert tools[0]["is_error"] and "outside the worktree" in tools[0]["content"]
+    assert tools[1]["is_error"] and "the tests are not yours to edit" in tools[1]["content"]
+    assert not tools[2].get("is_error")
+    assert not (tmp_path / "runs.data" / "patch" / "escape.py").exists()
+
+
+def test_a_test_file_changed_by_any_other_route_is_restored_before_the_oracle_runs(tmp_path):
+    repo = sample_repo(tmp_path)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    test_file = repo / "tests" / "test_stats.py"
+    original = test_file.read_text()
+    test_file.write_text("import unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        pass\n")
+    (repo / "tests" / "test_sneaky.py").write_text("raise SystemExit(0)\n")
+    verdict = run_oracle(repo, base, oracle_pattern(["tests/**"]), [sys.executable, "-m", "unittest"])
+    assert not verdict["passed"]                                 # the bug is still there: the real tests fail
+    assert test_file.read_text() == original and not (repo / "tests" / "test_sneaky.py").exists()
+    assert verdict["passing"] == 1                               # spread passes; both mean tests fail
+    (repo / "calc" / "stats.py").write_text(FIXED)
+    verdict = run_oracle(repo, base, oracle_pattern(["tests/**"]), [sys.executable, "-m", "unittest"])
+    assert verdict["passed"] and verdict["passing"] == 3
+
+
+def test_oracle_globs_match_what_they_name():
+    oracle = oracle_pattern(["tests/**", "**/test_*.py", "**/conftest.py"])
+    assert all(oracle.match(p) for p in ("tests/a.py", "tests/x/y.txt", "test_a.py", "src/pkg/test_b.py",
+                                         "conftest.py", "a/b/conftest.py"))
+    assert not any(oracle.match(p) for p in ("src/tests.py", "calc/stats.py", "src/latest_test.txt", "contest.py"))
+
+
+def test_patch_night_starts_one_run_per_issue_and_a_second_fire_starts_none(tui_agent, tmp_path):
+    sample = sample_repo(tmp_path / "runs.data")
+    issues = tmp_path / "queue"
+    issues.mkdir()
+    for name in ("a-first.md", "b-second.md", "c-third.md"):
+        (issues / name).write_text(f"# {name}\n")
+    request = json.dumps({"repo": str(sample), "issues": str(issues)})
+    first = ok(tui_agent("run", "patch-night", "--input", request))
+    assert json.loads(first.stdout.splitlines()[-1])["issues"] == 3
+    assert len(json.loads(first.stdout.splitlines()[-1])["started"]) == 3
+    second = ok(tui_agent("run", "patch-night", "--input", request))
+    assert json.loads(second.stdout.splitlines()[-1])["started"] == []
+    runs = json.loads(ok(tui_agent("ls", "--json")).stdout)
+    assert sorted(r["agent"] for r in runs) == ["patch", "patch", "patch", "patch-night", "patch-night"]
+
+
+def test_offline_on_another_repository_the_run_parks_for_a_key(tui_agent, tmp_path):
+    other = sample_repo(tmp_path / "elsewhere")                 # a copy that is not Patch's own sample
+    run_id = ok(tui_agent("start", "patch", "--input", json.dumps({"repo": str(other), "issue": ISSUE}))).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    assert "without ANTHROPIC_API_KEY" in report["events"][-1]["message"]
+    assert report["model_calls"] == []                          # parked before any model call was made
+
+
+def test_a_second_run_of_the_same_bug_parks_and_one_pull_request_is_opened(tui_agent, tmp_path):
+    first, _ = waiting_for_approval(tui_agent)
+    second = ok(tui_agent("start", "patch")).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, second)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    assert "another run of this bug may hold the branch" in report["events"][-1]["message"]
+    ok(tui_agent("approve", first))
+    ok(tui_agent("worker", "--once"))
+    assert len(GitHost(tmp_path / "runs.data" / "patch" / "sample").pulls()) == 1
+
+
+def test_a_model_that_never_fixes_it_parks_on_a_plateau(tui_agent, tmp_path):
+    script = tmp_path / "stuck.json"
+    script.write_text(json.dumps(["I think it is fixed."] * 8))     # ends its turn without changing anything
+    sample = sample_repo(tmp_path / "runs.data")
+    run_id = ok(tui_agent("start", "patch", "--model", f"scripted:{script}", "--input",
+                          json.dumps({"repo": str(sample), "issue": ISSUE}))).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "plateau")
+    checks = [e for e in report["journal"] if e["name"].startswith("fix/check")]
+    assert len(checks) == 5                                      # the same passing count five times in a row
+    assert GitHost(sample).pulls() == []
+
+
+def test_with_a_key_claude_works_on_any_repository_through_the_same_tools(tui_agent, tmp_path, fake):
+    from fake_messages import message
+
+    fix = {**message(), "stop_reason": "tool_use", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "write_file",
+         "input": {"path": "calc/stats.py", "content": FIXED}}]}
+    fake.play({"body": fix}, {"body": message("Divided by len(values).")})
+    other = sample_repo(tmp_path / "elsewhere")
+    run_id, report = waiting_for_approval(tui_agent, "--input", json.dumps({"repo": str(other), "issue": ISSUE}))
+    assert [c["provider"] for c in report["model_calls"]] == ["anthropic", "anthropic"]
+    first = fake.requests[0]["body"]
+    assert [t["name"] for t in first["tools"]] == ["list_files", "read_file", "search", "write_file", "run_tests"]
+    content = first["messages"][0]["content"]
+    assert "mean() is wrong" in (content if isinstance(content, str) else content[0]["text"])
+    tree = Path(next(e["result"] for e in report["journal"] if e["name"] == "worktree")["worktree"])
+    assert unittest_in(tree).returncode == 0 and unittest_in(other).returncode != 0

@@ -1,0 +1,245 @@
+"""patch: a coding agent that works one bug on a branch of its own, with the model and tools scoped to its
+worktree, until the tests the worker may not edit pass; then it commits, waits for a person's approval, and
+opens one pull request on the local git host (an effect keyed by what it means: `pr:<repo>:<branch>`).
+
+patch-night starts one keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import ParkRun, PermanentError
+from ..models import Unresolved
+from ..runtime.agent import Agent, Budget, Plateau
+from ..runtime.context import Context
+from ..runtime.tools import tool
+from . import worktree
+from .files import walked, write_atomic
+from .githost import AlreadyOpen, GitHost
+from .patch_sample import SAMPLE_MARK, sample_repo, script
+
+NAME, NIGHT = "patch", "patch-night"
+ORACLE = ["tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"]
+TEST_TIMEOUT_S = 300
+SYSTEM = ("You fix one bug in a git worktree. Read the code, change it with write_file, and run the tests with "
+          "run_tests until they pass. The tests are the oracle: you cannot edit them. End your turn with a "
+          "one-paragraph summary of the fix.")
+
+
+def oracle_pattern(globs: list[str]) -> re.Pattern:
+    """One regex for the oracle's globs: `**/` any folders (or none), `**` anything, `*` within a name."""
+    parts = []
+    for glob in globs:
+        text = re.escape(glob).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        parts.append(text.replace(r"\?", "[^/]"))
+    return re.compile("^(?:" + "|".join(parts) + ")$")
+
+
+def _settings(request: dict, data_dir: str) -> dict:
+    sample = not request.get("repo")
+    repo = sample_repo(Path(data_dir)) if sample else Path(request["repo"]).expanduser().resolve()
+    if not repo.is_dir():
+        raise PermanentError(f"repo {request['repo']!r} is not a folder")
+    issue = Path(request.get("issue") or ("issues/mean-is-wrong.md" if sample else ""))
+    issue = issue if issue.is_absolute() else repo / issue
+    if not issue.is_file():
+        raise PermanentError(f"give the bug as {{\"issue\": FILE}}, a Markdown file; {issue} is not one")
+    command = request.get("test_command") or [sys.executable, "-m", "unittest"]
+    if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+        raise PermanentError("test_command must be a list of arguments, such as [\"python\", \"-m\", \"pytest\"]")
+    return {"repo": str(repo), "issue": str(issue), "issue_text": issue.read_text(encoding="utf-8"),
+            "sample": sample, "test_command": command, "oracle": list(request.get("oracle") or ORACLE)}
+
+
+def _place(settings: dict, run_id: str, data_dir: str) -> dict:
+    repo = Path(settings["repo"])
+    top = worktree.toplevel(repo)
+    if top is None:
+        raise PermanentError(f"patch works on a git repository; {repo} is not in one")
+    branch = worktree.branch_for("patch", f"issue-{Path(settings['issue']).stem}", top)
+    try:
+        made = worktree.create(top, (Path(data_dir) / NAME / "worktrees" / run_id).resolve(), branch)
+    except worktree.GitFailed as e:   # most often: another run of the same bug holds the branch in its worktree
+        raise ParkRun(f"cannot make a worktree on {branch} ({e}); another run of this bug may hold the branch: "
+                      "finish or cancel it") from None
+    try:
+        onto = worktree.git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=top)
+    except worktree.GitFailed:   # a detached HEAD: the pull request goes onto main
+        onto = "main"
+    return {**made, "onto": onto}
+
+
+def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> dict:
+    """The tests as the base commit has them (any change to an oracle file undone first), then the command."""
+    in_base = [n for n in worktree.git("ls-tree", "-r", "--name-only", base, cwd=tree).splitlines() if oracle.match(n)]
+    if in_base:
+        worktree.git("checkout", base, "--", *in_base, cwd=tree)
+    for name in walked(tree):
+        if oracle.match(name) and name not in in_base:
+            (tree / name).unlink()
+    try:
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"passed": False, "exit_code": None, "passing": 0, "output": f"timed out after {TEST_TIMEOUT_S}s"}
+    except OSError as e:
+        raise ParkRun(f"the test command {command[0]!r} cannot be run here ({e})") from None
+    output = (done.stdout + done.stderr)[-4000:]
+    return {"passed": done.returncode == 0, "exit_code": done.returncode, "passing": _passing(output),
+            "output": output}
+
+
+def _passing(output: str) -> int:
+    """How many tests passed, from unittest's or pytest's summary (0 when it cannot tell)."""
+    pytest_passed = re.search(r"(\d+) passed", output)
+    if pytest_passed:
+        return int(pytest_passed.group(1))
+    ran = re.search(r"Ran (\d+) tests?", output)
+    if not ran:
+        return 0
+    failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", output))
+    return int(ran.group(1)) - failed
+
+
+def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> list:
+    """The model's tools, scoped to the worktree; the oracle's files are not the model's to write."""
+
+    def inside(path: str) -> Path:
+        full = (tree / path).resolve()
+        if not full.is_relative_to(tree.resolve()) or ".git" in full.relative_to(tree.resolve()).parts:
+            raise ValueError(f"{path} is outside the worktree; give a path relative to its root")
+        return full
+
+    @tool
+    def list_files(path: str = ".") -> str:
+        """List the files under a folder of the repository (paths relative to its root)."""
+        root = inside(path)
+        names = sorted(str((root / n).relative_to(tree.resolve())) for n in walked(root))
+        return "\n".join(names[:500]) + ("\n(more not shown)" if len(names) > 500 else "")
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read one text file of the repository."""
+        return inside(path).read_text(encoding="utf-8")[:50_000]
+
+    @tool
+    def search(pattern: str) -> str:
+        """Find lines matching a regular expression across the repository: path:line: text."""
+        found, expression = [], re.compile(pattern)
+        for name in sorted(walked(tree)):
+            try:
+                lines = (tree / name).read_text(encoding="utf-8").splitlines()
+            except (UnicodeDecodeError, OSError):
+                continue
+            found += [f"{name}:{i}: {line}" for i, line in enumerate(lines, 1) if expression.search(line)]
+        return "\n".join(found[:200]) or "no match"
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a whole file of the repository (created if new). Test files are the oracle's and refused."""
+        full = inside(path)
+        name = full.relative_to(tree.resolve()).as_posix()
+        if oracle.match(name):
+            raise ValueError(f"{name} is a test file (the oracle's); the tests are not yours to edit")
+        if not full.exists():
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_bytes(b"")
+        write_atomic(full, content.encode("utf-8"))
+        return f"wrote {name} ({len(content)} characters)"
+
+    @tool
+    def run_tests() -> str:
+        """Run the repository's tests (as the base commit has them) and return the result."""
+        result = run_oracle(tree, base, oracle, command)
+        return f"{'PASSED' if result['passed'] else 'FAILED'} (exit {result['exit_code']})\n{result['output']}"
+
+    return [list_files, read_file, search, write_file, run_tests]
+
+
+def _built_in_script(ctx: Context) -> bool:
+    """Whether the run's model is Patch's own offline script (which knows the sample's bug and nothing else);
+    a script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
+    provider = ctx.provider
+    spec = provider.resolve() if isinstance(provider, Unresolved) else provider.name
+    return spec in (None, "scripted")
+
+
+def patch(ctx: Context, request: dict) -> dict:
+    settings = ctx.step("settings", _settings, request, str(ctx.data_dir))
+    if not settings["sample"] and _built_in_script(ctx):
+        raise ParkRun(f"without ANTHROPIC_API_KEY, Patch works only on its sample repository; set the key on the "
+                      f"worker so Claude works on {settings['repo']}")
+    place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
+    worktree.verify(place, ctx.run_id)
+    tree, oracle, command = Path(place["worktree"]), oracle_pattern(settings["oracle"]), settings["test_command"]
+
+    def check(ctx: Context, messages: list[dict]) -> tuple[bool, str, int]:
+        result = run_oracle(tree, place["base"], oracle, command)
+        return result["passed"], result["output"][-1500:], result["passing"]
+
+    where = f"{settings['repo']} {SAMPLE_MARK}" if settings["sample"] else settings["repo"]
+    done = ctx.agent_loop("fix", system=SYSTEM, tools=tools_for(tree, place["base"], oracle, command),
+                          max_tokens=4096, max_turns=30, check=check, messages=[{"role": "user", "content": (
+                              f"Repository: {where}\nBranch: {place['branch']}\n\nThe bug:\n\n"
+                              f"{settings['issue_text']}")}])
+    if done["stopped"] != "check_passed":
+        raise PermanentError(f"the tests still fail after {done['turns']} turns ({done['stopped']})")
+    summary = done["final"]["content"][0].get("text", "") if done["final"]["content"] else ""
+    title = f"Fix: {settings['issue_text'].splitlines()[0].lstrip('# ').strip()}"
+    commit = ctx.step("commit", worktree.commit_once, place, ctx.run_id, None, f"{title}\n\n{summary}")
+    stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
+    ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "
+                                      f"The tests pass.\n{stat}")
+    host = GitHost(Path(place["repo"]))
+
+    def open_pr(key: str) -> dict:
+        try:
+            return host.open(place["branch"], title=title, body=summary, base=place["onto"], key=key)
+        except AlreadyOpen as e:   # a racing worker, or our own send before a crash: here it is
+            return {**e.pr, "already_open": True}
+
+    pr = ctx.effect("open-pull-request", key=f"pr:{place['repo']}:{place['branch']}", do=open_pr,
+                    lookup=lambda key: host.lookup(place["branch"]), service="the local git host")
+    return {"branch": place["branch"], "commit": commit, "pull_request": pr["number"], "turns": done["turns"]}
+
+
+def _night_settings(request: dict) -> dict:
+    repo, issues = request.get("repo"), request.get("issues")
+    if not repo or not issues:
+        raise PermanentError('give {"repo": DIR, "issues": FOLDER}: one patch run per issue file in FOLDER')
+    folder = Path(issues).expanduser().resolve()
+    if not folder.is_dir():
+        raise PermanentError(f"issues {issues!r} is not a folder")
+    rest = {k: v for k, v in request.items() if k not in ("repo", "issues")}
+    return {"repo": str(Path(repo).expanduser().resolve()), "issues": str(folder), "rest": rest}
+
+
+def patch_night(ctx: Context, request: dict) -> dict:
+    settings = ctx.step("settings", _night_settings, request)
+    names = ctx.step("find-issues", lambda: sorted(p.name for p in Path(settings["issues"]).glob("*.md")))
+    started = []
+    for name in names:
+        issue = str(Path(settings["issues"]) / name)
+        run_id, created = ctx.step(f"start:{name}", ctx.start_run, NAME,
+                                   {"repo": settings["repo"], "issue": issue, **settings["rest"]},
+                                   key=f"patch:{settings['repo']}:{issue}")
+        if created:
+            started.append(run_id)
+    return {"issues": len(names), "started": started}
+
+
+AGENT = Agent(
+    name=NAME,
+    version="1",
+    run=patch,
+    script=script,
+    budget=Budget(cost_usd=5.0, tool_calls=200, wall_s=3600),
+    plateau=Plateau(repeats=5, failures=4, action="park"),
+    degrade=lambda ctx: ctx.switch_model("claude-haiku-4-5"),
+    description="fixes one bug on its own branch until the tests pass, then opens a pull request once approved; "
+                "input: {repo, issue} (none: its sample repository)",
+)
+NIGHT_AGENT = Agent(name=NIGHT, version="1", run=patch_night,
+                    description="starts one patch run per issue file that has none yet; input: {repo, issues}")
