@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tui_agent.agents import githost
+from tui_agent.agents import state_file
 from tui_agent.agents.githost import AlreadyOpen, GitHost
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed on this machine")
@@ -129,7 +129,7 @@ def test_a_crash_mid_write_leaves_the_old_state_whole(repo, monkeypatch):
     def crash(src, dst):
         raise OSError("power cut")
 
-    monkeypatch.setattr(githost.os, "replace", crash)
+    monkeypatch.setattr(state_file.os, "replace", crash)   # the one rename every state write goes through
     with pytest.raises(OSError, match="power cut"):
         host.open("feature/b", title="t", body="b")
     monkeypatch.undo()

@@ -9,6 +9,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,16 @@ from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
+    REPORT_KEYS,
     budget_stop,
+    entries_of,
     iso_times,
     live_line,
-    run_report,
+    run_summary,
     runs_listing,
     schedules_report,
+    step_ends,
+    steps_of,
     workers_report,
 )
 from .runtime.clock import now, parse_instant
@@ -673,16 +678,52 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
     return EXIT_OK
 
 
+SHOWN_ENDS = 20   # steps `show` prints at each end of a run; --steps all prints every one
+
+
+def _json_streamed(summary: dict, lists: dict[str, Iterator[dict]]) -> None:
+    """The report as one JSON object in REPORT_KEYS order, the long lists written an item at a time, so memory
+    does not grow with the run's length (the same document `_json_out` would write, compact inside lists)."""
+    def dumped(value: Any, indent: int | None = 2) -> str:
+        try:
+            return json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)
+        except ValueError:   # a NaN stored before input was read strictly: written as null
+            return json.dumps(finite(value), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    out = sys.stdout
+    out.write("{")
+    for i, key in enumerate(REPORT_KEYS):
+        out.write(("," if i else "") + f"\n  {json.dumps(key)}: ")
+        if key not in lists:
+            out.write(dumped(summary[key]).replace("\n", "\n  "))
+            continue
+        out.write("[")
+        for j, item in enumerate(lists[key]):
+            out.write(("," if j else "") + "\n    " + dumped(item, None))
+        out.write("\n  ]")
+    out.write("\n}\n")
+    out.flush()
+
+
+def _step_line(s: dict) -> str:
+    cost = f"  {usd_exact(s['cost_usd'])}" if s["cost_usd"] else "  cost unknown" if s["kind"] == "model" \
+        and s["cost_usd"] is None else ""
+    return f"  {s['position']:>4}  {s['name']:<28} {s['kind']:<7}{s['duration_ms']:>10.1f} ms{cost}"
+
+
 @cli.command()
 @click.argument("run_id", metavar="RUN")
-@json_option("One JSON object")
+@click.option("--steps", type=click.Choice(["all"]), default=None,
+              help=f"all: print every step (default: the first and last {SHOWN_ENDS}, and a count between).")
+@json_option("One JSON object, streamed")
 @click.pass_obj
-def show(session: Session, run_id: str, as_json: bool) -> int:
+def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int:
     """Show one run: its checkpoint, steps, journal, effects, events and budget."""
+    all_steps = steps == "all"
     store = session.existing_store
-    report = run_report(store, resolve_run(store, run_id))
+    report = run_summary(store, resolve_run(store, run_id))
     if as_json:
-        _json_out(report)
+        _json_streamed(report, {"steps": steps_of(store, report["run"]), "journal": entries_of(store, report["run"])})
         return EXIT_OK
     r, cp = report["run"], report["checkpoint"]
     click.echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
@@ -707,12 +748,16 @@ def show(session: Session, run_id: str, as_json: bool) -> int:
                                         if d["used"] or d["limit"]) + _unpriced(budget))
     if stop := budget_stop(store, r["id"], raise_with="tui-agent resume {run} --budget {dimension}=VALUE"):
         click.echo(f"stopped   {stop}")
-    if report["steps"]:
+    first, total, last = step_ends(store, r, SHOWN_ENDS)
+    if total:
         click.echo("\nsteps")
-        for s in report["steps"]:
-            cost = f"  {usd_exact(s['cost_usd'])}" if s["cost_usd"] else "  cost unknown" if s["kind"] == "model" \
-                and s["cost_usd"] is None else ""
-            click.echo(f"  {s['position']:>4}  {s['name']:<28} {s['kind']:<7}{s['duration_ms']:>10.1f} ms{cost}")
+        for s in steps_of(store, r) if all_steps else first:
+            click.echo(_step_line(s))
+        if not all_steps and total > len(first) + len(last):
+            between = total - len(first) - len(last)
+            click.echo(f"  … {between:,} more step{'s' * (between != 1)} (show {r['id']} --steps all prints every one)")
+        for s in [] if all_steps else last:
+            click.echo(_step_line(s))
     if report["model_calls"]:
         click.echo("\nmodel calls")
         for c in report["model_calls"]:
@@ -764,7 +809,7 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
         click.echo(text, nl=False)
         return EXIT_OK
     settings = Settings(**chosen)
-    if not headless:
+    if not (headless or as_json or person):   # asking for JSON or a person's answer means headless
         from .screens.simulator import SimulatorApp
 
         SimulatorApp(settings).run()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Iterator
 
 from .format import in_zone, usd_exact
 from .runtime.agent import BUDGET_DIMENSIONS
@@ -23,7 +23,7 @@ from .store.approvals import pending as pending_approval  # noqa: F401  (a scree
 from .store.effects import effects_for
 from .store.effects import in_doubt as in_doubt
 from .store.events import last_event_like
-from .store.journal import checkpoint_for, journal_for
+from .store.journal import checkpoint_for, journal_count, journal_page, journal_pages
 from .store.model_calls import DIED, IN_FLIGHT, calls_for
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
@@ -151,27 +151,19 @@ def _effect(row: dict) -> dict:
     return iso_times(shown)
 
 
-def run_report(store: Store, run_id: str) -> dict:
+REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls")
+
+
+def run_summary(store: Store, run_id: str) -> dict:
+    """Everything `show --json` holds except the two lists that grow with every step (`steps`, `journal`),
+    which `steps_of` and `entries_of` read a page at a time."""
     run = get_run(store, run_id)
     checkpoint = checkpoint_for(store, run_id)
-    journal = journal_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
     shown_run.update(request=json.loads(run["request"]), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store.data_dir, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=str(store.data_dir / run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None)
-    steps, entries = [], []
-    for row in journal:
-        value: Any = decode(store.data_dir, row["result"], row["artifact"])
-        current = row["generation"] == run["generation"]
-        if current:
-            steps.append({"position": row["position"], "name": row["name"], "kind": row["kind"],
-                          "attempts": row["attempts"], "duration_ms": round(row["duration_s"] * 1000, 3),
-                          "cost_usd": row["cost_usd"], "started_at": iso(row["started_at"])})
-        entries.append({"generation": row["generation"], "position": row["position"], "name": row["name"],
-                        "kind": row["kind"], "result": value,
-                        "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
-                        "fence": row["fence"], "started_at": iso(row["started_at"])})
     at = now()
     calls = [_call(row, at) for row in calls_for(store, run, at)]
     budget = budget_of(run, checkpoint)
@@ -182,11 +174,48 @@ def run_report(store: Store, run_id: str) -> dict:
     return {
         "run": iso_times(shown_run),
         "checkpoint": iso_times(shown_checkpoint),
-        "steps": steps,
-        "journal": entries,
         "effects": [_effect(row) for row in effects_for(store, run_id)],
         "events": [iso_times(e) for e in events_for(store, run_id)],
         "budget": budget,
         "approvals": [iso_times(a) for a in approvals_for(store, run_id)],
         "model_calls": calls,
     }
+
+
+def step_of(row: dict) -> dict:
+    """A journal row as `show` lists a step of the current generation."""
+    return {"position": row["position"], "name": row["name"], "kind": row["kind"], "attempts": row["attempts"],
+            "duration_ms": round(row["duration_s"] * 1000, 3), "cost_usd": row["cost_usd"],
+            "started_at": iso(row["started_at"])}
+
+
+def steps_of(store: Store, run: dict) -> Iterator[dict]:
+    """The current generation's steps, a page at a time."""
+    return (step_of(row) for row in journal_pages(store, run["id"], run["generation"]))
+
+
+def entries_of(store: Store, run: dict) -> Iterator[dict]:
+    """Every generation's journal entries with their results decoded, a page at a time."""
+    for row in journal_pages(store, run["id"]):
+        yield {"generation": row["generation"], "position": row["position"], "name": row["name"],
+               "kind": row["kind"], "result": decode(store.data_dir, row["result"], row["artifact"]),
+               "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
+               "fence": row["fence"], "started_at": iso(row["started_at"])}
+
+
+def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int, list[dict]]:
+    """The first and the last `each` steps of the current generation and how many there are in all: what
+    `show` prints of a run of any length, read in two short pages."""
+    first = journal_page(store, run["id"], run["generation"], limit=each)
+    total = journal_count(store, run["id"], run["generation"])
+    last = journal_page(store, run["id"], run["generation"], limit=min(each, total - each),
+                        newest_first=True) if total > each else []
+    return [step_of(r) for r in first], total, [step_of(r) for r in reversed(last)]
+
+
+def run_report(store: Store, run_id: str) -> dict:
+    """The whole report in memory (the run screen's read until it pages too); `show --json` streams it."""
+    summary = run_summary(store, run_id)
+    run = summary["run"]
+    parts = {**summary, "steps": list(steps_of(store, run)), "journal": list(entries_of(store, run))}
+    return {key: parts[key] for key in REPORT_KEYS}

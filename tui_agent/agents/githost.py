@@ -10,15 +10,12 @@ new file.
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from .state_file import locked, write_whole
 
 
 class AlreadyOpen(Exception):
@@ -86,14 +83,8 @@ class GitHost:
                     return pr
         raise ValueError(f"no pull request #{number} in {self.repo}")
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+    def _locked(self):
+        return locked(self._lock_path)
 
     def _load(self) -> list[dict]:
         try:
@@ -102,17 +93,7 @@ class GitHost:
             return []
 
     def _save(self, pulls: list[dict]) -> None:
-        """Write the state whole or not at all: a crash leaves the old file or the new one."""
-        fd, tmp = tempfile.mkstemp(dir=self._state_path.parent, prefix=self._state_path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump({"pulls": pulls}, handle, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._state_path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_whole(self._state_path, {"pulls": pulls}, indent=1)
 
 
 class _GitFailed(Exception):

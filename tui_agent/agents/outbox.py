@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import email
 import email.policy
-import fcntl
 import hashlib
 import json
 import mailbox
 import mimetypes
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
 
 from ..runtime.clock import CLOCK, Clock
 from ..runtime.effects import AttemptToken, StaleAttempt
+from .state_file import locked, write_whole
 
 MODES = ("dedupe", "every")
 DEFAULT_SENDER = "tui-agent <tui-agent@localhost>"
@@ -132,14 +129,8 @@ class Outbox:
         return {"message_id": message_id, "path": str(self.maildir / "new" / name),
                 "delivered_at": delivered_at, "deduplicated": False}
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
+    def _locked(self):
+        return locked(self._lock_path)
 
     def _load(self) -> dict:
         """The memory with keys past the window forgotten (expiry happens on every access)."""
@@ -153,17 +144,7 @@ class Outbox:
         return memory
 
     def _save(self, memory: dict) -> None:
-        """Write the memory whole or not at all: a crash leaves the old file or the new one."""
-        fd, tmp = tempfile.mkstemp(dir=self._keys_path.parent, prefix=self._keys_path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(memory, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._keys_path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_whole(self._keys_path, memory)
 
 
 def _sequence(msg: EmailMessage) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .db import Store
@@ -111,10 +112,46 @@ def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, 
     conn.execute("UPDATE checkpoints SET step_attempts = ?, updated_at = ? WHERE run_id = ?", (attempts, now, run_id))
 
 
+_ENTRY = "generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence, cost_usd"
+PAGE = 500
+
+
 def journal_for(store: Store, run_id: str) -> list[dict]:
-    return list(store.db.query(
-        "SELECT generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
-        " cost_usd FROM journal WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+    return list(journal_pages(store, run_id))
+
+
+def journal_page(store: Store, run_id: str, generation: int, after: int | None = None, limit: int = PAGE,
+                 newest_first: bool = False) -> list[dict]:
+    """One page of one generation's journal by a keyset cursor on its position: the rows after `after`
+    (before it, `newest_first`), read through the primary key, so a page costs the same at the start of a run
+    of any length as at its end."""
+    where, params = "run_id = ? AND generation = ?", [run_id, generation]
+    if after is not None:
+        where += " AND position < ?" if newest_first else " AND position > ?"
+        params.append(after)
+    order = "DESC" if newest_first else "ASC"
+    return list(store.db.query(f"SELECT {_ENTRY} FROM journal WHERE {where} ORDER BY position {order} LIMIT ?",
+                               (*params, limit)))
+
+
+def journal_pages(store: Store, run_id: str, generation: int | None = None) -> Iterator[dict]:
+    """Every row of a run's journal (of one generation, or of all in order), read a page at a time: memory does
+    not grow with the run."""
+    generations = [generation] if generation is not None else [row[0] for row in store.conn.execute(
+        "SELECT DISTINCT generation FROM journal WHERE run_id = ? ORDER BY generation", (run_id,))]
+    for current in generations:
+        after = None
+        while True:
+            page = journal_page(store, run_id, current, after)
+            yield from page
+            if len(page) < PAGE:
+                break
+            after = page[-1]["position"]
+
+
+def journal_count(store: Store, run_id: str, generation: int) -> int:
+    return store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
+                              (run_id, generation)).fetchone()[0]
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:
