@@ -2,7 +2,6 @@
 Why, the scenario's own clock and store, the headless command and the handout in docs/."""
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,11 +13,6 @@ from tui_agent.sim.stepper import CRASH, HAPPENED, LEAVE, RUN, STEP, Stepper
 from tui_agent.sim.table import lessons_matrix, markdown, whole_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def scratch_folders() -> set[str]:
-    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else os.environ.get("TMPDIR", "/tmp")
-    return {p for p in os.listdir(base) if p.startswith("tui-agent-sim-") and "template" not in p}
 
 
 def test_stepping_stops_at_every_boundary_of_worker_1_in_order():
@@ -63,14 +57,14 @@ def test_a_person_is_asked_through_the_stepper_and_leave_keeps_the_run_waiting()
 
 
 def test_closing_a_stepper_mid_scenario_ends_its_thread_and_removes_its_store():
-    before = scratch_folders()
     stepper = Stepper(Settings())
     stepper.start()
     stepper.command(STEP)
-    assert len(scratch_folders() - before) == 1
+    folder = stepper.scenario.folder
+    assert (folder / "worker-1.db").exists()
     stepper.close()
     assert not stepper._thread.is_alive()
-    assert scratch_folders() - before == set()
+    assert not folder.exists()
 
 
 def test_a_scenario_never_moves_the_process_clock_nor_leaves_a_watcher_or_an_arm():

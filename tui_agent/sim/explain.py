@@ -30,7 +30,7 @@ def _sends(rows: list[Row]) -> list[Row]:
 
 def _work(outcome: Outcome) -> str:
     """What worker 2 repeated or skipped, and why."""
-    first, second = outcome.workers
+    second = outcome.workers[1]
     if outcome.crashed_at is None:
         return "Nothing crashed: worker 1 did the job once and worker 2 found it finished."
     again = list(dict.fromkeys(r.step for r in second if r.fate == "again"))

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import operate
@@ -24,7 +24,7 @@ from ..runtime.worker import Outcome as TurnOutcome
 from ..runtime.worker import execute
 from ..states import Reason, RunStatus
 from ..store import Store
-from ..store.db import one_row
+from ..store.effects import find_effect
 from ..store.runs import claim_run, create_run, get_run
 from ..store.workers import let_go, release
 from . import agent as job
@@ -89,7 +89,6 @@ class Outcome:
     crashed_at: str | None
     person: str | None = None
     waits_because: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def waiting(self) -> bool:
@@ -138,6 +137,7 @@ class Scenario:
         self.crashed_at: str | None = None
         self.person: str | None = None
         self.waits_because: str | None = None
+        self.folder: Path | None = None   # the throw-away store's folder while the scenario runs
         self._pause = pause or self._as_set
         self._decide = decide or (lambda effect: None)
         self._quiet = False   # worker 2 replaying its own entries after a person's answer: not news
@@ -180,6 +180,7 @@ class Scenario:
 
     def run(self) -> Outcome:
         with tempfile.TemporaryDirectory(prefix="tui-agent-sim-", dir=_scratch()) as scratch, faults.watching(self._watch):
+            self.folder = Path(scratch)
             registry = Registry()
             registry.add(job.build(self.settings, self.world), "the simulator")
             store, run_id = self._new_run(Path(scratch) / "worker-1.db", registry)
@@ -239,16 +240,14 @@ class Scenario:
     def _effect(self, store: Store, run_id: str) -> dict:
         """The email effect for a person to decide on, with what the service does with keys (the runtime
         was told less than that under `ask-person`, so that it asks)."""
-        row = one_row(store.conn.execute("SELECT * FROM effects WHERE run_id = ? ORDER BY id DESC LIMIT 1",
-                                         (run_id,)))
+        row = find_effect(store, run_id, get_run(store, run_id)["generation"], job.SEND)
         return {**row, "dedupe_ttl_s": self.world.email.window_s if self.settings.service == "dedupe" else None}
 
     def _outcome(self, store: Store, run_id: str) -> Outcome:
         run = get_run(store, run_id)
-        state = store.conn.execute("SELECT state FROM effects WHERE run_id = ? ORDER BY id DESC LIMIT 1",
-                                   (run_id,)).fetchone()
+        state = find_effect(store, run_id, run["generation"], job.SEND)["state"]
         return Outcome(self.settings, self.world.counts(), {s: self.world.fetches[s] for s in SOURCES},
-                       self.timelines(), run["status"], state[0] if state else None, self.crashed_at,
+                       self.timelines(), run["status"], state, self.crashed_at,
                        self.person, self.waits_because if run["status"] == RunStatus.WAITING else None)
 
 
