@@ -17,9 +17,9 @@ SKIPPED = {"node_modules", "__pycache__", "build", "dist", "out", "target", "cov
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """A temporary file in the same folder, flushed and fsynced, then renamed over `path` with its mode kept:
-    a kill -9 at any moment leaves the old file or the new one, never a truncated one."""
-    mode = path.stat().st_mode & 0o7777
+    """A temporary file in the same folder, flushed and fsynced, then renamed over `path` with its mode kept (a
+    new file gets 0644): a kill -9 at any moment leaves the old file (or none) or the new one, never a truncated one."""
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):   # what a kill mid-write left behind
         stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -143,9 +143,7 @@ def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> 
         name = full.relative_to(tree.resolve()).as_posix()
         if oracle.match(name):
             raise ValueError(f"{name} is a test file (the oracle's); the tests are not yours to edit")
-        if not full.exists():
-            full.parent.mkdir(parents=True, exist_ok=True)
-            full.write_bytes(b"")
+        full.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(full, content.encode("utf-8"))
         return f"wrote {name} ({len(content)} characters)"
 
