@@ -11,11 +11,11 @@ new file.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 from .state_file import locked, write_whole
+from .worktree import GitFailed, git
 
 
 class AlreadyOpen(Exception):
@@ -32,12 +32,12 @@ class GitHost:
     def __init__(self, repo: Path) -> None:
         """`repo` is any folder of the repository (its top, a subfolder, or one of its worktrees)."""
         self.repo = Path(repo)
+        if not self.repo.is_dir():
+            raise ValueError(f"{self.repo} is not a git repository (there is no such folder)")
         try:
-            common = _git(self.repo, "rev-parse", "--git-common-dir")
-        except _NoGit as e:
-            raise ValueError(str(e)) from None
-        except _GitFailed:
-            raise ValueError(f"{self.repo} is not a git repository") from None
+            common = git("rev-parse", "--git-common-dir", cwd=self.repo)
+        except GitFailed as e:
+            raise ValueError(f"{self.repo} is not a git repository ({e})") from None
         home = (self.repo / common).resolve() / "tui-agent"   # git may answer relative to `repo`
         home.mkdir(parents=True, exist_ok=True)
         self._state_path = home / "pulls.json"
@@ -53,8 +53,8 @@ class GitHost:
                 if pr["branch"] == branch and pr["state"] == "open":
                     raise AlreadyOpen(pr)
             try:
-                _git(self.repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}")
-            except _GitFailed:
+                git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=self.repo)
+            except GitFailed:
                 raise ValueError(f"no branch {branch!r} in {self.repo}") from None
             pr = {"number": max((p["number"] for p in pulls), default=0) + 1, "branch": branch, "base": base,
                   "title": title, "body": body, "state": "open", "key": key, "opened_at": time.time()}
@@ -94,22 +94,3 @@ class GitHost:
 
     def _save(self, pulls: list[dict]) -> None:
         write_whole(self._state_path, {"pulls": pulls}, indent=1)
-
-
-class _GitFailed(Exception):
-    pass
-
-
-class _NoGit(_GitFailed):
-    pass
-
-
-def _git(repo: Path, *args: str) -> str:
-    """git's answer in `repo`; a failure, or no git on this machine, raises _GitFailed."""
-    try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    except OSError as e:
-        raise _NoGit(f"git could not be run ({e})") from None
-    if done.returncode != 0:
-        raise _GitFailed(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout.strip()
