@@ -33,7 +33,8 @@ def test_a_crash_before_the_rename_leaves_no_new_file(tmp_path):
 def test_a_copy_a_kill_left_behind_is_removed_by_the_next_write(tmp_path):
     target = tmp_path / "mod.py"
     target.write_text("old\n")
-    (tmp_path / ".mod.py.k2j3.tmp").write_text("half")   # what kill -9 between fsync and rename leaves
-    (tmp_path / ".other.py.k2j3.tmp").write_text("x")    # another file's: not ours to remove
+    (tmp_path / ".mod.py.tui-agent.tmp").write_text("a longer half-written copy")   # what kill -9 leaves
+    (tmp_path / ".other.py.tui-agent.tmp").write_text("x")    # another file's: not ours to touch
     write_atomic(target, b"new\n")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.py.k2j3.tmp", "mod.py"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.py.tui-agent.tmp", "mod.py"]
+    assert target.read_bytes() == b"new\n"      # the stale copy was truncated, not appended to

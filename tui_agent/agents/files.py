@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,9 +18,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     """A temporary file in the same folder, flushed and fsynced, then renamed over `path` with its mode kept (a
     new file gets 0644): a kill -9 at any moment leaves the old file (or none) or the new one, never a truncated one."""
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):   # what a kill mid-write left behind
-        stale.unlink(missing_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # One fixed name per file: a copy a kill left behind is truncated and reused, never listed for (a folder of
+    # 10,000 files would make every write read the folder). One writer per file holds: the run's fence.
+    tmp = str(path.with_name(f".{path.name}.tui-agent.tmp"))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
