@@ -81,8 +81,9 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.status_filter: str | None = None
         self.text_filter: str | None = None
         self.needs_first = True
-        self.loaded_rows = PAGE
+        self.loaded_rows = PAGE               # the rows a reload re-reads: the pages the person scrolled to
         self._rows: list[dict] = []
+        self._next: tuple[int, tuple[float, str] | None] | None = None  # where the next page starts, if any
         self._shown: dict[str, dict] = {}     # the cells of each run, so a refresh updates only what changed
         self._columns = list(COLUMNS)         # the columns on screen: a narrow one leaves some out
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
@@ -98,23 +99,45 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     # -- data -----------------------------------------------------------------------------------
 
-    def _fetch(self) -> list[dict]:
-        reader = self.app.reader
+    def _sections(self) -> tuple[bool | None, ...]:
+        """The `needs_person` of each section, top to bottom: the runs that need a person, then the others
+        (each newest first), or one section of every run newest first."""
+        return (True, False) if self.needs_first else (None,)
+
+    def _read(self, limit: int, section: int = 0, before: tuple[float, str] | None = None,
+              ) -> tuple[list[dict], tuple[int, tuple[float, str] | None] | None]:
+        """Up to `limit` rows from `_sections()[section]` after the keyset cursor `before` (from its newest
+        without one), going on to the next section from its newest when one runs out; and where the page
+        after these starts (section and cursor), None when every section ran out."""
+        reader, sections = self.app.reader, self._sections()
         query = {"status": self.status_filter, "text": self.text_filter}
-        if not self.needs_first:
-            return runs_page(reader, limit=self.loaded_rows, **query)
-        first = runs_page(reader, limit=self.loaded_rows, needs_person=True, **query)
-        return first + runs_page(reader, limit=max(0, self.loaded_rows - len(first)), needs_person=False, **query)
+        rows: list[dict] = []
+        while True:
+            rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
+                              **query)
+            if len(rows) == limit:       # this section may hold more: the next page asks it first
+                return rows, (section, (rows[-1]["created_at"], rows[-1]["id"]))
+            if section + 1 == len(sections):
+                return rows, None
+            section, before = section + 1, None
 
     def reload(self) -> None:
-        """Re-read the loaded pages and repaint what changed, keeping the cursor on the same run: when the
-        same runs are shown in the same order in the same columns only changed cells are updated (their
-        columns' widths following), else the table is rebuilt."""
+        """Re-read the loaded pages (`loaded_rows`, the first page and those the person scrolled to, not
+        the whole table) and repaint what changed, keeping the cursor on the same run: when the same runs
+        are shown in the same order in the same columns only changed cells are updated (their columns'
+        widths following), else the table is rebuilt."""
+        read, self._next = self._read(self.loaded_rows)
+        held: dict[str, dict] = {}
+        for row in read:     # each section is its own read: a run that moved between them is shown once
+            held.setdefault(row["id"], row)
+        at, colours = now(), palette(self.app)
+        self._paint(list(held.values()), {run_id: self._cells(row, at, colours) for run_id, row in held.items()})
+        self._summarize()
+        self._explain()
+
+    def _paint(self, rows: list[dict], cells: dict[str, dict]) -> None:
         table = self.table
         selected = self.selected_id()
-        rows = self._fetch()
-        at, colours = now(), palette(self.app)
-        cells = {row["id"]: self._cells(row, at, colours) for row in rows}
         columns = fitting(list(cells.values()), self.size.width or self.app.size.width)
         with self.app.batch_update():
             if [r["id"] for r in rows] == [r["id"] for r in self._rows] and columns == self._columns:
@@ -133,8 +156,26 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
                 if selected and selected in cells:
                     table.move_cursor(row=table.get_row_index(selected), animate=False)
         self._rows, self._shown, self._columns = rows, cells, columns
-        self._summarize()
-        self._explain()
+
+    def next_page(self) -> None:
+        """The next PAGE rows, read from the keyset cursor where the held rows end (only those rows, however
+        far the person scrolled) and added under them; the rows held stay as they are and the cursor stays."""
+        if self._next is None:
+            return
+        rows, self._next = self._read(PAGE, *self._next)
+        self.loaded_rows += PAGE
+        at, colours = now(), palette(self.app)
+        rows = [row for row in rows if row["id"] not in self._shown]  # a run moved since the last reload
+        new = {row["id"]: self._cells(row, at, colours) for row in rows}
+        cells = {**self._shown, **new}
+        if fitting(list(cells.values()), self.size.width or self.app.size.width) != self._columns:
+            self._paint(self._rows + rows, cells)       # a wider cell: the columns change, the table is rebuilt
+            return
+        table = self.table
+        with self.app.batch_update():
+            for run_id, row_cells in new.items():
+                table.add_row(*(row_cells[key] for _, key in self._columns), key=run_id)
+        self._rows, self._shown = self._rows + rows, cells
 
     def tick(self) -> None:
         """The ages and the strip's relative times, advanced from what is held: no database read."""
@@ -204,9 +245,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._explain()
-        if event.cursor_row >= len(self._rows) - 5 and len(self._rows) >= self.loaded_rows:
-            self.loaded_rows += PAGE      # one more page: the next reload reads every loaded row again
-            self.reload()
+        if event.cursor_row >= len(self._rows) - 5:
+            self.next_page()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_open()
@@ -239,11 +279,13 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         box.value = ""
         box.remove_class("-shown")
         self.status_filter = self.text_filter = None
+        self.loaded_rows = PAGE
         self.table.focus()
         self.reload()
 
     def action_sort(self) -> None:
         self.needs_first = not self.needs_first
+        self.loaded_rows = PAGE
         self.reload()
 
     def action_new(self) -> None:

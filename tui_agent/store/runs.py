@@ -356,9 +356,13 @@ NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
 
 
 def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
-              needs_person: bool | None = None) -> list[dict]:
+              needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
     """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
-    as with ten. `needs_person` selects runs that wait for a person (or all the others)."""
+    as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
+    (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
+    order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
+    A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
+    their own index and sorts them, a cost that grows with how many runs have that status."""
     where, params = [], []
     if status:
         where.append("r.status = ?")
@@ -368,6 +372,11 @@ def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text
         params += [f"{text}%", f"%{text}%", f"%{text}%"]
     if needs_person is not None:
         where.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
+    if before is not None:
+        # (created_at, id) < (?, ?) spelled out: the index range starts at `created_at <= ?`, and the OR only
+        # skips the rows of the cursor's own instant that it did not already pass (ties are ordered by id).
+        where.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
+        params += [before[0], before[0], before[1]]
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in order.
     page = _PAGE.format(index="INDEXED BY runs_needs_person" if needs_person else "")
