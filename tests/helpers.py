@@ -19,6 +19,7 @@ from conftest import ROOT
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.operate import start
+from tui_agent.report import beside, run_view, timeline_page
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
@@ -26,6 +27,7 @@ from tui_agent.screens.run import RunScreen
 from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import schema
 from tui_agent.store.runs import claim_run
+from tui_agent.widgets.timeline import TimelineItem, timeline_items
 
 
 def later(seconds: float) -> str:
@@ -214,3 +216,15 @@ def recorded_toasts(app, into: list[str] | None = None) -> list[str]:
     notify = app.notify
     app.notify = lambda message, *args, **kwargs: (toasts.append(message), notify(message, *args, **kwargs))
     return toasts
+
+
+def timeline_rows(store, run_id: str) -> tuple[dict, list[dict]]:
+    """A small run's view and every row of its timeline (one page)."""
+    view = run_view(store, run_id)
+    return view, timeline_page(store, view["run"], limit=10_000)
+
+
+def timeline_of(store, run_id: str, rows: list[dict] | None = None) -> list[TimelineItem]:
+    """A small run's whole timeline as the run screen builds it (`rows`: its timeline_rows, changed by a test)."""
+    view, read = timeline_rows(store, run_id)
+    return timeline_items(view, read if rows is None else rows, beside(store, view["run"], 0, None))

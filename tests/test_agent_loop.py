@@ -10,7 +10,7 @@ import time
 import pytest
 from fake_messages import message
 from fixtures.model_agents import read_note
-from helpers import registry_of, work
+from helpers import registry_of, timeline_of, work
 
 from tui_agent import Agent, Budget, Plateau, RetryPolicy, tool
 from tui_agent.errors import PermanentError, TemporaryError
@@ -21,7 +21,7 @@ from tui_agent.runtime import faults
 from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.store import open_store
 from tui_agent.store.journal import checkpoint_for, journal_for
-from tui_agent.widgets.timeline import shown_names, timeline_items
+from tui_agent.widgets.timeline import shown_names
 
 
 def tool_use(*uses: tuple[str, dict], model: str = "claude-sonnet-5-5") -> dict:
@@ -203,7 +203,7 @@ def test_the_timeline_nests_a_loops_turns_and_tools_under_its_name(store, note_r
                                      messages=[{"role": "user", "content": "today?"}])][0]))
     run_id, _ = start(store, registry, "reader", note_request, model="scripted")
     assert work(store, registry, run_id).status == "succeeded"
-    items = timeline_items(run_report(store, run_id), [])
+    items = timeline_of(store, run_id)
     assert shown_names(items) == ["prepare", "notes › turn 1", "      › read_note", "      › turn 2"]
 
 

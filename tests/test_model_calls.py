@@ -10,7 +10,7 @@ import time
 
 import pytest
 from fake_messages import message
-from helpers import registry_of, work
+from helpers import registry_of, timeline_of, work
 
 from tui_agent import Agent, Budget, RetryPolicy
 from tui_agent.cli import ProgressLine
@@ -22,10 +22,9 @@ from tui_agent.runtime.clock import now
 from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.runtime.worker import execute
 from tui_agent.store import open_store
-from tui_agent.store.effects import effects_for
 from tui_agent.store.journal import checkpoint_for
 from tui_agent.store.runs import claim_run
-from tui_agent.widgets.timeline import Timeline, timeline_items
+from tui_agent.widgets.timeline import Timeline
 
 SYSTEM = "You are terse."
 TOOLS = [{"name": "add", "description": "adds", "input_schema": {"type": "object"}}]
@@ -133,7 +132,7 @@ def test_a_call_whose_worker_died_stays_counted_and_shows_in_the_timeline(db_pat
     assert died["state"] == "died"
     assert died["reserved_usd"] > 0
     assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(died["reserved_usd"])
-    pending = timeline_items(report, effects_for(store, run_id))[-1]
+    pending = timeline_of(store, run_id)[-1]
     assert pending.pending
     assert pending.name == "turn0"
     assert pending.note.startswith("in flight when the worker died · possibly billed $0.0")
@@ -143,7 +142,7 @@ def test_a_call_whose_worker_died_stays_counted_and_shows_in_the_timeline(db_pat
     assert [(c["call"], c["state"]) for c in report["model_calls"]] == [(1, "died"), (2, "answered")]
     assert report["budget"]["dimensions"]["cost_usd"]["used"] == pytest.approx(
         died["reserved_usd"] + report["steps"][0]["cost_usd"])
-    (item,) = timeline_items(report, effects_for(store, run_id))
+    (item,) = timeline_of(store, run_id)
     assert item.possibly_billed == pytest.approx(died["reserved_usd"])
     extra = Timeline._extra(item, with_tag=True)
     assert extra.startswith("$")
@@ -175,7 +174,7 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
         calls = report["model_calls"]
         if calls and calls[0]["state"] == "in_flight" and calls[0]["tokens"]:
             seen.append(calls[0]["tokens"])
-            notes.append(timeline_items(report, [])[-1].note)  # the run screen's pending row
+            notes.append(timeline_of(store, run_id)[-1].note)  # the run screen's pending row
         time.sleep(0.1)
     worker.join()
     assert notes[-1].startswith(f"turn0 · scripted · {seen[-1]} tokens · ")
@@ -222,7 +221,7 @@ def test_a_claude_reply_from_a_model_without_a_price_shows_cost_unknown(fake, st
     report = run_report(store, run_id)
     assert report["steps"][0]["cost_usd"] is None
     assert report["budget"]["unpriced_model_calls"] == 1
-    (item,) = timeline_items(report, [])
+    (item,) = timeline_of(store, run_id)
     assert Timeline._extra(item, with_tag=True).endswith("$?")
     assert "cost unknown" in [line.split("ms")[-1].strip() for line in
                               invoke("show", run_id).stdout.splitlines() if "turn0" in line][0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import click, key, open_run, opened, tui, work
+from helpers import click, key, open_run, opened, timeline_of, timeline_rows, tui, work
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
@@ -26,7 +26,7 @@ from tui_agent.widgets.events import EventsLog
 from tui_agent.widgets.gauges import BudgetGauges, gauge_line
 from tui_agent.widgets.journal import JournalViewer
 from tui_agent.widgets.ledger import EffectLedger
-from tui_agent.widgets.timeline import Timeline, timeline_items
+from tui_agent.widgets.timeline import Timeline
 
 
 def viewer(app) -> JournalViewer:
@@ -38,8 +38,10 @@ def timeline(app) -> Timeline:
 
 
 async def select(pilot, app, position: int) -> None:
-    assert timeline(app).select_key(f"p{position}")
+    """Go to a position as a person does: g, the position, enter."""
+    await pilot.press("g", *str(position), "enter")
     await pilot.pause()
+    assert timeline(app).selected.position == position
 
 
 # -- what it shows --------------------------------------------------------------------------------
@@ -161,9 +163,9 @@ async def test_retries_and_kinds_are_marked_in_the_timeline(demo):
     db, roles = demo
     async with tui(db) as (app, pilot):
         await open_run(app, pilot, roles["succeeded"])
-        report = run_report(app.reader, roles["succeeded"])
-        report["steps"][1]["attempts"] = 3               # as a step that succeeded on its third attempt
-        items = timeline_items(report, effects_for(app.reader, roles["succeeded"]))
+        _, rows = timeline_rows(app.reader, roles["succeeded"])
+        rows[1]["step"]["attempts"] = 3                  # as a step that succeeded on its third attempt
+        items = timeline_of(app.reader, roles["succeeded"], rows)
         timeline(app).set_items(items)
         await pilot.pause()
         rows = [str(timeline(app).get_option_at_index(i).prompt) for i in range(len(items))]

@@ -198,9 +198,9 @@ async def test_the_tui_polling_a_busy_database_holds_no_snapshot(store, db_path,
             sizes = await _watch_tui(pilot, store, db_path, run_id)
             assert max(sizes) <= JOURNAL_SIZE_LIMIT
             for _ in range(200):  # the screen catches up at its next poll (slower on a loaded machine)
-                if isinstance(app.screen, RunScreen) and app.screen.report["run"]["status"] == "succeeded":
+                if isinstance(app.screen, RunScreen) and app.screen.view["run"]["status"] == "succeeded":
                     break
                 await pilot.pause(0.05)
             assert isinstance(app.screen, RunScreen)
-            assert app.screen.report["run"]["status"] == "succeeded"
+            assert app.screen.view["run"]["status"] == "succeeded"
             await asyncio.to_thread(_until_emptied, db_path)  # by the idle worker, while the TUI keeps polling

@@ -9,7 +9,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ from .models import Unresolved
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
+    approvals_of,
     budget_stop,
-    entries_of,
     iso_times,
     live_line,
-    run_summary,
+    report_lists,
+    run_view,
     runs_listing,
     schedules_report,
     step_ends,
@@ -721,9 +722,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     """Show one run: its checkpoint, steps, journal, effects, events and budget."""
     all_steps = steps == "all"
     store = session.existing_store
-    report = run_summary(store, resolve_run(store, run_id))
+    report = run_view(store, resolve_run(store, run_id))
     if as_json:
-        _json_streamed(report, {"steps": steps_of(store, report["run"]), "journal": entries_of(store, report["run"])})
+        _json_streamed(report, report_lists(store, report["run"]))
         return EXIT_OK
     r, cp = report["run"], report["checkpoint"]
     click.echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
@@ -731,7 +732,7 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     click.echo(f"request   {json.dumps(r['request'], ensure_ascii=False)}")
     if r["parent_id"]:
         click.echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
-    for question in report["approvals"]:
+    for question in approvals_of(store, r["id"]):
         answer = question["decision"] or "waiting for a person"
         click.echo(f"approval  {question['name']}: {question['question']} -> {answer}")
     click.echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
@@ -758,19 +759,22 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
             click.echo(f"  … {between:,} more step{'s' * (between != 1)} (show {r['id']} --steps all prints every one)")
         for s in [] if all_steps else last:
             click.echo(_step_line(s))
-    if report["model_calls"]:
-        click.echo("\nmodel calls")
-        for c in report["model_calls"]:
-            click.echo(f"  {c['position']:>4}  {c['name']:<20} #{c['call']}  {c['provider']} {c['model']}  "
-                       + _call_state(c))
-    if report["effects"]:
-        click.echo("\neffects")
-        for e in report["effects"]:
-            click.echo(f"  {e['position']:>4}  {e['name']:<20} {e['state']:<10} attempts {e['attempts']}  key {e['key']}")
+    lists = report_lists(store, r)
+    _section("model calls", lists["model_calls"], lambda c: f"  {c['position']:>4}  {c['name']:<20} #{c['call']}  "
+             f"{c['provider']} {c['model']}  " + _call_state(c))
+    _section("effects", lists["effects"], lambda e: f"  {e['position']:>4}  {e['name']:<20} {e['state']:<10} "
+             f"attempts {e['attempts']}  key {e['key']}")
     click.echo("\nevents")
-    for e in report["events"]:
-        click.echo(f"  {e['at']}  {e['message']}")
+    _section(None, lists["events"], lambda e: f"  {e['at']}  {e['message']}")
     return EXIT_OK
+
+
+def _section(title: str | None, items: Iterator[dict], line: Callable[[dict], str]) -> None:
+    """A list printed as it is read (a page at a time), under its title when it has an item."""
+    for i, item in enumerate(items):
+        if i == 0 and title:
+            click.echo(f"\n{title}")
+        click.echo(line(item))
 
 
 def _setting_option(name: str):

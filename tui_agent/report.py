@@ -12,22 +12,33 @@ import re
 from collections.abc import Iterator
 
 from .format import in_zone, usd_exact
+from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import iso, now
 from .runtime.liveness import worker_state
 from .runtime.results import decode
 from .states import TERMINAL, ahead_s, budget_dimension
 from .store import Store as Store
-from .store.approvals import approvals_for
+from .store.approvals import approvals_at, approvals_page, next_asked
 from .store.approvals import pending as pending_approval  # noqa: F401  (a screen's read)
-from .store.effects import effects_for
+from .store.effects import effect_counts, effects_at, next_in_doubt
+from .store.effects import effects_page as effects_page
 from .store.effects import in_doubt as in_doubt
-from .store.events import last_event_like
-from .store.journal import checkpoint_for, journal_count, journal_page, journal_pages
-from .store.model_calls import DIED, IN_FLIGHT, calls_for
+from .store.events import event_count, last_event_like
+from .store.events import events_page as events_page
+from .store.events import last_event as last_event
+from .store.journal import (
+    PAGE,
+    checkpoint_for,
+    journal_count,
+    journal_page,
+    journal_pages,
+)
+from .store.model_calls import IN_FLIGHT, calls_for, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
-from .store.runs import events_for, get_run, list_runs
+from .store.runs import data_version as data_version
+from .store.runs import get_run, list_runs
 from .store.runs import recorded_positions as recorded_positions
 from .store.runs import runs_page as runs_page
 from .store.schedules import listing as schedule_listing
@@ -144,7 +155,8 @@ def budget_of(run: dict, checkpoint: dict) -> dict:
             "cache_write_tokens": checkpoint.get("used_cache_write_tokens") or 0}
 
 
-def _effect(row: dict) -> dict:
+def effect_shown(row: dict) -> dict:
+    """A ledger row as `show --json` lists it."""
     shown = {k: v for k, v in row.items() if k not in ("id", "run_id")}
     shown["has_lookup"] = bool(row["has_lookup"])
     shown["result"] = None if row["result"] is None else json.loads(row["result"])
@@ -154,9 +166,10 @@ def _effect(row: dict) -> dict:
 REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls")
 
 
-def run_summary(store: Store, run_id: str) -> dict:
-    """Everything `show --json` holds except the two lists that grow with every step (`steps`, `journal`),
-    which `steps_of` and `entries_of` read a page at a time."""
+def run_view(store: Store, run_id: str) -> dict:
+    """What the run screen reads of a run whatever its length: the run, its checkpoint, its budget, and how many
+    entries, events and effects it has (its lists are read a page at a time: `timeline_page`, `events_page`,
+    `effects_page`)."""
     run = get_run(store, run_id)
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
@@ -164,22 +177,15 @@ def run_summary(store: Store, run_id: str) -> dict:
                      result=decode(store.data_dir, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=str(store.data_dir / run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None)
-    at = now()
-    calls = [_call(row, at) for row in calls_for(store, run, at)]
     budget = budget_of(run, checkpoint)
-    budget["possibly_billed_usd"] = sum(c["reserved_usd"] or 0 for c in calls if c["state"] == DIED)
+    budget["possibly_billed_usd"] = possibly_billed(store, run, now())
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}
     if shown_checkpoint.get("next_input") is not None:
         shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
-    return {
-        "run": iso_times(shown_run),
-        "checkpoint": iso_times(shown_checkpoint),
-        "effects": [_effect(row) for row in effects_for(store, run_id)],
-        "events": [iso_times(e) for e in events_for(store, run_id)],
-        "budget": budget,
-        "approvals": [iso_times(a) for a in approvals_for(store, run_id)],
-        "model_calls": calls,
-    }
+    effects, doubtful = effect_counts(store, run_id, run["generation"])
+    return {"run": iso_times(shown_run), "checkpoint": iso_times(shown_checkpoint), "budget": budget,
+            "counts": {"entries": recorded_positions(store.conn, run_id, run["generation"]),
+                       "events": event_count(store, run_id), "effects": effects, "in_doubt": doubtful}}
 
 
 def step_of(row: dict) -> dict:
@@ -189,6 +195,48 @@ def step_of(row: dict) -> dict:
             "started_at": iso(row["started_at"])}
 
 
+def entry_of(store: Store, row: dict) -> dict:
+    """A journal row as `show --json` lists an entry: its result decoded (read from its artifact when it has one)."""
+    return {"generation": row["generation"], "position": row["position"], "name": row["name"], "kind": row["kind"],
+            "result": decode(store.data_dir, row["result"], row["artifact"]),
+            "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
+            "fence": row["fence"], "started_at": iso(row["started_at"])}
+
+
+def _by_position(row: dict) -> tuple[int, int]:
+    return row["generation"], row["position"]
+
+
+def effects_of(store: Store, run_id: str) -> Iterator[dict]:
+    """Every generation's ledger rows as `show --json` lists them, a page at a time."""
+    rows = every(lambda after, limit, _: effects_page(store, run_id, after, limit), _by_position)
+    return (effect_shown(row) for row in rows)
+
+
+def events_of(store: Store, run_id: str) -> Iterator[dict]:
+    rows = every(lambda after, limit, _: events_page(store, run_id, after, limit), lambda e: e["id"])
+    return (iso_times({k: v for k, v in e.items() if k != "id"}) for e in rows)
+
+
+def approvals_of(store: Store, run_id: str) -> Iterator[dict]:
+    rows = every(lambda after, limit, _: approvals_page(store, run_id, after, limit), _by_position)
+    return (iso_times(row) for row in rows)
+
+
+def calls_of(store: Store, run_id: str) -> Iterator[dict]:
+    """The current generation's model calls, read a stretch of PAGE positions at a time."""
+    run, at = get_run(store, run_id), now()
+    for first in range(0, (checkpoint_for(store, run_id).get("current_step") or 0) + 1, PAGE):
+        yield from (_call(row, at) for row in calls_for(store, run, at, first, first + PAGE - 1))
+
+
+def report_lists(store: Store, run: dict) -> dict[str, Iterator[dict]]:
+    """The lists of `show --json` (besides run_view's run, checkpoint and budget), each read a page at a time."""
+    return {"steps": steps_of(store, run), "journal": entries_of(store, run), "effects": effects_of(store, run["id"]),
+            "events": events_of(store, run["id"]), "approvals": approvals_of(store, run["id"]),
+            "model_calls": calls_of(store, run["id"])}
+
+
 def steps_of(store: Store, run: dict) -> Iterator[dict]:
     """The current generation's steps, a page at a time."""
     return (step_of(row) for row in journal_pages(store, run["id"], run["generation"]))
@@ -196,11 +244,7 @@ def steps_of(store: Store, run: dict) -> Iterator[dict]:
 
 def entries_of(store: Store, run: dict) -> Iterator[dict]:
     """Every generation's journal entries with their results decoded, a page at a time."""
-    for row in journal_pages(store, run["id"]):
-        yield {"generation": row["generation"], "position": row["position"], "name": row["name"],
-               "kind": row["kind"], "result": decode(store.data_dir, row["result"], row["artifact"]),
-               "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
-               "fence": row["fence"], "started_at": iso(row["started_at"])}
+    return (entry_of(store, row) for row in journal_pages(store, run["id"]))
 
 
 def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int, list[dict]]:
@@ -213,9 +257,45 @@ def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int,
     return [step_of(r) for r in first], total, [step_of(r) for r in reversed(last)]
 
 
+def timeline_page(store: Store, run: dict, after: int | None = None, limit: int = PAGE,
+                  newest_first: bool = False) -> list[dict]:
+    """A page of the current generation's timeline by its position: each entry (result decoded) with its step."""
+    return [{"position": row["position"], "entry": entry_of(store, row), "step": step_of(row)}
+            for row in journal_page(store, run["id"], run["generation"], after, limit, newest_first)]
+
+
+def beside(store: Store, run: dict, first: int, last: int | None) -> dict:
+    """What the timeline shows beside its entries at positions first..last (to the run's end when `last` is None,
+    where the run stands): the ledger rows (epoch times), the questions and the model calls, by position."""
+    at, run = now(), get_run(store, run["id"])     # the live lease is read from the stored row
+    calls: dict[int, list[dict]] = {}
+    for call in calls_for(store, run, at, first, last):
+        calls.setdefault(call["position"], []).append(_call(call, at))
+    return {"effects": {e["position"]: e for e in effects_at(store, run["id"], run["generation"], first, last)},
+            "approvals": {a["position"]: iso_times(a)
+                          for a in approvals_at(store, run["id"], run["generation"], first, last)},
+            "calls": calls}
+
+
+def next_for_person(store: Store, view: dict, after: int) -> int | None:
+    """The first position after `after` where a person is needed or was asked: an effect in doubt, a question,
+    the step where a soft budget threshold was crossed, the step a budget stopped the run at; from the start
+    again past the last one (None when there is none)."""
+    run, checkpoint = view["run"], view["checkpoint"]
+    budget = [checkpoint.get("soft_position")]
+    if budget_dimension(run["reason"]) and run["status"] not in TERMINAL:
+        budget.append(checkpoint.get("current_step") or 0)
+    for start in (after, -1):
+        found = [p for p in (next_in_doubt(store, run["id"], run["generation"], start),
+                             next_asked(store, run["id"], run["generation"], start), *budget)
+                 if p is not None and p > start]
+        if found:
+            return min(found)
+    return None
+
+
 def run_report(store: Store, run_id: str) -> dict:
-    """The whole report in memory (the run screen's read until it pages too); `show --json` streams it."""
-    summary = run_summary(store, run_id)
-    run = summary["run"]
-    parts = {**summary, "steps": list(steps_of(store, run)), "journal": list(entries_of(store, run))}
+    """The whole report in memory, for a script's or a test's small run; `show --json` streams it."""
+    view = run_view(store, run_id)
+    parts = {**view, **{name: list(items) for name, items in report_lists(store, view["run"]).items()}}
     return {key: parts[key] for key in REPORT_KEYS}

@@ -228,6 +228,29 @@ class BudgetModal(Dialog):
         return limits
 
 
+class GotoModal(Dialog):
+    """`g` on the run screen: a position of the run's timeline to go to."""
+
+    TITLE = "Go to a position"
+    DO = "Go there"
+
+    def __init__(self, entries: int) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def body(self) -> ComposeResult:
+        last = max(0, self.entries - 1)
+        yield Label(f"{self.entries:,} entries: positions 0 to {last:,}")
+        yield Input(placeholder=f"a position, e.g. {last // 2}", type="integer", id="position")
+
+    def answer(self) -> int | None:
+        text = self.query_one("#position", Input).value.strip()
+        if not text.isdigit():
+            self.notify("type a position: a whole number from 0", severity="error")
+            return None
+        return int(text)
+
+
 class NewRunModal(Dialog):
     """Start a run of an agent with its input."""
 

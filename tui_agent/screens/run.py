@@ -1,7 +1,11 @@
 """Run: understand one run and act on it. The timeline of its journal on the left, the selected entry
 on the right; budget gauges, the effect ledger, the events and the checkpoint below (side by side on a
-large terminal, as tabs on a small one). Reads through report.py and store queries; acts through
-run_actions and operate.py; re-reads in place on DataChanged."""
+large terminal, as tabs on a small one). Reads through report.py; acts through run_actions and operate.py;
+re-reads in place on DataChanged.
+
+A run may be 100,000 steps long, so the screen holds a stretch of each list (paging.Window: a page of the
+timeline, of the events, of the ledger) and reads the next page as the cursor nears an end; home, end, g and
+N read the page they land on. Opening a run reads its row, its checkpoint, its counts and one page of each."""
 
 from __future__ import annotations
 
@@ -17,9 +21,20 @@ from textual.widgets import Label, OptionList, ProgressBar, Static, Tab, Tabs
 
 from ..errors import UserError
 from ..messages import DataChanged
-from ..report import effects_for, run_report
+from ..paging import Window
+from ..report import (
+    beside,
+    data_version,
+    effects_page,
+    events_page,
+    iso_times,
+    last_event,
+    next_for_person,
+    run_view,
+    timeline_page,
+)
 from ..runtime.clock import now
-from ..states import IN_DOUBT, budget_dimension
+from ..states import budget_dimension
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
@@ -30,8 +45,11 @@ from ..widgets.status import badge
 from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
+from .modals import GotoModal
 from .situation import situation
 
+PAGE = 100                   # rows a list reads at a time; it holds three pages at most
+NEAR = 5                     # the cursor this close to a held end reads the next page
 LOWER = [("budget", "Budget"), ("events", "Events"), ("ledger", "Effects"), ("checkpoint", "Checkpoint")]
 WIDE_AT = (110, 32)          # below either (columns, rows), the lower panes become tabs
 
@@ -44,6 +62,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         Binding("v", "toggle_json", "JSON"),
         *run_actions.bindings("cancel"),
         Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
+        Binding("N", "next_for_person", "Needs you"),
+        Binding("g", "go_to", "Go to"),
+        Binding("home", "first", "First/last", key_display="home/end"),
+        Binding("end", "last", "Last entry", show=False),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
@@ -52,9 +74,12 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
-        self.report: dict | None = None
-        self.effects: list[dict] = []
+        self.view: dict | None = None       # report.run_view: the run, its checkpoint, budget and counts
+        self.steps = Window(self._read_steps, key=lambda row: row["position"], page=PAGE)
+        self.events = Window(self._read_events, key=lambda event: event["id"], page=PAGE)
+        self.effects = Window(self._read_effects, key=lambda e: (e["generation"], e["position"]), page=PAGE)
         self.raw_json = False
+        self._version: int | None = None     # the database's data_version when last read
         self.compact = True
         self.pane = "budget"
         self._arranged = False
@@ -129,28 +154,61 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     # -- data -----------------------------------------------------------------------------------
 
+    def _read_steps(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
+        return timeline_page(self.app.reader, self.view["run"], after, limit, newest_first)
+
+    def _read_events(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
+        return [iso_times(e) for e in events_page(self.app.reader, self.run_id, after, limit, newest_first)]
+
+    def _read_effects(self, after: tuple[int, int] | None, limit: int, newest_first: bool) -> list[dict]:
+        return effects_page(self.app.reader, self.run_id, after, limit, newest_first)
+
     def reload(self) -> None:
-        """Re-read the run and repaint what changed, keeping the selected entry."""
-        reader = self.app.reader
+        """Re-read the run and the stretch of each list the screen holds, and repaint what changed, keeping the
+        selected entry (on the last one, following the run as it moves on)."""
         try:
-            report = run_report(reader, self.run_id)
+            view = run_view(self.app.reader, self.run_id)
         except UserError as e:
             self.notify(str(e), severity="error")
             return
-        self.report, self.effects = report, effects_for(reader, self.run_id)
-        at, colours = now(), palette(self.app)
-        run = report["run"]
+        self._version = data_version(self.app.reader)
+        fresh = self.view is None or self.view["run"]["generation"] != view["run"]["generation"]
+        self.view = view
+        for window in (self.steps, self.events, self.effects):
+            if not fresh:
+                window.refresh()
+            elif window is self.effects:
+                window.first()              # the ledger reads from its first effect down, as it always has
+            else:
+                window.last()               # the timeline and the events open where the run is now
         with self.app.batch_update():
-            self._header(report)
-            self._progress(report["checkpoint"])
-            self.timeline.set_items(timeline_items(report, self.effects))
-            self._show_selected()
+            self._header(view)
+            self._progress(view["checkpoint"])
+            self._paint_timeline()
             # a budget reason is only ever written by the stop (waiting, parked or failed on that dimension)
-            self.query_one(BudgetGauges).set_budget(report["budget"], budget_dimension(run["reason"]))
-            self.ledger.set_effects(self.effects, run["generation"], at)
-            self.query_one(EventsLog).set_events(report["events"], colours)
-            self.query_one(CheckpointView).set_report(report, colours)
-            self._titles(report)
+            self.query_one(BudgetGauges).set_budget(view["budget"], budget_dimension(view["run"]["reason"]))
+            self._paint_effects()
+            self._paint_events()
+            self.query_one(CheckpointView).set_report(view, palette(self.app))
+            self._titles(view)
+
+    def _paint_timeline(self, select: str | None = None) -> None:
+        """Show the stretch held, the highlight staying on its entry, or moving to `select` (a key, or "first"
+        or "last" of the stretch)."""
+        rows, run = self.steps.rows, self.view["run"]
+        first = rows[0]["position"] if rows else 0
+        last = None if self.steps.at_end else rows[-1]["position"]
+        items = timeline_items(self.view, rows, beside(self.app.reader, run, first, last), self.steps.at_end)
+        if items and select in ("first", "last"):
+            select = items[0 if select == "first" else -1].key
+        self.timeline.set_items(items, select, follow=self.steps.at_end)
+        self._show_selected()
+
+    def _paint_effects(self) -> None:
+        self.ledger.set_effects(self.effects.rows, self.view["run"]["generation"], now())
+
+    def _paint_events(self) -> None:
+        self.query_one(EventsLog).set_events(self.events.rows, palette(self.app), newest=self.events.at_end)
 
     def _header(self, report: dict) -> None:
         run = report["run"]
@@ -175,25 +233,24 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self.query_one("#step-label", Label).update(f"step {step}/{total} ")
             self.query_one("#step-bar", ProgressBar).update(total=total, progress=min(step, total))
 
-    def _titles(self, report: dict) -> None:
-        generation = report["run"]["generation"]
-        entries = sum(1 for e in report["journal"] if e["generation"] == generation)
-        self.query_one("#timeline-pane").border_title = f"Timeline · {entries} entr{'y' if entries == 1 else 'ies'}"
-        doubtful = sum(1 for e in self.effects if e["generation"] == generation and e["state"] in IN_DOUBT)
-        self.query_one("#ledger-pane").border_title = f"Effect ledger · {len(self.effects)}" + (
+    def _titles(self, view: dict) -> None:
+        counts = view["counts"]
+        entries, doubtful = counts["entries"], counts["in_doubt"]
+        self.query_one("#timeline-pane").border_title = f"Timeline · {entries:,} entr{'y' if entries == 1 else 'ies'}"
+        self.query_one("#ledger-pane").border_title = f"Effect ledger · {counts['effects']:,}" + (
             f" · {doubtful} in doubt" if doubtful else "")
-        self.query_one("#events-pane").border_title = f"Events · {len(report['events'])}"
+        self.query_one("#events-pane").border_title = f"Events · {counts['events']:,}"
 
     def _show_selected(self) -> None:
         viewer, item = self.viewer, self.timeline.selected
-        if item is None or self.report is None:
+        if item is None or self.view is None:
             viewer.border_title = "Entry"
             viewer.show(Text("nothing recorded yet", style="dim"), None)
             return
         viewer.border_title = f"#{item.position} {item.name} · {item.kind if item.kind != 'pending' else item.note}"
         viewer.border_subtitle = "raw JSON · v" if self.raw_json else "v raw JSON"
         if self.raw_json:
-            text = raw(item, self.report)
+            text = raw(item, self.view)
         else:
             text = human(item, self._situation() if item.pending else "", now(), palette(self.app))
         viewer.show(text, (item.key, self.raw_json))
@@ -201,9 +258,9 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def _situation(self) -> str:
         """Where the run stands, in a sentence, and the last thing that happened to it."""
         text = situation(self.app.reader, self.run_id)
-        events = self.report["events"] if self.report else []
-        if events and events[-1]["message"] not in text:
-            text += f"\n\nlast event: {events[-1]['message']}"
+        last = last_event(self.app.reader.conn, self.run_id)
+        if last and last["message"] not in text:
+            text += f"\n\nlast event: {last['message']}"
         return text
 
     # -- events ---------------------------------------------------------------------------------
@@ -212,19 +269,44 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.reload()
 
     def on_screen_resume(self) -> None:
-        self.reload()
+        """Shown again after a modal or another screen: re-read only if another commit happened meanwhile (the
+        app's poll tells only the screen on top)."""
+        if self.view is not None and data_version(self.app.reader) != self._version:
+            self.reload()
 
     @on(OptionList.OptionHighlighted, "#timeline")
     def _highlighted(self) -> None:
+        """Near an end of the stretch held, read the next page on that side."""
+        index, count = self.timeline.highlighted, len(self.timeline.items)
+        if index is not None and self.view is not None:
+            if index >= count - NEAR and self.steps.forward() or index < NEAR and self.steps.backward():
+                self._paint_timeline()
+                return
         self._show_selected()
+
+    @on(EffectLedger.RowHighlighted, "#ledger")
+    def _ledger_moved(self, event: EffectLedger.RowHighlighted) -> None:
+        rows = len(self.effects.rows)
+        if event.cursor_row >= rows - NEAR and self.effects.forward() or \
+                event.cursor_row < NEAR and self.effects.backward():
+            self._paint_effects()
+
+    @on(EventsLog.Edge)
+    def _events_edge(self, event: EventsLog.Edge) -> None:
+        log = self.query_one(EventsLog)
+        if event.direction < 0 and (came := self.events.backward()):
+            self._paint_events()
+            log.call_after_refresh(log.scroll_to, y=came, animate=False)   # the same events stay in view
+        elif event.direction > 0 and self.events.forward():
+            self._paint_events()
 
     @on(EffectLedger.RowSelected, "#ledger")
     def _open_effect(self) -> None:
         """enter on a ledger row shows its entry in the timeline (when it is of this generation)."""
         at = self.ledger.position_at_cursor()
-        if at and self.report and at[0] == self.report["run"]["generation"]:
-            if self.timeline.select_key(f"p{at[1]}"):
-                self.timeline.focus()
+        if at and self.view and at[0] == self.view["run"]["generation"]:
+            self._go_to(at[1])
+            self.timeline.focus()
 
     @on(Tabs.TabActivated, "#lower-tabs")
     def _show_pane(self, event: Tabs.TabActivated) -> None:
@@ -251,6 +333,45 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     def action_cursor_up(self) -> None:
         self.timeline.action_cursor_up()
+
+    def _go_to(self, position: int) -> None:
+        """Select the entry at `position` (the run's pending row past its last entry), reading its page unless
+        it is held."""
+        if position >= self.view["counts"]["entries"]:
+            self.action_last()
+            return
+        if self.steps.index_of(position) is None:
+            self.steps.around(position)
+            self._paint_timeline(select=f"p{position}")
+        else:
+            self.timeline.select_key(f"p{position}")
+
+    def action_first(self) -> None:
+        if not self.steps.at_start:
+            self.steps.first()
+        self._paint_timeline(select="first")
+
+    def action_last(self) -> None:
+        if not self.steps.at_end:
+            self.steps.last()
+        self._paint_timeline(select="last")
+
+    def action_go_to(self) -> None:
+        def chosen(position: int | None) -> None:
+            if position is not None:
+                self._go_to(position)
+
+        self.app.push_screen(GotoModal(self.view["counts"]["entries"] if self.view else 0), chosen)
+
+    def action_next_for_person(self) -> None:
+        if self.view is None:
+            return
+        item = self.selected
+        found = next_for_person(self.app.reader, self.view, item.position if item else -1)
+        if found is None:
+            self.notify("nothing in this run needs a person: no effect in doubt, no question, no budget crossing")
+            return
+        self._go_to(found)
 
     def action_toggle_json(self) -> None:
         self.raw_json = not self.raw_json

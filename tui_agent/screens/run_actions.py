@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 
 from .. import operate
-from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_report
+from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
@@ -119,7 +119,7 @@ def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None
             app.act(operate.resume, app.store, run_id, budget=limits,
                     done=lambda _: f"{run_id}: {', '.join(f'{k} {v:g}' for k, v in limits.items())}; resumed")
 
-    app.push_screen(BudgetModal(run_report(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
+    app.push_screen(BudgetModal(run_view(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
 
 def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:

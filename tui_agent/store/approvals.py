@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store, one_row
+from .db import Store, one_row, positioned_page
 from .runs import StateChanged
 
 
@@ -37,3 +37,22 @@ def decide(conn: sqlite3.Connection, approval_id: int, decision: str, note: str 
 def approvals_for(store: Store, run_id: str) -> list[dict]:
     return list(store.db.query("SELECT * FROM approvals WHERE run_id = ? ORDER BY generation, position",
                                (run_id,)))
+
+
+def approvals_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[dict]:
+    """One generation's questions at positions first..last (to its end when `last` is None)."""
+    upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
+    return list(store.db.query(f"SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+                               " ORDER BY position", (run_id, generation, first, *params)))
+
+
+def next_asked(store: Store, run_id: str, generation: int, after: int) -> int | None:
+    """The position of the first question after `after` (answered or not: each is a person's decision)."""
+    row = store.conn.execute("SELECT position FROM approvals WHERE run_id = ? AND generation = ? AND position > ?"
+                             " ORDER BY position LIMIT 1", (run_id, generation, after)).fetchone()
+    return row[0] if row else None
+
+
+def approvals_page(store: Store, run_id: str, after: tuple[int, int] | None, limit: int) -> list[dict]:
+    """The run's questions a page at a time, by (generation, position)."""
+    return positioned_page(store, "approvals", run_id, after, limit)

@@ -78,6 +78,24 @@ def _read_version(path: Path) -> int:
     return version
 
 
+def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
+                    newest_first: bool = False) -> list[dict]:
+    """A page of a run's rows of `table` (unique on run_id, generation, position) in (generation, position)
+    order by a keyset cursor: the rest of the cursor's generation, then the generations beyond it (two ranges
+    of the index, so a page costs the same anywhere in a run of any length)."""
+    op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    rows: list[dict] = []
+    if after is not None:
+        rows = list(store.db.query(f"SELECT * FROM {table} WHERE run_id = ? AND generation = ? AND position {op} ?"
+                                   f" ORDER BY position {order} LIMIT ?", (run_id, *after, limit)))
+    if len(rows) < limit:
+        beyond, params = ("", ()) if after is None else (f" AND generation {op} ?", (after[0],))
+        rows += store.db.query(f"SELECT * FROM {table} WHERE run_id = ?{beyond}"
+                               f" ORDER BY generation {order}, position {order} LIMIT ?",
+                               (run_id, *params, limit - len(rows)))
+    return rows
+
+
 def one_row(cursor: sqlite3.Cursor) -> dict | None:
     """The cursor's next row as a dict of column names, or None."""
     found = cursor.fetchone()

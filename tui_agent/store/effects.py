@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Collection
 
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
-from .db import Store, one_row
+from .db import Store, one_row, positioned_page
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
 
@@ -113,6 +113,38 @@ def in_doubt(store: Store, run_id: str, generation: int, states: Collection[str]
 
 def effects_for(store: Store, run_id: str) -> list[dict]:
     return list(store.db.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+
+
+PAGE = 100
+
+
+def effects_page(store: Store, run_id: str, after: tuple[int, int] | None = None, limit: int = PAGE,
+                 newest_first: bool = False) -> list[dict]:
+    """The run's ledger a page at a time, by (generation, position)."""
+    return positioned_page(store, "effects", run_id, after, limit, newest_first)
+
+
+def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[dict]:
+    """One generation's effects at positions first..last (to its end when `last` is None)."""
+    upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
+    return list(store.db.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+                               " ORDER BY position", (run_id, generation, first, *params)))
+
+
+def effect_counts(store: Store, run_id: str, generation: int) -> tuple[int, int]:
+    """(the run's effects, those of this generation in doubt), counted on the index."""
+    total = store.conn.execute("SELECT count(*) FROM effects WHERE run_id = ?", (run_id,)).fetchone()[0]
+    doubtful = store.conn.execute(f"SELECT count(*) FROM effects WHERE run_id = ? AND generation = ?"
+                                  f" AND state IN ({_marks(IN_DOUBT)})", (run_id, generation, *IN_DOUBT)).fetchone()[0]
+    return total, doubtful
+
+
+def next_in_doubt(store: Store, run_id: str, generation: int, after: int) -> int | None:
+    """The position of the first effect in doubt after `after`, or None."""
+    row = store.conn.execute(f"SELECT position FROM effects WHERE run_id = ? AND generation = ? AND position > ?"
+                             f" AND state IN ({_marks(IN_DOUBT)}) ORDER BY position LIMIT 1",
+                             (run_id, generation, after, *IN_DOUBT)).fetchone()
+    return row[0] if row else None
 
 
 def find_effect(store: Store, run_id: str, generation: int, ref: str) -> dict:

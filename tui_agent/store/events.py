@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import one_row
+from .db import Store, one_row
 
 _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
 
@@ -33,3 +33,23 @@ def last_event(conn: sqlite3.Connection, run_id: str) -> dict | None:
     """What happened to the run most recently: often the reason an action no longer applies."""
     return one_row(conn.execute("SELECT at, kind, message, worker FROM events WHERE run_id = ? ORDER BY id DESC"
                                 " LIMIT 1", (run_id,)))
+
+
+PAGE = 100
+
+
+def events_page(store: Store, run_id: str, after: int | None = None, limit: int = PAGE,
+                newest_first: bool = False) -> list[dict]:
+    """A page of the run's events by a keyset cursor on their id (the (run_id, id) index): after `after`,
+    or before it `newest_first`."""
+    where, params = "run_id = ?", [run_id]
+    if after is not None:
+        where += " AND id < ?" if newest_first else " AND id > ?"
+        params.append(after)
+    order = "DESC" if newest_first else "ASC"
+    return list(store.db.query(f"SELECT id, at, kind, message, worker, fence FROM events WHERE {where}"
+                               f" ORDER BY id {order} LIMIT ?", (*params, limit)))
+
+
+def event_count(store: Store, run_id: str) -> int:
+    return store.conn.execute("SELECT count(*) FROM events WHERE run_id = ?", (run_id,)).fetchone()[0]

@@ -96,14 +96,19 @@ def _where(key: CallKey) -> tuple:
     return key.run_id, key.generation, key.position, key.call
 
 
-def calls_for(store: Store, run: dict, now: float) -> list[dict]:
-    """The current generation's calls in order; an in-flight row not under the run's live lease is `died`
-    (a worker killed mid-call leaves its lease to run out)."""
+def _live(run: dict, now: float) -> bool:
+    return run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now
+
+
+def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | None = None) -> list[dict]:
+    """The current generation's calls in order (at positions first..last, to the end when `last` is None); an
+    in-flight row not under the run's live lease is `died` (a worker killed mid-call leaves its lease to run out)."""
+    upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
     rows = store.db.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
                           " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
-                          " FROM model_calls WHERE run_id = ? AND generation = ? ORDER BY position, call",
-                          (run["id"], run["generation"]))
-    live = run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now
+                          f" FROM model_calls WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+                          " ORDER BY position, call", (run["id"], run["generation"], first, *params))
+    live = _live(run, now)
     shown = []
     for row in rows:
         if row["state"] == IN_FLIGHT and not (live and row["fence"] == run["fence"]):
@@ -111,6 +116,16 @@ def calls_for(store: Store, run: dict, now: float) -> list[dict]:
         row["request"] = json.loads(row["request"])
         shown.append(row)
     return shown
+
+
+def possibly_billed(store: Store, run: dict, now: float) -> float:
+    """What the current generation's calls that died in flight reserved: read through the partial index of
+    in-flight rows, so it costs the same however many calls the run made."""
+    fence = run["fence"] if _live(run, now) else None
+    row = store.conn.execute("SELECT sum(reserved_usd) FROM model_calls INDEXED BY model_calls_in_flight"
+                             " WHERE run_id = ? AND state = 'in_flight' AND generation = ? AND fence IS NOT ?",
+                             (run["id"], run["generation"], fence)).fetchone()
+    return row[0] or 0
 
 
 def copy_for_fork(conn: sqlite3.Connection, parent: dict, run_id: str, from_step: int) -> None:

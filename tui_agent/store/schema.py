@@ -277,7 +277,13 @@ def _v5(db: sqlite_utils.Database) -> None:
         ) WITHOUT ROWID""")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(db: sqlite_utils.Database) -> None:
+    """The model calls still in flight (or that died so), found without reading the run's other calls: what the
+    run screen's budget says may have been billed, at the same cost for a loop of ten turns or of 100,000."""
+    db.execute("CREATE INDEX model_calls_in_flight ON model_calls (run_id, generation) WHERE state = 'in_flight'")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -32,27 +35,44 @@ def event_line(event: dict, at: float, colours: Palette = OFFLINE) -> Text:
 
 
 class EventsLog(VerticalScroll):
-    """`set_events(report["events"], colours)`; follows the newest event while the view is at the bottom."""
+    """`set_events(events, colours, newest=...)` with a stretch of the run's events; follows the newest event
+    while the view is at the bottom and the stretch holds it (`newest`). Scrolled to an end of a stretch that
+    does not hold the run's first or newest event, it posts `Edge` for the screen to read on."""
 
     text: reactive[Text] = reactive(Text, init=False)    # repainted only when the log or its colours changed
+
+    @dataclass
+    class Edge(Message):
+        direction: int          # -1: the top (older events), 1: the bottom (newer ones)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.newest = True
 
     def compose(self):
         yield Static(id="events-body")
 
-    def set_events(self, events: list[dict], colours: Palette = OFFLINE) -> None:
+    def set_events(self, events: list[dict], colours: Palette = OFFLINE, newest: bool = True) -> None:
         at = now()
+        self.newest = newest
         self.text = Text("\n").join(event_line(e, at, colours) for e in events) if events else NO_EVENTS
 
     def watch_text(self, old: Text, text: Text) -> None:
-        follow = old is NO_EVENTS or not old or self.scroll_y >= self.max_scroll_y - 1
+        follow = self.newest and (old is NO_EVENTS or not old or self.scroll_y >= self.max_scroll_y - 1)
         self.query_one("#events-body", Static).update(text)
         if follow:
             self.call_after_refresh(self.scroll_end, animate=False)
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.max_scroll_y and new != old and (new <= 0 or new >= self.max_scroll_y):
+            self.post_message(self.Edge(-1 if new <= 0 else 1))
+
     def on_show(self) -> None:
         """It opens at the newest event: a pane hidden behind a tab (small terminals) got its events
         while it could not scroll, and would otherwise open at the oldest."""
-        self.call_after_refresh(self.scroll_end, animate=False)
+        if self.newest:
+            self.call_after_refresh(self.scroll_end, animate=False)
 
     @property
     def plain(self) -> str:

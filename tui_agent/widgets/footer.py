@@ -20,6 +20,7 @@ class KeysFooter(Footer):
     def __init__(self) -> None:
         super().__init__()
         self._offered: list[str] | None = None     # the screen's keys its BINDINGS show, found once
+        self._changes = self._recomposed = 0        # bindings changes heard, and as of which one it recomposed
 
     def on_resize(self, event: events.Resize) -> None:
         if self._fit(event.size.width):
@@ -30,7 +31,16 @@ class KeysFooter(Footer):
         if self._fit(self.size.width or self.app.size.width):
             screen.refresh_bindings()
         else:
+            self._changes += 1
             super().bindings_changed(screen)
+
+    async def recompose(self) -> None:
+        """Once for a burst of changes (a screen opening changes focus, classes and keys in one go, and each
+        change asks for a recompose of every key): the first recompose shows the latest keys, the rest skip."""
+        if self._recomposed == self._changes:
+            return
+        self._recomposed = self._changes
+        await super().recompose()
 
     def _width(self, bindings: list[Binding], compact: bool) -> int:
         """Columns the keys take in a row (the last one's trailing space may sit under the palette key)."""

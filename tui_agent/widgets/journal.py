@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ..format import clock, cost, duration_ms, span, usd
-from ..report import PROVIDERS
+from ..report import PROVIDERS, effect_shown
 from ..runtime.clock import now, parse_instant
 from ..states import IN_DOUBT, EffectState
 from .theme import OFFLINE, Palette, style
@@ -242,23 +242,22 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None, colo
     return text
 
 
-def raw(item: TimelineItem, report: dict) -> Text:
-    """The selected entry as stored (the report's shapes): the journal entry, its ledger row or approval."""
+def raw(item: TimelineItem, view: dict) -> Text:
+    """The selected entry as stored (`show --json`'s shapes): the journal entry, its ledger row or approval;
+    where the run stands (report.run_view's run and checkpoint) for the pending row."""
     shown: dict[str, Any] = {}
     if item.entry is not None:
         shown = dict(item.entry)
         if item.step:
             shown.update(attempts=item.step.get("attempts"), duration_ms=item.step.get("duration_ms"),
                          cost_usd=item.step.get("cost_usd"))
-    effect = next((e for e in report["effects"] if item.effect and e["generation"] == item.effect["generation"]
-                   and e["position"] == item.effect["position"]), None)
-    if effect is not None:
-        shown["ledger" if shown else "effect"] = effect
+    if item.effect is not None:
+        shown["ledger" if shown else "effect"] = effect_shown(item.effect)
     if item.approval is not None:
         shown["approval"] = item.approval
     if not shown:
-        shown = {"position": item.position, "status": report["run"]["status"], "reason": report["run"]["reason"],
-                 "checkpoint": report["checkpoint"]}
+        shown = {"position": item.position, "status": view["run"]["status"], "reason": view["run"]["reason"],
+                 "checkpoint": view["checkpoint"]}
     return pretty_json(shown)
 
 

@@ -28,11 +28,16 @@ class EffectLedger(DataTable):
             self.add_column(label, key=key)
 
     def set_effects(self, effects: list[dict], generation: int, at: float) -> None:
+        """Show a stretch of the ledger, the cursor staying on its effect when it is still shown (else on the same
+        row number)."""
         colours = palette(self.app)
         rows = [self._cells(e, generation, at, colours) for e in effects]
-        if [r[1] for r in rows] == [r[1] for r in self.rows_shown] and rows == self.rows_shown:
+        if rows == self.rows_shown:
             return
         keep = self.cursor_row
+        keys = [key for _, key in rows]
+        if self.rows_shown and self.rows_shown[min(keep, len(self.rows_shown) - 1)][1] in keys:
+            keep = keys.index(self.rows_shown[min(keep, len(self.rows_shown) - 1)][1])
         self.clear()
         for cells, key in rows:
             self.add_row(*cells, key=key)

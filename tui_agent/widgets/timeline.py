@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -87,22 +88,15 @@ def model_label(call: dict) -> str:
     return call["model"].removeprefix("claude-")
 
 
-def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
-    """The current generation's entries in order, then where the run stands (when it is not done)."""
-    run, checkpoint = report["run"], report["checkpoint"]
-    generation = run["generation"]
-    steps = {s["position"]: s for s in report["steps"]}
-    ledger = {e["position"]: e for e in effects if e["generation"] == generation}
-    asked = {a["position"]: a for a in report["approvals"] if a["generation"] == generation}
-    calls: dict[int, list[dict]] = {}
-    for call in report.get("model_calls", []):
-        calls.setdefault(call["position"], []).append(call)
+def timeline_items(view: dict, rows: list[dict], beside: dict, to_end: bool = True) -> list[TimelineItem]:
+    """The entries of a stretch of the current generation (`rows`, from report.timeline_page, with what stands
+    `beside` them), then, when the stretch reaches the run's end (`to_end`), where the run stands."""
+    run, checkpoint = view["run"], view["checkpoint"]
+    ledger, asked, calls = beside["effects"], beside["approvals"], beside["calls"]
     items = []
-    for entry in report["journal"]:
-        if entry["generation"] != generation:
-            continue
+    for row in rows:
+        entry, step = row["entry"], row["step"]
         position, kind = entry["position"], entry["kind"]
-        step = steps.get(position, {})
         mark, tone, bold, note = DONE, DONE_TONE, False, ""
         if kind == "failure":
             mark, tone, bold = FAILED, FAILED_TONE, True
@@ -117,15 +111,15 @@ def timeline_items(report: dict, effects: list[dict]) -> list[TimelineItem]:
         items.append(TimelineItem(position, entry["name"], kind, mark, tone, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
                                   ledger.get(position), asked.get(position), calls.get(position, []), run, bold))
-    pending = _pending(report, ledger, asked, {i.position for i in items}, calls)
+    pending = _pending(view, beside, {i.position for i in items}) if to_end else None
     if pending:
         items.append(pending)
     return items
 
 
-def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int],
-             calls: dict[int, list[dict]]) -> TimelineItem | None:
-    run, checkpoint = report["run"], report["checkpoint"]
+def _pending(view: dict, beside: dict, recorded: set[int]) -> TimelineItem | None:
+    run, checkpoint = view["run"], view["checkpoint"]
+    ledger, asked, calls = beside["effects"], beside["approvals"], beside["calls"]
     status, reason = run["status"], run["reason"]
     waiting_effects = [e for p, e in sorted(ledger.items()) if p not in recorded]
     if waiting_effects:
@@ -152,7 +146,7 @@ def _pending(report: dict, ledger: dict, asked: dict, recorded: set[int],
     position = checkpoint.get("current_step") or 0
     if position in recorded:
         return None
-    asking = _asking(position, calls[position], report) if position in calls else None
+    asking = _asking(position, calls[position], view) if position in calls else None
     if asking is not None:
         return asking
     failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
@@ -175,9 +169,9 @@ def _standing(run: dict, position: int, name: str, note: str, **fields) -> Timel
                         bold=bold_of(status, reason) or status == RunStatus.QUEUED, **fields)
 
 
-def _asking(position: int, calls: list[dict], report: dict) -> TimelineItem | None:
+def _asking(position: int, calls: list[dict], view: dict) -> TimelineItem | None:
     """A model call with no reply recorded: streaming now, or in flight when its worker died (else None)."""
-    run, checkpoint, last = report["run"], report["checkpoint"], calls[-1]
+    run, checkpoint, last = view["run"], view["checkpoint"], calls[-1]
     if last["state"] not in ("in_flight", "died"):
         return None
     item = _standing(run, position, last["name"], "", attempts=(checkpoint.get("step_attempts") or 0) + 1,
@@ -190,8 +184,14 @@ def _asking(position: int, calls: list[dict], report: dict) -> TimelineItem | No
     return item
 
 
-class Timeline(OptionList):
-    """An OptionList of TimelineItems; each row is laid out to the widget's width so columns line up."""
+class Timeline(OptionList, inherit_bindings=False):
+    """An OptionList of TimelineItems; each row is laid out to the widget's width so columns line up. It holds a
+    stretch of a run (the screen reads more as the highlight nears an end), so home and end are the screen's:
+    the first and last entries of the run, not of the stretch."""
+
+    BINDINGS = [Binding("down", "cursor_down", show=False), Binding("up", "cursor_up", show=False),
+                Binding("pagedown", "page_down", show=False), Binding("pageup", "page_up", show=False),
+                Binding("enter", "select", show=False)]
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -200,11 +200,12 @@ class Timeline(OptionList):
 
     # -- content ----------------------------------------------------------------------------------
 
-    def set_items(self, items: list[TimelineItem], select: str | None = None) -> None:
-        """Replace the rows in place, keeping the highlighted key (or moving to `select`)."""
+    def set_items(self, items: list[TimelineItem], select: str | None = None, follow: bool = True) -> None:
+        """Replace the rows in place, keeping the highlighted key (or moving to `select`); on the last row,
+        `follow` moves on to the new last row (the stretch reaches the run's end, which moved on)."""
         keep = select or self.selected_key
-        if not select and self.items and keep == self.items[-1].key and items:
-            keep = items[-1].key              # on the last row: follow the run as it moves on
+        if follow and not select and self.items and keep == self.items[-1].key and items:
+            keep = items[-1].key
         same_rows = [i.key for i in items] == [i.key for i in self.items]
         self.items = items
         prompts = self._prompts()
