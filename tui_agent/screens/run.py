@@ -87,6 +87,9 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     # -- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        compact = self._compact_at(self.app.size.width, self.app.size.height)
+        self.set_class(compact, "-compact", update=False)   # the panes' styles are worked out once, as they mount
+        self.set_class(not compact, "-wide", update=False)
         yield Static(id="run-header", classes="summary")
         with Horizontal(id="run-top"):
             with Vertical(id="timeline-pane", classes="pane") as pane:
@@ -135,9 +138,13 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def on_resize(self, event) -> None:
         self._arrange(event.size.width, event.size.height)
 
+    @staticmethod
+    def _compact_at(width: int, height: int) -> bool:
+        return width < WIDE_AT[0] or height < WIDE_AT[1]
+
     def _arrange(self, width: int, height: int) -> None:
         """Side by side when there is room; otherwise one lower pane at a time, chosen with tabs."""
-        compact = width < WIDE_AT[0] or height < WIDE_AT[1]
+        compact = self._compact_at(width, height)
         changed = compact != self.compact or not self._arranged
         self._arranged = True
         self.compact = compact

@@ -20,7 +20,7 @@ class KeysFooter(Footer):
     def __init__(self) -> None:
         super().__init__()
         self._offered: list[str] | None = None     # the screen's keys its BINDINGS show, found once
-        self._changes = self._recomposed = 0        # bindings changes heard, and as of which one it recomposed
+        self._composed: tuple | None = None         # the keys it shows now (see `_keys`)
 
     def on_resize(self, event: events.Resize) -> None:
         if self._fit(event.size.width):
@@ -31,15 +31,23 @@ class KeysFooter(Footer):
         if self._fit(self.size.width or self.app.size.width):
             screen.refresh_bindings()
         else:
-            self._changes += 1
             super().bindings_changed(screen)
 
+    def _keys(self) -> tuple:
+        """What the footer would show: each shown binding, whether it is enabled, its tooltip."""
+        return tuple((b.key, b.description, b.action, enabled, tooltip)
+                     for _, b, enabled, tooltip in self.screen.active_bindings.values() if b.show)
+
+    def compose(self):
+        if self._bindings_ready:     # Textual's Footer composes nothing before the screen's first bindings signal
+            self._composed = self._keys()
+        yield from super().compose()
+
     async def recompose(self) -> None:
-        """Once for a burst of changes (a screen opening changes focus, classes and keys in one go, and each
-        change asks for a recompose of every key): the first recompose shows the latest keys, the rest skip."""
-        if self._recomposed == self._changes:
-            return
-        self._recomposed = self._changes
+        """Only when the keys shown changed: opening a screen signals a change of bindings several times (focus,
+        classes, a check_action), and each recompose rebuilds and restyles every key."""
+        if not self.is_attached or self._composed is not None and self._keys() == self._composed:
+            return            # (a recompose asked for just before its screen closed finds no screen)
         await super().recompose()
 
     def _width(self, bindings: list[Binding], compact: bool) -> int:
