@@ -153,7 +153,8 @@ async def test_progress_bar_and_gauges(demo):
     async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, roles["waiting for approval"])
         bar = screen.query_one("#step-bar")
-        assert (bar.total, bar.progress) == (8, 6)
+        assert (bar.total, bar.done) == (8, 6)
+        assert bar.render().plain.count("█") == bar.size.width * 6 // 8
         assert timeline(app).items[-1].name == "approve"
         assert timeline(app).items[-1].mark == "◔"
         assert "Send the nightly report for leads" in viewer(app).plain

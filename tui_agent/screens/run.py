@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Label, OptionList, ProgressBar, Static, Tab, Tabs
+from textual.widgets import Label, OptionList, Static, Tab, Tabs
 
 from ..errors import UserError
 from ..messages import DataChanged
@@ -38,7 +38,7 @@ from ..states import budget_dimension
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
-from ..widgets.gauges import BudgetGauges
+from ..widgets.gauges import BudgetGauges, StepBar
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
 from ..widgets.status import badge
@@ -96,7 +96,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                 pane.border_title = "Timeline"
                 with Horizontal(id="step-progress"):
                     yield Label(id="step-label")
-                    yield ProgressBar(id="step-bar", show_eta=False, show_percentage=False)
+                    yield StepBar(id="step-bar")
                 yield Timeline(id="timeline")
             viewer = JournalViewer(id="viewer", classes="pane")
             viewer.border_title = "Entry"
@@ -238,7 +238,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         row.display = bool(total)
         if total:
             self.query_one("#step-label", Label).update(f"step {step}/{total} ")
-            self.query_one("#step-bar", ProgressBar).update(total=total, progress=min(step, total))
+            step_bar = self.query_one(StepBar)
+            step_bar.total, step_bar.done = total, min(step, total)
 
     def _titles(self, view: dict) -> None:
         counts = view["counts"]

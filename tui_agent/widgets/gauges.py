@@ -5,9 +5,10 @@ colours as the runs table's BUDGET column)."""
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
-from ..format import amount, count
+from ..format import amount, bar, count
 from ..runtime.agent import BUDGET_DIMENSIONS
 from .theme import OFFLINE, Palette, follow_theme, palette, style
 
@@ -130,3 +131,16 @@ class BudgetGauges(Widget):
     @property
     def plain(self) -> str:
         return "\n".join(line.plain for line in self.lines(60))
+
+
+class StepBar(Widget):
+    """Step i of n as a bar across its width (the gauges' cells): one widget, where a Textual ProgressBar is
+    three and a timer, which the run screen paid for at every opening."""
+
+    DEFAULT_CSS = "StepBar { height: 1; }"
+    done: reactive[int] = reactive(0)
+    total: reactive[int] = reactive(1)
+
+    def render(self) -> Text:
+        tone = "text-success" if self.done >= self.total else "text-primary"
+        return Text(bar(self.done, self.total, max(1, self.size.width)), style=style(palette(self.app), tone))
