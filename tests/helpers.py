@@ -228,3 +228,12 @@ def timeline_of(store, run_id: str, rows: list[dict] | None = None) -> list[Time
     """A small run's whole timeline as the run screen builds it (`rows`: its timeline_rows, changed by a test)."""
     view, read = timeline_rows(store, run_id)
     return timeline_items(view, read if rows is None else rows, beside(store, view["run"], 0, None))
+
+
+def dump(db: Path) -> list[str]:
+    """Everything the database holds, read without writing (the file's bytes may move with a checkpoint)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from helpers import later, show_json, until
+from helpers import dump, later, show_json, until
 
 from tui_agent.runtime.clock import iso, parse_instant
 
@@ -35,14 +35,6 @@ def _one_line(done, code: int = 4) -> str:
     assert lines[-1] == errors[0], done.stderr
     assert "Traceback" not in done.stderr
     return errors[0]
-
-
-def _dump(db: Path) -> list[str]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return list(conn.iterdump())
-    finally:
-        conn.close()
 
 
 def _digest(path: Path) -> str:
@@ -157,7 +149,7 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
     assert tui_agent("--db", str(db), "run", "hello").returncode == 0
     run_id = tui_agent("--db", str(db), *AGENTS, "start", "counting", "--input",
                        json.dumps({"log": str(folder / "calls.log"), "steps": 90})).stdout.strip()
-    before = _dump(db)
+    before = dump(db)
     if mounted:
         filler = _fill(folder, leave=48 * 1024)
         env = {}
@@ -174,7 +166,7 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
     assert report["run"]["worker"]
     if mounted:
         _doctor_finds(tui_agent, db, "disk")
-    kept = _dump(db)
+    kept = dump(db)
     assert [row for row in before if "INSERT INTO \"runs\"" in row and run_id not in row] == \
         [row for row in kept if "INSERT INTO \"runs\"" in row and run_id not in row]
     assert set(before) - set(kept) <= {row for row in before if run_id in row or "workers" in row}
@@ -250,7 +242,7 @@ def test_a_read_only_file_is_one_line_exit_4_untouched_and_reads_still_work(tui_
     run_id = ran.stdout.split()[0]
     parked = tui_agent("start", "hello").stdout.strip()
     assert tui_agent("park", parked).returncode == 0
-    before = _dump(db_path)
+    before = dump(db_path)
     _read_only(db_path)
     try:
         for args in (["start", "hello"], ["worker", "--once"], ["resume", parked], ["run", "hello"]):
@@ -262,7 +254,7 @@ def test_a_read_only_file_is_one_line_exit_4_untouched_and_reads_still_work(tui_
         _doctor_finds(tui_agent, db_path, "permissions")
     finally:
         _writable(db_path)
-    assert _dump(db_path) == before
+    assert dump(db_path) == before
 
 
 def test_a_new_database_in_a_read_only_folder_is_one_line_exit_4(tui_agent, tmp_path):
