@@ -79,6 +79,25 @@ def test_bad_input_is_one_line_exit_2_and_stores_nothing(tui_agent, db_path, arg
     assert len(_runs(db_path)) == 1
 
 
+@pytest.mark.parametrize("source, words", [
+    pytest.param("import json\n\nSETTINGS = json.loads('{}')\nBROKEN = undefined_name + 1\n",
+                 "raised NameError: name 'undefined_name' is not defined at raising_agents.py:4 in <module>",
+                 id="raises"),
+    pytest.param("def agent(:\n", "raised SyntaxError: invalid syntax (raising_agents.py, line 1)", id="syntax"),
+])
+def test_an_agents_module_that_raises_on_import_is_one_line_exit_2_with_where(tui_agent, db_path, tmp_path, source,
+                                                                               words):
+    _one_run(db_path)
+    before = dump(db_path)
+    module = tmp_path / "raising_agents.py"
+    module.write_text(source)
+    for spec in (str(module), "raising_agents"):    # a file, and a module name found on the path
+        line = _one_line(tui_agent("--db", str(db_path), "--agents", spec, "agents",
+                                   env={"PYTHONPATH": str(tmp_path)}), 2)
+        assert words in line and line.endswith("; fix the module, then run the command again"), line
+    assert dump(db_path) == before
+
+
 def _two_runs_sharing_a_prefix(db: Path) -> tuple[str, list[str]]:
     """Queued hello runs (made in-process, fast) until two share the first character after `r-`."""
     store, registry = open_store(db), load_registry()

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import UserError
 from ..models import provider_for
 from .agent import Agent
+from .tracebacks import agent_frames, innermost
 
 
 class Registry:
@@ -90,6 +91,8 @@ def _import_name(spec: str) -> ModuleType:
         raise _cannot_import(spec, e) from None
     except ImportError as e:
         raise _cannot_import(spec, e) from None
+    except Exception as e:
+        raise _raised_on_import(spec, e) from None
 
 
 def _portable(spec: str, module: ModuleType) -> str:
@@ -118,6 +121,13 @@ def _cannot_import(spec: str, error: ImportError) -> UserError:
                      "file such as ./my_agents.py")
 
 
+def _raised_on_import(spec: str, error: Exception) -> UserError:
+    """The module's own code raised while it was imported: one line with where, not a traceback."""
+    where = innermost([f for f in agent_frames(error) if not f["file"].startswith("<")])  # not <frozen importlib>
+    return UserError(f"--agents {spec}: importing it raised {type(error).__name__}: {error}"
+                     + (f" at {where}" if where else "") + "; fix the module, then run the command again")
+
+
 def _import_file(spec: str) -> ModuleType:
     """A .py file as the module named by its stem, its folder on the import path as for a script, so that it
     can import the modules beside it."""
@@ -141,6 +151,9 @@ def _import_file(spec: str) -> ModuleType:
     except ImportError as e:
         del sys.modules[name]
         raise _cannot_import(spec, e) from None
+    except Exception as e:
+        del sys.modules[name]
+        raise _raised_on_import(spec, e) from None
     except BaseException:
         del sys.modules[name]
         raise
