@@ -1,10 +1,13 @@
 """paging.Window and the keyset pages it reads: a stretch of a long list, moved a page at a time, never more
 than `keep` pages held, and each page read by a cursor (so a page costs the same anywhere in the list)."""
 
+from pathlib import Path
+
 from helpers import open_run, registry_of, tui, work
 
 from tui_agent import Agent, Budget
 from tui_agent.errors import PermanentError
+from tui_agent.messages import DataChanged
 from tui_agent.operate import resume, start
 from tui_agent.paging import Window, every
 from tui_agent.report import effects_of, events_of, run_report
@@ -12,7 +15,9 @@ from tui_agent.store.approvals import approvals_page
 from tui_agent.store.effects import effects_page
 from tui_agent.store.events import add_event, events_page
 from tui_agent.widgets.events import EventsLog
+from tui_agent.widgets.journal import JournalViewer
 from tui_agent.widgets.ledger import EffectLedger
+from tui_agent.widgets.timeline import Timeline
 
 
 def listed(n: int):
@@ -176,3 +181,39 @@ async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached
         await pilot.pause()
         assert "event number 199" in log.plain and "event number 99" not in log.plain
         assert screen.events.rows[0]["message"] == "event number 100"     # two pages: the newest 200
+
+
+def _large_results(ctx, request):
+    for i in range(request["n"]):
+        ctx.step(f"big{i}", lambda i=i: {"i": i, "text": f"row {i} " + "x" * 40_000})   # over 32 KB: an artifact
+    return None
+
+
+async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, db_path, monkeypatch):
+    registry = registry_of(Agent(name="big", run=_large_results, budget=Budget(steps=100)))
+    run_id, _ = start(store, registry, "big", {"n": 30})
+    assert work(store, registry, run_id).status == "succeeded"
+    reads: list[str] = []
+    real = Path.read_text
+
+    def read_text(self, *args, **kwargs):
+        if self.name.startswith("g1-"):                 # the run's artifacts: g<generation>-<position>-<name>.json
+            reads.append(self.name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+
+    async with tui(db_path) as (app, pilot):
+        screen = await open_run(app, pilot, run_id)
+        timeline = screen.query_one(Timeline)
+        results = [item.entry["result"] for item in timeline.items]
+        assert results[:-1] == [None] * 29 and results[-1]["i"] == 29     # only the selected one was read
+        assert len(reads) == 1
+        await pilot.press("g", *"12", "enter")
+        await pilot.pause()
+        assert "row 12 xxxx" in screen.query_one(JournalViewer).plain
+        assert len(reads) == 2
+        app.post_message(DataChanged())                 # a refresh keeps it, read once
+        screen.reload()
+        await pilot.pause()
+        assert len(reads) == 2 and "row 12 xxxx" in screen.query_one(JournalViewer).plain

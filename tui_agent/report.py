@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from .format import in_zone, usd_exact
 from .paging import every
@@ -30,7 +31,6 @@ from .store.events import last_event as last_event
 from .store.journal import (
     PAGE,
     checkpoint_for,
-    journal_count,
     journal_page,
     journal_pages,
 )
@@ -195,10 +195,12 @@ def step_of(row: dict) -> dict:
             "started_at": iso(row["started_at"])}
 
 
-def entry_of(store: Store, row: dict) -> dict:
-    """A journal row as `show --json` lists an entry: its result decoded (read from its artifact when it has one)."""
+def entry_of(store: Store, row: dict, artifacts: bool = True) -> dict:
+    """A journal row as `show --json` lists an entry: its result decoded (read from its artifact when it has one,
+    unless not `artifacts`: then None until `with_artifact` reads it)."""
+    artifact = row["artifact"] if artifacts else None
     return {"generation": row["generation"], "position": row["position"], "name": row["name"], "kind": row["kind"],
-            "result": decode(store.data_dir, row["result"], row["artifact"]),
+            "result": None if row["artifact"] and not artifacts else decode(store.data_dir, row["result"], artifact),
             "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
             "fence": row["fence"], "started_at": iso(row["started_at"])}
 
@@ -251,7 +253,7 @@ def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int,
     """The first and the last `each` steps of the current generation and how many there are in all: what
     `show` prints of a run of any length, read in two short pages."""
     first = journal_page(store, run["id"], run["generation"], limit=each)
-    total = journal_count(store, run["id"], run["generation"])
+    total = recorded_positions(store.conn, run["id"], run["generation"])
     last = journal_page(store, run["id"], run["generation"], limit=min(each, total - each),
                         newest_first=True) if total > each else []
     return [step_of(r) for r in first], total, [step_of(r) for r in reversed(last)]
@@ -259,9 +261,18 @@ def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int,
 
 def timeline_page(store: Store, run: dict, after: int | None = None, limit: int = PAGE,
                   newest_first: bool = False) -> list[dict]:
-    """A page of the current generation's timeline by its position: each entry (result decoded) with its step."""
-    return [{"position": row["position"], "entry": entry_of(store, row), "step": step_of(row)}
+    """A page of the current generation's timeline by its position: each entry with its step. A result kept in an
+    artifact (over 32 KB) is not read: a page of them would be megabytes, read again at every refresh; the viewer
+    reads the one selected (`with_artifact`)."""
+    return [{"position": row["position"], "entry": entry_of(store, row, artifacts=False), "step": step_of(row)}
             for row in journal_page(store, run["id"], run["generation"], after, limit, newest_first)]
+
+
+def with_artifact(entry: dict) -> dict:
+    """The entry with its result read from its artifact (the entry itself when it has none)."""
+    if not entry.get("artifact"):
+        return entry
+    return {**entry, "result": json.loads(Path(entry["artifact"]).read_text(encoding="utf-8"))}
 
 
 def beside(store: Store, run: dict, first: int, last: int | None) -> dict:

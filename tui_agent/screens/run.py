@@ -32,6 +32,7 @@ from ..report import (
     next_for_person,
     run_view,
     timeline_page,
+    with_artifact,
 )
 from ..runtime.clock import now
 from ..states import budget_dimension
@@ -80,6 +81,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.effects = Window(self._read_effects, key=lambda e: (e["generation"], e["position"]), page=PAGE)
         self.raw_json = False
         self._version: int | None = None     # the database's data_version when last read
+        self._artifact: tuple[str | None, object] = (None, None)    # (path, result) of the entry last shown
         self.compact = True
         self.pane = "budget"
         self._arranged = False
@@ -255,6 +257,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             viewer.border_title = "Entry"
             viewer.show(Text("nothing recorded yet", style="dim"), None)
             return
+        if item.entry is not None and item.entry.get("artifact"):
+            item.entry = self._read_artifact(item.entry)
         viewer.border_title = f"#{item.position} {item.name} · {item.kind if item.kind != 'pending' else item.note}"
         viewer.border_subtitle = "raw JSON · v" if self.raw_json else "v raw JSON"
         if self.raw_json:
@@ -262,6 +266,12 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         else:
             text = human(item, self._situation() if item.pending else "", now(), palette(self.app))
         viewer.show(text, (item.key, self.raw_json))
+
+    def _read_artifact(self, entry: dict) -> dict:
+        """The selected entry's large result, read once while it stays selected (a refresh rebuilds the items)."""
+        if self._artifact[0] != entry["artifact"]:
+            self._artifact = (entry["artifact"], with_artifact(entry)["result"])
+        return {**entry, "result": self._artifact[1]}
 
     def _situation(self) -> str:
         """Where the run stands, in a sentence, and the last thing that happened to it."""

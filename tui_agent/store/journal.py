@@ -149,10 +149,5 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
             after = page[-1]["position"]
 
 
-def journal_count(store: Store, run_id: str, generation: int) -> int:
-    return store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ? AND generation = ?",
-                              (run_id, generation)).fetchone()[0]
-
-
 def checkpoint_for(store: Store, run_id: str) -> dict:
     return next(iter(store.db.query("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))), {})
