@@ -5,8 +5,9 @@ COMMIT per step (same file system, same pragmas) is the floor; this prints our
 per-step time through the real runtime as a multiple of it, at synchronous FULL and
 NORMAL, and the same for loading and replaying a 10,000-step run against a raw
 SELECT + json.loads of those rows. A third figure, the fenced floor, is a step's own two
-statements (checkpoint UPDATE with the fence check, journal INSERT) in one transaction from a
-plain connection: the distance from ours to it is Python around the call. Interleaved repetitions: the median for writes
+statements with no runtime around them (the journal row with its fence check, committed on its own; every
+FOLD_EVERY steps the checkpoint row folded up in a transaction): the distance from ours to it is Python around
+the call. Interleaved repetitions: the median for writes
 (fsync time varies), the best for the replay (pure CPU).
 
     python bench/step_overhead.py
@@ -33,7 +34,13 @@ from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
 from tui_agent.store import open_store
 from tui_agent.store.db import BUSY_TIMEOUT_MS, DURABILITY
-from tui_agent.store.journal import _CHECKPOINT, _INSERT, load_checkpoint, load_entries
+from tui_agent.store.journal import (
+    FOLD_EVERY,
+    add_entry,
+    add_step,
+    load_checkpoint,
+    load_entries,
+)
 from tui_agent.store.runs import claim_run
 
 STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 7
@@ -92,28 +99,25 @@ def raw_inserts(conn: sqlite3.Connection, n: int) -> float:
     return timed(loop)
 
 
-def fenced_steps(store, durability: str, n: int) -> float:
-    """The fenced floor: a step's own two statements (the checkpoint UPDATE that checks the fence, the journal
-    INSERT) in one BEGIN IMMEDIATE ... COMMIT, on the runtime's schema, from a plain connection: what is left
-    above it is Python around the call."""
+def fenced_steps(store, n: int) -> float:
+    """The fenced floor: the store's own calls for n plain steps, with no runtime around them: `add_step` (the
+    journal row with its fence check, one statement that commits itself) and, every FOLD_EVERY steps,
+    `add_entry` in a transaction (the checkpoint row folded up). What ours adds above it is the runtime's Python."""
     run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
     claim = claim_run(store, run_id, "w-floor", 600.0, time.time())
-    conn = raw_conn(store.path, durability)
+    checkpoint = load_checkpoint(store, run_id)
     result = json.dumps(tiny())
 
     def loop():
         for i in range(n):
             at = time.time()
-            conn.execute("BEGIN IMMEDIATE")
-            cur = conn.execute(_CHECKPOINT, (i + 1, None, None, 0, 0.0, at, run_id, run_id, claim.fence))
-            assert cur.rowcount == 1
-            conn.execute(_INSERT, (run_id, claim.generation, i, f"s{i}", "step", result, None, 1, at, 0.0, claim.fence,
-                                   None))
-            conn.execute("COMMIT")
-    try:
-        return timed(loop)
-    finally:
-        conn.close()
+            if (i + 1) % FOLD_EVERY:
+                add_step(store, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, at, 0.0, 0.0)
+            else:
+                with store.write() as conn:
+                    add_entry(conn, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, 1, at,
+                              0.0, checkpoint, at)
+    return timed(loop)
 
 
 def write_rows(tmp: Path, durability: str) -> dict:
@@ -125,7 +129,7 @@ def write_rows(tmp: Path, durability: str) -> dict:
         raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
         raw.commit()
         ours(store, 300), raw_inserts(raw, 1_000)  # warm up until each WAL has wrapped (1,000 pages)
-        jobs = [("ours", lambda: ours(store, STEPS)[1]), ("fenced", lambda: fenced_steps(store, durability, STEPS)),
+        jobs = [("ours", lambda: ours(store, STEPS)[1]), ("fenced", lambda: fenced_steps(store, STEPS)),
                 ("raw", lambda: raw_inserts(raw, STEPS))]
         for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:  # alternate which goes first
             times[key].append(fn() / STEPS)

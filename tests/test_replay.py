@@ -63,7 +63,7 @@ def test_steps_commit_journal_checkpoint_together(store):
     assert [(r["position"], r["name"], json.loads(r["result"])) for r in rows] == [(0, "s0", 0), (1, "s1", 10),
                                                                                     (2, "s2", 20)]
     cp = store.conn.execute("SELECT current_step, total_steps, plan_revision, next_input, used_steps"
-                            " FROM checkpoints WHERE run_id=?", (outcome.run_id,)).fetchone()
+                            " FROM checkpoints_now WHERE run_id=?", (outcome.run_id,)).fetchone()
     assert cp == (3, 3, 2, '{"page":2}', 3)
 
 
@@ -107,15 +107,25 @@ def test_large_results_live_in_the_artifact_folder(store):
     assert calls.counts == {"big": 1}
 
 
-def test_a_result_that_is_not_json_fails_the_run_with_a_clear_error(store):
+def _holds_itself() -> dict:
+    value = {"name": "loop"}
+    value["again"] = [value]
+    return value
+
+
+@pytest.mark.parametrize("result, why", [
+    (lambda: {1, 2}, "not JSON-serialisable (Object of type set"),
+    (lambda: {"ratio": float("nan")}, "not JSON-serialisable (Out of range float"),
+    (_holds_itself, "holds itself or is nested too deeply"),
+])
+def test_a_result_that_is_not_json_fails_the_run_with_a_clear_error(store, result, why):
     def agent_run(ctx, request):
-        ctx.step("bad", lambda: {1, 2})
+        ctx.step("bad", result)
         return {}
 
     outcome = start_and_work(store, registry_of(Agent(name="nj", run=agent_run)), "nj", {})
     assert (outcome.status, outcome.reason) == ("failed", "error")
-    assert "step 'bad'" in outcome.error
-    assert "not JSON-serialisable" in outcome.error
+    assert "step 'bad'" in outcome.error and why in outcome.error, outcome.error
     assert journal_for(store, outcome.run_id) == []
 
 

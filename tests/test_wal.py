@@ -27,11 +27,11 @@ from tui_agent.store.db import JOURNAL_SIZE_LIMIT
 from tui_agent.store.wal import CHECKPOINT_EVERY_S, IdleCheckpoint, checkpoint
 
 AGENTS = ["--agents", "wal_agents", "--durability", "normal"]
-HELD_STEPS = 3_000       # about 30 MiB of WAL behind a held snapshot: well past the bound
+HELD_STEPS = 5_000       # about 27 MiB of WAL behind a held snapshot (a plain step commits one page): past the bound
 SHRINK_WITHIN = 300      # steps after the reader lets go
 STAY_STEPS = 10_000      # then the WAL must stay under the bound for this many more
 EMPTIED = 64 * 1024      # an idle checkpoint empties the WAL (a heartbeat may add a frame or two since)
-TUI_STEPS = 4_000        # a TUI holding one snapshot from the start would let the WAL reach about 40 MiB
+TUI_STEPS = 4_000        # a TUI holding one snapshot from the start would let the WAL reach about 22 MiB
 
 
 def _start(store, steps: int) -> str:
@@ -76,7 +76,7 @@ def _snapshot(db_path: Path) -> Iterator[None]:
 
 def _progress(store, run_id: str) -> tuple[int, str]:
     """(steps the run has committed, its status): one short read."""
-    return store.conn.execute("SELECT c.current_step, r.status FROM runs r JOIN checkpoints c ON c.run_id = r.id"
+    return store.conn.execute("SELECT c.current_step, r.status FROM runs r JOIN checkpoints_now c ON c.run_id = r.id"
                               " WHERE r.id = ?", (run_id,)).fetchone()
 
 

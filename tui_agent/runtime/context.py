@@ -3,7 +3,6 @@ and name; a recorded call returns its recorded result instead of running again."
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,10 +24,12 @@ from ..states import Reason, RunStatus
 from ..store import Claim, Store, model_calls
 from ..store.events import add_event
 from ..store.journal import (
+    FOLD_EVERY,
     NO_USAGE,
     Checkpoint,
     Usage,
     add_entry,
+    add_step,
     record_failed_attempt,
     record_soft,
 )
@@ -45,7 +46,7 @@ from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
 from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
-from .results import ARTIFACT_THRESHOLD, decode, encode, place
+from .results import ARTIFACT_THRESHOLD, decode, encode, parse, place
 from .retry import backoff_s, is_temporary
 from .tools import Tool
 
@@ -86,6 +87,8 @@ class Context:
         self._claim = claim
         self._artifact_dir = artifact_dir
         self._checkpoint = checkpoint
+        self._folded_at = checkpoint.current_step   # the checkpoint row counts the positions before this
+        self._plan_unsaved = False                  # plan() changed a field only the checkpoint row holds
         self._entries = entries
         self._position = 0
         self._model_calls = 0
@@ -118,6 +121,7 @@ class Context:
 
     def plan(self, total_steps: int | None = None, revision: int | None = None, next_input: Any = _UNSET) -> None:
         """Declare the run's expected length, plan revision or next input; saved with the next step."""
+        self._plan_unsaved = True
         if total_steps is not None:
             self._checkpoint.total_steps = total_steps
         if revision is not None:
@@ -225,19 +229,28 @@ class Context:
                                      f"g{self.generation}-{position:05d}-{name}", encoded)
         at = self.clock.now()
         wall, self._last_at = at - self._last_at, at
-        with self._store.write() as conn:
-            if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
-                self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited for it)
-            add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                      attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
-            if also is not None:
-                also(conn)
+        # A plain step commits its row alone, one statement; the checkpoint row moves every FOLD_EVERY steps, and
+        # with any entry that changes more than the step count and running time (usage, a reset attempt count, a
+        # new plan), or that commits more (`also`, a lease renewal).
+        if (usage is NO_USAGE and attempts == 1 and not self._plan_unsaved and also is None and at <= self._renew_at
+                and position + 1 - self._folded_at < FOLD_EVERY):
+            add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
+                     started_at, duration_s, wall)
+        else:
+            with self._store.write() as conn:
+                if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
+                    self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited)
+                add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
+                          attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
+                if also is not None:
+                    also(conn)
+            self._folded_at, self._plan_unsaved = position + 1, False
         crossed = self.budget.charge(usage, wall)
         if crossed:
             self._cross_soft(position, crossed)
         if self._on_step is not None:
             self._on_step(self, position, name, False)
-        return value if type(value) in _PLAIN else json.loads(encoded)
+        return value if type(value) in _PLAIN else parse(encoded)
 
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:
         check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)

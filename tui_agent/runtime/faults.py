@@ -51,6 +51,7 @@ class _Arm:
 
 _ARMS: list[_Arm] = []
 _WATCHED = threading.local()  # .fn: this thread's watcher, called at every point with the call's name
+_WATCHERS: list[Callable] = []  # every thread's watcher: while none, a point skips the thread-local lookup
 
 
 def parse(spec: str, variable: str) -> tuple[str, int]:
@@ -78,19 +79,21 @@ def watching(fn: Callable[[str, str | None], None]) -> Iterator[None]:
     """Call `fn(point, name)` at every point this thread passes; it may block (a stepper) or raise
     `SimulatedCrash` (a crash chosen where it stands). Other threads are not watched."""
     _WATCHED.fn = fn
+    _WATCHERS.append(fn)
     try:
         yield
     finally:
         _WATCHED.fn = None
+        _WATCHERS.remove(fn)
 
 
 def crash_point(point: str, name: str | None = None) -> None:
     """Act here if an armed point is passed for its Nth time; free when nothing is armed or watching."""
+    if not _ARMS and not _WATCHERS:
+        return
     watcher = getattr(_WATCHED, "fn", None)
     if watcher is not None:
         watcher(point, name)
-    if not _ARMS:
-        return
     for armed in _ARMS:
         if armed.point != point:
             continue

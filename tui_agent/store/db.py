@@ -255,9 +255,18 @@ class Store:
         if stop is not None:
             raise stop from error
 
-    def wait_for_lock(self, error: sqlite3.Error) -> None:
-        """BEGIN IMMEDIATE failed. A lock held past the busy timeout is waited out again, with back-off,
-        while `patience()` says so (a worker whose lease still runs); anything else stops here."""
+    def write_one(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        """One statement as its own transaction (SQLite commits it as it ends: no BEGIN, no COMMIT to send),
+        waiting out a held lock as `write()` does."""
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.Error as e:
+            return self.wait_for_lock(e, sql, params)
+
+    def wait_for_lock(self, error: sqlite3.Error, sql: str = "BEGIN IMMEDIATE", params: tuple = ()) -> sqlite3.Cursor:
+        """`sql` (BEGIN IMMEDIATE, or a statement on its own) failed. A lock held past the busy timeout is
+        waited out again, with back-off, while `patience()` says so (a worker whose lease still runs); anything
+        else stops here."""
         pause = 0.05
         while True:
             stop = self.stopped(error)
@@ -268,8 +277,7 @@ class Store:
             time.sleep(pause)
             pause = min(pause * 2, 1.0)
             try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                return
+                return self.conn.execute(sql, params)
             except sqlite3.Error as e:
                 error = e
 

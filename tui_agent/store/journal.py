@@ -41,23 +41,33 @@ class Usage:
 
 NO_USAGE = Usage()
 
-_INSERT = ("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
-           " started_at, duration_s, fence, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-# The fence is checked by the checkpoint's own UPDATE, so a step writes two pages: the checkpoint and the journal.
+_COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
+            " cost_usd, wall_s")
+_INSERT = f"INSERT INTO journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+# A plain step: its journal row alone, fenced in the same statement (one page per commit); its running time
+# rides in the row until the checkpoint is folded (schema.CHECKPOINTS_NOW adds it for readers).
+_STEP = (f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+         " WHERE EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)")
+FOLD_EVERY = 32   # plain steps between two checkpoint writes: the most a reader's view adds up
+# The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
+# by this UPDATE's own WHERE.
 _FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
-_CHECKPOINT = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-               " step_attempts = 0, used_steps = used_steps + 1, used_wall_s = used_wall_s + ?, updated_at = ?"
-               + _FENCED)
+_TAIL_WALL = ("(SELECT total(wall_s) FROM journal j WHERE j.run_id = checkpoints.run_id"
+              " AND j.generation = checkpoints.generation AND j.position >= checkpoints.current_step)")
+_MOVE = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
+         " step_attempts = 0, used_steps = used_steps + ? - current_step,"
+         f" used_wall_s = used_wall_s + ? + {_TAIL_WALL}, updated_at = ?")
+_CHECKPOINT = _MOVE + _FENCED
 _CHECKPOINT_USAGE = (
-    "UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
-    " step_attempts = 0, used_steps = used_steps + 1, used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
+    _MOVE + ", used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
     " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_tool_calls = used_tool_calls + ?,"
-    " used_cache_read_tokens = used_cache_read_tokens + ?, used_cache_write_tokens = used_cache_write_tokens + ?,"
-    " used_wall_s = used_wall_s + ?, updated_at = ?" + _FENCED)
+    " used_cache_read_tokens = used_cache_read_tokens + ?, used_cache_write_tokens = used_cache_write_tokens + ?"
+    + _FENCED)
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
+    """The row as last written: its current_step is where it was folded, the tail's start (see add_entry)."""
     row = store.conn.execute("SELECT schema_version, generation, current_step, total_steps, next_input,"
                              " plan_revision, step_attempts FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()
     return Checkpoint(*row)
@@ -70,32 +80,45 @@ def load_entries(store: Store, run_id: str, generation: int) -> list[tuple[int, 
                               (run_id, generation)).fetchall()
 
 
+def add_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str, kind: str,
+             result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float) -> None:
+    """A plain step (one attempt, no usage, the checkpoint's other fields unchanged): its journal row alone,
+    fenced in the same statement, committed as a transaction of its own. The checkpoint row is folded past it
+    later (add_entry); `checkpoints_now` counts it meanwhile."""
+    _fenced(store.write_one(_STEP, (run_id, generation, position, name, kind, result, artifact, 1, started_at,
+                                    duration_s, fence, None, wall_s, run_id, fence)), run_id, fence)
+
+
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
               kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
               duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
               cost_usd: float | None = None, wall_s: float = 0.0) -> None:
-    """Inside a write: the checkpoint that moves past the entry (refused unless `fence` is the run's),
-    then the journal row."""
+    """Inside a write: the checkpoint that moves past the entry and the plain steps before it (refused unless
+    `fence` is the run's), then the journal row."""
+    moved = (position + 1, checkpoint.total_steps, checkpoint.next_input, checkpoint.plan_revision, position + 1,
+             wall_s, now)
     if usage is NO_USAGE:
-        cur = conn.execute(_CHECKPOINT, (position + 1, checkpoint.total_steps, checkpoint.next_input,
-                                         checkpoint.plan_revision, wall_s, now, run_id, run_id, fence))
+        cur = conn.execute(_CHECKPOINT, (*moved, run_id, run_id, fence))
     else:
-        cur = conn.execute(_CHECKPOINT_USAGE, (position + 1, checkpoint.total_steps, checkpoint.next_input,
-                                               checkpoint.plan_revision, usage.model_calls, usage.input_tokens,
-                                               usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
-                                               usage.effects, usage.tool_calls, usage.cache_read_tokens,
-                                               usage.cache_write_tokens, wall_s, now, run_id, run_id, fence))
-    if cur.rowcount != 1:
-        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
+        cur = conn.execute(_CHECKPOINT_USAGE, (*moved, usage.model_calls, usage.input_tokens, usage.output_tokens,
+                                               usage.cost_usd, usage.unpriced_calls, usage.effects, usage.tool_calls,
+                                               usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id,
+                                               fence))
+    _fenced(cur, run_id, fence)
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd))
 
 
+def _fenced(cur: sqlite3.Cursor, run_id: str, fence: int) -> None:
+    if cur.rowcount != 1:
+        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
+
+
 def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None, list[str]]:
-    """(used per budget dimension, soft position, dimensions past their soft threshold)."""
+    """(used per budget dimension, soft position, dimensions past their soft threshold), the tail included."""
     row = store.conn.execute(
         "SELECT used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
-        " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints WHERE run_id = ?",
+        " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints_now WHERE run_id = ?",
         (run_id,)).fetchone()
     names = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
     return dict(zip(names, row[:8])), row[8], json.loads(row[9] or "[]")
@@ -150,4 +173,4 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:
-    return next(iter(store.db.query("SELECT * FROM checkpoints WHERE run_id = ?", (run_id,))), {})
+    return next(iter(store.db.query("SELECT * FROM checkpoints_now WHERE run_id = ?", (run_id,))), {})

@@ -132,7 +132,7 @@ TAKEOVER_LOOP = 5  # takeovers without a new journal entry before a run is parke
 
 def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
     """Takeovers since the run's checkpoint last moved (a journal entry, a failed attempt): bounded reads."""
-    moved = conn.execute("SELECT updated_at FROM checkpoints WHERE run_id = ?", (run_id,)).fetchone()[0]
+    moved = conn.execute("SELECT updated_at FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone()[0]
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM events WHERE run_id = ? AND kind = 'takeover'"
                         " AND at >= ? ORDER BY id DESC LIMIT ?)", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
@@ -244,7 +244,7 @@ def list_runs(store: Store, status: str | None = None) -> list[dict]:
     return list(store.db.query(
         "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
         " r.updated_at, r.finished_at, c.current_step, c.total_steps"
-        f" FROM runs r LEFT JOIN checkpoints c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
+        f" FROM runs r LEFT JOIN checkpoints_now c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
         (status,) if status else (),
     ))
 
@@ -300,6 +300,9 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
                 " result_artifact = NULL, error = NULL, traceback = NULL, finished_at = NULL, updated_at = ?",
                 (RunStatus.QUEUED, Reason.RESUMED, now))
     generation = conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    # the old generation's tail of plain steps is counted before its positions stop being the checkpoint's
+    conn.execute("UPDATE checkpoints SET (used_steps, used_wall_s) = (SELECT used_steps, used_wall_s FROM"
+                 " checkpoints_now WHERE run_id = ?) WHERE run_id = ?", (run_id, run_id))
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
                  " updated_at = ? WHERE run_id = ?",
@@ -348,7 +351,7 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
 _PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, c.current_step,"
          " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
          " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
-         " FROM runs r {index} JOIN checkpoints c ON c.run_id = r.id")
+         " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
 # states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
 NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"

@@ -283,7 +283,33 @@ def _v6(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX model_calls_in_flight ON model_calls (run_id, generation) WHERE state = 'in_flight'")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6]
+# A plain step writes only its journal row (one page per commit); the checkpoint row is brought up to date every
+# FOLD_EVERY steps, and at once by any entry that changes more than the step count and running time (journal.py).
+# The rows after the checkpoint's current_step are its tail, contiguous positions of the current generation: this
+# view adds them, so every reader sees the same numbers as if each step had updated the row. A tail holds at most
+# FOLD_EVERY rows, so the view costs a few index seeks per run.
+_TAIL = "FROM journal j WHERE j.run_id = c.run_id AND j.generation = c.generation AND j.position >= c.current_step"
+CHECKPOINTS_NOW = f"""
+    CREATE VIEW checkpoints_now AS SELECT c.run_id, c.generation, c.schema_version,
+        coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) AS current_step,
+        c.total_steps, c.next_input, c.plan_revision,
+        c.used_steps + coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) - c.current_step AS used_steps,
+        c.used_model_calls, c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls,
+        c.used_effects, c.used_wall_s + (SELECT total(j.wall_s) {_TAIL}) AS used_wall_s, c.unpriced_calls,
+        c.step_attempts, c.soft_position, c.soft_dimensions,
+        max(c.updated_at, coalesce((SELECT max(j.started_at + j.duration_s) {_TAIL}), 0)) AS updated_at,
+        c.used_cache_read_tokens, c.used_cache_write_tokens
+    FROM checkpoints c"""
+
+
+def _v7(db: sqlite_utils.Database) -> None:
+    """A plain step commits one page, not two: the checkpoint row is folded up every few steps, and readers read
+    the view that adds the journal rows past it (each with its share of running time, `wall_s`)."""
+    db.execute("ALTER TABLE journal ADD COLUMN wall_s REAL")   # null: already counted in the checkpoint row
+    db.execute(CHECKPOINTS_NOW)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.
