@@ -4,6 +4,9 @@ import email
 import email.policy
 import mailbox
 import multiprocessing
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +158,36 @@ def test_a_service_on_a_scenario_clock_forgets_on_that_clock_alone(tmp_path):
     assert again["delivered_at"] == real + 30 * HOUR and first["delivered_at"] == real
     assert len(box.messages()) == 2
     assert abs(CLOCK.now() - real) < 60
+
+
+_KILLED_AFTER_DELIVERY = """
+import os, signal, sys
+from pathlib import Path
+from tui_agent.agents.outbox import Outbox
+box = Outbox(Path(sys.argv[1]), mode=sys.argv[2])
+deliver = box._deliver
+def deliver_then_die(*args, **kwargs):
+    deliver(*args, **kwargs)              # the message is in new/ ...
+    os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before the memory says so
+box._deliver = deliver_then_die
+box.send("k1", to="t@localhost", subject="s", body="b")
+"""
+
+
+@pytest.mark.parametrize("mode", ["dedupe", "every"])
+def test_a_kill_between_delivery_and_memory_leaves_an_email_the_service_remembers(tmp_path, mode):
+    """The outbox runs in the worker's process, so the worker's kill -9 is the service's crash too: the message
+    it delivered must still be found by lookup, and dedupe must not send it again."""
+    done = subprocess.run([sys.executable, "-c", _KILLED_AFTER_DELIVERY, str(tmp_path / "outbox"), mode],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    box = Outbox(tmp_path / "outbox", mode=mode)
+    assert len(box.messages()) == 1
+    found = box.lookup("k1")
+    assert found is not None and found["message_id"] == box.messages()[0]["Message-ID"]
+    if mode == "dedupe":
+        assert box.send("k1", to="t@localhost", subject="s", body="b")["deduplicated"] is True
+        assert len(box.messages()) == 1
+    else:   # every mode sends each time, numbered after the one the crash left
+        second = box.send("k1", to="t@localhost", subject="s", body="b")
+        assert second["message_id"].endswith(".2@tui-agent.local>") and len(box.messages()) == 2

@@ -52,28 +52,51 @@ class Outbox:
         """Deliver one email for `key`, unless `dedupe` mode still remembers the key, or `token` is
         older than one this run has already sent with (StaleAttempt, nothing sent).
 
-        The message is delivered before the memory is written: a crash between the
-        two leaves an email the service does not remember (at-least-once, like a
-        provider that sent before it committed), never a remembered email that
-        was not sent.
+        The service runs in its caller's process, so a kill -9 of a worker is also the service's own crash:
+        the delivery it is about to make is written to the memory first (pending), and the next access to the
+        key settles it against the Maildir. A kill between delivery and memory leaves an email the service
+        still remembers, as a provider that outlives its client would; never a remembered email that was not
+        sent.
         """
         with self._locked():
             memory = self._load()
             memory["counters"]["send_requests"] += 1
             if token is not None:
                 self._admit(memory, key, token)
-            seen = memory["keys"].get(key)
+            seen = self._settled(memory, key)
             if seen is not None and self.mode == "dedupe":
                 self._save(memory)
                 return {**seen["result"], "deduplicated": True}
             sequence = memory["counters"]["emails_received"] + 1
-            result = self._deliver(key, sequence, to=to, subject=subject, body=body, sender=sender,
+            message_id = f"<{hashlib.sha256(key.encode()).hexdigest()[:16]}.{sequence}@tui-agent.local>"
+            memory["pending"][key] = {"message_id": message_id, "sequence": sequence, "at": self.clock.now()}
+            self._save(memory)
+            result = self._deliver(key, message_id, to=to, subject=subject, body=body, sender=sender,
                                    attachments=attachments)
-            memory["counters"]["emails_received"] = sequence
-            if seen is None:
-                memory["keys"][key] = {"first_seen": result["delivered_at"], "result": result}
+            del memory["pending"][key]
+            self._remember(memory, key, sequence, result)
             self._save(memory)
             return result
+
+    @staticmethod
+    def _remember(memory: dict, key: str, sequence: int, result: dict) -> None:
+        memory["counters"]["emails_received"] = max(memory["counters"]["emails_received"], sequence)
+        memory["keys"].setdefault(key, {"first_seen": result["delivered_at"], "result": result})
+
+    def _settled(self, memory: dict, key: str) -> dict | None:
+        """The key's memory, after settling a delivery a crash left pending: remembered if its message is in
+        the Maildir (found by its Message-ID; only after a crash is the Maildir read), forgotten if not."""
+        pending = memory["pending"].pop(key, None)
+        if pending is not None:
+            for name in self._box.keys():
+                with self._box.get_file(name) as handle:
+                    found = email.message_from_binary_file(handle, policy=email.policy.default)
+                if found["Message-ID"] == pending["message_id"]:
+                    self._remember(memory, key, pending["sequence"], {
+                        "message_id": pending["message_id"], "path": str(self.maildir / "new" / name),
+                        "delivered_at": pending["at"], "deduplicated": False})
+                    break
+        return memory["keys"].get(key)
 
     def _admit(self, memory: dict, key: str, token: AttemptToken) -> None:
         """Keep the newest attempt token per run; refuse an older one: a worker that woke up after another
@@ -91,8 +114,8 @@ class Outbox:
         with self._locked():
             memory = self._load()
             memory["counters"]["lookups"] += 1
+            seen = self._settled(memory, key)
             self._save(memory)
-            seen = memory["keys"].get(key)
             return None if seen is None else seen["result"]
 
     def stats(self) -> dict:
@@ -108,10 +131,9 @@ class Outbox:
                 parsed.append(email.message_from_binary_file(handle, policy=email.policy.default))
         return sorted(parsed, key=_sequence)
 
-    def _deliver(self, key: str, sequence: int, *, to: str, subject: str, body: str, sender: str,
+    def _deliver(self, key: str, message_id: str, *, to: str, subject: str, body: str, sender: str,
                  attachments: Sequence[Path]) -> dict:
         delivered_at = self.clock.now()
-        message_id = f"<{hashlib.sha256(key.encode()).hexdigest()[:16]}.{sequence}@tui-agent.local>"
         msg = EmailMessage()
         msg["From"] = sender
         msg["To"] = to
@@ -141,6 +163,7 @@ class Outbox:
         cutoff = self.clock.now() - self.window_s
         memory["keys"] = {k: v for k, v in memory["keys"].items() if v["first_seen"] > cutoff}
         memory["tokens"] = {k: v for k, v in memory.get("tokens", {}).items() if v["seen_at"] > cutoff}
+        memory.setdefault("pending", {})
         return memory
 
     def _save(self, memory: dict) -> None:
