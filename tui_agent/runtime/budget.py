@@ -5,7 +5,7 @@ dimension's action on exhaustion: stop, park or escalate."""
 from __future__ import annotations
 
 from ..states import budget_reason
-from ..store.journal import Usage
+from ..store.journal import NO_USAGE, Usage
 from .agent import BUDGET_DIMENSIONS
 from .outcomes import ACTIONS, Suspend
 
@@ -62,9 +62,10 @@ class BudgetMeter:
         used = self.used
         used["steps"] += 1
         used["wall_s"] += wall_s
-        self.hold(usage)
-        used["effects"] += usage.effects
-        used["tool_calls"] += usage.tool_calls
+        if usage is not NO_USAGE:   # most entries are plain steps
+            self.hold(usage)
+            used["effects"] += usage.effects
+            used["tool_calls"] += usage.tool_calls
         if not self._not_soft_yet:
             return []
         crossed = [d for d in self._not_soft_yet if used[d] >= self.soft * self.limits[d]]
