@@ -24,7 +24,7 @@ own default: raw sqlite3 and DBOS keep sqlite3's rollback journal with FULL; tui
 LangGraph's SqliteSaver turns WAL on, leaves FULL, and its default durability is "async".
 
 Every (peer, setting) runs in a fresh process so DBOS, a process-wide singleton, starts clean; only the
-workload is timed, after an untimed warm-up in the same file (300 steps; raw sqlite3 1,000 inserts, as in
+workload is timed, after an untimed warm-up in the same file (step_overhead.WARMUP steps or inserts, as in
 step_overhead.py) so every WAL has wrapped. Rounds are interleaved (order reversed every other round);
 each cell shows the median over rounds with min and max. Within a round the resume is the best of
 step_overhead.replay_row's 7 repetitions for tui-agent and raw, of 7 for LangGraph, one for DBOS (seconds
@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 import step_overhead
-from step_overhead import ours, raw_conn, raw_inserts, replay_row, timed, tiny
+from step_overhead import WARMUP, ours, raw_conn, raw_inserts, replay_row, timed, tiny
 
 from tui_agent.store import open_store
 from tui_agent.store.db import DURABILITY
@@ -62,7 +62,7 @@ PEERS = {"raw sqlite3": None, "tui-agent": None, "LangGraph": "langgraph", "DBOS
 SETTINGS = {"full": "WAL + synchronous=FULL", "normal": "WAL + synchronous=NORMAL", "default": "its own default"}
 DEFAULTS = {"raw sqlite3": "rollback journal, FULL", "tui-agent": "WAL, FULL",
             "LangGraph": "WAL, FULL, durability=async", "DBOS": "rollback journal, FULL"}
-WARMUP, RAW_WARMUP, LANGGRAPH_REPS = 300, 1_000, 7
+LANGGRAPH_REPS = 7
 INSTALL = "not installed (pip install -e '.[bench]')"
 
 
@@ -70,7 +70,7 @@ def raw_write(path: Path, setting: str, steps: int) -> float:
     conn = sqlite3.connect(path) if setting == "default" else raw_conn(path, setting)
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
     conn.commit()
-    raw_inserts(conn, RAW_WARMUP)
+    raw_inserts(conn, WARMUP)
     return raw_inserts(conn, steps)
 
 
