@@ -26,7 +26,7 @@ from tui_agent.store.journal import FOLD_EVERY, add_entry, add_step, load_checkp
 from tui_agent.store.runs import FenceRefused, claim_run, restart
 
 STEPS = 3 * FOLD_EVERY + 5
-TICK = 0.25
+TICK = 0.125
 
 
 def _row(store, table: str, run_id: str) -> tuple:
@@ -35,7 +35,7 @@ def _row(store, table: str, run_id: str) -> tuple:
 
 
 def _ticking(clock, steps: int):
-    """An agent whose every step takes a quarter second of the run's clock (exact in binary, and short of the
+    """An agent whose every step takes an eighth of a second of the run's clock (exact in binary, and short of the
     half lease that would renew it, and so fold, on its own): its running time is known exactly."""
     def run(ctx, request):
         for i in range(steps):

@@ -59,6 +59,7 @@ class Agent:
     script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str
     plateau: Plateau | None = None
     description: str = ""
+    journal_inputs: bool = False  # journal a digest of each step's arguments, so a replay can compare them
 
     @cached_property
     def code_version(self) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import ParkRun
@@ -46,18 +47,19 @@ from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
 from .plateau import PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
-from .results import ARTIFACT_THRESHOLD, decode, encode, parse, place
+from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
 from .retry import backoff_s, is_temporary
 from .tools import Tool
 
 _UNSET = object()
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 _PLAIN = (str, int, float, bool, type(None))
 _MODEL_DIMENSIONS = ("model_calls", "input_tokens", "output_tokens", "cost_usd")
 
 StepObserver = Callable[["Context", int, str, bool], None]
 
 
-def _shared(previous: list[dict], messages: list[dict]) -> int:
+def shared_prefix(previous: list[dict], messages: list[dict]) -> int:
     """How many leading messages a call shares with the previous one (a conversation grows at its end)."""
     count = 0
     for old, new in zip(previous, messages):
@@ -100,6 +102,7 @@ class Context:
         self._retry = agent.retry if agent else RetryPolicy()
         self._degrade = agent.degrade if agent else None
         self._plateau = PlateauDetector(agent.plateau) if agent and agent.plateau else None
+        self._journal_inputs = agent.journal_inputs if agent else False
         self._control = control
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._soft_position = soft_position
@@ -175,9 +178,10 @@ class Context:
             self._soft_position = position
         self._degrade_now()
 
-    def _attempt(self, position: int, name: str, call: Callable[[], Any],
-                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None) -> tuple[Any, int, float, float]:
-        """Call until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
+    def _attempt(self, position: int, name: str, call: Callable[..., Any],
+                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
+                 kwargs: Mapping[str, Any] = _NO_KWARGS) -> tuple[Any, int, float, float]:
+        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
         started_at, duration). Failed attempts are committed, so a crash does not reset the count;
         `failed(conn, error)` adds to that commit."""
         attempts = self._checkpoint.step_attempts
@@ -186,7 +190,7 @@ class Context:
             started_at = self.clock.now()
             t0 = self.clock.perf()
             try:
-                return call(), attempts + 1, started_at, self.clock.perf() - t0
+                return call(*args, **kwargs), attempts + 1, started_at, self.clock.perf() - t0
             except ParkRun:
                 raise   # a person looks first: not a failed attempt
             except Exception as e:
@@ -219,10 +223,10 @@ class Context:
 
     def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
                 usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
-                attempts: int = 1) -> Any:
+                attempts: int = 1, inputs: str | None = None) -> Any:
         """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
         value as a replay will see it, after the JSON round trip."""
-        encoded = encode(value, f"{kind} {name!r}")
+        encoded = encode(value, kind, name)
         result, artifact = encoded, None
         if len(encoded) > ARTIFACT_THRESHOLD:
             result, artifact = place(self._store.data_dir, self._artifact_dir,
@@ -235,13 +239,13 @@ class Context:
         if (usage is NO_USAGE and attempts == 1 and not self._plan_unsaved and also is None and at <= self._renew_at
                 and position + 1 - self._folded_at < FOLD_EVERY):
             add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                     started_at, duration_s, wall)
+                     started_at, duration_s, wall, inputs)
         else:
             with self._store.write() as conn:
                 if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
                     self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited)
                 add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                          attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall)
+                          attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall, inputs)
                 if also is not None:
                     also(conn)
             self._folded_at, self._plan_unsaved = position + 1, False
@@ -273,13 +277,14 @@ class Context:
         if recorded:
             return value
         crash_point("before-step", name)
+        inputs = digest(args, kwargs) if self._journal_inputs else None   # before `fn` may change them
         self._inside = name
         try:
-            value, attempts, started_at, duration = self._attempt(position, name, lambda: fn(*args, **kwargs))
+            value, attempts, started_at, duration = self._attempt(position, name, fn, None, args, kwargs)
         finally:
             self._inside = None
         crash_point("after-step", name)
-        value = self._record(position, name, "step", value, started_at, duration, attempts=attempts)
+        value = self._record(position, name, "step", value, started_at, duration, attempts=attempts, inputs=inputs)
         crash_point("after-step-commit", name)
         return value
 
@@ -304,7 +309,7 @@ class Context:
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, missing)
         request = {"max_tokens": max_tokens, "system": system, "tools": tools, "messages": messages,
-                   "after": _shared(previous, messages)}
+                   "after": shared_prefix(previous, messages)}
         keys: list[model_calls.CallKey] = []
         sent_system, sent_tools, sent_messages = with_cache_marks(system, tools, messages) if cache else (
             system, tools, messages)

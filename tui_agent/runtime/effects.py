@@ -105,7 +105,7 @@ class _Effect:
 
     def confirm(self, row: dict, value: Any, message: str | None = None, **fields) -> Any:
         """`confirmed`, the result, the journal entry and the checkpoint, in one fenced commit."""
-        encoded = encode(value, f"effect {self.name!r}")
+        encoded = encode(value, "effect", self.name)
 
         def also(conn):
             set_state(conn, row["id"], EffectState.CONFIRMED, self.ctx.clock.now(), result=encoded, **fields)

@@ -131,7 +131,7 @@ def _run(ctx: Context, position: int, entry: str, block: dict, tool: Tool | None
         result = _result(block, _failed(value) if kind == "error" else value, error=kind == "error")
     else:
         try:
-            value, attempts, started_at, duration = ctx._attempt(position, entry, lambda: _call(ctx, tool, args))
+            value, attempts, started_at, duration = ctx._attempt(position, entry, _call, None, (ctx, tool, args))
             result = _result(block, value)
         except StepFailed as e:  # permanent, or temporary past the retry policy: the model hears about it
             result, attempts = _result(block, _failed(e.error), error=True), e.attempts

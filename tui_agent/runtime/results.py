@@ -3,10 +3,11 @@ run's artifact folder with the journal holding the path."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +35,27 @@ _ENCODE = _encoder()
 _DECODE = json.JSONDecoder().raw_decode
 
 
-def encode(value: Any, what: str) -> str:
+def encode(value: Any, what: str, name: str | None = None) -> str:
+    """`what` (and `name`, quoted) say who returned `value` in the error; they are joined only then, off the
+    step path."""
     try:
         return _ENCODE(value)
     except RecursionError:
+        what = what if name is None else f"{what} {name!r}"
         raise ResultNotJSON(f"{what} returned a value that holds itself or is nested too deeply to be JSON; "
                             "return dicts, lists, strings, numbers, booleans or None") from None
     except (TypeError, ValueError) as e:
+        what = what if name is None else f"{what} {name!r}"
         raise ResultNotJSON(f"{what} returned a value that is not JSON-serialisable ({e}); "
                             "return dicts, lists, strings, numbers, booleans or None") from None
+
+
+def digest(args: tuple, kwargs: Mapping[str, Any]) -> str:
+    """A step's arguments, short: JSON with sorted keys, where a value JSON cannot hold counts by its type's
+    name alone (an object's repr may hold its address, which would differ on every run)."""
+    body = json.dumps([args, kwargs], sort_keys=True, ensure_ascii=False,
+                      default=lambda value: f"<{type(value).__qualname__}>")
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 def parse(encoded: str) -> Any:

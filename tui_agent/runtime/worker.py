@@ -99,7 +99,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                       registry)
         try:
             result = agent.run(ctx, ctx.request)
-            encode(result, f"agent {agent.name!r}")
+            encode(result, "agent", agent.name)
         except Suspend as e:
             return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
         except CodeChanged as e:

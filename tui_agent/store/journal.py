@@ -42,13 +42,13 @@ class Usage:
 NO_USAGE = Usage()
 
 _COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
-            " cost_usd, wall_s")
-_INSERT = f"INSERT INTO journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+            " cost_usd, inputs, wall_s")
+_INSERT = f"INSERT INTO journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
 # A plain step: its journal row alone, fenced in the same statement (one page per commit); its running time
 # rides in the row until the checkpoint is folded (schema.CHECKPOINTS_NOW adds it for readers).
-_STEP = (f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+_STEP = (f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
          " WHERE EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)")
-FOLD_EVERY = 32   # plain steps between two checkpoint writes: the most a reader's view adds up
+FOLD_EVERY = 64   # plain steps between two checkpoint writes: the most a reader's view adds up
 # The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
 # by this UPDATE's own WHERE.
 _FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
@@ -80,19 +80,27 @@ def load_entries(store: Store, run_id: str, generation: int) -> list[tuple[int, 
                               (run_id, generation)).fetchall()
 
 
+def recorded_inputs(store: Store, run_id: str, generation: int, position: int) -> str | None:
+    """The digest of the arguments the step at `position` was called with, if its agent journals inputs."""
+    row = store.conn.execute("SELECT inputs FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                             (run_id, generation, position)).fetchone()
+    return None if row is None else row[0]
+
+
 def add_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str, kind: str,
-             result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float) -> None:
+             result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float,
+             inputs: str | None = None) -> None:
     """A plain step (one attempt, no usage, the checkpoint's other fields unchanged): its journal row alone,
     fenced in the same statement, committed as a transaction of its own. The checkpoint row is folded past it
     later (add_entry); `checkpoints_now` counts it meanwhile."""
     _fenced(store.write_one(_STEP, (run_id, generation, position, name, kind, result, artifact, 1, started_at,
-                                    duration_s, fence, None, wall_s, run_id, fence)), run_id, fence)
+                                    duration_s, fence, None, inputs, wall_s, run_id, fence)), run_id, fence)
 
 
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
               kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
               duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
-              cost_usd: float | None = None, wall_s: float = 0.0) -> None:
+              cost_usd: float | None = None, wall_s: float = 0.0, inputs: str | None = None) -> None:
     """Inside a write: the checkpoint that moves past the entry and the plain steps before it (refused unless
     `fence` is the run's), then the journal row."""
     moved = (position + 1, checkpoint.total_steps, checkpoint.next_input, checkpoint.plan_revision, position + 1,
@@ -106,7 +114,7 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
                                                fence))
     _fenced(cur, run_id, fence)
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
-                           duration_s, fence, cost_usd))
+                           duration_s, fence, cost_usd, inputs))
 
 
 def _fenced(cur: sqlite3.Cursor, run_id: str, fence: int) -> None:

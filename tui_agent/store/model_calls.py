@@ -40,14 +40,41 @@ def _digest(body: str) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
+def _body(value) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def part_digest(value) -> str | None:
+    """What a request records for a system prompt or tool list (None for none)."""
+    return None if value is None else _digest(_body(value))
+
+
 def _part(conn: sqlite3.Connection, run_id: str, value) -> str | None:
     """Store a system prompt or tool list once per run; its digest stands for it in each request."""
     if value is None:
         return None
-    body = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    body = _body(value)
     digest = _digest(body)
     conn.execute("INSERT OR IGNORE INTO request_parts (run_id, digest, body) VALUES (?, ?, ?)", (run_id, digest, body))
     return digest
+
+
+def part(store: Store, run_id: str, digest: str | None):
+    """A system prompt or tool list a request named by digest, as it was sent."""
+    if digest is None:
+        return None
+    row = store.conn.execute("SELECT body FROM request_parts WHERE run_id = ? AND digest = ?",
+                             (run_id, digest)).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def answered_request(store: Store, run_id: str, generation: int, position: int) -> dict | None:
+    """The request of the call answered at `position` (the one whose reply the journal holds), as recorded:
+    `model`, `max_tokens`, `system` and `tools` digests, `after` and the messages added since the last call."""
+    row = store.conn.execute("SELECT request FROM model_calls WHERE run_id = ? AND generation = ? AND position = ?"
+                             " AND state = 'answered' ORDER BY call DESC LIMIT 1",
+                             (run_id, generation, position)).fetchone()
+    return None if row is None else json.loads(row[0])
 
 
 def begin(conn: sqlite3.Connection, run_id: str, generation: int, position: int, name: str, fence: int,

@@ -325,8 +325,8 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
                  " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
                  (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
     conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
-                 " started_at, duration_s, fence, cost_usd) SELECT ?, 1, position, name, kind, result, artifact,"
-                 " attempts, started_at, duration_s, 0, cost_usd FROM journal"
+                 " started_at, duration_s, fence, cost_usd, inputs, edited) SELECT ?, 1, position, name, kind, result,"
+                 " artifact, attempts, started_at, duration_s, 0, cost_usd, inputs, edited FROM journal"
                  " WHERE run_id = ? AND generation = ? AND position < ?",
                  (run_id, parent["id"], parent["generation"], from_step))
     conn.execute("INSERT INTO effects (run_id, generation, position, name, key, state, attempts, result,"

@@ -309,7 +309,14 @@ def _v7(db: sqlite_utils.Database) -> None:
     db.execute(CHECKPOINTS_NOW)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
+def _v8(db: sqlite_utils.Database) -> None:
+    """What a replay and a diff compare beyond names and results: a digest of a step's arguments, for agents
+    that opt in (`Agent(journal_inputs=True)`), and the mark of an entry a person edited before forking."""
+    db.execute("ALTER TABLE journal ADD COLUMN inputs TEXT")      # null: the agent does not journal inputs
+    db.execute("ALTER TABLE journal ADD COLUMN edited INTEGER")   # 1: a person wrote this result (edit and fork)
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

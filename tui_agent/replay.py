@@ -1,0 +1,264 @@
+"""Replay: a recorded run as a cassette for the agent's current code.
+
+The agent's code runs as on a resume, but every journaled call (step, model call, tool, effect, wait) is
+answered from the journal and nothing is executed: the first call the journal cannot answer stops the replay.
+Beyond names, a model call's request is compared with the recorded one (model, max_tokens, system prompt,
+tools, messages) and, for agents that journal inputs, a step's arguments. The replay opens the database
+query-only, so even agent code that writes on its own cannot change it."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ParkRun, UserError
+from .models import provider_for
+from .models.scripted import ScriptedProvider
+from .runtime.clock import now
+from .runtime.context import Context, shared_prefix
+from .runtime.outcomes import CodeChanged, Suspend
+from .runtime.registry import Registry
+from .runtime.results import decode, digest
+from .states import TERMINAL, RunStatus
+from .store import Store, model_calls, open_store
+from .store.journal import load_checkpoint, load_entries, recorded_inputs
+from .store.runs import Claim, get_run, resolve_run
+
+# What a divergence can be: the code calls another name at a position; makes a call the recorded run never
+# made; sends a model another request; calls a step with other arguments; ends otherwise (another result,
+# another error, a different ending); or tries a side effect outside a journaled call.
+KINDS = ("name", "new-call", "model-request", "inputs", "result", "ending", "side-effect")
+DIFF_LINES = 14   # a compact diff: enough to see what changed, short enough for one screen of a CI log
+
+
+@dataclass(frozen=True)
+class Divergence:
+    position: int
+    kind: str
+    recorded: str | None   # the name the journal holds at `position` (None past its end)
+    name: str | None       # what the code called there (None when it returned or raised)
+    message: str
+    diff: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Replay:
+    run_id: str
+    agent: str
+    status: str            # the recorded run's
+    entries: int           # journal entries the run recorded
+    answered: int          # calls the journal answered before the replay ended
+    note: str              # how it ended, one line
+    divergence: Divergence | None = None
+
+    @property
+    def reproduced(self) -> bool:
+        return self.divergence is None
+
+    def to_json(self) -> dict:
+        shown = asdict(self)
+        shown["reproduced"] = self.reproduced
+        if self.divergence is not None:
+            shown["divergence"]["diff"] = list(self.divergence.diff)
+        return shown
+
+
+class _Stop(BaseException):
+    """Ends the replay at a call (a BaseException, so an agent's `except Exception` cannot swallow it)."""
+
+    def __init__(self, position: int, name: str | None, divergence: Divergence | None = None) -> None:
+        super().__init__(name)
+        self.position, self.name, self.divergence = position, name, divergence
+
+
+class _Cassette(Context):
+    """A Context whose every call is answered from the journal; a call it cannot answer stops the replay."""
+
+    def __init__(self, *args: Any, check_inputs: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._check_inputs = check_inputs
+
+    def _recorded_name(self, position: int) -> str | None:
+        return self._entries[position][1] if position < len(self._entries) else None
+
+    def _next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
+        position = self._position
+        recorded = self._recorded_name(position)
+        if recorded is None:
+            raise _Stop(position, name)
+        try:
+            return super()._next(name, **needs)
+        except CodeChanged:
+            raise _Stop(position, name, Divergence(
+                position, "name", recorded, name,
+                f"#{position}: the journal holds {recorded!r} here, the code now calls {name!r}")) from None
+
+    def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        position = self._position
+        if self._check_inputs and self._recorded_name(position) == name:
+            recorded = recorded_inputs(self._store, self.run_id, self.generation, position)
+            if recorded is not None and recorded != digest(args, kwargs):
+                raise _Stop(position, name, Divergence(
+                    position, "inputs", name, name,
+                    f"#{position} {name}: called with other arguments than the run recorded (digest {recorded}, "
+                    f"now {digest(args, kwargs)})"))
+        return super().step(name, fn, *args, **kwargs)
+
+    def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
+              system: Any = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
+        position = self._position
+        if self._recorded_name(position) == name:
+            recorded = model_calls.answered_request(self._store, self.run_id, self.generation, position)
+            if recorded is not None:
+                diff = self._request_diff(recorded, self._model_id(model), max_tokens, system, tools, messages)
+                if diff:
+                    raise _Stop(position, name, Divergence(
+                        position, "model-request", name, name,
+                        f"#{position} {name}: the model is asked something else than the run recorded", diff))
+        return super().model(name, messages=messages, max_tokens=max_tokens, model=model, system=system,
+                             tools=tools, cache=cache)
+
+    def _request_diff(self, recorded: dict, model_id: str, max_tokens: int, system: Any, tools: Any,
+                      messages: list[dict]) -> tuple[str, ...]:
+        """The fields that differ from the recorded request, compactly. The calls before this one matched,
+        so the recorded messages are the previous call's first `after` and the ones it added."""
+        lines: list[str] = []
+        for field, was, is_now in (("model", recorded["model"], model_id),
+                                   ("max_tokens", recorded["max_tokens"], max_tokens)):
+            if was != is_now:
+                lines.append(f"{field}: recorded {was!r}, now {is_now!r}")
+        for field, value in (("system", system), ("tools", tools)):
+            if recorded[field] != model_calls.part_digest(value):
+                lines += _text_diff(field, model_calls.part(self._store, self.run_id, recorded[field]), value)
+        was = _normal(self._last_messages[:recorded["after"]] + recorded["messages"])
+        is_now = _normal(messages)
+        if was != is_now:
+            lines += _messages_diff(was, is_now)
+        return tuple(lines)
+
+    def start_run(self, agent: str, request: Any, key: str | None = None, model: str = "default") -> list:
+        raise _Stop(self._position, None, Divergence(
+            self._position, "side-effect", None, None,
+            f"the code starts a run of {agent!r} outside a step; a replay cannot answer that from the journal"))
+
+
+def _normal(value: Any) -> Any:
+    """As the journal holds it (tuples as lists, keys as strings)."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _lines(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return value.splitlines() if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True,
+                                                                       ensure_ascii=False).splitlines()
+
+
+def _text_diff(field: str, was: Any, is_now: Any) -> list[str]:
+    body = list(difflib.unified_diff(_lines(was), _lines(is_now), f"{field} (recorded)", f"{field} (now)",
+                                     n=1, lineterm=""))
+    return body[:DIFF_LINES] + ([f"... {len(body) - DIFF_LINES} more lines"] if len(body) > DIFF_LINES else [])
+
+
+def _short(value: Any, width: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _messages_diff(was: list, is_now: list) -> list[str]:
+    first = shared_prefix(was, is_now)
+    lines = [f"messages: the first {first} agree; recorded {len(was)}, now {len(is_now)}"]
+    if first < len(was):
+        lines.append(f"- [{first}] {was[first].get('role', '?')}: {_short(was[first].get('content'))}")
+    if first < len(is_now):
+        lines.append(f"+ [{first}] {is_now[first].get('role', '?')}: {_short(is_now[first].get('content'))}")
+    return lines
+
+
+def _provider(run: dict, agent) -> Any:
+    """The run's provider, for the model id it pins; it is never asked (a file script may be gone)."""
+    spec = run["model"] or "scripted"
+    try:
+        return provider_for(spec, agent.script)
+    except UserError:
+        return ScriptedProvider(agent.script, name=spec)
+
+
+def _recorded_result(store: Store, run: dict) -> Any:
+    return decode(store.data_dir, run["result"], run["result_artifact"])
+
+
+def _ending(store: Store, run: dict, position: int, result: Any = None, raised: BaseException | None = None,
+            suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
+    """How the code ended against how the run ended."""
+    status, recorded_error = run["status"], run["error"]
+    if raised is not None:
+        error = f"{type(raised).__name__}: {raised}"
+        if status == RunStatus.FAILED and recorded_error == error:
+            return f"the code raised {error}, as the run did", None
+        return "", Divergence(position, "ending", None, None, f"the code raised {error}; the run ended {status}"
+                              + (f" ({recorded_error})" if recorded_error else ""))
+    if suspended is not None:
+        if status == suspended.status:
+            return f"the code stopped {suspended.status} ({suspended.message}), as the run did", None
+        return "", Divergence(position, "ending", None, None,
+                              f"the code stopped {suspended.status} ({suspended.message}); the run ended {status}")
+    if run["result"] is None and run["result_artifact"] is None:
+        if status in TERMINAL:
+            return "", Divergence(position, "ending", None, None, f"the code returned; the run ended {status}"
+                                  + (f" ({recorded_error})" if recorded_error else ""))
+        return f"the code returned; the run ({status}) has not recorded its end yet", None
+    was, is_now = _normal(_recorded_result(store, run)), _normal(result)
+    if was == is_now:
+        return "the code returned the recorded result", None
+    return "", Divergence(position, "result", None, None, "the code returns another result than the run recorded",
+                          tuple(_text_diff("result", was, is_now)))
+
+
+def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
+    """The code made a call the journal does not hold: where the run stopped, unless it had ended."""
+    position, name, status = stop.position, stop.name, run["status"]
+    if status == RunStatus.FAILED and (run["error"] or "").startswith(f"step {position} {name!r} "):
+        return f"the code reached #{position} {name}, where the run failed", None
+    if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+        return f"the code reached #{position} {name}, where the run ({status}) goes on when resumed", None
+    return "", Divergence(position, "new-call", None, name, f"#{position}: the code calls {name!r}; the run "
+                          f"made no call there (it ended {status})")
+
+
+def replay_run(db_path: Path, registry: Registry, run_ref: str) -> Replay:
+    """Replay one run against the registry's code for its agent."""
+    store = open_store(db_path, create=False)
+    try:
+        store.conn.execute("PRAGMA query_only = ON")
+        return _replay(store, registry, get_run(store, resolve_run(store, run_ref)))
+    finally:
+        store.close()
+
+
+def _replay(store: Store, registry: Registry, run: dict) -> Replay:
+    agent = registry.get(run["agent"])
+    entries = load_entries(store, run["id"], run["generation"])
+    at = now()
+    claim = Claim(run["id"], run["agent"], run["request"], run["code_version"], run["generation"], run["attempt"],
+                  run["fence"], "replay", float("inf"), at)
+    ctx = _Cassette(store, claim, json.loads(run["request"]), run["artifact_dir"], load_checkpoint(store, run["id"]),
+                    entries, _provider(run, agent), agent=agent, registry=registry, check_inputs=agent.journal_inputs)
+    done = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
+    try:
+        result = agent.run(ctx, ctx.request)
+        note, divergence = _ending(store, run, ctx.position, result=result)
+    except _Stop as stop:
+        note, divergence = (("", stop.divergence) if stop.divergence is not None else _past_the_end(run, stop))
+        return Replay(**done, answered=stop.position, note=note or divergence.message, divergence=divergence)
+    except Suspend as e:
+        note, divergence = _ending(store, run, ctx.position, suspended=e)
+    except ParkRun as e:
+        note, divergence = _ending(store, run, ctx.position,
+                                   suspended=Suspend(RunStatus.PARKED, "environment", str(e)))
+    except Exception as e:  # the agent's own code raised where the run may have too
+        note, divergence = _ending(store, run, ctx.position, raised=e)
+    return Replay(**done, answered=ctx.position, note=note or divergence.message, divergence=divergence)
