@@ -833,6 +833,45 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
     return EXIT_OK
 
 
+@cli.command()
+@click.argument("run_ref", metavar="RUN", required=False)
+@click.option("--agent", "agent_name", default=None, help="With --last: whose runs to replay.")
+@click.option("--last", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Replay the agent's N most recently finished runs (a check before releasing new code).")
+@click.option("--agents", "more_modules", multiple=True, metavar="MODULE|FILE.py",
+              help="The agent code to replay with, as the global --agents.")
+@json_option("One JSON object (an array with --last)")
+@click.pass_obj
+def replay(session: Session, run_ref: str | None, agent_name: str | None, last: int | None,
+           more_modules: tuple[str, ...], as_json: bool) -> int:
+    """Run the agent's current code against RUN's journal: every step, model call, tool and effect is
+    answered from the journal, none is executed, and the database is only read. Exit 0 when the code
+    reproduces the run, 1 at the first divergence (a renamed call, another model request, other step
+    inputs, another result), 2 on bad input."""
+    from .replay import replay_last, replay_run
+
+    by_agent = agent_name is not None and last is not None
+    if (run_ref is None) != by_agent or (not by_agent and (agent_name or last)):
+        raise UserError("give a RUN, or --agent NAME --last N")
+    session.agent_modules += [m.strip() for spec in more_modules for m in spec.split(",") if m.strip()]
+    path = session.existing_store.path
+    done = ([replay_run(path, session.registry, run_ref)] if run_ref else
+            replay_last(path, session.registry, agent_name, last))
+    if as_json:
+        _json_out([r.to_json() for r in done] if run_ref is None else done[0].to_json())
+    else:
+        if not done:
+            click.echo(f"{agent_name} has no finished runs to replay")
+        for r in done:
+            click.echo(f"{r.run_id} {r.agent}: " + (f"reproduced ({r.answered} of {r.entries} entries; {r.note})"
+                                                   if r.reproduced else
+                                                   f"DIVERGED at #{r.divergence.position} ({r.divergence.kind}): "
+                                                   f"{r.divergence.message}"))
+            for line in () if r.reproduced else r.divergence.diff:
+                click.echo(f"    {line}")
+    return EXIT_OK if all(r.reproduced for r in done) else EXIT_NOT_SUCCEEDED
+
+
 def _call_state(call: dict) -> str:
     if call["state"] == "died":
         held = call["reserved_usd"]

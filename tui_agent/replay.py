@@ -8,8 +8,12 @@ query-only, so even agent code that writes on its own cannot change it."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,7 @@ from .runtime.results import decode, digest
 from .states import TERMINAL, RunStatus
 from .store import Store, model_calls, open_store
 from .store.journal import load_checkpoint, load_entries, recorded_inputs
-from .store.runs import Claim, get_run, resolve_run
+from .store.runs import Claim, get_run, last_finished, resolve_run
 
 # What a divergence can be: the code calls another name at a position; makes a call the recorded run never
 # made; sends a model another request; calls a step with other arguments; ends otherwise (another result,
@@ -218,25 +222,51 @@ def _ending(store: Store, run: dict, position: int, result: Any = None, raised: 
                           tuple(_text_diff("result", was, is_now)))
 
 
+def _failed_at(run: dict) -> tuple[int, str] | None:
+    """The position and name of the step a failed run failed at, from its error (outcomes.StepFailed's)."""
+    if run["status"] != RunStatus.FAILED:
+        return None
+    found = re.match(r"step (\d+) ('.*?'|\".*?\") raised ", run["error"] or "")
+    return None if found is None else (int(found[1]), ast.literal_eval(found[2]))
+
+
 def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
     """The code made a call the journal does not hold: where the run stopped, unless it had ended."""
     position, name, status = stop.position, stop.name, run["status"]
-    if status == RunStatus.FAILED and (run["error"] or "").startswith(f"step {position} {name!r} "):
-        return f"the code reached #{position} {name}, where the run failed", None
+    failed = _failed_at(run)
+    if failed is not None and failed[0] == position:
+        if failed[1] == name:
+            return f"the code reached #{position} {name}, where the run failed", None
+        return "", Divergence(position, "name", failed[1], name,
+                              f"#{position}: the run failed at {failed[1]!r} here, the code now calls {name!r}")
     if status not in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         return f"the code reached #{position} {name}, where the run ({status}) goes on when resumed", None
     return "", Divergence(position, "new-call", None, name, f"#{position}: the code calls {name!r}; the run "
                           f"made no call there (it ended {status})")
 
 
-def replay_run(db_path: Path, registry: Registry, run_ref: str) -> Replay:
-    """Replay one run against the registry's code for its agent."""
+@contextmanager
+def _query_only(db_path: Path) -> Iterator[Store]:
     store = open_store(db_path, create=False)
     try:
         store.conn.execute("PRAGMA query_only = ON")
-        return _replay(store, registry, get_run(store, resolve_run(store, run_ref)))
+        yield store
     finally:
         store.close()
+
+
+def replay_run(db_path: Path, registry: Registry, run_ref: str) -> Replay:
+    """Replay one run against the registry's code for its agent."""
+    with _query_only(db_path) as store:
+        return _replay(store, registry, get_run(store, resolve_run(store, run_ref)))
+
+
+def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int) -> list[Replay]:
+    """Replay an agent's last `count` finished runs, newest first: a check before releasing new code."""
+    registry.get(agent_name)   # an unknown agent is a mistake, not "no runs"
+    with _query_only(db_path) as store:
+        return [_replay(store, registry, get_run(store, run_id))
+                for run_id in last_finished(store, agent_name, count)]
 
 
 def _replay(store: Store, registry: Registry, run: dict) -> Replay:

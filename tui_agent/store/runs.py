@@ -238,6 +238,13 @@ def get_run(store: Store, run_id: str) -> dict:
     return found
 
 
+def last_finished(store: Store, agent: str, count: int) -> list[str]:
+    """The ids of an agent's `count` most recently finished runs (succeeded or failed), newest first."""
+    return [row[0] for row in store.conn.execute(
+        "SELECT id FROM runs WHERE agent = ? AND status IN (?, ?) ORDER BY finished_at DESC, id LIMIT ?",
+        (agent, RunStatus.SUCCEEDED, RunStatus.FAILED, count))]
+
+
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
     """Runs newest first, with their checkpoint's step counts."""
     where = "WHERE r.status = ?" if status else ""
