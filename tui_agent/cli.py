@@ -537,13 +537,64 @@ def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[st
 
 @cli.command()
 @click.argument("run_ref", metavar="RUN")
-@click.option("--from-step", "from_step", type=click.IntRange(min=0), required=True, metavar="N",
+@click.option("--from-step", "from_step", type=click.IntRange(min=0), default=None, metavar="N",
               help="Keep positions before N; run N and everything after anew.")
+@click.option("--edit", "edit_at", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Keep positions before N, put an edited copy of entry N's result (a step or model reply) in "
+                   "its place, and run everything after it anew. Opens $VISUAL or $EDITOR (else vi) on it as JSON.")
+@click.option("--result", "result_text", default=None, metavar="JSON|@FILE",
+              help="With --edit: the new result itself, as JSON or @path to a file holding it (no editor).")
 @click.pass_obj
-def fork(session: Session, run_ref: str, from_step: int) -> int:
-    """Make a new run from RUN's journal up to position N; prints the new id."""
-    click.echo(operate.fork(session.existing_store, run_ref, from_step))
+def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | None, result_text: str | None) -> int:
+    """Make a new run from RUN's journal up to position N; prints the new id. With --edit N, entry N's
+    result is edited first: what would the agent have done had the model answered this?"""
+    if (from_step is None) == (edit_at is None):
+        raise UserError("give --from-step N (run N anew) or --edit N (edit entry N's result), not both or neither")
+    if result_text is not None and edit_at is None:
+        raise UserError("--result goes with --edit N")
+    store = session.existing_store
+    if edit_at is None:
+        click.echo(operate.fork(store, run_ref, from_step))
+        return EXIT_OK
+    from . import editing
+
+    entry = operate.recorded_entry(store, run_ref, edit_at)
+    if result_text is None:
+        text = editing.edit_text(editing.as_text(entry["result"]), editing.file_name(entry))
+        source = "the edited result"
+    elif result_text.startswith("@"):
+        source = f"--result {result_text}"
+        try:
+            text = Path(result_text[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"{source}: cannot read {result_text[1:]} ({getattr(e, 'strerror', None) or e})") from None
+    else:
+        text, source = result_text, "--result"
+    value = editing.parse_edited(text, source)
+    click.echo(operate.fork_edited(store, entry["run_id"], edit_at, value, name=entry["name"],
+                                   generation=entry["generation"]))
     return EXIT_OK
+
+
+@cli.command("diff")
+@click.argument("a_ref", metavar="A")
+@click.argument("b_ref", metavar="B")
+@click.option("--all", "every_entry", is_flag=True,
+              help="Print every entry, a page at a time (default: a window around the first divergence).")
+@json_option("One JSON object, its entries streamed")
+@click.pass_obj
+def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_json: bool) -> int:
+    """Compare two runs side by side (a fork with its parent, a rerun with the run before): the totals, the
+    first divergence, and per entry whether the name, result, cost and duration differ. Exit 0 when they
+    are the same entry for entry (names and results), 1 when they differ, 2 on bad input."""
+    from .diff import first_divergence, json_lines, pair, text_lines
+
+    store = session.existing_store
+    runs = pair(store, a_ref, b_ref)
+    found = first_divergence(store, runs)
+    for line in (json_lines if as_json else text_lines)(store, runs, found, every_entry):
+        click.echo(line)
+    return EXIT_OK if found is None else EXIT_NOT_SUCCEEDED
 
 
 @cli.group()
@@ -747,6 +798,10 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     budget = report["budget"]
     click.echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
                                         if d["used"] or d["limit"]) + _unpriced(budget))
+    from .forecast import sentence as forecast_sentence
+
+    if ahead := forecast_sentence(budget["forecast"]):
+        click.echo(f"forecast  {ahead}")
     if stop := budget_stop(store, r["id"], raise_with="tui-agent resume {run} --budget {dimension}=VALUE"):
         click.echo(f"stopped   {stop}")
     first, total, last = step_ends(store, r, SHOWN_ENDS)

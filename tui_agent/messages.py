@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from .replay import Replay
 from .sim.stepper import Stepper, View
 
 
@@ -21,3 +22,12 @@ class ScenarioAdvanced(Message):
 
     stepper: Stepper
     view: View
+
+
+@dataclass
+class Replayed(Message):
+    """A replay of `run_id` with the current code ended: `replay` says how, or `error` why it could not run."""
+
+    run_id: str
+    replay: Replay | None = None
+    error: str | None = None

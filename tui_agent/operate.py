@@ -21,6 +21,7 @@ from .runtime.agent import BUDGET_DIMENSIONS
 from .runtime.clock import now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
+from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
 from .runtime.worker import standing, worker_name
 from .states import (
     DECIDABLE,
@@ -39,8 +40,10 @@ from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
 from .store.journal import load_usage
 from .store.runs import (
+    EditedEntry,
     cancel,
     create_run,
+    entry_at,
     get_run,
     recorded_positions,
     requeue,
@@ -364,6 +367,95 @@ def fork(store: Store, run_ref: str, from_step: int) -> str:
         if why:
             raise _refuse(store, parent, why)
         return fork_run(conn, parent, from_step, now())
+
+
+EDITABLE = ("step", "model")
+_NOT_EDITABLE = {
+    "effect": "an effect's result is the world's, decided through reconcile, not edited",
+    "tool": "a tool's result is what the tool returned; edit the model reply before it instead",
+    "sleep": "a sleep records when to wake, not a result",
+    "approval": "an approval is a person's decision, not a result",
+    "progress": "a progress entry is a measure the plateau detector reads, not a result",
+    "failure": "a failure entry records an error, not a result",
+}
+
+
+def why_not_edit(kind: str) -> str | None:
+    """Only a step's result or a model's reply may be edited before a fork."""
+    if kind in EDITABLE:
+        return None
+    return _NOT_EDITABLE.get(kind, f"it is a {kind!r} entry") + "; only a step's result or a model reply can be edited"
+
+
+def why_not_edited(kind: str, recorded: Any, edited: Any) -> str | None:
+    """What is wrong with `edited` in place of `recorded`: a model reply must stay a reply (an object with
+    `role` "assistant" and `content` a list of blocks), and an edit that changes nothing forks nothing."""
+    if kind == "model":
+        if not isinstance(edited, dict):
+            return f"an edited model reply must be a JSON object (a Messages API reply), not a {_json_type(edited)}"
+        if edited.get("role") != "assistant":
+            return f"an edited model reply must keep \"role\": \"assistant\" (it has {json.dumps(edited.get('role'))})"
+        content = edited.get("content")
+        if not isinstance(content, list):
+            return f"an edited model reply's \"content\" must be a list of blocks (it is a {_json_type(content)})"
+        if not all(isinstance(block, dict) and isinstance(block.get("type"), str) for block in content):
+            return "each block of an edited model reply's \"content\" must be an object with a \"type\""
+    if _canonical(edited) == _canonical(recorded):
+        return "the edited result is the same as the recorded one: nothing to fork"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
+def _canonical(value: Any) -> str:
+    """One text per JSON value: key order and layout do not count, types do (1, 1.0 and true differ)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
+    """Entry `position` of RUN's current generation, as an edit starts from: run_id, generation, position, name,
+    kind and its result (read from its artifact when it has one); refused unless it is a step or a model reply."""
+    run = get_run(store, resolve_run(store, run_ref))
+    row = entry_at(store.conn, run["id"], run["generation"], position)
+    if row is None:
+        recorded = recorded_positions(store.conn, run["id"], run["generation"])
+        raise UserError(f"{run['id']} has no entry #{position}; its entries are #0 to #{recorded - 1}"
+                        if recorded else f"{run['id']} has no entries yet; nothing to edit")
+    why = why_not_edit(row["kind"])
+    if why:
+        raise UserError(f"{run['id']} #{position} {row['name']} ({row['kind']}): {why}")
+    return {"run_id": run["id"], "generation": run["generation"], "position": position, "name": row["name"],
+            "kind": row["kind"], "result": decode(store.data_dir, row["result"], row["artifact"])}
+
+
+def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name: str | None = None,
+                generation: int | None = None) -> str:
+    """A new run that keeps RUN's entries before `position`, holds `result` (a person's edit of the step result
+    or model reply recorded there, marked edited) at `position`, and runs everything after it anew. `name` and
+    `generation`, when given, are the entry the person edited: the fork is refused if RUN no longer holds it
+    there (restarted meanwhile). Checked and forked in one write; the parent is not changed."""
+    try:
+        encoded = encode(result, "the edited result")
+    except ResultNotJSON as e:
+        raise UserError(str(e)) from None
+    with store.write() as conn:
+        parent = _current(store, run_ref)
+        row = entry_at(conn, parent["id"], parent["generation"], position)
+        if row is None:
+            raise _refuse(store, parent, f"it has no entry #{position} to edit")
+        if name is not None and row["name"] != name or generation is not None and parent["generation"] != generation:
+            raise _refuse(store, parent, f"#{position} is no longer the {name} of generation {generation} that "
+                          "was edited")
+        why = why_not_edit(row["kind"]) or why_not_edited(
+            row["kind"], decode(store.data_dir, row["result"], row["artifact"]), result)
+        if why:
+            raise UserError(f"{parent['id']} #{position} {row['name']}: {why}; nothing changed")
+        large = len(encoded) > ARTIFACT_THRESHOLD
+        edit = EditedEntry(encoded, (lambda *where: place(store.data_dir, *where)) if large else None, _person())
+        return fork_run(conn, parent, position, now(), edited=edit)
 
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from .forecast import forecast
 from .format import in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS
@@ -34,6 +35,7 @@ from .store.journal import (
     journal_page,
     journal_pages,
 )
+from .store.journal import cost_window as cost_window
 from .store.model_calls import IN_FLIGHT, calls_for, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
@@ -139,7 +141,9 @@ def runs_listing(store: Store, status: str | None = None) -> list[dict]:
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
-    """Per dimension: used, limit, percent and whether its soft threshold was crossed (the TUI's gauges)."""
+    """Per dimension: used, limit, percent and whether its soft threshold was crossed (the TUI's gauges); and
+    `forecast`: the burn rates and where they lead (forecast.forecast documents its shape; None before the
+    first step; its projections None once the run has ended)."""
     limits = json.loads(run["budget"] or "{}")
     crossed = json.loads(checkpoint.get("soft_dimensions") or "[]")
     dimensions = {}
@@ -149,10 +153,15 @@ def budget_of(run: dict, checkpoint: dict) -> dict:
         dimensions[name] = {"used": used, "limit": limit, "fraction": (used / limit) if limit else None,
                             "percent": round(100 * used / limit, 1) if limit else None,
                             "soft_crossed": name in crossed}
-    return {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
-            "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0,
-            "cache_read_tokens": checkpoint.get("used_cache_read_tokens") or 0,     # both part of input_tokens
-            "cache_write_tokens": checkpoint.get("used_cache_write_tokens") or 0}
+    budget = {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
+              "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0,
+              "cache_read_tokens": checkpoint.get("used_cache_read_tokens") or 0,     # both part of input_tokens
+              "cache_write_tokens": checkpoint.get("used_cache_write_tokens") or 0}
+    budget["forecast"] = forecast(budget, steps_done=checkpoint.get("used_steps") or 0,
+                                  position=checkpoint.get("current_step") or 0,
+                                  total_steps=checkpoint.get("total_steps"),
+                                  running_s=checkpoint.get("used_wall_s") or 0.0, ended=run["status"] in TERMINAL)
+    return budget
 
 
 def effect_shown(row: dict) -> dict:

@@ -11,14 +11,15 @@ from textual.widgets import Label, Static
 
 
 def _screens():
+    from .diff import DiffScreen
     from .run import RunScreen
     from .runs import RunsScreen
     from .schedules import SchedulesScreen
     from .simulator import SimulatorScreen
     from .workers import WorkersScreen
 
-    return [("Runs", RunsScreen), ("Run", RunScreen), ("Workers", WorkersScreen), ("Schedules", SchedulesScreen),
-            ("Simulator", SimulatorScreen)]
+    return [("Runs", RunsScreen), ("Run", RunScreen), ("Diff", DiffScreen), ("Workers", WorkersScreen),
+            ("Schedules", SchedulesScreen), ("Simulator", SimulatorScreen)]
 
 
 def _own_bindings(screen: type) -> list[Binding]:

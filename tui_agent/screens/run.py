@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Label, OptionList, Static, Tab, Tabs
 
 from ..errors import UserError
-from ..messages import DataChanged
+from ..messages import DataChanged, Replayed
 from ..paging import Window
 from ..report import (
     beside,
@@ -47,6 +47,7 @@ from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
 from .modals import GotoModal
+from .replay import DivergenceModal, replay_in_thread, reproduced_line
 from .situation import situation
 
 PAGE = 100                   # rows a list reads at a time; it holds three pages at most
@@ -60,11 +61,14 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     BINDINGS = [
         Binding("escape", "back", "Back"),
         *run_actions.bindings("resume", "park", "reconcile", "approve", "fork", "budget"),
+        Binding("e", "edit_fork", "Edit the selected step or reply, then fork", show=False),
         Binding("v", "toggle_json", "JSON"),
         *run_actions.bindings("cancel"),
         Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
         Binding("N", "next_for_person", "Needs you"),
+        Binding("d", "diff", "Diff with…", show=False),
         Binding("g", "go_to", "Go to"),
+        Binding("R", "replay", "Replay"),
         Binding("home", "first", "First/last", key_display="home/end"),
         Binding("end", "last", "Last entry", show=False),
         Binding("j", "cursor_down", "Down", show=False),
@@ -399,6 +403,30 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         tabs = self.query_one(Tabs)
         keys = [key for key, _ in LOWER]
         tabs.active = f"tab-{keys[(keys.index(self.pane) + 1) % len(keys)]}"
+
+    def action_diff(self) -> None:
+        """This run side by side with another (a fork's parent is offered first)."""
+        from .diff import open_diff
+
+        open_diff(self.app, self.run_id)
+
+    def action_replay(self) -> None:
+        self.notify(f"replaying {self.run_id} with the current code of {self.view['run']['agent']}")
+        self.run_worker(lambda: replay_in_thread(self, self.run_id), thread=True, group="replay", exclusive=True)
+
+    def on_replayed(self, message: Replayed) -> None:
+        if message.error is not None:
+            self.notify(f"{message.run_id}: cannot replay: {message.error}", severity="error")
+        elif message.replay.reproduced:
+            self.notify(reproduced_line(message.replay))
+        else:
+            self.app.push_screen(DivergenceModal(message.replay),
+                                 lambda position: position is not None and self._go_to(position))
+
+    def action_edit_fork(self) -> None:
+        """Not a RUN_ACTIONS entry: it needs the timeline's selected entry, which the runs screen and the
+        palette's rule (`why_not(app, run)`) do not have."""
+        self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:
         """This run, and the timeline's selected position (a fork starts there, a doubtful effect is reconciled)."""

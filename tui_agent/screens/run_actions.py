@@ -5,13 +5,16 @@ palette's commands are all read from `RUN_ACTIONS`."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from textual.app import SuspendNotSupported
 from textual.binding import Binding
 
-from .. import operate
+from .. import editing, operate
+from ..errors import UserError
 from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
@@ -156,6 +159,53 @@ def fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> Non
             app.push_screen(RunScreen(new_id))
 
     app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"), confirmed)
+
+
+def run_editor(app: TuiAgentApp, argv: list[str]) -> int:
+    """The editor on the app's own terminal: Textual hands it over (`app.suspend()`) and takes it back when the
+    editor exits. Pilot's headless driver cannot hand over a terminal, so its tests put another in its place."""
+    try:
+        with app.suspend():
+            return subprocess.run(argv, check=False).returncode
+    except SuspendNotSupported:
+        raise UserError("this terminal cannot be handed to an editor; use tui-agent fork RUN --edit N") from None
+
+
+def edit_fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    """`e`: the selected step's result or model reply in the person's editor (editing.py: a private file, removed
+    afterwards), checked by operate.py's rules; then, asked first, a fork from that position with the edit in
+    place of the recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`); opens the new run."""
+    if item is None or item.pending:
+        app.notify(f"{run_id}: select a step or a model reply in the timeline first", severity="warning")
+        return
+    entry = operate.recorded_entry(app.reader, run_id, item.position)      # a refusal is the guard's toast
+    position, name = entry["position"], entry["name"]
+    text = editing.edit_text(editing.as_text(entry["result"]), editing.file_name(entry),
+                             run=lambda argv: run_editor(app, argv))
+    value = editing.parse_edited(text, f"the edited result of #{position} {name}")
+    why = operate.why_not_edited(entry["kind"], entry["result"], value)
+    if why:
+        app.notify(f"{run_id} #{position} {name}: {why}", severity="warning")
+        return
+    kept = f"positions 0-{position - 1}" if position else "nothing"
+    what = "model reply" if entry["kind"] == "model" else "step result"
+    question = (f"A new run keeps {kept} of {run_id}'s journal, holds your edit of #{position} {name} in place of "
+                f"the recorded {what} (marked edited), and runs everything after #{position} anew. "
+                "Effects already confirmed are not repeated.")
+
+    def confirmed(yes: bool | None) -> None:
+        if not yes:
+            return
+        new_id = app.act(operate.fork_edited, app.store, run_id, position, value, name=name,
+                         generation=entry["generation"],
+                         done=lambda new: f"{run_id} forked at #{position} with {name} edited into {new}; queued")
+        if new_id:
+            from .run import RunScreen
+
+            app.push_screen(RunScreen(new_id))
+
+    app.push_screen(ConfirmModal(f"Fork {run_id} with #{position} {name} edited?", question, "Fork it",
+                                 "Don't fork"), confirmed)
 
 
 def new_run(app: TuiAgentApp) -> None:

@@ -12,21 +12,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
+from ..forecast import WINDOW, sparkline
 from ..format import age
-from ..report import busiest_budget, counts, runs_page
+from ..report import busiest_budget, cost_window, counts, runs_page
 from ..runtime.clock import now
+from ..states import RunStatus
 from ..widgets.gauges import level_style
 from ..widgets.status import STATUSES, badge
-from ..widgets.theme import Palette, palette
+from ..widgets.theme import Palette, palette, style
 from . import run_actions
 from .situation import situation_over_time, workers_alive
 from .table import TableScreen
 
 PAGE = 200
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
-           ("WORKER", "worker"), ("BUDGET", "budget"), ("AGE", "age")]
-NARROW_DROPS = ("worker", "att")   # left out while the table is too wide, in this order (a running run's strip
-                                   # names both); BUDGET and AGE stay
+           ("WORKER", "worker"), ("BUDGET", "budget"), ("BURN", "burn"), ("AGE", "age")]
+NARROW_DROPS = ("worker", "att", "burn")  # left out while the table is too wide, in this order (a running run's
+                                          # strip names the first two); BUDGET and AGE stay
 AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
 BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft colour from here
 
@@ -198,12 +200,15 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
     def _cells(self, row: dict, at: float, colours: Palette) -> dict:
         step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
         busiest = busiest_budget(row)
+        # BURN: cost per step of a running run's last WINDOW entries (one bounded read each), oldest left
+        burn = Text(sparkline(cost_window(self.app.reader, row["id"], WINDOW)),
+                    style=style(colours, "text-primary")) if row["status"] == RunStatus.RUNNING else ""
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
         return dict(zip((key for _, key in COLUMNS), (
             row["id"], row["agent"], badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
-            row["worker"] or "–", budget, age(at - row["created_at"]))))
+            row["worker"] or "–", budget, burn, age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
         return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))

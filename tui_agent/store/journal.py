@@ -143,7 +143,7 @@ def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, 
     conn.execute("UPDATE checkpoints SET step_attempts = ?, updated_at = ? WHERE run_id = ?", (attempts, now, run_id))
 
 
-_ENTRY = "generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence, cost_usd"
+_ENTRY = "generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence, cost_usd, edited"
 PAGE = 500
 
 
@@ -178,6 +178,16 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
             if len(page) < PAGE:
                 break
             after = page[-1]["position"]
+
+
+def cost_window(store: Store, run_id: str, size: int = 20) -> list[float]:
+    """The cost of the current generation's last `size` entries, oldest first (an entry without a cost counts
+    as 0): one seek on the primary key from the run's end, so it costs the same for a run of any length."""
+    rows = store.conn.execute(
+        "SELECT coalesce(cost_usd, 0) FROM journal WHERE run_id = ?"
+        " AND generation = (SELECT generation FROM runs WHERE id = ?) ORDER BY position DESC LIMIT ?",
+        (run_id, run_id, size)).fetchall()
+    return [row[0] for row in reversed(rows)]
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:

@@ -318,10 +318,37 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
     return generation
 
 
-def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> str:
+@dataclass(frozen=True)
+class EditedEntry:
+    """A person's result for a fork's position, in place of the one the parent recorded there: JSON as
+    runtime/results.encode wrote it, and, for one over the artifact threshold, `place(artifact_dir, label,
+    encoded)` (runtime/results.place bound to the data folder), which writes it into the new run's own
+    artifact folder (the parent's files are never written). `by`: who edited it, for the events."""
+
+    encoded: str
+    place: Callable[[str, str, str], tuple[None, str]] | None = None
+    by: str | None = None
+
+
+def entry_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
+    """One journal row of a generation (result still encoded, artifact a path in the data folder), or None."""
+    cursor = conn.execute("SELECT position, name, kind, result, artifact, cost_usd, edited FROM journal"
+                          " WHERE run_id = ? AND generation = ? AND position = ?", (run_id, generation, position))
+    row = cursor.fetchone()
+    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
+
+
+def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
+         edited: EditedEntry | None = None) -> str:
     """Inside a write: a new run holding the parent's journal entries before `from_step`; the parent is not
-    changed."""
+    changed. With `edited`, the new run also holds that result at `from_step` (the parent's name and kind
+    there, `edited` = 1, attempts 1, no cost: nothing was billed for a reply a person wrote, and the parent's
+    cost was for another reply), so its code replays it and goes on from `from_step + 1`. The kept entries and
+    the edited one count against the new run's budget as the kept ones always have: not at all (the checkpoint
+    starts past them with its counters at zero)."""
     run_id = _new_id(conn)
+    name = _edited_name(conn, parent, from_step) if edited else None
+    goes_on = from_step + 1 if edited else from_step
     conn.execute(
         "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
         " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
@@ -330,7 +357,7 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
         (run_id, RunStatus.QUEUED, Reason.NEW, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
                  " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
-                 (run_id, CHECKPOINT_SCHEMA, from_step, now, parent["id"]))
+                 (run_id, CHECKPOINT_SCHEMA, goes_on, now, parent["id"]))
     conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
                  " started_at, duration_s, fence, cost_usd, inputs, edited) SELECT ?, 1, position, name, kind, result,"
                  " artifact, attempts, started_at, duration_s, 0, cost_usd, inputs, edited FROM journal"
@@ -343,10 +370,41 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float) -> 
                  " WHERE run_id = ? AND generation = ? AND position < ? AND state = ?",
                  (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
+    if edited:
+        _add_edited(conn, parent, run_id, from_step, name, edited, now)
+        return run_id
     add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
     add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
     return run_id
+
+
+def _edited_name(conn: sqlite3.Connection, parent: dict, position: int) -> str:
+    row = entry_at(conn, parent["id"], parent["generation"], position)
+    if row is None:
+        raise UserError(f"{parent['id']} has no entry #{position} to edit")
+    return row["name"]
+
+
+def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: int, name: str,
+                edited: EditedEntry, now: float) -> None:
+    """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
+    first), and the events that say what was edited, on both runs."""
+    result, artifact = edited.encoded, None
+    if edited.place is not None:
+        result, artifact = edited.place(f"artifacts/{run_id}", f"g1-{position:05d}-{name}-edited", edited.encoded)
+    conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+                 " started_at, duration_s, fence, cost_usd, inputs, edited) SELECT ?, 1, position, name, kind, ?, ?,"
+                 " 1, ?, 0, 0, NULL, inputs, 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                 (run_id, result, artifact, now, parent["id"], parent["generation"], position))
+    kept = f"positions 0-{position - 1} kept" if position else "nothing before it kept"
+    by = f" by {edited.by}" if edited.by else ""
+    add_event(conn, run_id, now, RunStatus.QUEUED,
+              f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
+    add_event(conn, run_id, now, "edited", f"#{position} {name}: result edited{by} in place of the one "
+              f"{parent['id']} recorded; runs on from #{position + 1}", edited.by)
+    add_event(conn, parent["id"], now, "forked",
+              f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
 
 
 def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -> int:

@@ -1,6 +1,7 @@
 """Budget gauges: one bar per dimension with a ceiling (or any use), the soft threshold marked with a
 `│`, the bar in the theme's warning colour once past soft and its error colour at the ceiling (the same
-colours as the runs table's BUDGET column)."""
+colours as the runs table's BUDGET column); under them, dim, the forecast (tui_agent/forecast.py): where
+the burn rate leads and the rate itself."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from ..forecast import BURN, PROJECTION, burn_parts, projection_parts
 from ..format import amount, bar, count
 from ..runtime.agent import BUDGET_DIMENSIONS
 from .theme import OFFLINE, Palette, follow_theme, palette, style
@@ -68,6 +70,26 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
     return line
 
 
+def forecast_lines(fc: dict | None, width: int) -> list[Text]:
+    """The forecast under the gauges, dim: what lies ahead at this rate ("at this rate: cost ceiling at step
+    41 of 60 · finish ≈ $0.31 in 4m 12s"), then the burn rate, each one line when it fits `width` and its
+    phrases carried onto the next line when it does not; none before the first step."""
+    lines = []
+    for prefix, parts in ((PROJECTION, projection_parts(fc)), (BURN, burn_parts(fc))):
+        line = ""
+        for part in parts:
+            if not line:
+                line = prefix + part
+            elif len(line) + 3 + len(part) <= width:
+                line += " · " + part
+            else:
+                lines.append(line)
+                line = "  " + part
+        if line:
+            lines.append(line)
+    return [Text(line, style="dim", no_wrap=True, overflow="ellipsis") for line in lines]
+
+
 def gauge_rows(budget: dict) -> list[tuple[str, dict]]:
     """The dimensions worth a line: those with a ceiling first, then any other that was used."""
     dims = budget["dimensions"]
@@ -92,9 +114,10 @@ class BudgetGauges(Widget):
     def set_budget(self, budget: dict, stopped: str | None = None) -> None:
         """`stopped`: the dimension the run stopped on (its reason `budget:<dimension>`), if any."""
         if budget != self.budget or stopped != self.stopped:
-            grew = len(gauge_rows(budget)) != len(gauge_rows(self.budget))
+            width = max(20, self.content_size.width)
+            was = len(self.lines(width))      # a gauge or a forecast line came or went: the height changes
             self.budget, self.stopped = budget, stopped
-            self.refresh(layout=grew)
+            self.refresh(layout=len(self.lines(width)) != was)
 
     def lines(self, width: int) -> list[Text]:
         soft, colours = self.budget.get("soft"), palette(self.app)
@@ -120,7 +143,7 @@ class BudgetGauges(Widget):
             notes.insert(0, f"stopped on {LABELS.get(self.stopped, self.stopped)}")
         if notes:
             rows.append(Text(" · ".join(notes), style="dim", no_wrap=True, overflow="ellipsis"))
-        return rows
+        return rows + forecast_lines(self.budget.get("forecast"), width)
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return len(self.lines(width))

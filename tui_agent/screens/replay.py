@@ -1,0 +1,50 @@
+"""`R` on the run screen: replay the run with the agent's current code (tui_agent.replay), in a thread that
+only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import Label, Static
+
+from ..errors import TuiAgentError
+from ..messages import Replayed
+from ..replay import Replay, replay_run
+from .modals import Dialog
+
+
+def replay_in_thread(screen, run_id: str) -> None:
+    """The worker's body: never touches a widget, only posts the outcome to `screen`."""
+    app = screen.app
+    try:
+        screen.post_message(Replayed(run_id, replay=replay_run(app.db_path, app.registry, run_id)))
+    except TuiAgentError as e:   # the agent is unknown here, the database went away: said, not raised
+        screen.post_message(Replayed(run_id, error=str(e)))
+
+
+def reproduced_line(replay: Replay) -> str:
+    return f"{replay.run_id}: reproduced by the current code ({replay.answered} of {replay.entries} entries; " \
+           f"{replay.note})"
+
+
+class DivergenceModal(Dialog):
+    """Where the current code leaves the recorded run, with the compact diff; `Go to` selects that entry."""
+
+    DONT = "Close"
+
+    def __init__(self, replay: Replay) -> None:
+        super().__init__()
+        self.replay = replay
+        d = replay.divergence
+        self.TITLE = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"
+        self.DO = f"Go to #{d.position}"
+
+    def body(self) -> ComposeResult:
+        d = self.replay.divergence
+        yield Label(d.message, id="divergence-message")
+        if d.diff:
+            yield Static("\n".join(d.diff), id="divergence-diff", markup=False)
+        yield Label(f"{self.replay.answered} of {self.replay.entries} entries answered from the journal; "
+                    "nothing was executed")
+
+    def answer(self) -> int:
+        return self.replay.divergence.position
