@@ -18,8 +18,13 @@ def _steps(*names: str) -> Agent:
 
 
 async def _replay(pilot, done) -> None:
-    """Press R, then let the app run until `done()` (the worker's message was handled), at most 20 s."""
+    """Press R, then let the app run until `done()` (the worker's message was handled)."""
     await key(pilot, "R")
+    await _replay_done(pilot, done)
+
+
+async def _replay_done(pilot, done) -> None:
+    """Let the app run until `done()`, at most 20 s."""
     for _ in range(400):
         if done():
             return
@@ -62,3 +67,33 @@ async def test_r_for_an_agent_this_process_does_not_know_is_one_error_toast(stor
         await open_run(app, pilot, outcome.run_id)
         await _replay(pilot, lambda: len(toasts) == 2)
         assert toasts[1].startswith(f"{outcome.run_id}: cannot replay: no agent named 'steps'")
+
+
+async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the_selected_entry(store, db_path):
+    from tui_agent.screens.palette import RunCommands
+    from tui_agent.screens.replay import DivergenceModal
+
+    def measured(first: str) -> Agent:
+        def run(ctx, request):
+            ctx.step(first, lambda: 1)
+            ctx.progress(1)     # a progress entry: not a result a person may edit
+            return {}
+
+        return Agent(name="measured", run=run)
+
+    run_id = start_and_work(store, registry_of(measured("a")), "measured", {}).run_id
+    async with tui(db_path) as (app, pilot):
+        app.registry = registry_of(measured("a2"))
+        screen = await open_run(app, pilot, run_id)
+        await key(pilot, "home")
+        titles = [str(hit.text) async for hit in RunCommands(screen).discover()]
+        assert {f"Replay {run_id} with the current code", f"Diff {run_id} with another run",
+                "Edit #0 a and fork"} <= set(titles)
+        (replay,) = [hit async for hit in RunCommands(screen).search("replay")]
+        replay.command()
+        await _replay_done(pilot, lambda: isinstance(app.screen, DivergenceModal))
+    async with tui(db_path) as (app, pilot):   # the progress entry selected: no edit offered
+        screen = await open_run(app, pilot, run_id)
+        await key(pilot, "end")
+        titles = [str(hit.text) async for hit in RunCommands(screen).discover()]
+        assert not any(title.startswith("Edit") for title in titles), titles

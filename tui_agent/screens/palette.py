@@ -8,6 +8,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from .. import operate
 from ..report import get_run
 from . import run_actions
 
@@ -39,6 +40,11 @@ class RunCommands(Provider):
         if why is None:
             where = f"at #{position} {item.name}" if item else f"from where it stopped (#{position})"
             commands.append((f"Fork {run_id} {where}", partial(app.guard, run_actions.fork, app, run_id, item)))
+        if isinstance(screen, RunScreen):   # what needs the run screen: its selection, its thread, its picker
+            commands += [(f"Replay {run_id} with the current code", screen.action_replay),
+                         (f"Diff {run_id} with another run", screen.action_diff)]
+            if item is not None and operate.why_not_edit(item.kind) is None:
+                commands.append((f"Edit #{item.position} {item.name} and fork", screen.action_edit_fork))
         return commands
 
     async def discover(self) -> Hits:
