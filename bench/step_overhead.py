@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tui_agent.models import provider_for
 from tui_agent.operate import start
-from tui_agent.runtime.agent import Agent
+from tui_agent.runtime.agent import Agent, Budget
 from tui_agent.runtime.context import Context
 from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
@@ -65,7 +65,9 @@ def bench_agent(ctx: Context, request: dict) -> int:
     return request["n"]
 
 
-AGENT = Agent(name="bench", run=bench_agent)
+# Unbounded: the replay run is REPLAY_STEPS (10,000, the default step ceiling, or more through peers.py
+# --replay-steps) long, and the per-step figures measure the same path as before default ceilings existed.
+AGENT = Agent(name="bench", run=bench_agent, budget=Budget(unbounded=True))
 REGISTRY = Registry()
 REGISTRY.add(AGENT, "bench")
 

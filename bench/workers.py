@@ -49,7 +49,7 @@ AGENTS_SOURCE = '''
 """Agents for bench/workers.py (written into a temp dir by it)."""
 import time
 
-from tui_agent.runtime.agent import Agent
+from tui_agent.runtime.agent import Agent, Budget
 
 
 def _small(i):
@@ -71,8 +71,9 @@ def slow(ctx, request):
     return request["steps"]
 
 
-TRIVIAL = Agent(name="bench-trivial", run=trivial)
-SLOW = Agent(name="bench-slow", run=slow)
+# Unbounded, so the figures measure the same per-step path as before default ceilings existed.
+TRIVIAL = Agent(name="bench-trivial", run=trivial, budget=Budget(unbounded=True))
+SLOW = Agent(name="bench-slow", run=slow, budget=Budget(unbounded=True))
 '''
 
 

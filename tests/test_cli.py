@@ -70,7 +70,7 @@ def test_show_json_shape(invoke):
     assert report["effects"] == []
     assert [e["kind"] for e in report["events"]] == ["queued", "claimed", "succeeded"]
     assert report["budget"]["dimensions"]["steps"] == {"used": 3, "limit": 10, "fraction": 0.3, "percent": 30.0,
-                                                       "soft_crossed": False}
+                                                       "soft_crossed": False, "default": False}
 
 
 def test_show_human_names_steps_and_events(invoke):

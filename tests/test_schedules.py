@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from helpers import registry_of, work
 
-from tui_agent import Agent, operate
+from tui_agent import Agent, Budget, operate
 from tui_agent.errors import UserError
 from tui_agent.runtime.clock import CLOCK, iso, parse_instant
 from tui_agent.runtime.registry import load_registry
@@ -28,7 +28,9 @@ def utc(text):
 
 @pytest.fixture
 def registry():
-    return registry_of(Agent(name="job", run=lambda ctx, r: {"ok": ctx.step("do", lambda: 1)}))
+    # a run here may be "still running a day later" (the overlap tests): more than the default 24 h of running time
+    return registry_of(Agent(name="job", run=lambda ctx, r: {"ok": ctx.step("do", lambda: 1)},
+                             budget=Budget(wall_s=7 * 86400)))
 
 
 def _events(store, name):

@@ -14,12 +14,13 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
+from . import notify
 from .errors import TuiAgentError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
-from .store import Store, open_store
+from .store import Store, notices, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
@@ -46,6 +47,10 @@ class TuiAgentApp(App):
         self.spawned: list[subprocess.Popen] = []                # workers this app started: stopped on quit
         self._poll_s = poll_s
         self._version: int | None = None
+        # The runner calls you: every notice after this one rings the bell and posts a desktop notification
+        # (`desktop`, which tests replace). A display's own cursor: it never claims what --notify delivers.
+        self.notice_cursor = notices.last_id(self.reader)
+        self.desktop: Callable[[dict], Any] = notify.notify_desktop
 
     def on_mount(self) -> None:
         from .screens.runs import RunsScreen
@@ -64,6 +69,18 @@ class TuiAgentApp(App):
         if version != self._version:
             self._version = version
             self.screen.post_message(DataChanged())
+            self.call_you()
+
+    def call_you(self) -> None:
+        """Each run that came to need a person (or is reminded of) since the last look: the bell, a desktop
+        notification where the platform has one, and a toast, once per notice."""
+        for notice in notices.after(self.reader, self.notice_cursor):
+            self.notice_cursor = notice["id"]
+            self.bell()
+            self.desktop(notice)
+            self.notify(f"{notify.state_of(notice)}: {notify.clean(notice['message'], 160)} "
+                        f"({notify.command_for(notice)})", title=notify.headline(notice), severity="warning",
+                        timeout=10, markup=False)
 
     def changed(self) -> None:
         """After an action: refresh now rather than at the next poll."""

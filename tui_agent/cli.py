@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from . import __version__, operate
+from . import __version__, notify, operate
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, usd_exact
 from .models import Unresolved
@@ -62,7 +62,7 @@ from .states import (
     WorkerState,
     exit_code,
 )
-from .store import Store, default_path, open_store
+from .store import Store, default_path, notices, open_store
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
@@ -239,7 +239,9 @@ input_option = click.option("--input", "input_text", default="{}", metavar="JSON
                             help="The request: a JSON object, or @path to a file holding one.")
 key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
 budget_option = click.option("--budget", "budget_specs", multiple=True, metavar="NAME=VALUE",
-                             help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable).")
+                             help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable); "
+                                  "unbounded opts out of the default ceilings (10000 steps, 24h running, "
+                                  "$5 priced cost, 2M input tokens).")
 note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
 model_option = click.option("--model", default="default", show_default=True, metavar="SPEC",
                             help="The model provider: default (anthropic when the worker has ANTHROPIC_API_KEY, "
@@ -359,6 +361,22 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     return _report_outcome(outcome)
 
 
+def _notify_options(command):
+    """--notify and --remind-after, the same on `worker` and `tick`."""
+    command = click.option(
+        "--remind-after", type=click.FloatRange(min=0), default=notify.REMIND_AFTER_H, show_default=True,
+        metavar="HOURS", help="Remind once of a run that has needed a person this long (0: never).")(command)
+    return click.option(
+        "--notify", "notify_cmd", default=None, metavar="CMD",
+        help="Run CMD (split like shell words, run without a shell) once per event that needs a person, the "
+             "event as JSON on stdin; each event goes to one process's CMD.")(command)
+
+
+def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify.Attendant:
+    command = notify.parse_command(notify_cmd) if notify_cmd is not None else None
+    return notify.Attendant(name, command, remind_after * 3600 if remind_after else None)
+
+
 @cli.command()
 @click.option("--once", is_flag=True, help="Work every due run, then exit (for a timer).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True, help="Runs worked at once.")
@@ -367,10 +385,13 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
 @click.option("--grace", type=click.FloatRange(min=0), default=GRACE_S, show_default=True,
               help="On SIGTERM or SIGINT, seconds to let each run finish its current step.")
 @click.option("--name", default=None, help="This worker's name (default: a short random one).")
+@_notify_options
 @click.pass_obj
-def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None) -> int:
+def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
+           notify_cmd: str | None, remind_after: float) -> int:
     """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due."""
     name = name or worker_name()
+    attendant = _attendant(name, notify_cmd, remind_after)
     store = session.store  # validates the database before anything starts
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -380,6 +401,7 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
                    "SIGTERM or ctrl+c stops it", err=True)
     outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
                      lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
+                     attendant=attendant,
                      on_claim=lambda c: click.echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
                                                    f"fence {c.fence})", err=True))
     if once and not outcomes:
@@ -689,9 +711,11 @@ def schedule_fire(session: Session, name: str) -> int:
 
 @cli.command()
 @click.option("--work", is_flag=True, help="Then work every due run until none is due (sleeps that ended, retries).")
+@_notify_options
 @click.pass_obj
-def tick(session: Session, work: bool) -> int:
+def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: float) -> int:
     """Fire due schedules (and with --work, work due runs), then exit: for cron or a systemd timer."""
+    attendant = _attendant(f"tick-{worker_name()}", notify_cmd, remind_after)
     store = session.store
     for run_id in schedule_tick(store, session.registry):
         click.echo(f"started {run_id}", err=True)
@@ -702,6 +726,35 @@ def tick(session: Session, work: bool) -> int:
                             on_outcome=_report_outcome)
         if not outcomes:
             click.echo("no run is due", err=True)
+    attendant.last_pass(store)   # reminders due, and what needs a person to --notify
+    return EXIT_OK
+
+
+@cli.command()
+@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command")
+@click.option("--after", "after_id", type=click.IntRange(min=0), default=None, metavar="ID",
+              help="Start after this event id (an earlier line's id) instead of now.")
+@click.pass_obj
+def watch(session: Session, as_json: bool, after_id: int | None) -> int:
+    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c)."""
+    store = session.existing_store
+    cursor = notices.last_id(store) if after_id is None else after_id
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):   # either ends it quietly, exit 0
+        signal.signal(signum, lambda *_: stop.set())
+    click.echo(f"watching {store.path} for runs that need you; ctrl+c stops", err=True)   # stdout is the lines
+    try:
+        while not stop.is_set():
+            for notice in notices.after(store, cursor):
+                cursor = notice["id"]
+                click.echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
+            sys.stdout.flush()
+            stop.wait(notify.POLL_S)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:   # the reader went away (`watch | head -1`): nothing more to say, to anyone
+        sys.stderr.close()
+        os._exit(EXIT_OK)
     return EXIT_OK
 
 
@@ -798,6 +851,8 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     budget = report["budget"]
     click.echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
                                         if d["used"] or d["limit"]) + _unpriced(budget))
+    if bounds := _bounds(budget):
+        click.echo(f"bounds    {bounds}")
     from .forecast import sentence as forecast_sentence
 
     if ahead := forecast_sentence(budget["forecast"]):
@@ -942,8 +997,19 @@ def _call_state(call: dict) -> str:
 
 def _usage(name: str, d: dict) -> str:
     used = usd_exact(d["used"]) if name == "cost_usd" else f"{d['used']:g}"
-    limit = "" if d["limit"] is None else (f"/${d['limit']:.2f}" if name == "cost_usd" else f"/{d['limit']:g}")
-    return f"{name.removesuffix('_usd')} {used}{limit}"
+    limit = "" if d["limit"] is None else (f"/${d['limit']:.2f}" if name == "cost_usd" else
+                                           f"/{d['limit']:.0f}" if float(d["limit"]).is_integer() else f"/{d['limit']:g}")
+    return f"{name.removesuffix('_usd')} {used}{limit}" + (" (default)" if d.get("default") else "")
+
+
+def _bounds(budget: dict) -> str:
+    """`show`'s line on how the run is bounded, when that is not just the ceilings on the budget line."""
+    if budget["bounds"] == "unbounded":
+        return "unbounded: this run opted out of the default ceilings; only the ceilings above (if any) hold"
+    if budget["bounds"] == "legacy":
+        return ("made before default ceilings: no default applies, so it is unbounded wherever no ceiling is "
+                "shown; tui-agent resume RUN --budget NAME=VALUE sets one")
+    return ""
 
 
 def _unpriced(budget: dict) -> str:

@@ -46,13 +46,18 @@ def forecast(budget: dict, *, steps_done: int, position: int, total_steps: int |
              "at_ceiling": False,                                # used >= limit already: nothing projected
              "ceiling_step": 23},                                # first step (counted like positions, from 1)
              ...},                                               #   whose projected use reaches the limit;
-         "first_ceiling": {"dimension": "cost_usd", "step": 23}} #   None past the declared total, without a
-                                                                 #   limit, at a rate of 0, or once ended
+         "first_ceiling": {"dimension": "cost_usd", "step": 23}} #   None past the declared total (a default
+                                                                 #   ceiling: past the step ceiling), without
+                                                                 #   a limit, at a rate of 0, or once ended
     """
     if steps_done <= 0:
         return None
     remaining = None if total_steps is None or ended else max(0, total_steps - position)
     minutes = running_s / 60
+    steps_row = budget["dimensions"].get("steps") or {}
+    # where the step ceiling stops the run unless a person raises it: a default ceiling (a safety net the agent
+    # did not choose) projected past it is not named; "the wall-time ceiling at step 1,010,466,558" is noise
+    last_step = (position + max(0, steps_row["limit"] - (steps_row["used"] or 0))) if steps_row.get("limit") else None
     dimensions: dict[str, dict] = {}
     for name, row in budget["dimensions"].items():
         used, limit = row["used"] or 0, row["limit"]
@@ -66,6 +71,8 @@ def forecast(budget: dict, *, steps_done: int, position: int, total_steps: int |
             step = position + ceil(round((limit - used) / per_step, 9))
             if total_steps is not None and step > total_steps:
                 step = None                  # the run would end before it got there
+            elif row.get("default") and last_step is not None and step > last_step:
+                step = None                  # a default ceiling past the step ceiling
         dimensions[name] = {"per_step": per_step, "per_minute": used / minutes if minutes > 0 else None,
                             "at_finish": None if remaining is None else used + per_step * remaining,
                             "at_ceiling": at_ceiling, "ceiling_step": step}

@@ -17,7 +17,7 @@ from typing import Any
 from .errors import UserError
 from .format import usd_exact
 from .runtime import schedule
-from .runtime.agent import BUDGET_DIMENSIONS
+from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
 from .runtime.clock import now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
@@ -57,14 +57,19 @@ from .store.runs import restart as restart_run
 def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
     """`cost_usd=0.50`, `steps=100`, `soft=0.8`: ceilings that override the agent's for one run. `source`
     names where a spec came from in an error (`--budget` on the command line); without it (the TUI's
-    dialog) an error speaks of the spec alone."""
+    dialog) an error speaks of the spec alone. `unbounded` (no value) opts the run out of the default ceilings
+    (runtime/agent.py `run_budget`): {"unbounded": True}."""
     limits = {}
     for spec in specs:
         where = f"{source} {spec!r}" if source else spec
         name, equals, text = spec.partition("=")
         name = name.strip()
+        if name == UNBOUNDED and not equals:
+            limits[UNBOUNDED] = True
+            continue
         if name not in (*BUDGET_DIMENSIONS, "soft"):
-            raise UserError(f"{where}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50")
+            raise UserError(f"{where}: name one of {', '.join(BUDGET_DIMENSIONS)} or soft, as in cost_usd=0.50 "
+                            f"(or give {UNBOUNDED} alone to opt out of the default ceilings)")
         if not equals:
             raise UserError(f"{where}: give the ceiling after '=', as in {name}={_example(name)}")
         limits[name] = _budget_value(where, name, text)
@@ -348,8 +353,10 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             raise _refuse(store, run, why)
         if budget:
             before = json.loads(run["budget"] or "{}")
-            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps({**before, **budget}), run["id"]))
-            raised = ", ".join(f"{k} {before.get(k)} -> {v}" for k, v in budget.items())
+            after = raised_budget(before, budget)
+            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(after), run["id"]))
+            raised = ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" if k != UNBOUNDED else
+                               "unbounded (no default ceilings)" for k in budget)
             add_event(conn, run["id"], at, "budget", f"budget changed by {who}: {raised}", who)
         if restart:
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "

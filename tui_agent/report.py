@@ -15,7 +15,7 @@ from pathlib import Path
 from .forecast import forecast
 from .format import in_zone, usd_exact
 from .paging import every
-from .runtime.agent import BUDGET_DIMENSIONS
+from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
 from .runtime.clock import iso, now
 from .runtime.liveness import worker_state
 from .runtime.results import decode
@@ -94,15 +94,18 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
     if dimension is None:
         return None
     refusal = _REFUSED.match(last_event_like(store.conn, run_id, f"budget {dimension} exhausted: %") or "")
-    limit = json.loads(run["budget"] or "{}").get(dimension)
+    limits = json.loads(run["budget"] or "{}")
+    limit, default = limits.get(dimension), "default " if dimension in (limits.get("defaults") or ()) else ""
     if refusal is None or limit is None:
         return None
     needs, used = float(refusal["needs"]), checkpoint_for(store, run_id).get(f"used_{dimension}") or 0
     if dimension == "cost_usd":
         said = f"the next model call may cost up to ${needs:g} and " + (
-            f"{usd_exact(used)} of the ${limit:g} ceiling is spent" if used else f"the ceiling is ${limit:g}")
+            f"{usd_exact(used)} of the {default}${limit:g} ceiling is spent" if used
+            else f"the {default}ceiling is ${limit:g}")
     else:
-        said = f"the next call needs {needs:g} {dimension.replace('_', ' ')} and {used:g} of the {limit:g} are used"
+        said = (f"the next call needs {needs:g} {dimension.replace('_', ' ')} and {used:g} of the {default}"
+                f"{limit:g} are used")
     if run["status"] in TERMINAL:
         return f"{said}; the run ended"
     return f"{said}: raise it with {raise_with.format(run=run_id, dimension=dimension)}"
@@ -143,17 +146,21 @@ def runs_listing(store: Store, status: str | None = None) -> list[dict]:
 def budget_of(run: dict, checkpoint: dict) -> dict:
     """Per dimension: used, limit, percent and whether its soft threshold was crossed (the TUI's gauges); and
     `forecast`: the burn rates and where they lead (forecast.forecast documents its shape; None before the
-    first step; its projections None once the run has ended)."""
+    first step; its projections None once the run has ended). `default` per dimension: its ceiling is the
+    default one (runtime/agent.py `run_budget`); `bounds`: "defaults", "unbounded" (opted out) or "legacy" (made
+    before default ceilings: unbounded where unset); `defaults`: the dimensions with a default ceiling."""
     limits = json.loads(run["budget"] or "{}")
     crossed = json.loads(checkpoint.get("soft_dimensions") or "[]")
+    defaults = limits.get("defaults") or []
     dimensions = {}
     for name in BUDGET_DIMENSIONS:
         used = checkpoint.get(f"used_{name}") or 0
         limit = limits.get(name)
         dimensions[name] = {"used": used, "limit": limit, "fraction": (used / limit) if limit else None,
                             "percent": round(100 * used / limit, 1) if limit else None,
-                            "soft_crossed": name in crossed}
+                            "soft_crossed": name in crossed, "default": name in defaults}
     budget = {"soft": limits.get("soft"), "on_exhaust": limits.get("on_exhaust"), "dimensions": dimensions,
+              "bounds": bounds_of(limits), "unbounded": bool(limits.get(UNBOUNDED)), "defaults": defaults,
               "unpriced_model_calls": checkpoint.get("unpriced_calls") or 0,
               "cache_read_tokens": checkpoint.get("used_cache_read_tokens") or 0,     # both part of input_tokens
               "cache_write_tokens": checkpoint.get("used_cache_write_tokens") or 0}

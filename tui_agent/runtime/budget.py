@@ -1,6 +1,10 @@
 """The run's budget as the runtime keeps it: ceilings checked before each journaled call (a model
 call reserves its worst case first), a soft threshold crossed once per dimension, and the
-dimension's action on exhaustion: stop, park or escalate."""
+dimension's action on exhaustion: stop, park or escalate.
+
+The meter applies no defaults of its own: a run's default ceilings are written into its budget JSON when
+it is created (runtime/agent.py `run_budget`), listed under `defaults`, so the meter only names them as
+defaults when it refuses; a run made before defaults existed has none and stays unbounded where unset."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from .outcomes import ACTIONS, Suspend
 
 
 def _show(dimension: str, value: float) -> str:
-    return f"${value:.4f}" if dimension == "cost_usd" else f"{value:g}"
+    if dimension == "cost_usd":
+        return f"${value:.4f}"
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"   # 2000000, not 2e+06
 
 
 class BudgetMeter:
@@ -19,6 +25,7 @@ class BudgetMeter:
 
     def __init__(self, limits: dict, used: dict[str, float], soft_dimensions: list[str]) -> None:
         self.limits = {d: limits.get(d) for d in BUDGET_DIMENSIONS}
+        self.defaults = frozenset(limits.get("defaults") or ())   # dimensions whose ceiling is the default
         self.soft = float(limits.get("soft") or 0.7)
         self._on_exhaust = limits.get("on_exhaust") or "park"
         self.used = used
@@ -48,14 +55,17 @@ class BudgetMeter:
         for dimension, need in needs.items():
             limit = self.limits[dimension]
             if limit is not None and self.used[dimension] + need > limit:
-                self.refuse(dimension, f"{_show(dimension, self.used[dimension])} used of {_show(dimension, limit)}, "
-                                       f"the next call needs {_show(dimension, need)}")
+                of = "the default " if dimension in self.defaults else ""
+                self.refuse(dimension, f"{_show(dimension, self.used[dimension])} used of {of}"
+                                       f"{_show(dimension, limit)}, the next call needs {_show(dimension, need)}")
 
     def refuse(self, dimension: str, why: str) -> None:
         action = self.action(dimension)
+        raise_it = f"raise it with tui-agent resume RUN --budget {dimension}=VALUE"
+        if dimension in self.defaults:
+            raise_it += f", or set Budget({dimension}=...) on the agent"
         raise Suspend(ACTIONS[action], budget_reason(dimension),
-                      f"budget {dimension} exhausted: {why} ({action}); "
-                      f"raise it with tui-agent resume RUN --budget {dimension}=VALUE")
+                      f"budget {dimension} exhausted: {why} ({action}); {raise_it}")
 
     def charge(self, usage: Usage, wall_s: float) -> list[str]:
         """Add what an entry used; returns the dimensions that crossed their soft threshold just now."""
@@ -83,5 +93,6 @@ class BudgetMeter:
 
     def describe(self, dimension: str) -> str:
         limit = self.limits[dimension]
+        of = "the default " if dimension in self.defaults else ""
         return (f"budget {dimension} passed its soft threshold: {_show(dimension, self.used[dimension])} of "
-                f"{_show(dimension, limit)} ({self.used[dimension] / limit:.0%}, soft {self.soft:.0%})")
+                f"{of}{_show(dimension, limit)} ({self.used[dimension] / limit:.0%}, soft {self.soft:.0%})")

@@ -44,7 +44,7 @@ from .effects import perform
 from .faults import crash_point
 from .live import LiveCall
 from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
-from .plateau import PlateauDetector
+from .plateau import DEFAULT_PLATEAU, PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
@@ -101,7 +101,7 @@ class Context:
         self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
         self._retry = agent.retry if agent else RetryPolicy()
         self._degrade = agent.degrade if agent else None
-        self._plateau = PlateauDetector(agent.plateau) if agent and agent.plateau else None
+        self._plateau = PlateauDetector(agent.plateau or DEFAULT_PLATEAU) if agent else None
         self._journal_inputs = agent.journal_inputs if agent else False
         self._control = control
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
@@ -400,12 +400,14 @@ class Context:
     def _reservation(self, model_id: str, system: str | None, messages: list[dict], tools: list[dict] | None,
                      max_tokens: int) -> Usage | None:
         """A new model call's worst case (None on a replay): the prompt estimate and `max_tokens` at the
-        model's price. A cost ceiling cannot be kept for a model without a price, so that is refused."""
+        model's price. A cost ceiling the agent or a person set cannot be kept for a model without a price, so
+        that is refused; the default cost ceiling counts priced calls only, and an unpriced call is bounded by
+        the input-token ceiling (a default one too) instead."""
         if self.replaying:
             return None
         tokens = estimate_prompt_tokens(system, messages, tools)
         cost = cost_usd(model_id, {"input_tokens": tokens, "output_tokens": max_tokens})
-        if cost is None and self.budget.limits["cost_usd"] is not None:
+        if cost is None and self.budget.limits["cost_usd"] is not None and "cost_usd" not in self.budget.defaults:
             self.budget.refuse("cost_usd", f"model {model_id!r} has no price, so a cost ceiling cannot be kept")
         return Usage(model_calls=1, input_tokens=tokens, output_tokens=max_tokens, cost_usd=cost or 0.0,
                      unpriced_calls=int(cost is None))
@@ -429,12 +431,13 @@ class Context:
 
     def progress(self, value: Any) -> None:
         """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed
-        run counts on. The same value `Plateau.repeats` times in a row is a plateau."""
+        run counts on. The same value `Plateau.repeats` times in a row is a plateau (an agent without a
+        `plateau` gets `DEFAULT_PLATEAU`: 5 in a row, escalate)."""
         self._report("progress", value, lambda detector: detector.progress(value))
 
     def failure(self, error: BaseException | str, fingerprint: str | None = None) -> None:
         """Report a handled failure the run keeps going after; the same fingerprint `Plateau.failures`
-        times in a row is a plateau. Retries of temporary errors are not failures."""
+        times in a row is a plateau (`DEFAULT_PLATEAU`: 3 in a row). Retries of temporary errors are not failures."""
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 

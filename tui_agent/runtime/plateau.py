@@ -22,6 +22,12 @@ class Plateau:
             raise ValueError(f"plateau action must be one of {', '.join(ACTIONS)}, not {self.action!r}")
 
 
+# What an agent that reports progress or failures without a `plateau` of its own gets: the same progress
+# value 5 times in a row, or the same failure 3 times in a row, and the run waits for a person. An agent
+# opts out with `plateau=Plateau(repeats=None, failures=None)`.
+DEFAULT_PLATEAU = Plateau(repeats=5, failures=3, action="escalate")
+
+
 def fingerprint(error: BaseException | str) -> str:
     """Exception type plus message with digits removed: 'timeout after 31s' and '... 45s' are one failure."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models import provider_for
-from .agent import Agent
+from .agent import Agent, run_budget
 from .tracebacks import agent_frames, innermost
 
 
@@ -51,14 +51,17 @@ class Registry:
 
     def run_fields(self, agent_name: str, request: Any, model: str = "default",
                    budget: dict[str, float] | None = None) -> dict[str, str]:
-        """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run."""
+        """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run.
+        Every way a run is made (`start`, `run`, a schedule's fire, `ctx.start_run`, the simulator) comes
+        here, so each gets its budget from `run_budget`: the agent's ceilings, `budget` over them, and the
+        defaults for the rest."""
         agent = self.get(agent_name)
         if not isinstance(request, dict):
             raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
         provider_for(model, agent.script)
         return {"agent": agent.name, "agent_version": agent.version, "code_version": agent.code_version,
                 "request": json.dumps(request, ensure_ascii=False),
-                "budget": json.dumps({**agent.budget.to_dict(), **(budget or {})}), "model": model}
+                "budget": json.dumps(run_budget(agent.budget, budget)), "model": model}
 
     def __iter__(self):
         return iter(sorted(self._agents.values(), key=lambda a: a.name))

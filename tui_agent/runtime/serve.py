@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..store import Claim, EnvironmentStop, open_store
 from ..store.effects import requeue_released
@@ -22,22 +23,32 @@ from .registry import Registry
 from .schedule import tick
 from .worker import DEFAULT_LEASE_S, Outcome, execute
 
+if TYPE_CHECKING:
+    from ..notify import Attendant
+
 GRACE_S = 30.0
 
 
 def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
-          on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], int]:
+          on_outcome: Callable[[Outcome], None] | None = None,
+          attendant: Attendant | None = None) -> tuple[list[Outcome], int]:
     """Work due runs until `stop` is set (or, with `once`, until none is due and all are done).
     Returns the outcomes and how many runs were still inside a step when the grace period ended
-    (their threads cannot be stopped, so the caller should exit the process)."""
+    (their threads cannot be stopped, so the caller should exit the process). `attendant` (reminders, and
+    --notify's deliveries) works on a thread of its own; with `once`, one pass as the worker exits."""
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
     check_intact(store.conn, store.path)  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency)
+    attending = None
+    if attendant is not None and not once:
+        attending = threading.Thread(target=attendant.run, args=(db_path, durability, stop), name=f"{name}-notify",
+                                     daemon=True)
+        attending.start()
     local = threading.local()
     outcomes: list[Outcome] = []
     active: dict[Future, Claim] = {}
@@ -106,7 +117,11 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
         for future in late:  # still inside a step after the grace period: hand it back with a new fence
             claim = active[future]
             release(store, claim.run_id, claim.fence, name, "its step outlived the grace period", now())
+        if attendant is not None and once:
+            attendant.last_pass(store)   # what these runs came to need goes out before the exit
     finally:
+        if attending is not None:
+            attending.join(timeout=attendant.timeout_s + 1)
         heartbeat.close()
         store.close()
         pool.shutdown(wait=False, cancel_futures=True)

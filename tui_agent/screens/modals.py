@@ -208,7 +208,8 @@ class BudgetModal(Dialog):
 
     def body(self) -> ComposeResult:
         dims = self.budget["dimensions"]
-        options = [(f"{name}  used {dims[name]['used']:g} of {dims[name]['limit']}", name) for name in BUDGET_DIMENSIONS]
+        options = [(f"{name}  used {dims[name]['used']:g} of {dims[name]['limit']}"
+                    + (" (default)" if dims[name].get("default") else ""), name) for name in BUDGET_DIMENSIONS]
         chosen = self.exhausted or max(BUDGET_DIMENSIONS, key=lambda n: dims[n]["fraction"] or 0)
         yield Select(options, value=chosen, allow_blank=False, id="dimension")
         yield Input(placeholder="new ceiling, e.g. 1.50", id="value")

@@ -14,6 +14,7 @@ from . import ids
 from .db import Store, StoreError, one_row
 from .events import add_event
 from .model_calls import copy_for_fork
+from .notices import record as record_notice
 from .schema import CHECKPOINT_SCHEMA
 
 
@@ -229,6 +230,7 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
              now if status in TERMINAL else None, claim.run_id),
         )
         add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+        record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
 
 
 def get_run(store: Store, run_id: str) -> dict:
@@ -298,6 +300,7 @@ def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.PARKED, reason, now))
     add_event(conn, run_id, now, RunStatus.PARKED, message)
+    record_notice(conn, run_id, RunStatus.PARKED, reason, message, now)
 
 
 def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> int:

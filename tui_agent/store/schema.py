@@ -316,7 +316,38 @@ def _v8(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE journal ADD COLUMN edited INTEGER")   # 1: a person wrote this result (edit and fork)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8]
+def _v9(db: sqlite_utils.Database) -> None:
+    """The runner calls you: one row each time a run comes to need a person (and one reminder per such
+    episode), written in the transition's own transaction; `notified_*` says which process delivered it to
+    `--notify` (store/notices.py). The TUI and `watch` only read them, by id."""
+    db.execute("""
+        CREATE TABLE notices (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,   -- never reused: a reader's cursor is an id
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            kind TEXT NOT NULL,          -- needs_person | reminder
+            status TEXT NOT NULL,        -- the run's status and reason as it came to need a person
+            reason TEXT,
+            message TEXT NOT NULL,       -- the transition's event message (text from agents: never for a shell)
+            at REAL NOT NULL,
+            episode INTEGER,             -- a reminder: the needs_person notice it reminds of
+            notified_by TEXT,            -- the worker or tick that claimed it for its --notify command
+            notified_at REAL
+        )""")
+    db.execute("CREATE INDEX notices_run ON notices (run_id, id)")
+    db.execute("CREATE INDEX notices_undelivered ON notices (id) WHERE notified_at IS NULL")
+    db.execute("CREATE UNIQUE INDEX notices_one_reminder ON notices (episode) WHERE kind = 'reminder'")
+    # Runs that already need a person start their episode here, as delivered: they are not announced again,
+    # but they are reminded of. The WHERE is runs.NEEDS_PERSON, spelled out (a migration's text is history).
+    db.execute("""
+        INSERT INTO notices (run_id, kind, status, reason, message, at, notified_by, notified_at)
+        SELECT r.id, 'needs_person', r.status, r.reason,
+               coalesce((SELECT e.message FROM events e WHERE e.run_id = r.id ORDER BY e.id DESC LIMIT 1), r.status),
+               r.updated_at, 'migration', r.updated_at
+        FROM runs r WHERE r.status = 'parked' OR (r.status = 'waiting' AND r.reason NOT IN ('sleep', 'retry'))
+        ORDER BY r.created_at, r.id""")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

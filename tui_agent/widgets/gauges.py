@@ -1,7 +1,8 @@
 """Budget gauges: one bar per dimension with a ceiling (or any use), the soft threshold marked with a
 `│`, the bar in the theme's warning colour once past soft and its error colour at the ceiling (the same
 colours as the runs table's BUDGET column); under them, dim, the forecast (tui_agent/forecast.py): where
-the burn rate leads and the rate itself."""
+the burn rate leads and the rate itself. A default ceiling (runtime/agent.py `run_budget`) says `default`
+after its figures; a run that opted out of the defaults says `unbounded` in the error colour."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from textual.widget import Widget
 
 from ..forecast import BURN, PROJECTION, burn_parts, projection_parts
 from ..format import amount, bar, count
-from ..runtime.agent import BUDGET_DIMENSIONS
+from ..runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED
 from .theme import OFFLINE, Palette, follow_theme, palette, style
 
 SOFT, CEILING = "text-warning", "text-error"
@@ -33,20 +34,25 @@ def level_style(fraction: float | None, soft: float | None, crossed: bool = Fals
 
 
 def gauge_line(label: str, used: float, limit: float | None, *, soft: float | None = None, width: int = 40,
-               name: str = "", crossed: bool = False, stopped: bool = False,
-               label_width: int = LABEL_WIDTH, colours: Palette = OFFLINE) -> Text:
+               name: str = "", crossed: bool = False, stopped: bool = False, default: bool = False,
+               unbounded: bool = False, label_width: int = LABEL_WIDTH, colours: Palette = OFFLINE) -> Text:
     """One gauge as a line of `width` cells: label, bar with the soft mark, used/limit and percent.
-    `stopped`: the run stopped on this dimension (its next use would pass the ceiling): the label is red."""
+    `stopped`: the run stopped on this dimension (its next use would pass the ceiling): the label is red.
+    `default`: the ceiling is the default one (`default` follows, dim); `unbounded`: the run opted out of
+    the defaults, so a dimension without a ceiling says `unbounded` in the error colour."""
     figures = f"{amount(name, used)}/{amount(name, limit)}" if limit else amount(name, used)
     fraction = (used / limit) if limit else None
     percent = "" if fraction is None else "<1%" if 0 < fraction < 0.01 else f"{fraction:.0%}"
     tail = f" {figures:>{max(len(figures), 11)}} {percent:>4}"
-    bar_width = max(4, width - label_width - 1 - len(tail))
+    marker = " default" if default and limit else ""
+    bar_width = max(4, width - label_width - 1 - len(tail) - len(marker))
     level = level_style(fraction, soft, crossed, colours)
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f"{label:<{label_width}}", style=style(colours, CEILING, bold=True) if stopped else None)
     line.append(" ")
-    if fraction is None:
+    if fraction is None and unbounded:
+        line.append(f"{UNBOUNDED:<{bar_width}}"[:bar_width], style=style(colours, CEILING, bold=True))
+    elif fraction is None:
         line.append(f"{'no ceiling':<{bar_width}}"[:bar_width], style="dim italic")
     else:
         filled = min(bar_width, round(min(fraction, 1.0) * bar_width))
@@ -67,6 +73,8 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
         for chars, cell_style in runs:
             line.append(chars, style=cell_style)
     line.append(tail, style=level or None)
+    if marker:
+        line.append(marker, style="dim")
     return line
 
 
@@ -121,9 +129,14 @@ class BudgetGauges(Widget):
 
     def lines(self, width: int) -> list[Text]:
         soft, colours = self.budget.get("soft"), palette(self.app)
+        unbounded = bool(self.budget.get("unbounded"))
         rows = [gauge_line(LABELS.get(name, name), row["used"], row["limit"], soft=soft, width=width, name=name,
-                           crossed=row.get("soft_crossed", False), stopped=name == self.stopped, colours=colours)
+                           crossed=row.get("soft_crossed", False), stopped=name == self.stopped,
+                           default=row.get("default", False), unbounded=unbounded, colours=colours)
                 for name, row in gauge_rows(self.budget)]
+        if unbounded:  # first, and red: nothing but the ceilings above (if any) stops this run
+            rows.insert(0, Text(f"{UNBOUNDED}: opted out of the default ceilings", no_wrap=True,
+                                overflow="ellipsis", style=style(colours, CEILING, bold=True)))
         if not rows:
             return [Text("no ceilings and nothing used yet", style="dim")]
         read, written = self.budget.get("cache_read_tokens"), self.budget.get("cache_write_tokens")
@@ -133,6 +146,8 @@ class BudgetGauges(Widget):
         notes = []
         if soft:
             notes.append(f"│ soft {soft:.0%}")
+        if self.budget.get("bounds") == "legacy":   # made before default ceilings: none apply to it
+            notes.append("no default ceilings (an older run)")
         if self.budget.get("on_exhaust"):
             notes.append(f"at a ceiling: {self.budget['on_exhaust']}")
         if self.budget.get("unpriced_model_calls"):

@@ -1,0 +1,258 @@
+"""The runner calls you (store/notices.py holds the rows): what a notice says, and the three ways it reaches a
+person. Free of textual: the TUI, `watch`, workers and `tick` all use it.
+
+- `--notify CMD` (workers, `tick`): `Attendant` records reminders, claims undelivered notices and runs CMD once
+  per notice with the event JSON on stdin. CMD is split once with shlex when the process starts and run as an
+  argument list: no shell ever sees a notice, whose text comes from agents and their outputs.
+- The desktop: `desktop` runs notify-send (Linux) or osascript (macOS) with an argument list, the text
+  stripped of control characters and escape sequences and clipped; skipped silently when there is none.
+- Lines for a terminal or a script: `line` (text, cleaned) and `event` (JSON, verbatim).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import UserError
+from .runtime.clock import iso, now
+from .states import Reason, RunStatus, budget_dimension
+from .store import Store, open_store
+from .store import notices as table
+
+NOTIFY_TIMEOUT_S = 10.0        # a --notify command still running after this is killed (the notice stays delivered)
+REMIND_AFTER_H = 12.0          # --remind-after's default
+REMIND_EVERY_S = 5.0           # how often a worker looks for runs due a reminder
+POLL_S = 0.5                   # how often a worker looks for undelivered notices
+DESKTOP_TIMEOUT_S = 5.0
+
+
+def json_line(value: dict) -> str:
+    """One line of ASCII JSON: every control character, C1 and bidi ones included, arrives escaped, so a script
+    that prints it raw cannot have its terminal driven by a message; decoding gives the text back verbatim."""
+    return json.dumps(value, ensure_ascii=True, allow_nan=False)
+
+
+def command_for(notice: dict) -> str:
+    """The tui-agent command that acts on a run in this state."""
+    run, status, reason = notice["run_id"], notice["status"], notice["reason"]
+    if status == RunStatus.WAITING and reason == Reason.APPROVAL:
+        return f"tui-agent approve {run}"
+    if status == RunStatus.WAITING and reason == Reason.RECONCILE:
+        return f"tui-agent show {run}"        # names the effect in doubt and the reconcile command for it
+    dimension = budget_dimension(reason)
+    if dimension:
+        return f"tui-agent resume {run} --budget {dimension}=VALUE"
+    return f"tui-agent resume {run}"
+
+
+def event(notice: dict) -> dict:
+    """The event as --notify's stdin and `watch --json` carry it. `message` is verbatim (JSON escapes it)."""
+    return {"id": notice["id"], "run_id": notice["run_id"], "agent": notice["agent"], "kind": notice["kind"],
+            "status": notice["status"], "reason": notice["reason"], "message": notice["message"],
+            "at": iso(notice["at"]), "command": command_for(notice)}
+
+
+# CSI (ESC [ ... final, or the one-byte 0x9b), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC strings, and the rest
+# of the two-byte escapes: what a terminal would act on rather than show.
+_ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+                      r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                      r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"
+                      r"|\x1b[ -/]*[0-~]?")
+_SPACES = re.compile(r"\s+")
+
+
+def clean(text: str | None, limit: int = 200) -> str:
+    """Text safe to show anywhere: escape sequences removed, line breaks and tabs made spaces, other control
+    and format characters (bidi overrides, zero-width ones) removed, spaces collapsed, clipped to `limit`."""
+    text = _ESCAPES.sub("", text or "")
+    kept = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if ch.isspace() or category in ("Zl", "Zp"):
+            kept.append(" ")
+        elif category not in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            kept.append(ch)
+    text = _SPACES.sub(" ", "".join(kept)).strip()
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def headline(notice: dict) -> str:
+    needs = "still needs you" if notice["kind"] == table.REMINDER else "needs you"
+    return f"{notice['run_id']} ({clean(notice['agent'], 40)}) {needs}"
+
+
+def state_of(notice: dict) -> str:
+    return f"{notice['status']}: {notice['reason']}" if notice["reason"] else str(notice["status"])
+
+
+def line(notice: dict) -> str:
+    """One line for a terminal: cleaned, so a message cannot move the cursor or change the terminal."""
+    return (f"{iso(notice['at'])}  #{notice['id']}  {headline(notice)}: {clean(state_of(notice), 60)}: "
+            f"{clean(notice['message'], 300)}  -> {command_for(notice)}")
+
+
+# -- the desktop ------------------------------------------------------------------------------------------------
+
+
+def desktop_command(title: str, body: str, platform: str | None = None) -> list[str] | None:
+    """The argument list that posts a desktop notification here, or None when this platform has no notifier or
+    its program is missing. The text is cleaned and clipped, and goes as arguments (never through a shell, nor
+    into AppleScript source: osascript reads it from argv)."""
+    platform = platform or sys.platform
+    title, body = clean(title, 80) or "tui-agent", clean(body, 300)
+    if platform.startswith("linux"):
+        program = shutil.which("notify-send")
+        return [program, "--app-name=tui-agent", "--", title, body] if program else None
+    if platform == "darwin":
+        program = shutil.which("osascript")
+        script = ["on run argv", "display notification (item 2 of argv) with title (item 1 of argv)", "end run"]
+        return [program, *(a for s in script for a in ("-e", s)), title, body] if program else None
+    return None
+
+
+def desktop(title: str, body: str, *, platform: str | None = None, background: bool = True) -> bool:
+    """Post a desktop notification if this platform has a notifier; False (and nothing else) when it has not.
+    Any failure of the program is ignored: the bell and the TUI's own toast still say it."""
+    argv = desktop_command(title, body, platform)
+    if argv is None:
+        return False
+
+    def send() -> None:
+        try:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=DESKTOP_TIMEOUT_S, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    if background:
+        threading.Thread(target=send, name="desktop-notify", daemon=True).start()
+    else:
+        send()
+    return True
+
+
+def notify_desktop(notice: dict, **kwargs) -> bool:
+    return desktop(f"tui-agent: {headline(notice)}", f"{state_of(notice)}: {notice['message']}", **kwargs)
+
+
+# -- the --notify command ---------------------------------------------------------------------------------------
+
+
+def parse_command(text: str) -> list[str]:
+    """`--notify CMD` split once, as a shell would split words, into an argument list run without a shell."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise UserError(f"--notify {text!r}: {e}; quote it as one argument, such as --notify 'notify-me --to ops'")
+    if not argv:
+        raise UserError("--notify is empty; give a command, such as --notify 'notify-me --to ops'")
+    program = argv[0]
+    found = shutil.which(program) if os.sep not in program else (program if os.access(program, os.X_OK) else None)
+    if not found:
+        raise UserError(f"--notify: no program {program!r} found (not on PATH, or not executable)")
+    return argv
+
+
+def run_command(argv: list[str], payload: dict, timeout_s: float = NOTIFY_TIMEOUT_S) -> str | None:
+    """Run the command once with the event as JSON on stdin (and nothing else from it: no argument, no
+    variable). None when it exited 0, else why not, in one line."""
+    data = (json_line(payload) + "\n").encode()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                start_new_session=True)   # ctrl+c at the worker's terminal does not cut it short
+    except OSError as e:
+        return f"could not start: {e.strerror or e}"
+    try:
+        _, err = proc.communicate(data, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        return f"still running after {timeout_s:g}s; killed"
+    if proc.returncode == 0:
+        return None
+    said = clean(err.decode(errors="replace").strip().splitlines()[-1], 160) if err.strip() else ""
+    return f"exit {proc.returncode}" + (f": {said}" if said else "")
+
+
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class Attendant:
+    """What a worker or `tick` does for the person: records a reminder once a run has needed a person for
+    `remind_after_s` (None: never), and with `command`, claims undelivered notices and runs it once for each.
+    A failing command is one line on stderr; its notice stays delivered (claimed), never retried."""
+
+    def __init__(self, name: str, command: list[str] | None = None, remind_after_s: float | None = None, *,
+                 timeout_s: float = NOTIFY_TIMEOUT_S, log: Callable[[str], None] = _stderr_line) -> None:
+        self.name, self.command, self.remind_after_s = name, command, remind_after_s
+        self.timeout_s, self.log = timeout_s, log
+        self._reminded_at: float | None = None
+
+    def attend(self, store: Store, *, force: bool = False) -> list[dict]:
+        """One pass: reminders (at most every REMIND_EVERY_S unless `force`), then every undelivered notice
+        to the command. The notices it delivered (or tried to)."""
+        if self.remind_after_s is not None:
+            at = now()
+            if force or self._reminded_at is None or at - self._reminded_at >= REMIND_EVERY_S:
+                self._reminded_at = at
+                if table.reminders_due(store, at - self.remind_after_s):
+                    table.remind(store, self.remind_after_s, now())
+        delivered: list[dict] = []
+        while self.command and table.any_undelivered(store):
+            try:
+                batch = table.claim(store, self.name, now())
+            except table.ClaimLost:
+                continue
+            if not batch:
+                break
+            for notice in batch:
+                self.deliver(notice)
+            delivered += batch
+        return delivered
+
+    def last_pass(self, store: Store) -> None:
+        """`worker --once` and `tick` as they exit: one forced pass; an error is one line, not the command's end
+        (its runs were worked; what is left undelivered goes out with the next process)."""
+        try:
+            self.attend(store, force=True)
+        except Exception as e:   # noqa: BLE001
+            self.log(f"tui-agent: {self.name}: notices: {e}; left for the next worker or tick")
+
+    def deliver(self, notice: dict) -> None:
+        failed = run_command(self.command, event(notice), self.timeout_s)
+        if failed:
+            self.log(f"tui-agent: {self.name}: --notify {Path(self.command[0]).name} failed for notice "
+                     f"#{notice['id']} ({notice['run_id']}): {failed}; it stays delivered")
+
+    def run(self, db_path: Path, durability: str, stop: threading.Event, every_s: float = POLL_S) -> None:
+        """A worker's attending thread, on its own connection, until `stop`: the work loop is never held up by
+        a slow command. An error (the database busy, say) is one line, said again only when it changes."""
+        store = open_store(db_path, durability)
+        said = None
+        try:
+            while not stop.is_set():
+                try:
+                    self.attend(store)
+                    said = None
+                except Exception as e:   # noqa: BLE001 - a notifier must not take the worker down
+                    if str(e) != said:
+                        self.log(f"tui-agent: {self.name}: notices: {e}; trying again")
+                    said = str(e)
+                stop.wait(every_s)
+        finally:
+            store.close()

@@ -1,0 +1,124 @@
+"""The runner calls you: a `notices` row each time a run comes to need a person (`needs_person`), and at most
+one `reminder` per such episode. Written in the transaction of the transition itself (`record`, called by
+store.runs.settle_run and store.runs.park, the only writes that can put a run in a needs-a-person state), so
+a notice exists exactly when the transition does, whoever made it.
+
+Two kinds of readers:
+- Processes with `--notify` (workers, `tick`) *claim* undelivered notices (`claim`): one transaction sets
+  `notified_by`/`notified_at` on rows still undelivered, with a rowcount check, so each notice goes to exactly
+  one command, whichever process made it.
+- Displays for the person at a screen (the TUI's bell and desktop notification, `watch`) read every notice
+  after their own cursor (`after`) and never claim.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..states import needs_person
+from .db import Store, StoreError
+
+NEEDS_PERSON, REMINDER = "needs_person", "reminder"
+CLAIM_AT_MOST = 50  # notices one claim takes; the rest wait for the next one
+
+_COLUMNS = ("n.id, n.run_id, r.agent, n.kind, n.status, n.reason, n.message, n.at, n.episode, n.notified_by,"
+            " n.notified_at")
+_FROM = "FROM notices n JOIN runs r ON r.id = n.run_id"
+
+
+class ClaimLost(StoreError):
+    """A claim's UPDATE changed fewer rows than it selected: another process claimed some; nothing is taken."""
+
+
+def record(conn: sqlite3.Connection, run_id: str, status: str, reason: str | None, message: str,
+           at: float) -> int | None:
+    """Inside the write that moves a run to `status`/`reason`: a notice when that state needs a person
+    (its id), else nothing (None)."""
+    if not needs_person(status, reason):
+        return None
+    cur = conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at) VALUES (?, ?, ?, ?, ?, ?)",
+                       (run_id, NEEDS_PERSON, status, reason, message, at))
+    return cur.lastrowid
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[dict]:
+    keys = [d[0] for d in cursor.description]
+    return [dict(zip(keys, row)) for row in cursor]
+
+
+def last_id(store: Store) -> int:
+    """The newest notice's id (0 when there is none): a display's starting cursor, so it shows what comes next."""
+    return store.conn.execute("SELECT coalesce(max(id), 0) FROM notices").fetchone()[0]
+
+
+def after(store: Store, cursor: int, limit: int = 200) -> list[dict]:
+    """The notices after id `cursor`, oldest first (a range of the primary key): a display's read."""
+    return _rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id > ? ORDER BY n.id LIMIT ?",
+                                    (cursor, limit)))
+
+
+def of_run(store: Store, run_id: str) -> list[dict]:
+    return _rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.run_id = ? ORDER BY n.id", (run_id,)))
+
+
+def any_undelivered(store: Store) -> bool:
+    """A cheap read (the partial index) before a claim's write, so an idle process does not take the write lock."""
+    return store.conn.execute("SELECT 1 FROM notices WHERE notified_at IS NULL LIMIT 1").fetchone() is not None
+
+
+def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[dict]:
+    """Take up to `limit` undelivered notices for `by`'s --notify command, oldest first: one transaction, the
+    UPDATE naming the state it expects (`notified_at IS NULL`) and its rowcount checked, so two processes never
+    both take one. A notice is delivered at most once: a process that dies after its claim loses those."""
+    with store.write() as conn:
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM notices WHERE notified_at IS NULL ORDER BY id LIMIT ?", (limit,))]
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        cur = conn.execute(f"UPDATE notices SET notified_by = ?, notified_at = ? WHERE id IN ({marks})"
+                           " AND notified_at IS NULL", (by, at, *ids))
+        if cur.rowcount != len(ids):
+            raise ClaimLost(f"{len(ids) - cur.rowcount} of {len(ids)} notices were claimed by another process")
+        return _rows(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids))
+
+
+# Episodes due a reminder: the newest needs_person notice of each run that still needs a person (read through
+# the partial index runs_needs_person), older than the cutoff, that no reminder names yet.
+_DUE_REMINDERS = """
+    SELECT n.id, n.run_id, n.status, n.reason, n.message, n.at FROM runs r INDEXED BY runs_needs_person
+    JOIN notices n ON n.id = (SELECT max(m.id) FROM notices m WHERE m.run_id = r.id AND m.kind = 'needs_person')
+    WHERE {needs_person} AND n.at <= ?
+      AND NOT EXISTS (SELECT 1 FROM notices x WHERE x.episode = n.id AND x.kind = 'reminder')
+    ORDER BY n.id LIMIT ?"""
+
+
+def _due_reminders(conn: sqlite3.Connection, cutoff: float, limit: int) -> list[dict]:
+    # runs.py imports this module (to call `record`), so its NEEDS_PERSON is read here, once it is loaded
+    from . import runs
+
+    where = runs.NEEDS_PERSON.replace("status", "r.status").replace("reason", "r.reason")
+    sql = _DUE_REMINDERS.format(needs_person=where)
+    return _rows(conn.execute(sql, (cutoff, limit)))
+
+
+def reminders_due(store: Store, cutoff: float) -> bool:
+    """A cheap read before `remind`'s write."""
+    return bool(_due_reminders(store.conn, cutoff, 1))
+
+
+def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) -> list[int]:
+    """Record one reminder for each run that has needed a person since before `at - after_s`, in the transaction
+    that checks none exists for that episode yet, so several processes remind once (the unique index
+    notices_one_reminder would refuse a second anyway). The reminders' ids."""
+    made = []
+    with store.write() as conn:
+        for episode in _due_reminders(conn, at - after_s, limit):
+            hours = (at - episode["at"]) / 3600
+            message = f"still needs a person after {hours:.1f} h: {episode['message']}"
+            cur = conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at, episode)"
+                               " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (episode["run_id"], REMINDER, episode["status"], episode["reason"], message, at,
+                                episode["id"]))
+            made.append(cur.lastrowid)
+    return made
