@@ -27,7 +27,7 @@ from tui_agent import notify, operate
 from tui_agent.runtime.clock import iso, now
 from tui_agent.store import notices
 from tui_agent.store.events import last_event
-from tui_agent.store.runs import get_run
+from tui_agent.store.runs import events_for, get_run
 
 AGENTS = ["--agents", "notify_agents"]
 REGISTRY = registry_of(notify_agents.ASKING, notify_agents.PARKING, notify_agents.NAPPING, notify_agents.SPENDING)
@@ -345,6 +345,9 @@ def test_each_episode_is_reminded_once_and_a_run_that_moved_on_is_not(store, clo
     kinds = [(n["run_id"], n["kind"]) for n in notices.after(store, 0)]
     assert kinds == [(run_id, "needs_person"), (other, "needs_person"), (run_id, "reminder"),
                      (run_id, "needs_person"), (run_id, "reminder")]
+    reminded = [e["message"] for e in events_for(store, run_id) if e["kind"] == "reminder"]
+    assert len(reminded) == 2 and all(m.startswith("still needs a person after 13.0 h") for m in reminded)
+    assert not [e for e in events_for(store, other) if e["kind"] == "reminder"]
 
 
 def test_a_run_already_waiting_when_the_database_is_upgraded_is_reminded_not_announced(tmp_path):

@@ -17,6 +17,7 @@ import sqlite3
 
 from ..states import needs_person
 from .db import Store, StoreError
+from .events import add_event
 
 NEEDS_PERSON, REMINDER = "needs_person", "reminder"
 CLAIM_AT_MOST = 50  # notices one claim takes; the rest wait for the next one
@@ -110,7 +111,7 @@ def reminders_due(store: Store, cutoff: float) -> bool:
 def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) -> list[int]:
     """Record one reminder for each run that has needed a person since before `at - after_s`, in the transaction
     that checks none exists for that episode yet, so several processes remind once (the unique index
-    notices_one_reminder would refuse a second anyway). The reminders' ids."""
+    notices_one_reminder would refuse a second anyway), each also an event of its run. The reminders' ids."""
     made = []
     with store.write() as conn:
         for episode in _due_reminders(conn, at - after_s, limit):
@@ -120,5 +121,6 @@ def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) 
                                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                                (episode["run_id"], REMINDER, episode["status"], episode["reason"], message, at,
                                 episode["id"]))
+            add_event(conn, episode["run_id"], at, REMINDER, message)   # on the run's own timeline too
             made.append(cur.lastrowid)
     return made
