@@ -300,11 +300,10 @@ def candidates(store: Store, run_id: str, limit: int = 30) -> list[dict]:
     for row in runs_page(store, limit=limit * 4, text=run["agent"]):
         if row["agent"] != run["agent"] or row["id"] in (run_id, run["parent_id"]):
             continue
-        other = get_run(store, row["id"])
-        if other["parent_id"] == run_id:
-            forks.append({**_candidate(other), "kind": "fork", "relation": f"a fork of it at #{other['fork_step']}"})
+        if row["parent_id"] == run_id:
+            forks.append({**_candidate(row), "kind": "fork", "relation": f"a fork of it at #{row['fork_step']}"})
         else:
-            others.append({**_candidate(other), "kind": None, "relation": ""})
+            others.append({**_candidate(row), "kind": None, "relation": ""})
     return (found + forks + others)[:limit]
 
 

@@ -416,7 +416,8 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
                         (run_id, generation)).fetchone()[0]
 
 
-_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, c.current_step,"
+_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"
+         " r.fork_step, c.current_step,"
          " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
          " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
          " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
