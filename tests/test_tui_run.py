@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import json
 
-from helpers import click, key, open_run, opened, timeline_of, timeline_rows, tui, work
+from helpers import (
+    click,
+    key,
+    open_run,
+    opened,
+    recorded_toasts,
+    timeline_of,
+    timeline_rows,
+    tui,
+    work,
+)
 from textual.widgets import Input, RadioButton, Select, Tabs
 
 from tui_agent import operate
@@ -279,6 +289,24 @@ async def test_b_raises_the_cost_ceiling(demo, demo_store):
         assert json.loads(run["budget"])["cost_usd"] == 1.5
         assert run["status"] == "queued"
         assert "$1.50" in app.screen.query_one(BudgetGauges).plain
+
+
+async def test_b_with_unbounded_drops_the_default_ceilings_and_keeps_the_agents_own(demo, demo_store):
+    toasts: list[str] = []
+    async with opened(demo, "parked on cost") as (app, pilot, run_id):
+        recorded_toasts(app, into=toasts)
+        before = json.loads(get_run(demo_store, run_id)["budget"])
+        assert {"wall_s", "input_tokens"} <= set(before["defaults"])
+        await key(pilot, "b")
+        app.screen.query_one("#value", Input).value = "unbounded"
+        await click(pilot, "#confirm")
+        run = get_run(demo_store, run_id)
+        after = json.loads(run["budget"])
+        assert after["unbounded"] is True and after["defaults"] == []
+        assert after.get("wall_s") is None and after.get("input_tokens") is None
+        assert (after["cost_usd"], after["steps"]) == (before["cost_usd"], before["steps"]), "nightly-report's own"
+        assert run["status"] == "queued"
+        assert f"{run_id}: unbounded (no default ceilings); resumed" in toasts
 
 
 async def test_f_forks_from_the_selected_position_and_opens_the_new_run(demo, demo_store):

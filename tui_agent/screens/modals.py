@@ -16,7 +16,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select,
 from ..errors import UserError
 from ..format import stopwatch
 from ..operate import parse_budget, why_not_ceiling
-from ..runtime.agent import BUDGET_DIMENSIONS
+from ..runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED
 from ..runtime.clock import CLOCK, Clock, iso
 from ..runtime.effects import sender_warning
 from ..states import IN_DOUBT
@@ -197,7 +197,7 @@ class ReconcileModal(Dialog):
 
 
 class BudgetModal(Dialog):
-    """Raise one ceiling of a run (the run is resumed with it)."""
+    """Raise one ceiling of a run, or drop its default ceilings (`unbounded`); the run is resumed with it."""
 
     TITLE = "Raise a budget ceiling"
     DO = "Raise and resume"
@@ -212,11 +212,13 @@ class BudgetModal(Dialog):
                     + (" (default)" if dims[name].get("default") else ""), name) for name in BUDGET_DIMENSIONS]
         chosen = self.exhausted or max(BUDGET_DIMENSIONS, key=lambda n: dims[n]["fraction"] or 0)
         yield Select(options, value=chosen, allow_blank=False, id="dimension")
-        yield Input(placeholder="new ceiling, e.g. 1.50", id="value")
+        yield Input(placeholder="new ceiling, e.g. 1.50; or unbounded: no default ceilings", id="value")
 
     def answer(self) -> dict[str, float] | None:
         name = self.query_one("#dimension", Select).value
         text = self.query_one("#value", Input).value.strip()
+        if text == UNBOUNDED:   # the run drops the default ceilings still in place (its own ones hold)
+            return parse_budget([UNBOUNDED])
         try:
             limits = parse_budget([f"{name}={text}"])
         except UserError as e:

@@ -16,6 +16,7 @@ from textual.binding import Binding
 from .. import editing, operate
 from ..errors import UserError
 from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view
+from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
@@ -119,8 +120,9 @@ def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None
 
     def chosen(limits: dict | None) -> None:
         if limits:
-            app.act(operate.resume, app.store, run_id, budget=limits,
-                    done=lambda _: f"{run_id}: {', '.join(f'{k} {v:g}' for k, v in limits.items())}; resumed")
+            said = "unbounded (no default ceilings)" if UNBOUNDED in limits else \
+                ", ".join(f"{k} {v:g}" for k, v in limits.items())
+            app.act(operate.resume, app.store, run_id, budget=limits, done=lambda _: f"{run_id}: {said}; resumed")
 
     app.push_screen(BudgetModal(run_view(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
