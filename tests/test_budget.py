@@ -135,6 +135,22 @@ def test_wall_time_counts_running_not_waiting(store, clock, action):
     assert 29 < checkpoint_for(store, run_id)["used_wall_s"] < 40
 
 
+def test_a_soft_threshold_on_effects_is_crossed_by_the_effect_not_missed_among_plain_steps(store):
+    """A plain step checks only the dimensions it moves (steps, running time); an effect checks the rest."""
+    def run(ctx, request):
+        ctx.step("a", lambda: 1)
+        ctx.effect("send", key="k:1", do=lambda key: {"sent": key})
+        after = ctx.budget.soft_exceeded
+        ctx.step("b", lambda: 2)
+        return {"soft_after_the_effect": after}
+
+    registry = registry_of(Agent(name="sender", run=run, budget=Budget(effects=2, steps=100, soft=0.5)))
+    outcome = start_and_work(store, registry, "sender", {})
+    assert outcome.result == {"soft_after_the_effect": True}
+    crossings = [e["message"] for e in events_for(store, outcome.run_id) if e["kind"] == "budget"]
+    assert crossings == ["budget effects passed its soft threshold: 1 of 2 (50%, soft 50%)"]
+
+
 def test_the_soft_threshold_is_one_event_and_one_degrade_call_replayed_at_the_same_point(store):
     degraded_at = []
 

@@ -20,6 +20,9 @@ def _show(dimension: str, value: float) -> str:
     return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"   # 2000000, not 2e+06
 
 
+_PER_STEP = ("steps", "wall_s")   # what a plain step (no usage) adds to
+
+
 class BudgetMeter:
     """`ctx.budget`: what the run has used and may still use; `soft_exceeded` tells an agent to go easy."""
 
@@ -33,7 +36,14 @@ class BudgetMeter:
         self.soft_exceeded = False                     # true from the point the first crossing was recorded
         # precomputed for the per-step path: what each step must check
         self._steps_cap, self._wall_cap = self.limits["steps"], self.limits["wall_s"]
-        self._not_soft_yet = [d for d, limit in self.limits.items() if limit and d not in self.soft_dimensions]
+        self._soft_at = {d: self.soft * limit for d, limit in self.limits.items() if limit}
+        self._watch([d for d in self._soft_at if d not in self.soft_dimensions])
+
+    def _watch(self, dimensions: list[str]) -> None:
+        """The dimensions not past soft yet; of those, the ones a plain step moves (every run has default
+        ceilings on steps and running time, so each step checks them: two comparisons, not one per ceiling)."""
+        self._not_soft_yet = dimensions
+        self._per_step = [d for d in dimensions if d in _PER_STEP]
 
     def action(self, dimension: str) -> str:
         action = self._on_exhaust if isinstance(self._on_exhaust, str) else self._on_exhaust.get(dimension, "park")
@@ -76,11 +86,13 @@ class BudgetMeter:
             self.hold(usage)
             used["effects"] += usage.effects
             used["tool_calls"] += usage.tool_calls
-        if not self._not_soft_yet:
+        watched = self._per_step if usage is NO_USAGE else self._not_soft_yet
+        if not watched:
             return []
-        crossed = [d for d in self._not_soft_yet if used[d] >= self.soft * self.limits[d]]
+        soft_at = self._soft_at
+        crossed = [d for d in watched if used[d] >= soft_at[d]]
         if crossed:
-            self._not_soft_yet = [d for d in self._not_soft_yet if d not in crossed]
+            self._watch([d for d in self._not_soft_yet if d not in crossed])
         return crossed
 
     def hold(self, usage: Usage, sign: int = 1) -> None:
