@@ -114,6 +114,18 @@ async def test_e_on_a_step_result_and_dont_fork_forks_nothing(store, db_path, tm
     assert leftovers(private_tmp) == []
 
 
+
+async def _press_e_on_entry_1(db_path, run_id: str) -> list[str]:
+    """`e` on entry #1 of the run's screen; the toasts it gave. The run screen stays (nothing was forked)."""
+    toasts: list[str] = []
+    async with tui(db_path, toasts=toasts) as (app, pilot):
+        await open_run(app, pilot, run_id)
+        await select(pilot, app, 1)
+        await key(pilot, "e")
+        assert isinstance(app.screen, RunScreen) and app.screen.run_id == run_id
+    return toasts
+
+
 @pytest.mark.parametrize(("action", "toast"), [
     ("invalid", "is not valid JSON (Expecting ',' delimiter at line 2 column 3)"),
     ("keep", "the same as the recorded one: nothing to fork"),
@@ -127,12 +139,7 @@ async def test_what_e_refuses_is_a_toast_and_forks_nothing(store, db_path, tmp_p
     text = {"invalid": '{"role": "assistant"\n  "content": []}', "not-a-reply": '{"role": "assistant", "content": 1}'}
     command, record = make_editor(tmp_path, replacement(tmp_path, text[action]) if action in text else action)
     monkeypatch.setenv("EDITOR", command)
-    toasts = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
-        await open_run(app, pilot, parent.run_id)
-        await select(pilot, app, 1)
-        await key(pilot, "e")
-        assert isinstance(app.screen, RunScreen) and app.screen.run_id == parent.run_id
+    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
     assert any(toast in t for t in toasts), toasts
     assert runs_count(store) == 1
     assert not Path(json.loads(record.read_text())["path"]).parent.exists()
@@ -147,11 +154,7 @@ async def test_e_on_an_effect_says_why_not_and_opens_no_editor(store, db_path, e
 
     registry = registry_of(Agent(name="sender", run=run))
     parent = start_and_work(store, registry, "sender", {})
-    toasts = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
-        await open_run(app, pilot, parent.run_id)
-        await select(pilot, app, 1)
-        await key(pilot, "e")
+    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
     assert editor_runs == []
     assert any("decided through reconcile" in t for t in toasts), toasts
     assert runs_count(store) == 1
@@ -163,11 +166,7 @@ async def test_the_headless_terminal_cannot_be_handed_over_and_the_file_is_still
     parent = start_and_work(store, registry, "planner", {})
     command, record = make_editor(tmp_path, replacement(tmp_path, '{"files": 5}'))
     monkeypatch.setenv("EDITOR", command)
-    toasts = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
-        await open_run(app, pilot, parent.run_id)
-        await select(pilot, app, 1)
-        await key(pilot, "e")
+    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
     assert any("cannot be handed to an editor; use tui-agent fork RUN --edit N" in t for t in toasts), toasts
     assert not record.exists(), "the editor never ran"
     assert leftovers(private_tmp) == []
