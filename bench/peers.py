@@ -27,7 +27,7 @@ Every (peer, setting) runs in a fresh process so DBOS, a process-wide singleton,
 workload is timed, after an untimed warm-up in the same file (step_overhead.WARMUP steps or inserts, as in
 step_overhead.py) so every WAL has wrapped. Rounds are interleaved (order reversed every other round);
 each cell shows the median over rounds with min and max. Within a round the resume is the best of
-step_overhead.replay_row's 7 repetitions for tui-agent and raw, of 7 for LangGraph, one for DBOS (seconds
+step_overhead.replay_row's REPS (9) repetitions for tui-agent and raw, of 7 for LangGraph, one for DBOS (seconds
 each).
 
     pip install -e '.[bench]'
