@@ -14,6 +14,8 @@ from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
 
+pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -88,7 +88,7 @@ def test_every_transition_into_needing_a_person_records_one_notice_and_no_other_
 
 
 def _events(store, run_id):
-    return list(store.db.query("SELECT message FROM events WHERE run_id = ?", (run_id,)))
+    return list(store.query("SELECT message FROM events WHERE run_id = ?", (run_id,)))
 
 
 def test_a_refused_transition_records_nothing(store):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
-from .store import Store, notices, open_store
+from .store import DatabaseError, Store, notices, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
@@ -94,7 +93,7 @@ class TuiAgentApp(App):
             return True, work(*args, **kwargs)
         except TuiAgentError as e:
             said = str(e)
-        except sqlite3.Error as e:
+        except DatabaseError as e:
             stop = self.reader.stopped(e)
             if stop is None:
                 raise

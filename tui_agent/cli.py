@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -62,15 +61,16 @@ from .states import (
     WorkerState,
     exit_code,
 )
-from .store import Store, default_path, notices, open_store
+from .store import DatabaseError, Store, default_path, notices, open_store
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
 from .store.runs import claim_run, get_run, resolve_run
+from .store.schema import SCHEMA_VERSION
 from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
-_OPENED: list[Path] = []  # the database this process opened, for naming it in a one-line error
+_OPENED: list[Store] = []  # the database this process opened, for naming it in a one-line error
 
 
 class OneLineErrors(click.Group):
@@ -88,8 +88,8 @@ class OneLineErrors(click.Group):
             _fail("aborted", 130)
         except TuiAgentError as e:
             _fail(str(e), e.exit_code)
-        except sqlite3.Error as e:  # a read outside a write transaction: classified the same way
-            stop = stop_for(e, _OPENED[-1] if _OPENED else Path("the database"))
+        except DatabaseError as e:  # a read outside a write transaction: classified the same way
+            stop = _OPENED[-1].stopped(e) if _OPENED else stop_for(e, Path("the database"))
             if stop is None:
                 raise
             _fail(str(stop), stop.exit_code)
@@ -124,7 +124,7 @@ class Session:
     def _open(self, create: bool) -> Store:
         if self._store is None:
             self._store = open_store(self.db, self.durability, create)
-            _OPENED.append(self._store.path)
+            _OPENED.append(self._store)
         return self._store
 
     @property
@@ -180,7 +180,7 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="TUI_AGENT_DB", type=click.Path(dir_okay=False), callback=_given_db,
-              help="Database file (default: per-user).")
+              help="Database file, or a postgresql:// URL (default: a per-user file).")
 @click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
 @click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
@@ -617,6 +617,45 @@ def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_js
     for line in (json_lines if as_json else text_lines)(store, runs, found, every_entry):
         click.echo(line)
     return EXIT_OK if found is None else EXIT_NOT_SUCCEEDED
+
+
+@cli.group("db")
+def db_group() -> None:
+    """Create or upgrade a database: a SQLite file, or a PostgreSQL database named by a postgresql:// URL
+    (workers on several machines share it; pip install 'tui-agent[postgres]')."""
+
+
+@db_group.command("init")
+@click.argument("where", metavar="[FILE|URL]", required=False)
+@click.pass_obj
+def db_init(session: Session, where: str | None) -> int:
+    """Make our schema in an empty database (or say it is there already); a database of someone else's is
+    refused untouched. WHERE defaults to --db."""
+    store = open_store(where or session.db, session.durability)
+    try:
+        if store.found_version is None:
+            click.echo(f"created tui-agent schema version {SCHEMA_VERSION} in {store.path}")
+        else:
+            click.echo(f"{store.path} holds tui-agent schema version {SCHEMA_VERSION} already; nothing to do")
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+@db_group.command("migrate")
+@click.argument("where", metavar="[FILE|URL]", required=False)
+@click.pass_obj
+def db_migrate(session: Session, where: str | None) -> int:
+    """Bring an existing database up to this tui-agent's schema version (a newer one is refused)."""
+    store = open_store(where or session.db, session.durability, create=False)
+    try:
+        if store.found_version == SCHEMA_VERSION:
+            click.echo(f"{store.path} is at schema version {SCHEMA_VERSION} already; nothing to do")
+        else:
+            click.echo(f"migrated {store.path} from schema version {store.found_version} to {SCHEMA_VERSION}")
+    finally:
+        store.close()
+    return EXIT_OK
 
 
 @cli.group()

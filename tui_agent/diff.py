@@ -273,7 +273,7 @@ def search(db_path: Path, durability: str, a_id: str, b_id: str, cancelled: Call
 
     store = open_store(db_path, durability, create=False)
     try:
-        store.conn.execute("PRAGMA query_only = ON")
+        store.read_only()
         return first_divergence(store, pair_of(store, a_id, b_id), cancelled)
     finally:
         store.close()

@@ -249,7 +249,7 @@ def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
 def _query_only(db_path: Path) -> Iterator[Store]:
     store = open_store(db_path, create=False)
     try:
-        store.conn.execute("PRAGMA query_only = ON")
+        store.read_only()
         yield store
     finally:
         store.close()

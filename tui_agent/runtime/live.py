@@ -47,7 +47,7 @@ class LiveCall:
             return
         written = None
         try:
-            store.conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
+            store.wait_at_most(BUSY_MS)
             while True:
                 tokens = self._tokens
                 if tokens != written:

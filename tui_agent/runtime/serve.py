@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from ..store import Claim, EnvironmentStop, open_store
 from ..store.effects import requeue_released
-from ..store.environment import BUSY, check_intact
+from ..store.environment import BUSY
 from ..store.runs import any_due, claim_next
-from ..store.wal import IdleCheckpoint, checkpoint
+from ..store.wal import IdleCheckpoint
 from ..store.workers import release
 from .clock import now
 from .heartbeat import Heartbeat
@@ -41,7 +41,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
-    check_intact(store.conn, store.path)  # a damaged file is found before any write of ours
+    store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency)
     attending = None
@@ -92,7 +92,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                 requeue_released(store, now())  # runs held back for a paused sender that has let go
                 claimed = claim_due()
                 if not claimed and not active and once:
-                    checkpoint(store)  # exiting is an idle moment: shrink the WAL
+                    store.checkpoint()  # exiting is an idle moment: shrink the WAL
                 elif not claimed and not active:
                     idle_checkpoint()
             except EnvironmentStop as e:  # busy: another program holds the lock; wait, it will let go

@@ -10,7 +10,7 @@ from ..errors import ParkRun
 from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
-from ..store.db import no_patience
+from ..store.base import no_patience
 from ..store.environment import BUSY
 from ..store.events import add_event, last_event
 from ..store.journal import load_checkpoint, load_entries, load_usage

@@ -23,7 +23,7 @@ from ..runtime.registry import Registry
 from ..runtime.worker import Outcome as TurnOutcome
 from ..runtime.worker import execute
 from ..states import Reason, RunStatus
-from ..store import Store
+from ..store import Store, open_store
 from ..store.effects import find_effect
 from ..store.runs import claim_run, create_run, get_run
 from ..store.workers import let_go, release
@@ -116,7 +116,7 @@ def _template() -> Path:
     if not _TEMPLATE:
         folder = Path(tempfile.mkdtemp(prefix="tui-agent-sim-template-", dir=_scratch()))
         atexit.register(shutil.rmtree, folder, True)
-        Store(folder / "empty.db", durability="normal").close()
+        open_store(folder / "empty.db", "normal").close()
         _TEMPLATE.append(folder / "empty.db")
     return _TEMPLATE[0]
 
@@ -189,7 +189,7 @@ class Scenario:
                     self._turn(store, registry, run_id)
                     self._pause(Stop(1, None, "worker 1 finished"))
                 except SimulatedCrash:
-                    store = Store(store.path, durability="normal")
+                    store = open_store(store.path, "normal")
                     self._let_go(store, run_id)
                     self._pause(Stop(1, None, f"worker 1 crashed: {CRASH_AT[self.crashed_at]}"))
                 self.clock.advance(RESTART_S[self.settings.restart_after])
@@ -204,7 +204,7 @@ class Scenario:
 
     def _new_run(self, path: Path, registry: Registry) -> tuple[Store, str]:
         shutil.copyfile(_template(), path)
-        store = Store(path, durability="normal")
+        store = open_store(path, "normal")
         run_id, _ = create_run(store, now=self.clock.now(),
                                **registry.run_fields(job.NAME, REQUEST, model="scripted"))
         return store, run_id

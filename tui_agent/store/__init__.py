@@ -1,8 +1,10 @@
-"""SQLite schema, migrations and queries; nothing above SQL lives here."""
+"""Schema, migrations and queries, for SQLite (db.py) and PostgreSQL (postgres.py); nothing above SQL lives
+here, and nothing above it asks which database serves it."""
 
-from .db import Store, StoreError, data_dir_for, default_path, open_store
+from .base import DatabaseError, Store, StoreError
+from .db import data_dir_for, default_path, open_store
 from .environment import EnvironmentStop
 from .runs import Claim, FenceRefused, RunNotFound
 
-__all__ = ["Claim", "EnvironmentStop", "FenceRefused", "RunNotFound", "Store", "StoreError", "data_dir_for", "default_path",
-           "open_store"]
+__all__ = ["Claim", "DatabaseError", "EnvironmentStop", "FenceRefused", "RunNotFound", "Store", "StoreError",
+           "data_dir_for", "default_path", "open_store"]

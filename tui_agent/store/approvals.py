@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store, one_row, positioned_page
+from .base import Store, one_row, positioned_page
 from .runs import StateChanged
 
 
@@ -35,14 +35,14 @@ def decide(conn: sqlite3.Connection, approval_id: int, decision: str, note: str 
 
 
 def approvals_for(store: Store, run_id: str) -> list[dict]:
-    return list(store.db.query("SELECT * FROM approvals WHERE run_id = ? ORDER BY generation, position",
+    return list(store.query("SELECT * FROM approvals WHERE run_id = ? ORDER BY generation, position",
                                (run_id,)))
 
 
 def approvals_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[dict]:
     """One generation's questions at positions first..last (to its end when `last` is None)."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
-    return list(store.db.query(f"SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+    return list(store.query(f"SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
                                " ORDER BY position", (run_id, generation, first, *params)))
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import platformdirs
 import sqlite_utils
 
-from ..errors import UserError
-from .environment import BUSY, EnvironmentStop, stop_for, stop_for_os
+from . import wal
+from .base import Connection, Store, StoreError, is_url
+from .environment import EnvironmentStop, check_intact, stop_for, stop_for_os
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 15_000
@@ -28,10 +29,6 @@ BUSY_TIMEOUT_MS = 15_000
 # WAL reach between checkpoints, so normal use never truncates and regrows the file, yet a spike does not stay.
 JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
-
-
-class StoreError(UserError):
-    """A database the user pointed at cannot be used; the message says what to do."""
 
 
 def default_path() -> Path:
@@ -76,30 +73,6 @@ def _read_version(path: Path) -> int:
         raise StoreError(f"{path} has schema version {version}, newer than this tui-agent understands "
                          f"({SCHEMA_VERSION}); upgrade tui-agent")
     return version
-
-
-def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
-                    newest_first: bool = False) -> list[dict]:
-    """A page of a run's rows of `table` (unique on run_id, generation, position) in (generation, position)
-    order by a keyset cursor: the rest of the cursor's generation, then the generations beyond it (two ranges
-    of the index, so a page costs the same anywhere in a run of any length)."""
-    op, order = ("<", "DESC") if newest_first else (">", "ASC")
-    rows: list[dict] = []
-    if after is not None:
-        rows = list(store.db.query(f"SELECT * FROM {table} WHERE run_id = ? AND generation = ? AND position {op} ?"
-                                   f" ORDER BY position {order} LIMIT ?", (run_id, *after, limit)))
-    if len(rows) < limit:
-        beyond, params = ("", ()) if after is None else (f" AND generation {op} ?", (after[0],))
-        rows += store.db.query(f"SELECT * FROM {table} WHERE run_id = ?{beyond}"
-                               f" ORDER BY generation {order}, position {order} LIMIT ?",
-                               (run_id, *params, limit - len(rows)))
-    return rows
-
-
-def one_row(cursor: sqlite3.Cursor) -> dict | None:
-    """The cursor's next row as a dict of column names, or None."""
-    found = cursor.fetchone()
-    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
 
 
 def _migrate(db: sqlite_utils.Database, start: int) -> None:
@@ -171,7 +144,7 @@ class _Write:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> Connection:
         conn = self.store.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -194,33 +167,31 @@ class _Write:
             self.store.raise_stop(error)
 
 
-def no_patience() -> bool:
-    return False
-
-
-class Store:
-    """One connection to the database, in autocommit mode; writers use `write()`."""
+class SqliteStore(Store):
+    """The per-user SQLite file: one connection in autocommit mode; writers use `write()`."""
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor
         its folders are made (a mistyped --db must not leave an empty database behind)."""
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
+        super().__init__()
         self.path = Path(path)
         self.durability = durability
         self.data_dir = data_dir_for(self.path)
         _check_place(self.path)
-        if not self.path.exists():
+        existed = self.path.exists()
+        if not existed:
             if not create:
                 raise StoreError(f"no database at {self.path}; start a run to create one (tui-agent run hello)")
             _create(self.path)
         version = _read_version(self.path)
+        self.found_version = version if existed else None
         if create:
             try:
                 self.data_dir.mkdir(mode=0o700, exist_ok=True)  # artifacts and outboxes are as private as the database
             except OSError as e:
                 raise stop_for_os(e, self.data_dir) or e from e
-        self.patience = no_patience  # a worker sets how long its writes may wait out a held lock
         try:
             self._connect(durability)
             if version < SCHEMA_VERSION:
@@ -249,38 +220,6 @@ class Store:
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
         return stop_for(error, self.path)
 
-    def raise_stop(self, error: sqlite3.Error) -> None:
-        """Raise the environment's reason for `error`, if it has one (else the caller re-raises `error`)."""
-        stop = self.stopped(error)
-        if stop is not None:
-            raise stop from error
-
-    def write_one(self, sql: str, params: tuple) -> sqlite3.Cursor:
-        """One statement as its own transaction (SQLite commits it as it ends: no BEGIN, no COMMIT to send),
-        waiting out a held lock as `write()` does."""
-        try:
-            return self.conn.execute(sql, params)
-        except sqlite3.Error as e:
-            return self.wait_for_lock(e, sql, params)
-
-    def wait_for_lock(self, error: sqlite3.Error, sql: str = "BEGIN IMMEDIATE", params: tuple = ()) -> sqlite3.Cursor:
-        """`sql` (BEGIN IMMEDIATE, or a statement on its own) failed. A lock held past the busy timeout is
-        waited out again, with back-off, while `patience()` says so (a worker whose lease still runs); anything
-        else stops here."""
-        pause = 0.05
-        while True:
-            stop = self.stopped(error)
-            if stop is None:
-                raise error
-            if stop.kind != BUSY or not self.patience():
-                raise stop from error
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
-            try:
-                return self.conn.execute(sql, params)
-            except sqlite3.Error as e:
-                error = e
-
     def abandon(self) -> None:
         """Roll back what is open; after a failed COMMIT SQLite may have rolled back already, and a second
         ROLLBACK would hide the real error behind "no transaction is active"."""
@@ -290,15 +229,31 @@ class Store:
             except sqlite3.Error:
                 pass
 
-    def close(self) -> None:
-        self.conn.close()
+    def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
+        return self.db.query(sql, params)
 
-    def drop(self) -> None:
-        """What a crash does to the connection: roll back whatever was open and let go."""
-        self.abandon()
-        self.conn.close()
+    def data_version(self) -> int:
+        """Changes when another connection commits: a refresh check that costs one pragma."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def read_only(self) -> None:
+        self.conn.execute("PRAGMA query_only = ON")
+
+    def wait_at_most(self, ms: int) -> None:
+        self.conn.execute(f"PRAGMA busy_timeout={ms}")
+
+    def check_intact(self) -> None:
+        check_intact(self.conn, self.path)
+
+    def checkpoint(self) -> bool:
+        return wal.checkpoint(self)
 
 
 def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True) -> Store:
-    """The database at `path` (None: the per-user default); an empty path is refused, never the default."""
-    return Store(default_path() if path is None else Path(path), durability, create)
+    """The database at `path` (None: the per-user default): a SQLite file, or a PostgreSQL server's database
+    named by a postgresql:// URL."""
+    if path is not None and is_url(path):
+        # psycopg is an optional extra: imported only for a URL
+        from .postgres import PostgresStore
+        return PostgresStore(path, durability, create)
+    return SqliteStore(default_path() if path is None else Path(path), durability, create)

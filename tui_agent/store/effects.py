@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Collection
 
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
-from .db import Store, one_row, positioned_page
+from .base import Store, one_row, positioned_page
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
 
@@ -90,7 +90,7 @@ def requeue_released(store: Store, now: float) -> list[str]:
     queued again once that worker has let go of the run or its process has ended; the next worker reconciles
     the effect anew, and the lookup's silence then means "not done". Cheap when nothing waits so."""
     freed = []
-    for effect in list(store.db.query(_HELD_BACK, _HELD_BACK_PARAMS)):
+    for effect in list(store.query(_HELD_BACK, _HELD_BACK_PARAMS)):
         sender, why = still_sending(store.conn, effect)
         if sender is not None:
             continue
@@ -107,12 +107,12 @@ def requeue_released(store: Store, now: float) -> list[str]:
 
 def in_doubt(store: Store, run_id: str, generation: int, states: Collection[str] = IN_DOUBT) -> list[dict]:
     """The run's effects in these states, in position order (indexed: no read of its other effects)."""
-    return list(store.db.query("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
+    return list(store.query("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
                                f" AND state IN ({_marks(states)}) ORDER BY position", (run_id, generation, *states)))
 
 
 def effects_for(store: Store, run_id: str) -> list[dict]:
-    return list(store.db.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+    return list(store.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
 
 
 PAGE = 100
@@ -127,7 +127,7 @@ def effects_page(store: Store, run_id: str, after: tuple[int, int] | None = None
 def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[dict]:
     """One generation's effects at positions first..last (to its end when `last` is None)."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
-    return list(store.db.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+    return list(store.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
                                " ORDER BY position", (run_id, generation, first, *params)))
 
 

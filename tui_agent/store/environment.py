@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import EnvironmentStop
 
 BUSY, READ_ONLY, FULL, DAMAGED = "busy", "read-only", "full", "damaged"
+UNREACHABLE = "unreachable"   # a database server that cannot be reached (PostgreSQL)
 
 
 def _kind(error: sqlite3.Error) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store, one_row
+from .base import Store, one_row
 
 _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
 
@@ -47,7 +47,7 @@ def events_page(store: Store, run_id: str, after: int | None = None, limit: int 
         where += " AND id < ?" if newest_first else " AND id > ?"
         params.append(after)
     order = "DESC" if newest_first else "ASC"
-    return list(store.db.query(f"SELECT id, at, kind, message, worker, fence FROM events WHERE {where}"
+    return list(store.query(f"SELECT id, at, kind, message, worker, fence FROM events WHERE {where}"
                                f" ORDER BY id {order} LIMIT ?", (*params, limit)))
 
 

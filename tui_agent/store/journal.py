@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .db import Store
+from .base import Store
 from .runs import FenceRefused
 
 
@@ -52,7 +52,7 @@ FOLD_EVERY = 64   # plain steps between two checkpoint writes: the most a reader
 # The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
 # by this UPDATE's own WHERE.
 _FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
-_TAIL_WALL = ("(SELECT total(wall_s) FROM journal j WHERE j.run_id = checkpoints.run_id"
+_TAIL_WALL = ("(SELECT coalesce(sum(wall_s), 0.0) FROM journal j WHERE j.run_id = checkpoints.run_id"
               " AND j.generation = checkpoints.generation AND j.position >= checkpoints.current_step)")
 _MOVE = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
          " step_attempts = 0, used_steps = used_steps + ? - current_step,"
@@ -161,7 +161,7 @@ def journal_page(store: Store, run_id: str, generation: int, after: int | None =
         where += " AND position < ?" if newest_first else " AND position > ?"
         params.append(after)
     order = "DESC" if newest_first else "ASC"
-    return list(store.db.query(f"SELECT {_ENTRY} FROM journal WHERE {where} ORDER BY position {order} LIMIT ?",
+    return list(store.query(f"SELECT {_ENTRY} FROM journal WHERE {where} ORDER BY position {order} LIMIT ?",
                                (*params, limit)))
 
 
@@ -191,4 +191,4 @@ def cost_window(store: Store, run_id: str, size: int = 20) -> list[float]:
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:
-    return next(iter(store.db.query("SELECT * FROM checkpoints_now WHERE run_id = ?", (run_id,))), {})
+    return next(iter(store.query("SELECT * FROM checkpoints_now WHERE run_id = ?", (run_id,))), {})

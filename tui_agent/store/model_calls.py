@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..states import RunStatus
-from .db import Store
+from .base import Store
 
 if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
     from .journal import Usage
@@ -55,7 +55,8 @@ def _part(conn: sqlite3.Connection, run_id: str, value) -> str | None:
         return None
     body = _body(value)
     digest = _digest(body)
-    conn.execute("INSERT OR IGNORE INTO request_parts (run_id, digest, body) VALUES (?, ?, ?)", (run_id, digest, body))
+    conn.execute("INSERT INTO request_parts (run_id, digest, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                 (run_id, digest, body))
     return digest
 
 
@@ -131,7 +132,7 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
     """The current generation's calls in order (at positions first..last, to the end when `last` is None); an
     in-flight row not under the run's live lease is `died` (a worker killed mid-call leaves its lease to run out)."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
-    rows = store.db.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
+    rows = store.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
                           " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
                           f" FROM model_calls WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
                           " ORDER BY position, call", (run["id"], run["generation"], first, *params))

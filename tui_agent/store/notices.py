@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..states import needs_person
-from .db import Store, StoreError
+from .base import Store, StoreError
 from .events import add_event
 
 NEEDS_PERSON, REMINDER = "needs_person", "reminder"
@@ -37,9 +37,8 @@ def record(conn: sqlite3.Connection, run_id: str, status: str, reason: str | Non
     (its id), else nothing (None)."""
     if not needs_person(status, reason):
         return None
-    cur = conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at) VALUES (?, ?, ?, ?, ?, ?)",
-                       (run_id, NEEDS_PERSON, status, reason, message, at))
-    return cur.lastrowid
+    return conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at) VALUES (?, ?, ?, ?, ?, ?)"
+                        " RETURNING id", (run_id, NEEDS_PERSON, status, reason, message, at)).fetchone()[0]
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict]:
@@ -117,10 +116,9 @@ def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) 
         for episode in _due_reminders(conn, at - after_s, limit):
             hours = (at - episode["at"]) / 3600
             message = f"still needs a person after {hours:.1f} h: {episode['message']}"
-            cur = conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at, episode)"
-                               " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (episode["run_id"], REMINDER, episode["status"], episode["reason"], message, at,
-                                episode["id"]))
+            made.append(conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at, episode)"
+                                     " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                                     (episode["run_id"], REMINDER, episode["status"], episode["reason"], message, at,
+                                      episode["id"])).fetchone()[0])
             add_event(conn, episode["run_id"], at, REMINDER, message)   # on the run's own timeline too
-            made.append(cur.lastrowid)
     return made

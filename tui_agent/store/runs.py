@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus
 from . import ids
-from .db import Store, StoreError, one_row
+from .base import Store, StoreError, one_row
 from .events import add_event
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -250,7 +250,7 @@ def last_finished(store: Store, agent: str, count: int) -> list[str]:
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
     """Runs newest first, with their checkpoint's step counts."""
     where = "WHERE r.status = ?" if status else ""
-    return list(store.db.query(
+    return list(store.query(
         "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
         " r.updated_at, r.finished_at, c.current_step, c.total_steps"
         f" FROM runs r LEFT JOIN checkpoints_now c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
@@ -259,7 +259,7 @@ def list_runs(store: Store, status: str | None = None) -> list[dict]:
 
 
 def events_for(store: Store, run_id: str) -> list[dict]:
-    return list(store.db.query("SELECT at, kind, message, worker, fence FROM events WHERE run_id = ? ORDER BY id",
+    return list(store.query("SELECT at, kind, message, worker, fence FROM events WHERE run_id = ? ORDER BY id",
                                (run_id,)))
 
 
@@ -466,5 +466,5 @@ def counts(store: Store) -> dict[str, int]:
 
 
 def data_version(store: Store) -> int:
-    """Changes when another connection commits: a refresh check that costs one pragma."""
-    return store.conn.execute("PRAGMA data_version").fetchone()[0]
+    """Changes when something is committed: a refresh check that costs one round trip."""
+    return store.data_version()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .db import Store, one_row
+from .base import Store, one_row
 from .runs import RunNotFound
 
 
@@ -35,7 +35,7 @@ def remove(store: Store, name: str) -> None:
 
 
 def listing(store: Store) -> list[dict]:
-    return list(store.db.query("SELECT * FROM schedules ORDER BY name"))
+    return list(store.query("SELECT * FROM schedules ORDER BY name"))
 
 
 def due_names(store: Store, now: float) -> list[str]:
@@ -52,12 +52,12 @@ def run_status(conn: sqlite3.Connection, run_id: str | None) -> tuple[str, str |
 
 def recent_runs(store: Store, name: str, limit: int = 8) -> list[dict]:
     """The runs the schedule's latest fires started, newest first (found through its `fired` events)."""
-    return list(store.db.query(
+    return list(store.query(
         "SELECT r.id, r.status, r.reason, r.created_at, r.finished_at FROM events e JOIN runs r ON r.id = e.run_id"
         " WHERE e.schedule = ? AND e.kind = 'fired' ORDER BY e.id DESC LIMIT ?", (name, limit)))
 
 
 def schedule_events(store: Store, name: str, limit: int = 20) -> list[dict]:
     """The schedule's own events (fired, missed, held back by its overlap policy), newest first."""
-    return list(store.db.query("SELECT at, kind, message, run_id FROM events WHERE schedule = ? ORDER BY id DESC"
+    return list(store.query("SELECT at, kind, message, run_id FROM events WHERE schedule = ? ORDER BY id DESC"
                                " LIMIT ?", (name, limit)))

@@ -13,7 +13,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from .db import Store
+from .base import Store
 from .environment import BUSY, READ_ONLY
 from .runs import data_version
 
@@ -66,7 +66,7 @@ class IdleCheckpoint:
             return
         self._due_at = time.monotonic() + self.every_s
         if _size(self._wal) >= self.from_bytes:
-            checkpoint(self.store)
+            self.store.checkpoint()
 
 
 def _size(path: Path) -> int:

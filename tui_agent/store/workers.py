@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from ..states import Reason, RunStatus
-from .db import Store, one_row
+from .base import Store, one_row
 from .events import add_event
 
 _PROC = Path("/proc")
@@ -21,8 +21,11 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
     for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one."""
     with store.write() as conn:
         conn.execute("DELETE FROM workers WHERE stopped_at < ?", (now - STOPPED_KEPT_S,))
-        conn.execute("INSERT OR REPLACE INTO workers (name, pid, host, concurrency, lease_s, started_at,"
-                     " heartbeat_at, stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+        conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
+                     " stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (name) DO UPDATE"
+                     " SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
+                     " lease_s = excluded.lease_s, started_at = excluded.started_at,"
+                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started",
                      (name, pid, host, concurrency, lease_s, now, now, process_start(pid)))
 
 
@@ -58,8 +61,8 @@ def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: f
 
 def workers_listing(store: Store) -> list[dict]:
     """Every worker with the runs it holds now (lease and fence of each)."""
-    workers = list(store.db.query("SELECT * FROM workers ORDER BY started_at DESC"))
-    held = list(store.db.query("SELECT id, agent, worker, lease_expires_at, fence FROM runs"
+    workers = list(store.query("SELECT * FROM workers ORDER BY started_at DESC"))
+    held = list(store.query("SELECT id, agent, worker, lease_expires_at, fence FROM runs"
                                " WHERE status = ? AND worker IS NOT NULL ORDER BY id", (RunStatus.RUNNING,)))
     for worker in workers:
         worker["runs"] = [r for r in held if r["worker"] == worker["name"]]
@@ -70,7 +73,7 @@ def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> No
     """A worker whose write the fence refused says so: that claim calls nothing more, so a run held back
     because its attempt might still go out can go on (store.effects.requeue_released)."""
     with store.write() as conn:
-        conn.execute("INSERT OR IGNORE INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?)",
+        conn.execute("INSERT INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                      (run_id, fence, worker, now))
 
 

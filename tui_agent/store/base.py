@@ -1,0 +1,159 @@
+"""What every store offers the layers above it, whichever database serves it: a connection whose `execute`
+takes SQL with `?` placeholders (the dialect both SQLite and our PostgreSQL adapter speak), `write()` for a
+writer's transaction, and one-line reasons when the environment stops a command. Nothing above `store/` asks
+which database it is talking to."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import EnvironmentStop, UserError
+from .environment import BUSY
+
+# The error every store raises: sqlite3's own, and for PostgreSQL a subclass of it (postgres.PostgresError), so a
+# caller above the store catches one class.
+DatabaseError = sqlite3.Error
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+class StoreError(UserError):
+    """A database the user pointed at cannot be used; the message says what to do."""
+
+
+def is_url(where: str | os.PathLike) -> bool:
+    return isinstance(where, str) and where.startswith(URL_SCHEMES)
+
+
+class Cursor(Protocol):
+    rowcount: int
+    description: Any
+
+    def fetchone(self) -> tuple | None: ...
+    def fetchall(self) -> list[tuple]: ...
+    def __iter__(self) -> Iterator[tuple]: ...
+
+
+class Connection(Protocol):
+    in_transaction: bool
+
+    def execute(self, sql: str, params: tuple | list = ()) -> Cursor: ...
+    def close(self) -> None: ...
+
+
+def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
+                    newest_first: bool = False) -> list[dict]:
+    """A page of a run's rows of `table` (unique on run_id, generation, position) in (generation, position)
+    order by a keyset cursor: the rest of the cursor's generation, then the generations beyond it (two ranges
+    of the index, so a page costs the same anywhere in a run of any length)."""
+    op, order = ("<", "DESC") if newest_first else (">", "ASC")
+    rows: list[dict] = []
+    if after is not None:
+        rows = list(store.query(f"SELECT * FROM {table} WHERE run_id = ? AND generation = ? AND position {op} ?"
+                                   f" ORDER BY position {order} LIMIT ?", (run_id, *after, limit)))
+    if len(rows) < limit:
+        beyond, params = ("", ()) if after is None else (f" AND generation {op} ?", (after[0],))
+        rows += store.query(f"SELECT * FROM {table} WHERE run_id = ?{beyond}"
+                               f" ORDER BY generation {order}, position {order} LIMIT ?",
+                               (run_id, *params, limit - len(rows)))
+    return rows
+
+
+def one_row(cursor: Cursor) -> dict | None:
+    """The cursor's next row as a dict of column names, or None."""
+    found = cursor.fetchone()
+    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+
+
+def no_patience() -> bool:
+    return False
+
+
+class Store:
+    """One connection to the database, in autocommit mode; writers use `write()`. `path` is what reopens it
+    from another thread or process (a file, or a URL whose printed form hides its password), `data_dir` the
+    folder for artifacts and agents' data."""
+
+    path: Path | Any
+    data_dir: Path
+    durability: str
+    conn: Connection
+    found_version: int | None   # the schema version it had before this open (None: this open created it)
+
+    def __init__(self) -> None:
+        self.patience = no_patience  # a worker sets how long its writes may wait out a held lock
+
+    def write(self) -> Any:
+        raise NotImplementedError
+
+    def stopped(self, error: DatabaseError) -> EnvironmentStop | None:
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        raise NotImplementedError
+
+    def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
+        """Rows as dicts of column names."""
+        raise NotImplementedError
+
+    def data_version(self) -> int:
+        """A number that changes when something is committed: a refresh check that costs one round trip."""
+        raise NotImplementedError
+
+    def read_only(self) -> None:
+        """Refuse every write on this connection from now on (a replay or a diff reads only)."""
+        raise NotImplementedError
+
+    def wait_at_most(self, ms: int) -> None:
+        """How long a statement waits for a held lock before the environment's BUSY stop."""
+        raise NotImplementedError
+
+    def check_intact(self) -> None:
+        """A worker's first act, before it writes anything: refuse a damaged database (a server checks its own)."""
+
+    def checkpoint(self) -> bool:
+        """Shrink the write-ahead log at an idle moment; True when it was emptied (a server keeps its own)."""
+        return False
+
+    def raise_stop(self, error: DatabaseError) -> None:
+        """Raise the environment's reason for `error`, if it has one (else the caller re-raises `error`)."""
+        stop = self.stopped(error)
+        if stop is not None:
+            raise stop from error
+
+    def write_one(self, sql: str, params: tuple) -> Cursor:
+        """One statement as its own transaction, waiting out a held lock as `write()` does."""
+        try:
+            return self.conn.execute(sql, params)
+        except DatabaseError as e:
+            return self.wait_for_lock(e, sql, params)
+
+    def wait_for_lock(self, error: DatabaseError, sql: str = "BEGIN IMMEDIATE", params: tuple = ()) -> Cursor:
+        """`sql` (the start of a write, or a statement on its own) failed. A lock held past the busy timeout is
+        waited out again, with back-off, while `patience()` says so (a worker whose lease still runs); anything
+        else stops here."""
+        pause = 0.05
+        while True:
+            stop = self.stopped(error)
+            if stop is None:
+                raise error
+            if stop.kind != BUSY or not self.patience():
+                raise stop from error
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+            try:
+                return self.conn.execute(sql, params)
+            except DatabaseError as e:
+                error = e
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def drop(self) -> None:
+        """What a crash does to the connection: roll back whatever was open and let go."""
+        self.abandon()
+        self.conn.close()

@@ -1,0 +1,282 @@
+"""PostgreSQL, for a team whose workers run on several machines (SQLite's locks are not to be trusted over a
+network file system). The same schema and the same SQL as the SQLite store: statements keep their `?`
+placeholders and are translated to psycopg's `%s` once per text. A writer's transaction takes one advisory
+lock, as SQLite's BEGIN IMMEDIATE takes the file's write lock, so every check-then-write that is safe on SQLite
+is safe here unchanged. The password in a URL is never printed: `Url` prints without it."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sqlite3
+from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import platformdirs
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Loader
+
+from ..errors import EnvironmentStop
+from .base import Store, StoreError
+from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE
+from .schema import SCHEMA_VERSION
+
+BUSY_TIMEOUT_MS = 15_000
+WRITE_LOCK = 0x7475_6961   # the advisory lock every writer's transaction holds ("tuia")
+SYNCHRONOUS = {"full": "on", "normal": "off"}   # NORMAL loses at most the last commits to a server crash
+_SECRET_PARAMS = {"password", "passfile"}
+
+
+class Url(str):
+    """A postgresql:// URL that prints without its password; `secret` is the whole URL, for connecting."""
+
+    secret: str
+
+    def __new__(cls, url: str) -> Url:
+        if isinstance(url, Url):
+            return url
+        shown = super().__new__(cls, redacted(url))
+        shown.secret = url
+        return shown
+
+
+def redacted(url: str) -> str:
+    """The URL with no password, in its user part or its query."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k not in _SECRET_PARAMS])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class PostgresError(sqlite3.Error):
+    """psycopg's error, raised as the store's one error class (see base.DatabaseError); `sqlstate` says what."""
+
+    def __init__(self, error: psycopg.Error) -> None:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        super().__init__(first)
+        self.sqlstate = error.sqlstate or ""
+        self.lost = isinstance(error, psycopg.OperationalError) and not error.sqlstate   # the connection broke
+
+
+_TOKENS = re.compile(r"'[^']*'|::|:([A-Za-z_]\w*)|\bIS (NOT )?\?|\?|%|\bINDEXED BY \w+")
+
+
+@functools.lru_cache(maxsize=1024)
+def translate(sql: str) -> str:
+    """SQLite's placeholders to psycopg's: `?` to `%s`, `:name` to `%(name)s` (a `::` cast stays), and every
+    literal `%` doubled (psycopg reads `%` as a placeholder's start), in string literals too. SQLite's
+    `INDEXED BY` (a hint that fails loudly when the index does not fit) goes: PostgreSQL's planner chooses;
+    SQLite's `IS [NOT] ?`, equality that takes NULL, is PostgreSQL's `IS [NOT] DISTINCT FROM`."""
+    def token(found: re.Match) -> str:
+        text = found.group()
+        if text.startswith("'"):
+            return text.replace("%", "%%")
+        if found.group(1):
+            return f"%({found.group(1)})s"
+        if text.startswith("IS "):
+            return "IS DISTINCT FROM %s" if found.group(2) else "IS NOT DISTINCT FROM %s"
+        return {"?": "%s", "%": "%%"}.get(text, "" if text.startswith("INDEXED") else text)
+    return _TOKENS.sub(token, sql)
+
+
+class _Numeric(Loader):
+    """A numeric (a sum of integers, say) as an int when whole, else a float: never a Decimal, which neither
+    JSON nor the arithmetic above the store takes."""
+
+    def load(self, data) -> int | float:
+        text = bytes(data).decode()
+        return float(text) if any(c in text for c in ".eEN") else int(text)
+
+
+class _Cursor:
+    __slots__ = ("_cur", "rowcount", "description")
+
+    def __init__(self, cur: psycopg.Cursor) -> None:
+        self._cur = cur
+        self.rowcount = cur.rowcount
+        self.description = cur.description
+
+    def fetchone(self) -> tuple | None:
+        return self._cur.fetchone() if self.description is not None else None
+
+    def fetchall(self) -> list[tuple]:
+        return self._cur.fetchall() if self.description is not None else []
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.fetchall())
+
+
+class _Connection:
+    """The part of sqlite3.Connection the stores' queries use, over one psycopg connection in autocommit."""
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+        try:
+            return _Cursor(self.raw.execute(translate(sql), params))
+        except psycopg.Error as e:
+            raise PostgresError(e) from e
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _Write:
+    __slots__ = ("store",)
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> _Connection:
+        conn = self.store.conn
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+        except sqlite3.Error as e:
+            self.store.abandon()
+            self.store.wait_for_lock(e, "SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,), begin=True)
+        return conn
+
+    def __exit__(self, kind, error, trace) -> None:
+        conn = self.store.conn
+        if kind is None:
+            try:
+                conn.execute("COMMIT")
+                return
+            except sqlite3.Error as e:
+                self.store.abandon()
+                self.store.raise_stop(e)
+                raise
+        self.store.abandon()
+        if isinstance(error, sqlite3.Error):
+            self.store.raise_stop(error)
+
+
+class PostgresStore(Store):
+    def __init__(self, url: str, durability: str = "full", create: bool = True) -> None:
+        if durability not in SYNCHRONOUS:
+            raise StoreError(f"durability must be one of {', '.join(SYNCHRONOUS)}, not {durability!r}")
+        super().__init__()
+        self.path = Url(url)
+        self.durability = durability
+        parts = urlsplit(self.path)
+        self.data_dir = (platformdirs.user_data_path("tui-agent") / "postgres"
+                         / f"{parts.hostname or 'local'}-{parts.port or 5432}-{parts.path.strip('/') or 'postgres'}")
+        try:
+            raw = psycopg.connect(self.path.secret, autocommit=True, connect_timeout=10, application_name="tui-agent")
+        except psycopg.Error as e:
+            raise EnvironmentStop(UNREACHABLE, f"cannot reach {self.path} ({_first_line(e)}); check that the server "
+                                  "runs and the URL, user and password are right") from None
+        raw.adapters.register_loader("numeric", _Numeric)
+        self.conn = _Connection(raw)
+        self.conn.execute(f"SET synchronous_commit = {SYNCHRONOUS[durability]}")
+        self.wait_at_most(BUSY_TIMEOUT_MS)
+        self._open_schema(create)
+        if create:
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _open_schema(self, create: bool) -> None:
+        """Ours at our version (migrated up if older), made if the database is empty; anything else untouched."""
+        version = self.found_version = self._version()
+        if version is None:
+            tables = self.conn.execute("SELECT count(*) FROM information_schema.tables"
+                                       " WHERE table_schema = current_schema()").fetchone()[0]
+            if tables:
+                raise StoreError(f"{self.path} holds tables but not tui-agent's (it has no meta table); "
+                                 "pass another --db")
+            if not create:
+                raise StoreError(f"no tui-agent schema at {self.path}; run tui-agent db init {self.path}")
+            from .schema_postgres import create_schema
+            with self.write():
+                if self._version() is None:   # another process may have made it while we waited for the lock
+                    create_schema(self.conn.raw)
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}, newer than this tui-agent understands "
+                             f"({SCHEMA_VERSION}); upgrade tui-agent")
+
+    def _version(self) -> int | None:
+        if self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+            return None
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or not str(row[0]).isdigit():
+            raise StoreError(f"{self.path} has no schema version in its meta table; it is not tui-agent's")
+        return int(row[0])
+
+    def write(self) -> _Write:
+        """A writer's transaction, one at a time across every process and machine (the advisory lock)."""
+        return _Write(self)
+
+    def wait_for_lock(self, error: sqlite3.Error, sql: str = "", params: tuple = (), begin: bool = False):
+        """As the SQLite store's; `begin`: the statement opens a writer's transaction, so BEGIN comes again."""
+        if not begin:
+            return super().wait_for_lock(error, sql, params)
+        stop = self.stopped(error)
+        while True:
+            if stop is None:
+                raise error
+            if stop.kind != BUSY or not self.patience():
+                raise stop from error
+            try:
+                self.conn.execute("BEGIN")
+                return self.conn.execute(sql, params)
+            except sqlite3.Error as e:
+                self.abandon()
+                error, stop = e, self.stopped(e)
+
+    def write_one(self, sql: str, params: tuple) -> _Cursor:
+        with self.write() as conn:
+            return conn.execute(sql, params)
+
+    def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
+        state = getattr(error, "sqlstate", "")
+        if state in ("55P03", "57014", "40P01"):   # lock timeout, statement timeout, deadlock
+            return EnvironmentStop(BUSY, f"{self.path} is busy: a lock was held past {BUSY_TIMEOUT_MS // 1000} s; "
+                                   "nothing was lost; run the command again")
+        if state == "25006":
+            return EnvironmentStop(READ_ONLY, f"{self.path} is read-only for this user (or the server is a "
+                                   "standby); nothing was written; connect as a user who may write")
+        if state.startswith("53"):
+            return EnvironmentStop(FULL, f"the server of {self.path} is out of space or resources ({error}); "
+                                   "nothing that was committed was lost; run the command again when it has room")
+        if state.startswith(("08", "57P")) or getattr(error, "lost", False):
+            return EnvironmentStop(UNREACHABLE, f"lost the connection to {self.path} ({error}); nothing that was "
+                                   "committed was lost; run the command again when the server is back")
+        return None
+
+    def abandon(self) -> None:
+        if not self.conn.raw.closed and self.conn.in_transaction:
+            try:
+                self.conn.raw.execute("ROLLBACK")
+            except psycopg.Error:
+                pass
+
+    def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
+        cur = self.conn.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return (dict(zip(names, row)) for row in cur.fetchall())
+
+    def data_version(self) -> int:
+        """The server's write-ahead log position: it moves with every commit (anyone's, on any database of the
+        server, so a refresh may come for nothing, never be missed)."""
+        high, _, low = self.conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0].partition("/")
+        return (int(high, 16) << 32) | int(low, 16)
+
+    def read_only(self) -> None:
+        self.conn.execute("SET default_transaction_read_only = on")
+
+    def wait_at_most(self, ms: int) -> None:
+        self.conn.execute(f"SET lock_timeout = {int(ms)}")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
