@@ -25,7 +25,7 @@ from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
 from tui_agent.screens.run import RunScreen
 from tui_agent.screens.runs import RunsScreen
-from tui_agent.store import schema
+from tui_agent.store import open_store, schema
 from tui_agent.store.runs import claim_run
 from tui_agent.widgets.timeline import TimelineItem, timeline_items
 
@@ -230,10 +230,26 @@ def timeline_of(store, run_id: str, rows: list[dict] | None = None) -> list[Time
     return timeline_items(view, read if rows is None else rows, beside(store, view["run"], 0, None))
 
 
-def dump(db: Path) -> list[str]:
-    """Everything the database holds, read without writing (the file's bytes may move with a checkpoint)."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+def on_sqlite(store) -> bool:
+    """Whether the store is SQLite's (a test of something only SQLite's file has: its transactions' shape, its
+    query plans)."""
+    return isinstance(store.path, Path)
+
+
+def dump(db) -> list[str]:
+    """Everything the database holds, read without writing (a SQLite file's bytes may move with a checkpoint;
+    a PostgreSQL database's rows are listed table by table, sorted, as iterdump writes them)."""
+    if isinstance(db, Path):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            return list(conn.iterdump())
+        finally:
+            conn.close()
+    store = open_store(db, create=False)
     try:
-        return list(conn.iterdump())
+        tables = [name for (name,) in store.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1")]
+        return [f'INSERT INTO "{table}" VALUES{tuple(row)!r}' for table in tables   # iterdump's shape
+                for row in sorted(store.conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)]
     finally:
-        conn.close()
+        store.close()

@@ -75,7 +75,7 @@ def test_a_tool_turn_sends_the_result_back_then_the_model_ends(fake, store, note
     assert budget["dimensions"]["tool_calls"]["used"] == 1
     assert _entries(store, run_id) == [("notes/turn 1", "model"), ("notes/read_note", "tool"), ("notes/turn 2", "model")]
     # what the journal keeps of each request carries no cache marks: only the second turn's new messages
-    calls = store.db.execute("SELECT request FROM model_calls WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
+    calls = store.conn.execute("SELECT request FROM model_calls WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()
     assert [len(json.loads(r)["messages"]) for (r,) in calls] == [1, 2]
     assert "cache_control" not in calls[1][0]
 
@@ -188,7 +188,7 @@ def test_the_degrade_switch_happens_at_the_same_turn_after_a_crash(db_path):
     time.sleep(0.1)
     outcome = work(store, registry, run_id, worker="w-next")
     assert outcome.status == "succeeded"
-    models = [c for (c,) in store.db.execute("SELECT model FROM model_calls WHERE run_id = ? ORDER BY position",
+    models = [c for (c,) in store.conn.execute("SELECT model FROM model_calls WHERE run_id = ? ORDER BY position",
                                               (run_id,))]
     # the soft threshold (2 of 5 calls) switched turns 3 and 4; turn 4 ran after the crash, from a replay
     assert models == ["claude-sonnet-5-5"] * 2 + ["claude-haiku-4-5"] * 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 import pytest
 from fake_messages import DUMMY_KEY, error_body, message, stream_events
-from helpers import registry_of, work
+from helpers import dump, on_sqlite, registry_of, work
 
 from tui_agent import Agent, RetryPolicy
 from tui_agent.errors import PermanentError, TemporaryError, UserError
@@ -325,9 +325,11 @@ def test_the_key_never_lands_on_disk(fake, store, tmp_path):
     work(store, registry, run_id)  # fails on the 500s: errors and events are written too
     assert fake.requests[0]["headers"].get("authorization") == f"Bearer {DUMMY_KEY}"  # the key did go out
     files = [p for p in Path(tmp_path).rglob("*") if p.is_file()]
-    assert any(p.name.startswith("runs.db") for p in files)
+    assert any(p.name.startswith("runs.db") for p in files) or not on_sqlite(store)
     leaked = [p for p in files if DUMMY_KEY.encode() in p.read_bytes()]
     assert leaked == []
+    rows = dump(store.path)
+    assert any(run_id in row for row in rows) and not any(DUMMY_KEY in row for row in rows)
 
 
 def test_the_pinned_model_is_the_one_reserved_against_a_cost_ceiling(fake, store):

@@ -317,10 +317,10 @@ def test_an_agents_own_plateau_is_kept(store):
 
 # -- the gauges (Pilot) ---------------------------------------------------------------------------------------
 
-async def test_the_gauges_mark_default_ceilings(store, db_path):
+async def test_the_gauges_mark_default_ceilings(store):
     registry = registry_of(Agent(name="capped", run=LOOPING.run, budget=Budget(cost_usd=1)))
     run_id = start_and_work(store, registry, "capped", {"n": 3}).run_id
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         gauges = (await open_run(app, pilot, run_id)).query_one(BudgetGauges)
         lines = {line.plain.split()[0]: line for line in gauges.lines(80)}
         assert lines["steps"].plain.rstrip().endswith("3/10k  <1% default")
@@ -330,9 +330,9 @@ async def test_the_gauges_mark_default_ceilings(store, db_path):
         assert "unbounded" not in gauges.plain
 
 
-async def test_the_gauges_show_an_unbounded_run_in_the_error_colour(store, db_path):
+async def test_the_gauges_show_an_unbounded_run_in_the_error_colour(store):
     run_id = start_and_work(store, _loops(), "looping-unbounded", {"n": 3}).run_id
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         gauges = (await open_run(app, pilot, run_id)).query_one(BudgetGauges)
         first, *rest = gauges.lines(80)
         error = style(palette(app), CEILING, bold=True)
@@ -345,11 +345,11 @@ async def test_the_gauges_show_an_unbounded_run_in_the_error_colour(store, db_pa
         assert not any(line.plain.rstrip().endswith("default") for line in rest), "no ceiling is a default"
 
 
-async def test_the_gauges_say_an_old_run_has_no_default_ceilings(store, db_path):
+async def test_the_gauges_say_an_old_run_has_no_default_ceilings(store):
     registry = _loops()
     run_id = _old_run(store, registry, {"n": 3})
     work(store, registry, run_id)
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         gauges = (await open_run(app, pilot, run_id)).query_one(BudgetGauges)
         assert "no default ceilings (an older run)" in gauges.plain
         assert "default" not in gauges.plain.replace("no default ceilings", "")

@@ -79,7 +79,7 @@ def parent_unchanged(before: list[str], after: list[str], parent: str, child: st
 # -- the store and operate.py -------------------------------------------------------------------------------
 
 
-def test_an_edited_model_reply_is_what_the_fork_acts_on_and_nothing_before_it_runs_again(store, db_path):
+def test_an_edited_model_reply_is_what_the_fork_acts_on_and_nothing_before_it_runs_again(store):
     counter, asked = Counter(), []
     registry = registry_of(decider(counter, asked))
     parent = start_and_work(store, registry, "decider", {})
@@ -87,12 +87,12 @@ def test_an_edited_model_reply_is_what_the_fork_acts_on_and_nothing_before_it_ru
     assert counter.calls == {"fetch": 1, "act": 1} and asked == [0]
     entry = operate.recorded_entry(store, parent.run_id, 1)
     assert (entry["name"], entry["kind"], entry["result"]["content"][0]["text"]) == ("decide", "model", "ship it")
-    before = dump(db_path)
+    before = dump(store.path)
 
     reply = {**entry["result"], "content": [{"type": "text", "text": "hold it"}]}
     child = operate.fork_edited(store, parent.run_id, 1, reply)
 
-    parent_unchanged(before, dump(db_path), parent.run_id, child)
+    parent_unchanged(before, dump(store.path), parent.run_id, child)
     done = work(store, registry, child)
     assert done.status == "succeeded", done.error
     assert done.result == {"did": "acted on 'hold it'"}, "the fork acted on the edited reply"

@@ -145,7 +145,7 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     monkeypatch.delenv("PYTHONPATH")
-    worker = operate.start_worker(db_path, "full", registry.sources, "w-first-hour", log_dir=tmp_path / "logs")
+    worker = operate.start_worker(store, "full", registry.sources, "w-first-hour", log_dir=tmp_path / "logs")
     try:
         deadline = time.monotonic() + 30
         while get_run(store, run_id)["status"] != "succeeded" and time.monotonic() < deadline:

@@ -5,7 +5,7 @@ bounded cost window."""
 import json
 
 import pytest
-from helpers import registry_of, start_and_work, work
+from helpers import on_sqlite, registry_of, start_and_work, work
 
 from tui_agent import Agent, Budget, operate
 from tui_agent.forecast import forecast, projection_parts, sentence, sparkline
@@ -185,11 +185,16 @@ def test_the_cost_window_is_the_last_twenty_entries_oldest_first_read_in_one_bou
         store.conn.set_trace_callback(None)
     assert window == costs[-20:]
     assert len(statements) == 1 and "LIMIT" in statements[0]
-    plan = " ".join(row[-1] for row in store.conn.execute(
-        "EXPLAIN QUERY PLAN SELECT coalesce(cost_usd, 0) FROM journal WHERE run_id = ? AND generation ="
-        " (SELECT generation FROM runs WHERE id = ?) ORDER BY position DESC LIMIT 20", (run_id, run_id)))
-    assert "USING PRIMARY KEY" in plan and "TEMP B-TREE" not in plan, plan
+    if on_sqlite(store):
+        _assert_primary_key_read(store, run_id)
 
     operate.resume(store, run_id, restart=True)               # a new generation: its own window, empty so far
     assert claim_run(store, run_id, "w-test", 60, get_run(store, run_id)["updated_at"] + 1) is not None
     assert cost_window(store, run_id) == []
+
+
+def _assert_primary_key_read(store, run_id: str) -> None:
+    plan = " ".join(row[-1] for row in store.conn.execute(
+        "EXPLAIN QUERY PLAN SELECT coalesce(cost_usd, 0) FROM journal WHERE run_id = ? AND generation ="
+        " (SELECT generation FROM runs WHERE id = ?) ORDER BY position DESC LIMIT 20", (run_id, run_id)))
+    assert "USING PRIMARY KEY" in plan and "TEMP B-TREE" not in plan, plan

@@ -43,7 +43,7 @@ def _conversation(turns: int):
 
 
 def _calls(store, run_id) -> list[dict]:
-    return [{**row, "request": json.loads(row["request"])} for row in store.db.query(
+    return [{**row, "request": json.loads(row["request"])} for row in store.query(
         "SELECT * FROM model_calls WHERE run_id = ? ORDER BY position, call", (run_id,))]
 
 
@@ -68,10 +68,10 @@ def test_each_call_keeps_only_what_is_new_and_the_system_prompt_and_tools_once(s
     assert [m["content"] for m in calls[2]["request"]["messages"]][-1] == "question 2"
     assert [len(c["request"]["messages"]) for c in calls] == [1, 2, 2]
     assert {c["request"]["system"] for c in calls} == {calls[0]["request"]["system"]} != {None}
-    parts = store.db.execute("SELECT body FROM request_parts WHERE run_id = ?", (run_id,)).fetchall()
+    parts = store.conn.execute("SELECT body FROM request_parts WHERE run_id = ?", (run_id,)).fetchall()
     assert sorted((json.loads(body) for (body,) in parts), key=str) == sorted([SYSTEM, TOOLS], key=str)
     assert [c["tokens"] for c in calls] == [
-        json.loads(row)["usage"]["output_tokens"] for (row,) in store.db.execute(
+        json.loads(row)["usage"]["output_tokens"] for (row,) in store.conn.execute(
             "SELECT result FROM journal WHERE run_id = ? ORDER BY position", (run_id,)).fetchall()]
 
 
@@ -80,11 +80,11 @@ def test_the_reply_trades_the_reservation_for_what_was_used(store):
     run_id, _ = start(store, registry, "chat", {}, model="scripted")
     work(store, registry, run_id)
     checkpoint = checkpoint_for(store, run_id)
-    replies = [json.loads(r) for (r,) in store.db.execute("SELECT result FROM journal WHERE run_id = ?", (run_id,))]
+    replies = [json.loads(r) for (r,) in store.conn.execute("SELECT result FROM journal WHERE run_id = ?", (run_id,))]
     assert checkpoint["used_model_calls"] == 2
     assert checkpoint["used_output_tokens"] == sum(r["usage"]["output_tokens"] for r in replies) < 2 * 50
     assert checkpoint["used_input_tokens"] == sum(r["usage"]["input_tokens"] for r in replies)
-    costs = [c for (c,) in store.db.execute("SELECT cost_usd FROM journal WHERE run_id = ?", (run_id,))]
+    costs = [c for (c,) in store.conn.execute("SELECT cost_usd FROM journal WHERE run_id = ?", (run_id,))]
     assert checkpoint["used_cost_usd"] == pytest.approx(sum(costs))
 
 

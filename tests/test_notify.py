@@ -174,7 +174,7 @@ def test_events_from_a_cli_park_and_from_workers_are_delivered_once_by_two_notif
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", e["at"])
 
 
-def test_two_connections_claiming_at_the_same_instant_never_share_a_notice(db_path, store):
+def test_two_connections_claiming_at_the_same_instant_never_share_a_notice(store):
     """The claim in isolation, many times over: two connections released together by a barrier each claim;
     what they took is disjoint and complete."""
     from tui_agent.store import open_store
@@ -186,7 +186,7 @@ def test_two_connections_claiming_at_the_same_instant_never_share_a_notice(db_pa
         barrier, taken, failed = threading.Barrier(2), [[], []], []
 
         def claim(i):
-            other = open_store(db_path)
+            other = open_store(store.path)
             try:
                 barrier.wait()
                 taken[i] = [n["id"] for n in notices.claim(other, f"p{i}", now())]

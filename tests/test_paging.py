@@ -153,7 +153,7 @@ def test_the_ledger_events_and_questions_page_across_generations_in_order(store)
     assert approvals_page(store, run_id, None, 10) == []
 
 
-async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached(store, db_path):
+async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached(store):
     registry = registry_of(Agent(name="fx", run=_effects_agent, budget=Budget(steps=1000)))
     FAIL_ONCE["left"] = 0
     run_id, _ = start(store, registry, "fx", {"n": 250, "tag": "many"})
@@ -162,7 +162,7 @@ async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached
         for i in range(300):
             add_event(conn, run_id, 1_800_000_000.0 + i, "progress", f"event number {i}")
 
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         ledger = screen.query_one(EffectLedger)
         assert [int(key.split(":")[1]) for _, key in ledger.rows_shown] == list(range(100))
@@ -189,7 +189,7 @@ def _large_results(ctx, request):
     return None
 
 
-async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, db_path, monkeypatch):
+async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, monkeypatch):
     registry = registry_of(Agent(name="big", run=_large_results, budget=Budget(steps=100)))
     run_id, _ = start(store, registry, "big", {"n": 30})
     assert work(store, registry, run_id).status == "succeeded"
@@ -203,7 +203,7 @@ async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, d
 
     monkeypatch.setattr(Path, "read_text", read_text)
 
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         timeline = screen.query_one(Timeline)
         results = [item.entry["result"] for item in timeline.items]

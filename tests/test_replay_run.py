@@ -48,28 +48,28 @@ def _recorded(store, agent: Agent, request: dict | None = None) -> str:
     return outcome.run_id
 
 
-def test_the_same_code_reproduces_the_run_and_executes_nothing(store, db_path):
+def test_the_same_code_reproduces_the_run_and_executes_nothing(store):
     counter, sent = Counter(), []
     run_id = _recorded(store, _asker(counter=counter, sent=sent))
-    before = (dict(counter), list(sent), dump(db_path))
-    done = replay_run(db_path, registry_of(_asker(counter=counter, sent=sent)), run_id)
+    before = (dict(counter), list(sent), dump(store.path))
+    done = replay_run(store.path, registry_of(_asker(counter=counter, sent=sent)), run_id)
     assert done.reproduced, done
     assert (done.entries, done.answered, done.note) == (4, 4, "the code returned the recorded result")
-    assert (dict(counter), list(sent), dump(db_path)) == before, "a replay ran a step, an effect or wrote"
+    assert (dict(counter), list(sent), dump(store.path)) == before, "a replay ran a step, an effect or wrote"
 
 
-def test_a_renamed_step_stops_at_its_position(store, db_path):
+def test_a_renamed_step_stops_at_its_position(store):
     run_id = _recorded(store, _asker())
-    done = replay_run(db_path, registry_of(_asker(steps=("pick", "ask", "shout"))), run_id)
+    done = replay_run(store.path, registry_of(_asker(steps=("pick", "ask", "shout"))), run_id)
     assert not done.reproduced
     d = done.divergence
     assert (d.position, d.kind, d.recorded, d.name) == (2, "name", "tidy", "shout")
     assert done.answered == 2
 
 
-def test_a_changed_prompt_stops_at_the_model_call_with_a_diff_of_the_messages(store, db_path):
+def test_a_changed_prompt_stops_at_the_model_call_with_a_diff_of_the_messages(store):
     run_id = _recorded(store, _asker())
-    done = replay_run(db_path, registry_of(_asker(prompt="List three uses for {thing}.")), run_id)
+    done = replay_run(store.path, registry_of(_asker(prompt="List three uses for {thing}.")), run_id)
     d = done.divergence
     assert (d.position, d.kind, d.name) == (1, "model-request", "ask")
     assert d.diff == ("messages: the first 0 agree; recorded 1, now 1",
@@ -77,7 +77,7 @@ def test_a_changed_prompt_stops_at_the_model_call_with_a_diff_of_the_messages(st
                       "+ [0] user: List three uses for a brick.")
 
 
-def test_a_changed_system_prompt_and_model_are_shown_field_by_field(store, db_path):
+def test_a_changed_system_prompt_and_model_are_shown_field_by_field(store):
     run_id = _recorded(store, _asker())
 
     def run(ctx, request):
@@ -86,7 +86,7 @@ def test_a_changed_system_prompt_and_model_are_shown_field_by_field(store, db_pa
                   system="Be brief.\nUse French.", model="claude-other")
         return {}
 
-    done = replay_run(db_path, registry_of(Agent(name="asker", run=run)), run_id)
+    done = replay_run(store.path, registry_of(Agent(name="asker", run=run)), run_id)
     assert done.divergence.kind == "model-request"
     diff = done.divergence.diff
     assert diff[0].startswith("model: recorded '") and diff[0].endswith(", now 'claude-other'")
@@ -95,7 +95,7 @@ def test_a_changed_system_prompt_and_model_are_shown_field_by_field(store, db_pa
     assert not any(line.startswith("messages") for line in diff), "the messages did not change"
 
 
-def test_changed_step_inputs_stop_the_replay_only_for_an_agent_that_journals_them(store, db_path):
+def test_changed_step_inputs_stop_the_replay_only_for_an_agent_that_journals_them(store):
     journaled = _recorded(store, _asker(inputs=True))
     plain = _recorded(store, _asker())
     inputs = store.conn.execute("SELECT position, inputs FROM journal WHERE run_id = ? AND kind = 'step'"
@@ -108,60 +108,60 @@ def test_changed_step_inputs_stop_the_replay_only_for_an_agent_that_journals_the
         return _asker(inputs=True).run(ctx, {"thing": "a stone"})
 
     changed = Agent(name="asker", run=other_thing, journal_inputs=True)
-    d = replay_run(db_path, registry_of(changed), journaled).divergence
+    d = replay_run(store.path, registry_of(changed), journaled).divergence
     assert (d.position, d.kind, d.name) == (0, "inputs", "pick")
     # without the digest the same change goes unseen: the step's recorded result is replayed, so what follows
     # is asked and done as recorded
-    assert replay_run(db_path, registry_of(Agent(name="asker", run=other_thing)), plain).reproduced
+    assert replay_run(store.path, registry_of(Agent(name="asker", run=other_thing)), plain).reproduced
 
 
-def test_another_result_is_a_divergence_with_a_diff(store, db_path):
+def test_another_result_is_a_divergence_with_a_diff(store):
     run_id = _recorded(store, _asker())
 
     def run(ctx, request):
         return {**_asker().run(ctx, request), "extra": 1}
 
-    done = replay_run(db_path, registry_of(Agent(name="asker", run=run)), run_id)
+    done = replay_run(store.path, registry_of(Agent(name="asker", run=run)), run_id)
     assert done.divergence.kind == "result" and done.answered == 4
     assert '+ "extra": 1' in done.divergence.diff
 
 
-def test_a_call_past_the_end_of_a_finished_run_is_a_divergence(store, db_path):
+def test_a_call_past_the_end_of_a_finished_run_is_a_divergence(store):
     run_id = _recorded(store, _asker())
 
     def run(ctx, request):
         _asker().run(ctx, request)
         return ctx.step("one-more", lambda: 1)
 
-    d = replay_run(db_path, registry_of(Agent(name="asker", run=run)), run_id).divergence
+    d = replay_run(store.path, registry_of(Agent(name="asker", run=run)), run_id).divergence
     assert (d.position, d.kind, d.recorded, d.name) == (4, "new-call", None, "one-more")
 
 
 @pytest.mark.parametrize("service, lookup", [("dedupe", True), ("dedupe", False), ("every", True),
                                              ("every", False)])
-def test_nightly_report_reproduces_under_every_service_mode_and_sends_nothing(store, db_path, service, lookup):
+def test_nightly_report_reproduces_under_every_service_mode_and_sends_nothing(store, service, lookup):
     registry = load_registry([])
     outcome = start_and_work(store, registry, "nightly-report", {"service": service, "lookup": lookup})
     assert outcome.status == "succeeded"
     outbox = nightly_report.outbox_for(store.data_dir, {"service": service})
     fetches = nightly_report.fetch_log(store.data_dir)
     before = (len(outbox.messages()), fetches.read_text())
-    done = replay(db_path, outcome.run_id)   # the pytest helper, built-in agents
+    done = replay(store.path, outcome.run_id)   # the pytest helper, built-in agents
     assert done.reproduced, done
     assert done.answered == done.entries == 7
     assert (len(outbox.messages()), fetches.read_text()) == before == (1, before[1])
 
 
-def test_a_run_waiting_for_approval_replays_up_to_the_call_it_waits_at(store, db_path):
+def test_a_run_waiting_for_approval_replays_up_to_the_call_it_waits_at(store):
     registry = load_registry([])
     outcome = start_and_work(store, registry, "nightly-report", {"approve": True})
     assert outcome.status == "waiting"
-    done = replay(db_path, outcome.run_id)
+    done = replay(store.path, outcome.run_id)
     assert done.reproduced and done.answered == 6
     assert done.note == "the code reached #6 approve, where the run (waiting) goes on when resumed"
 
 
-def test_a_fork_and_a_run_with_a_retry_reproduce(store, db_path):
+def test_a_fork_and_a_run_with_a_retry_reproduce(store):
     failures = Counter()
 
     def flaky(name):
@@ -183,11 +183,11 @@ def test_a_fork_and_a_run_with_a_retry_reproduce(store, db_path):
     assert fork.status == "succeeded"
     calls = dict(failures)
     for run_id in (parent.run_id, fork.run_id):
-        assert replay(db_path, run_id, agents=[agent]).reproduced
+        assert replay(store.path, run_id, agents=[agent]).reproduced
     assert dict(failures) == calls, "a replayed step ran its function"
 
 
-def test_a_failed_run_reproduces_when_the_code_fails_at_the_same_call(store, db_path):
+def test_a_failed_run_reproduces_when_the_code_fails_at_the_same_call(store):
     def run(ctx, request):
         ctx.step("a", lambda: 1)
         ctx.step("boom", lambda: 1 / 0)
@@ -195,22 +195,22 @@ def test_a_failed_run_reproduces_when_the_code_fails_at_the_same_call(store, db_
     agent = Agent(name="failing", run=run)
     outcome = start_and_work(store, registry_of(agent), "failing", {})
     assert outcome.status == "failed"
-    done = replay_run(db_path, registry_of(agent), outcome.run_id)
+    done = replay_run(store.path, registry_of(agent), outcome.run_id)
     assert done.reproduced and done.note == "the code reached #1 boom, where the run failed"
 
     def fixed(ctx, request):
         ctx.step("a", lambda: 1)
         return ctx.step("safe", lambda: 1)
 
-    d = replay_run(db_path, registry_of(Agent(name="failing", run=fixed)), outcome.run_id).divergence
+    d = replay_run(store.path, registry_of(Agent(name="failing", run=fixed)), outcome.run_id).divergence
     assert (d.kind, d.position, d.recorded, d.name) == ("name", 1, "boom", "safe")
 
 
-def test_the_last_finished_runs_of_an_agent(store, db_path):
+def test_the_last_finished_runs_of_an_agent(store):
     first, second = _recorded(store, _asker()), _recorded(store, _asker(), {"thing": "a rope"})
-    done = replay_last(db_path, registry_of(_asker()), "asker", 5)
+    done = replay_last(store.path, registry_of(_asker()), "asker", 5)
     assert [r.run_id for r in done] == [second, first] and all(r.reproduced for r in done)
-    assert [r.run_id for r in replay_last(db_path, registry_of(_asker()), "asker", 1)] == [second]
+    assert [r.run_id for r in replay_last(store.path, registry_of(_asker()), "asker", 1)] == [second]
 
 
 # -- the command line ----------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_the_command_exits_0_1_or_2_and_prints_json(tmp_path, tui_agent):
         assert bad.stderr.count("\n") == 1 and says in bad.stderr, (args, bad.stderr)
 
 
-def test_code_that_writes_on_its_own_is_stopped_and_the_database_is_only_read(store, db_path):
+def test_code_that_writes_on_its_own_is_stopped_and_the_database_is_only_read(store):
     def run(ctx, request):
         ctx.step("a", lambda: 1)
         ctx.start_run("helper", {})   # outside a step: each resume would start another
@@ -274,8 +274,8 @@ def test_code_that_writes_on_its_own_is_stopped_and_the_database_is_only_read(st
 
     registry = registry_of(Agent(name="starter", run=run), Agent(name="helper", run=lambda ctx, request: {}))
     outcome = start_and_work(store, registry, "starter", {})
-    before = dump(db_path)
-    d = replay_run(db_path, registry, outcome.run_id).divergence
+    before = dump(store.path)
+    d = replay_run(store.path, registry, outcome.run_id).divergence
     assert (d.kind, d.position) == ("side-effect", 1)
     assert "starts a run of 'helper' outside a step" in d.message
-    assert dump(db_path) == before
+    assert dump(store.path) == before

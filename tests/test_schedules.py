@@ -34,7 +34,7 @@ def registry():
 
 
 def _events(store, name):
-    return [e["message"] for e in store.db.query("SELECT message FROM events WHERE schedule = ? ORDER BY id", (name,))]
+    return [e["message"] for e in store.query("SELECT message FROM events WHERE schedule = ? ORDER BY id", (name,))]
 
 
 def _runs(store):

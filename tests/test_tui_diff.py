@@ -50,12 +50,12 @@ async def settle(app, pilot, until, deadline_s: float = 10) -> None:
 
 
 @pytest.fixture
-def forked(store, db_path):
+def forked(store):
     parent = start_and_work(store, registry_of(asker("all quiet")), "asker", {"team": "ops"}).run_id
     child = fork(store, parent, 2)
     assert work(store, registry_of(asker("three incidents")), child).status == "succeeded"
     other = start_and_work(store, registry_of(asker("x")), "asker", {"team": "ops"}).run_id
-    return db_path, parent, child, other
+    return store.path, parent, child, other
 
 
 async def test_d_on_a_forks_run_screen_offers_its_parent_first_and_opens_the_diff(forked):
@@ -95,7 +95,7 @@ async def test_a_typed_id_in_the_picker_opens_that_diff(forked):
         assert (app.screen.a_id, app.screen.b_id) == (parent, other)
 
 
-async def test_the_mark_appears_when_the_search_posts_its_message_and_n_jumps_there(store, db_path, monkeypatch):
+async def test_the_mark_appears_when_the_search_posts_its_message_and_n_jumps_there(store, monkeypatch):
     registry = registry_of(COUNTING)
     a = start_and_work(store, registry, "counting", {"steps": 400}).run_id
     b = start_and_work(store, registry, "counting", {"steps": 400, "odd_at": 333}).run_id
@@ -108,7 +108,7 @@ async def test_the_mark_appears_when_the_search_posts_its_message_and_n_jumps_th
         return search(*args, **kwargs)
 
     monkeypatch.setattr(diff_screen, "search", held)
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         await pilot.pause()
         screen = DiffScreen(a, b)
         app.push_screen(screen)
@@ -137,11 +137,11 @@ async def test_the_mark_appears_when_the_search_posts_its_message_and_n_jumps_th
         assert rows(app).selected_position == 0
 
 
-async def test_the_rows_page_as_the_cursor_moves(store, db_path):
+async def test_the_rows_page_as_the_cursor_moves(store):
     registry = registry_of(COUNTING)
     a = start_and_work(store, registry, "counting", {"steps": 260}).run_id
     b = start_and_work(store, registry, "counting", {"steps": 250}).run_id
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         await pilot.pause()
         screen = DiffScreen(a, b)
         app.push_screen(screen)

@@ -67,7 +67,7 @@ async def select(pilot, app, position: int) -> None:
     assert app.screen.query_one(Timeline).selected.position == position
 
 
-async def test_e_edits_the_selected_model_reply_and_opens_the_fork(store, db_path, tmp_path, private_tmp,
+async def test_e_edits_the_selected_model_reply_and_opens_the_fork(store, tmp_path, private_tmp,
                                                                    editor_runs, monkeypatch):
     counter, asked = Counter(), []
     registry = registry_of(decider(counter, asked))
@@ -76,7 +76,7 @@ async def test_e_edits_the_selected_model_reply_and_opens_the_fork(store, db_pat
     edited = {**recorded, "content": [{"type": "text", "text": "wait for Monday"}]}
     command, record = make_editor(tmp_path, replacement(tmp_path, json.dumps(edited)))
     monkeypatch.setenv("EDITOR", command)
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         await open_run(app, pilot, parent.run_id)
         await select(pilot, app, 1)
         await key(pilot, "e")
@@ -96,13 +96,13 @@ async def test_e_edits_the_selected_model_reply_and_opens_the_fork(store, db_pat
     assert counter.calls == {"fetch": 1, "act": 2} and asked == [0]
 
 
-async def test_e_on_a_step_result_and_dont_fork_forks_nothing(store, db_path, tmp_path, private_tmp,
+async def test_e_on_a_step_result_and_dont_fork_forks_nothing(store, tmp_path, private_tmp,
                                                               editor_runs, monkeypatch):
     registry = registry_of(planner(Counter()))
     parent = start_and_work(store, registry, "planner", {})
     command, record = make_editor(tmp_path, replacement(tmp_path, '{"files": 5}'))
     monkeypatch.setenv("EDITOR", command)
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         await open_run(app, pilot, parent.run_id)
         await select(pilot, app, 1)
         await key(pilot, "e")
@@ -132,21 +132,21 @@ async def _press_e_on_entry_1(db_path, run_id: str) -> list[str]:
     ("fail", "exited with status 3; nothing was forked"),
     ("not-a-reply", '"content" must be a list of blocks'),
 ])
-async def test_what_e_refuses_is_a_toast_and_forks_nothing(store, db_path, tmp_path, private_tmp, editor_runs,
+async def test_what_e_refuses_is_a_toast_and_forks_nothing(store, tmp_path, private_tmp, editor_runs,
                                                            monkeypatch, action, toast):
     registry = registry_of(decider(Counter(), []))
     parent = start_and_work(store, registry, "decider", {})
     text = {"invalid": '{"role": "assistant"\n  "content": []}', "not-a-reply": '{"role": "assistant", "content": 1}'}
     command, record = make_editor(tmp_path, replacement(tmp_path, text[action]) if action in text else action)
     monkeypatch.setenv("EDITOR", command)
-    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
+    toasts = await _press_e_on_entry_1(store.path, parent.run_id)
     assert any(toast in t for t in toasts), toasts
     assert runs_count(store) == 1
     assert not Path(json.loads(record.read_text())["path"]).parent.exists()
     assert leftovers(private_tmp) == []
 
 
-async def test_e_on_an_effect_says_why_not_and_opens_no_editor(store, db_path, editor_runs):
+async def test_e_on_an_effect_says_why_not_and_opens_no_editor(store, editor_runs):
     def run(ctx, request):
         ctx.step("first", lambda: 1)
         ctx.effect("send", key="k:1", do=lambda key: {"sent": key})
@@ -154,27 +154,27 @@ async def test_e_on_an_effect_says_why_not_and_opens_no_editor(store, db_path, e
 
     registry = registry_of(Agent(name="sender", run=run))
     parent = start_and_work(store, registry, "sender", {})
-    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
+    toasts = await _press_e_on_entry_1(store.path, parent.run_id)
     assert editor_runs == []
     assert any("decided through reconcile" in t for t in toasts), toasts
     assert runs_count(store) == 1
 
 
 async def test_the_headless_terminal_cannot_be_handed_over_and_the_file_is_still_removed(
-        store, db_path, tmp_path, private_tmp, monkeypatch):
+        store, tmp_path, private_tmp, monkeypatch):
     registry = registry_of(planner(Counter()))
     parent = start_and_work(store, registry, "planner", {})
     command, record = make_editor(tmp_path, replacement(tmp_path, '{"files": 5}'))
     monkeypatch.setenv("EDITOR", command)
-    toasts = await _press_e_on_entry_1(db_path, parent.run_id)
+    toasts = await _press_e_on_entry_1(store.path, parent.run_id)
     assert any("cannot be handed to an editor; use tui-agent fork RUN --edit N" in t for t in toasts), toasts
     assert not record.exists(), "the editor never ran"
     assert leftovers(private_tmp) == []
     assert runs_count(store) == 1
 
 
-async def test_e_is_in_the_help(store, db_path):
-    async with tui(db_path) as (app, pilot):
+async def test_e_is_in_the_help(store):
+    async with tui(store.path) as (app, pilot):
         await key(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         console = Console(record=True, width=120, file=io.StringIO())

@@ -3,6 +3,7 @@ BURN sparkline of a running run's cost per step, read from a bounded window."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import open_run, registry_of, screen_of, start_and_work, tui, work
 
 from tui_agent import Agent, Budget, operate
@@ -28,10 +29,10 @@ def _paced(budget: Budget, cost_of=lambda index: 1):
                              script=lambda messages, max_tokens, index: " ".join(["word"] * cost_of(index))))
 
 
-async def test_the_gauges_say_where_the_rate_leads_once_a_step_is_done(store, db_path):
+async def test_the_gauges_say_where_the_rate_leads_once_a_step_is_done(store):
     registry = _paced(Budget(steps=10, cost_usd=0.01, on_exhaust="park"))
     run_id, _ = operate.start(store, registry, "paced", {})
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         gauges = screen.query_one(BudgetGauges)
         assert "at this rate" not in gauges.plain and "burn" not in gauges.plain   # no step yet: nothing to say
@@ -53,16 +54,17 @@ async def test_the_gauges_say_where_the_rate_leads_once_a_step_is_done(store, db
         assert any(line.plain.startswith("at this rate:") and line.style == "dim" for line in lines)
 
 
-async def test_the_gauges_name_the_step_where_the_cost_ceiling_is_reached(store, db_path):
+async def test_the_gauges_name_the_step_where_the_cost_ceiling_is_reached(store):
     registry = _paced(Budget(steps=10, cost_usd=0.0025, on_exhaust="park"))
     run_id = start_and_work(store, registry, "paced", {}).run_id
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         gauges = (await open_run(app, pilot, run_id)).query_one(BudgetGauges)
         # at $0.000105 a step, 0.0025 - 0.00105 lasts 14 more steps: the 24th reaches the ceiling
         assert "cost ceiling at step 24 of 60" in gauges.plain
 
 
-async def test_the_burn_column_sparks_each_running_runs_last_twenty_steps_in_one_bounded_read(store, db_path):
+@pytest.mark.sqlite_only   # it runs again the statement SQLite's trace wrote out with its values
+async def test_the_burn_column_sparks_each_running_runs_last_twenty_steps_in_one_bounded_read(store):
     # one run parked part-way, one run claimed by a worker (running), both with costs that vary
     registry = _paced(Budget(steps=45, on_exhaust="park"), cost_of=lambda index: 1 + (index * 7) % 11)
     parked = start_and_work(store, registry, "paced", {}).run_id
@@ -73,7 +75,7 @@ async def test_the_burn_column_sparks_each_running_runs_last_twenty_steps_in_one
     costs = [entry["cost_usd"] for entry in journal_for(store, running)]
     assert len(costs) == 45 and len(set(costs[-20:])) > 3
 
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         await pilot.pause()
         runs = screen_of(app)
         table = runs.query_one("DataTable")

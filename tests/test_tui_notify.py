@@ -23,12 +23,12 @@ def _observed(app) -> tuple[list[str], list[dict]]:
     return bells, sent
 
 
-async def test_the_bell_and_the_desktop_notification_once_per_event(db_path, store):
+async def test_the_bell_and_the_desktop_notification_once_per_event(store):
     earlier, _ = operate.start(store, REGISTRY, "napping", {})
     operate.park(store, earlier)                                  # before the app: not announced
     napping, _ = operate.start(store, REGISTRY, "napping", {})
     toasts: list[str] = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
+    async with tui(store.path, toasts=toasts) as (app, pilot):
         bells, sent = _observed(app)
         app.poll()
         await pilot.pause()
@@ -60,9 +60,9 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(db_path, sto
     assert all(n["notified_at"] is None for n in notices.after(store, 0)[1:])   # read, never claimed
 
 
-async def test_an_action_taken_in_the_tui_itself_rings_too(db_path, store):
+async def test_an_action_taken_in_the_tui_itself_rings_too(store):
     run_id, _ = operate.start(store, REGISTRY, "napping", {})
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         bells, sent = _observed(app)
         app.act(operate.park, app.store, run_id)
         app.poll()

@@ -32,10 +32,10 @@ async def _replay_done(pilot, done) -> None:
     raise AssertionError("the replay's outcome never showed")
 
 
-async def test_r_replays_a_run_that_the_code_reproduces_and_says_so(store, db_path):
+async def test_r_replays_a_run_that_the_code_reproduces_and_says_so(store):
     outcome = start_and_work(store, load_registry([]), "nightly-report", {})
     toasts: list[str] = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
+    async with tui(store.path, toasts=toasts) as (app, pilot):
         screen = await open_run(app, pilot, outcome.run_id)
         said = f"{outcome.run_id}: reproduced by the current code (7 of 7 entries; the code returned the " \
                "recorded result)"
@@ -44,9 +44,9 @@ async def test_r_replays_a_run_that_the_code_reproduces_and_says_so(store, db_pa
         assert app.screen is screen, "no modal for a reproduction"
 
 
-async def test_r_on_changed_code_shows_the_divergence_and_goes_to_it(store, db_path):
+async def test_r_on_changed_code_shows_the_divergence_and_goes_to_it(store):
     outcome = start_and_work(store, registry_of(_steps("a", "b", "c", "d")), "steps", {})
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         app.registry = registry_of(_steps("a", "b", "c2", "d"))   # the code as it is now
         screen = await open_run(app, pilot, outcome.run_id)
         await key(pilot, "home")
@@ -60,16 +60,16 @@ async def test_r_on_changed_code_shows_the_divergence_and_goes_to_it(store, db_p
         assert screen.selected.position == 2
 
 
-async def test_r_for_an_agent_this_process_does_not_know_is_one_error_toast(store, db_path):
+async def test_r_for_an_agent_this_process_does_not_know_is_one_error_toast(store):
     outcome = start_and_work(store, registry_of(_steps("a")), "steps", {})
     toasts: list[str] = []
-    async with tui(db_path, toasts=toasts) as (app, pilot):
+    async with tui(store.path, toasts=toasts) as (app, pilot):
         await open_run(app, pilot, outcome.run_id)
         await _replay(pilot, lambda: len(toasts) == 2)
         assert toasts[1].startswith(f"{outcome.run_id}: cannot replay: no agent named 'steps'")
 
 
-async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the_selected_entry(store, db_path):
+async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the_selected_entry(store):
     from tui_agent.screens.palette import RunCommands
     from tui_agent.screens.replay import DivergenceModal
 
@@ -82,7 +82,7 @@ async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the
         return Agent(name="measured", run=run)
 
     run_id = start_and_work(store, registry_of(measured("a")), "measured", {}).run_id
-    async with tui(db_path) as (app, pilot):
+    async with tui(store.path) as (app, pilot):
         app.registry = registry_of(measured("a2"))
         screen = await open_run(app, pilot, run_id)
         await key(pilot, "home")
@@ -92,7 +92,7 @@ async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the
         (replay,) = [hit async for hit in RunCommands(screen).search("replay")]
         replay.command()
         await _replay_done(pilot, lambda: isinstance(app.screen, DivergenceModal))
-    async with tui(db_path) as (app, pilot):   # the progress entry selected: no edit offered
+    async with tui(store.path) as (app, pilot):   # the progress entry selected: no edit offered
         screen = await open_run(app, pilot, run_id)
         await key(pilot, "end")
         titles = [str(hit.text) async for hit in RunCommands(screen).discover()]

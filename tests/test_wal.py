@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from tui_agent.app import TuiAgentApp
@@ -25,6 +26,8 @@ from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.run import RunScreen
 from tui_agent.store.db import JOURNAL_SIZE_LIMIT
 from tui_agent.store.wal import CHECKPOINT_EVERY_S, IdleCheckpoint, checkpoint
+
+pytestmark = pytest.mark.sqlite_only
 
 AGENTS = ["--agents", "wal_agents", "--durability", "normal"]
 HELD_STEPS = 5_000       # about 27 MiB of WAL behind a held snapshot (a plain step commits one page): past the bound

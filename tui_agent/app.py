@@ -39,8 +39,9 @@ class TuiAgentApp(App):
     def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
                  agent_modules: list[str] = (), poll_s: float | None = POLL_S) -> None:
         super().__init__()
-        self.db_path, self.durability, self.agent_modules = Path(db_path), durability, list(agent_modules)
+        self.durability, self.agent_modules = durability, list(agent_modules)
         self.store: Store = open_store(db_path, durability)     # actions write through this one
+        self.db_path = self.store.path                           # what reopens it: a file, or a URL
         self.reader: Store = open_store(db_path, durability)    # reads and the change poll use this one
         self.registry = registry or load_registry(self.agent_modules)
         self.spawned: list[subprocess.Popen] = []                # workers this app started: stopped on quit
@@ -54,7 +55,7 @@ class TuiAgentApp(App):
     def on_mount(self) -> None:
         from .screens.runs import RunsScreen
 
-        self.sub_title = self.db_path.name
+        self.sub_title = self.store.label
         loop = asyncio.get_running_loop()
         for signum in STOP_SIGNALS:  # a closed terminal still stops the workers we started
             loop.add_signal_handler(signum, self.exit)

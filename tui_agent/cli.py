@@ -208,7 +208,7 @@ def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
     sources = session.registry.sources  # the workers it starts find the same modules from any folder
     app = TuiAgentApp(db_path, session.durability, session.registry, sources)
     if worker:
-        app.spawned.append(operate.start_worker(db_path, session.durability, sources, "w-demo"))
+        app.spawned.append(operate.start_worker(app.store, session.durability, sources, "w-demo"))
     app.run()
 
 

@@ -32,10 +32,11 @@ from .states import (
     RunStatus,
     budget_dimension,
 )
-from .store import Store, data_dir_for
+from .store import Store
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
+from .store.base import reopening
 from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
 from .store.journal import load_usage
@@ -502,18 +503,21 @@ def schedule_fire(store: Store, registry: Registry, name: str) -> schedule.Fired
     return schedule.fire_now(store, registry, name)
 
 
-def start_worker(db_path: Path, durability: str = "full", agent_modules: list[str] = (),
+def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
-    """A worker in its own process (the TUI never runs agent code itself); its output goes to a log file."""
+    """A worker in its own process (the TUI never runs agent code itself); its output goes to a log file. The
+    database is named in its environment, not its command line, which any user's `ps` shows (a URL's
+    password)."""
     name = name or worker_name()
-    command = [sys.executable, "-m", "tui_agent", "--db", str(db_path), "--durability", durability]
+    command = [sys.executable, "-m", "tui_agent", "--durability", durability]
     for module in agent_modules:
         command += ["--agents", module]
-    log_dir = log_dir or data_dir_for(Path(db_path)) / "logs"
+    log_dir = log_dir or store.data_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / f"{name}.log", "ab") as log:
         return subprocess.Popen([*command, "worker", "--name", name], stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, "TUI_AGENT_DB": reopening(store.path)})
 
 
 def stop_worker(pid: int, kill: bool = False) -> None:

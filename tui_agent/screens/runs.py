@@ -219,7 +219,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
             self.status_filter or self.text_filter) else ""
         self.summary.text = (
-            f"{self.app.db_path.name} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
+            f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
             f"running {figures['running']} · needs you {figures['needs_you']}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
 

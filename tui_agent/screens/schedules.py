@@ -96,7 +96,7 @@ class SchedulesScreen(TableScreen):
                 table.move_cursor(row=min(old_index, len(names) - 1), animate=False)
         enabled = sum(1 for row in self._rows if row["enabled"])
         alive = workers_alive(reader)
-        summary = Text(f"Schedules · {self.app.db_path.name} · {len(self._rows)} ({enabled} enabled) · ")
+        summary = Text(f"Schedules · {self.app.store.label} · {len(self._rows)} ({enabled} enabled) · ")
         summary.append("running workers fire them" if alive else "no worker running: nothing fires (w, +)",
                        style="" if alive else style(colours, LATE))
         self.summary.text = summary

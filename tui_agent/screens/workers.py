@@ -149,7 +149,7 @@ class WorkersScreen(TableScreen):
         held = sum(len(w["runs"]) for w in self._workers)
         figures = [f"{states.count(s)} {label(s)}" for s in ORDER if states.count(s)]
         mine = sum(1 for p in self.app.spawned if p.returncode is None)
-        text = (f"Workers · {self.app.db_path.name} · " + (" · ".join(figures) or "none yet")
+        text = (f"Workers · {self.app.store.label} · " + (" · ".join(figures) or "none yet")
                 + f" · {held} run{'s' * (held != 1)} held" + (f" · {mine} mine" if mine else ""))
         self.summary.text = text
 
@@ -217,7 +217,7 @@ class WorkersScreen(TableScreen):
     def action_start(self) -> None:
         app = self.app
         name = worker_name()
-        process = app.act(operate.start_worker, app.db_path, app.durability, app.agent_modules, name,
+        process = app.act(operate.start_worker, app.store, app.durability, app.agent_modules, name,
                           done=lambda p: f"{name} started (pid {p.pid})")
         if process is not None:
             app.spawned.append(process)

@@ -21,6 +21,11 @@ DatabaseError = sqlite3.Error
 URL_SCHEMES = ("postgresql://", "postgres://")
 
 
+def reopening(where: str | os.PathLike) -> str:
+    """The text that opens the same database from another process: a file's path, or a URL with its password."""
+    return getattr(where, "secret", None) or os.fspath(where)
+
+
 class StoreError(UserError):
     """A database the user pointed at cannot be used; the message says what to do."""
 
@@ -83,6 +88,7 @@ class Store:
     durability: str
     conn: Connection
     found_version: int | None   # the schema version it had before this open (None: this open created it)
+    label: str                  # a short name for headers: the file's name, or database@host
 
     def __init__(self) -> None:
         self.patience = no_patience  # a worker sets how long its writes may wait out a held lock

@@ -177,6 +177,7 @@ class SqliteStore(Store):
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         super().__init__()
         self.path = Path(path)
+        self.label = self.path.name
         self.durability = durability
         self.data_dir = data_dir_for(self.path)
         _check_place(self.path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import platformdirs
@@ -115,8 +115,16 @@ class _Connection:
 
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
+        self._trace: Callable[[str], object] | None = None
+
+    def set_trace_callback(self, trace: Callable[[str], object] | None) -> None:
+        """As sqlite3's: `trace(sql)` for every statement sent, its parameters after it (a test counts what a
+        read costs, and which run it read)."""
+        self._trace = trace
 
     def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+        if self._trace is not None:
+            self._trace(f"{sql} -- {params!r}" if params else sql)
         try:
             return _Cursor(self.raw.execute(translate(sql), params))
         except psycopg.Error as e:
@@ -169,6 +177,7 @@ class PostgresStore(Store):
         self.path = Url(url)
         self.durability = durability
         parts = urlsplit(self.path)
+        self.label = f"{parts.path.strip('/') or 'postgres'}@{parts.hostname or 'local'}"
         self.data_dir = (platformdirs.user_data_path("tui-agent") / "postgres"
                          / f"{parts.hostname or 'local'}-{parts.port or 5432}-{parts.path.strip('/') or 'postgres'}")
         try:

@@ -135,7 +135,7 @@ def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
     """Takeovers since the run's checkpoint last moved (a journal entry, a failed attempt): bounded reads."""
     moved = conn.execute("SELECT updated_at FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone()[0]
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM events WHERE run_id = ? AND kind = 'takeover'"
-                        " AND at >= ? ORDER BY id DESC LIMIT ?)", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
+                        " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim | None:
