@@ -70,21 +70,27 @@ def db_path(tmp_path) -> Path:
 def pytest_collection_modifyitems(config, items):
     """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant."""
     dropped = [item for item in items if item.get_closest_marker("sqlite_only") is not None
-               and getattr(item, "callspec", None) is not None and item.callspec.params.get("store") == "postgres"]
+               and getattr(item, "callspec", None) is not None and item.callspec.params.get("database") == "postgres"]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in set(dropped)]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request, db_path, monkeypatch):
-    """The store every engine test runs on, once on each database: a SQLite file at `db_path`, and a fresh
-    PostgreSQL database (TUI_AGENT_DB names it, so a command or process the test starts opens the same)."""
-    where = db_path
-    if request.param == "postgres":
-        where = request.getfixturevalue("pg_url")
-        monkeypatch.setenv("TUI_AGENT_DB", where)
-    s = open_store(where)
+def database(request, db_path, monkeypatch) -> Path | str:
+    """Where a test's database is, once on each store: a SQLite file at `db_path`, and a fresh PostgreSQL
+    database's URL. TUI_AGENT_DB names it, so a command or a process the test starts opens the same."""
+    if request.param == "sqlite":
+        return db_path
+    url = request.getfixturevalue("pg_url")
+    monkeypatch.setenv("TUI_AGENT_DB", url)
+    return url
+
+
+@pytest.fixture
+def store(database):
+    """The store every engine test runs on, once on each database (see `database`)."""
+    s = open_store(database)
     yield s
     s.close()
 
