@@ -1,3 +1,5 @@
+import sqlite3
+
 import pytest
 from helpers import registry_of
 
@@ -15,6 +17,27 @@ from tui_agent.store.runs import (
     get_run,
     settle_run,
 )
+
+
+class LeaseClock:
+    """The clock leases are judged by, moved forward: the process's clock (SQLite's workers share it), and on
+    PostgreSQL, whose leases are read from the server's clock that no test can move, every stored lease is
+    moved back by as much, which is the same thing for every comparison a claim makes."""
+
+    def __init__(self, process_clock, store) -> None:
+        self.process_clock, self.store = process_clock, store
+
+    def advance(self, seconds: float) -> None:
+        self.process_clock.advance(seconds)
+        if not isinstance(self.store.conn, sqlite3.Connection):
+            with self.store.write() as conn:
+                conn.execute("UPDATE runs SET lease_expires_at = lease_expires_at - ?"
+                             " WHERE lease_expires_at IS NOT NULL", (seconds,))
+
+
+@pytest.fixture
+def clock(clock, store):
+    return LeaseClock(clock, store)
 
 
 def _noop_agent():

@@ -36,6 +36,7 @@ from tui_agent.store import open_store, schema
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import claim_run, events_for, get_run
 from tui_agent.store.workers import process_alive, process_start, register
+from tui_agent.store.workers import this_host as process_host
 
 EVERY_WITH_LOOKUP = {"date": "2026-11-27", "service": "every", "lookup": True}   # a lookup-only service
 
@@ -357,3 +358,31 @@ def _no_faults():
     yield
     faults.disarm()
 
+
+
+def test_a_sender_on_another_host_counts_as_alive_until_silent_for_three_leases(store):
+    """Its process cannot be probed from here: its heartbeat decides (judged by the server's clock on
+    PostgreSQL), and a row from this host is still judged by its process."""
+    from tui_agent.store.workers import REMOTE_SILENT_LEASES, still_sending
+
+    register(store, "w-far", 4242, "another-machine", 1, 2.0, now())
+    effect = {"attempted_by": "w-far", "run_id": "r-none", "fence": 1, "attempted_at": now() + 1}
+
+    def silent_for(seconds: float):
+        with store.write() as conn:
+            conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = 'w-far'",
+                         (store.conn.execute("SELECT heartbeat_at FROM workers WHERE name = 'w-far'").fetchone()[0]
+                          - seconds,))
+        return still_sending(store.conn, effect, now())
+
+    sender, why = still_sending(store.conn, effect, now())
+    assert sender is not None and sender["host"] == "another-machine", why
+    sender, why = silent_for(2.0 * REMOTE_SILENT_LEASES - 1.5)   # silent for 4.5 s of 6: it may still send
+    assert sender is not None, why
+    sender, why = silent_for(2.0)                                 # 6.5 s: three leases gone by
+    assert sender is None
+    assert why.startswith("w-far on another-machine has been silent for"), why
+
+    register(store, "w-here", 4242, process_host(), 1, 2.0, now())   # this host: its (missing) process decides
+    sender, why = still_sending(store.conn, effect | {"attempted_by": "w-here"}, now())
+    assert sender is None and "has ended" in why, why

@@ -19,7 +19,7 @@ from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .screens.palette import RunCommands
-from .store import DatabaseError, Store, notices, open_store
+from .store import DatabaseError, EnvironmentStop, Store, notices, open_store
 from .store.runs import data_version
 
 POLL_S = 0.5
@@ -47,6 +47,7 @@ class TuiAgentApp(App):
         self.spawned: list[subprocess.Popen] = []                # workers this app started: stopped on quit
         self._poll_s = poll_s
         self._version: int | None = None
+        self._unreadable = False                                 # the last poll could not read the database
         # The runner calls you: every notice after this one rings the bell and posts a desktop notification
         # (`desktop`, which tests replace). A display's own cursor: it never claims what --notify delivers.
         self.notice_cursor = notices.last_id(self.reader)
@@ -64,8 +65,24 @@ class TuiAgentApp(App):
             self.set_interval(self._poll_s, self.poll)
 
     def poll(self) -> None:
-        """One pragma when nothing changed; the screen re-reads only when another commit happened."""
-        version = data_version(self.reader)
+        """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, reading the commit
+        notifications that have arrived, no round trip); the screen re-reads only when another commit happened.
+        A database that cannot be read just now (the server away, the file locked) is said once in a toast and
+        asked again at the next poll, never a crash: the reader opens its connection again by itself."""
+        try:
+            version = data_version(self.reader)
+        except (DatabaseError, EnvironmentStop) as e:
+            stop = self.reader.stopped(e) if isinstance(e, DatabaseError) else e
+            if stop is None:
+                raise
+            if not self._unreadable:
+                self._unreadable = True
+                self.notify(f"{stop}; trying again", title="Database", severity="error", timeout=10, markup=False)
+            return
+        if self._unreadable:
+            self._unreadable = False
+            self.notify("the database answers again", title="Database", timeout=4)
+            self._version = None   # whatever happened meanwhile: read it all again
         if version != self._version:
             self._version = version
             self.screen.post_message(DataChanged())

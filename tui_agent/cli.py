@@ -445,7 +445,7 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
 def doctor(session: Session, as_json: bool, full: bool) -> int:
     """Check the database without changing it: damage, schema, WAL, permissions, free disk; exit 0 when
     healthy, 1 otherwise. It opens the file read-only and never creates one."""
-    found = diagnose(Path(session.db) if session.db else default_path(), full)
+    found = diagnose(session.db or default_path(), full)
     if as_json:
         _json_out(found.as_json())
     else:
@@ -655,6 +655,50 @@ def db_migrate(session: Session, where: str | None) -> int:
             click.echo(f"migrated {store.path} from schema version {store.found_version} to {SCHEMA_VERSION}")
     finally:
         store.close()
+    return EXIT_OK
+
+
+@cli.command("copy")
+@click.option("--from", "source_where", required=True, metavar="FILE|URL", help="The database to copy (read only).")
+@click.option("--to", "target_where", required=True, metavar="FILE|URL",
+              help="A new or empty database to copy into (made if missing).")
+@click.pass_obj
+def copy_command(session: Session, source_where: str, target_where: str) -> int:
+    """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
+    journal, effects, approvals and events, and the artifact files its rows name."""
+    from .copying import copy_database, open_source, open_target
+
+    shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
+
+    def progress(table: str, done: int, total: int) -> None:   # a long copy only: after a second, twice a second
+        if time.monotonic() < shown["at"]:
+            return
+        shown["at"], shown["any"] = time.monotonic() + (0.5 if shown["tty"] else 5.0), True
+        line = f"copying: {done:,} / {total:,} rows ({table})"
+        sys.stderr.write(f"\r\x1b[2K{line}" if shown["tty"] else f"{line}\n")
+        sys.stderr.flush()
+
+    source = open_source(source_where, session.durability)
+    _OPENED.append(source)
+    try:
+        target = open_target(target_where, session.durability)
+        _OPENED.append(target)
+        try:
+            started = time.monotonic()
+            counts = copy_database(source, target, progress)
+            if shown["any"] and shown["tty"]:
+                sys.stderr.write("\r\x1b[2K")
+            runs = counts.pop("runs")
+            files = counts.pop("artifact files")
+            missing = counts.pop("missing artifact files", 0)
+            parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
+                     if n] + [f"{files:,} artifact files"] + ([f"{missing:,} missing artifact files"] if missing else [])
+            click.echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
+                       f"{target.path} in {time.monotonic() - started:.1f} s")
+        finally:
+            target.close()
+    finally:
+        source.close()
     return EXIT_OK
 
 

@@ -26,6 +26,7 @@ from ..store.effects import (
 from ..store.events import add_event
 from ..store.journal import Usage
 from ..store.workers import still_sending
+from .clock import now
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
 from .results import encode
@@ -75,7 +76,7 @@ def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
     """For a person about to answer "not done": the worker that attempted the effect may still send it."""
     if effect.get("state") not in IN_DOUBT or not effect.get("attempted_by"):
         return None
-    sender, _ = still_sending(conn, effect)
+    sender, _ = still_sending(conn, effect, now())
     if sender is None:
         return None
     return (f"{sender['name']} (pid {sender['pid']} on {sender['host']}) attempted {effect['name']} and its process "
@@ -183,7 +184,7 @@ class _Effect:
         window = row["dedupe_ttl_s"]
         if row["fence"] == ctx.fence or (window is not None and self.ctx.clock.now() - row["attempted_at"] < window):
             return
-        sender, _ = still_sending(ctx._store.conn, row)
+        sender, _ = still_sending(ctx._store.conn, row, self.ctx.clock.now())
         if sender is None:
             return
         who = f"{sender['name']} (pid {sender['pid']} on {sender['host']})"

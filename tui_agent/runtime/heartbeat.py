@@ -5,13 +5,12 @@ the run, so that run's code is told to stop at its next journaled call."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
 
 from ..store import Claim, open_store
-from ..store.workers import beat, register, stopped
+from ..store.workers import beat, register, stopped, this_host
 from .clock import now
 from .control import RunControl
 
@@ -55,7 +54,7 @@ class Heartbeat:
         """The thread: its own connection (SQLite's Python objects stay in the thread that made them)."""
         try:
             store = open_store(db_path, durability)
-            register(store, self.worker, os.getpid(), socket.gethostname(), concurrency, self.lease_s, now())
+            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now())
         except BaseException as e:
             self._failure = e
             self._ready.set()

@@ -9,21 +9,27 @@ alive: its heartbeat says nothing about whether it beats now.
 
 from __future__ import annotations
 
-import socket
-
-from ..states import WorkerState
+from ..states import WorkerState, ahead_s
 from ..states import worker_state as state_of
-from ..store.workers import process_alive
+from ..store.workers import process_alive, this_host
 
-HOST = socket.gethostname()
+HOST = this_host()
 STATES = tuple(WorkerState)  # also the order the Workers screen sorts by
 
 
 def worker_state(worker: dict, at: float) -> WorkerState:
     """states.worker_state with the one fact only this host can supply: whether the worker's process is gone
-    (a worker on another host is never called dead; its lease decides)."""
+    (a worker on another host is never called dead; its lease decides). A row read from a server carries the
+    server's clock at the read (`judged_at`) and the heartbeat's instant by it (`server_heartbeat_at`), and it
+    is judged by those, not by this reader's clock; a live worker whose own clock runs ahead of the server's
+    is `clock_ahead` there too."""
     gone = worker["host"] == HOST and not process_alive(worker["pid"], worker.get("pid_started"))
-    return state_of(worker, at, gone=gone)
+    if "judged_at" not in worker:
+        return state_of(worker, at, gone=gone)
+    state = state_of(worker | {"heartbeat_at": worker["server_heartbeat_at"]}, worker["judged_at"], gone=gone)
+    if state == WorkerState.ALIVE and ahead_s(worker["heartbeat_at"], worker["server_heartbeat_at"]) is not None:
+        return WorkerState.CLOCK_AHEAD   # beating, but by a clock that runs ahead of the server's
+    return state
 
 
 def label(state: str) -> str:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from .base import is_url
 from .db import BUSY_TIMEOUT_MS, data_dir_for
 from .schema import SCHEMA_VERSION
 
@@ -53,7 +54,10 @@ class Diagnosis:
 
 
 def diagnose(path: str | os.PathLike, full: bool = False) -> Diagnosis:
-    """Every check of the database at `path` (`full`: integrity_check rather than quick_check)."""
+    """Every check of the database at `path` (`full`: integrity_check rather than quick_check); a
+    postgresql:// URL gets the server's checks (doctor_postgres.py's are here too, below)."""
+    if is_url(path):
+        return diagnose_postgres(str(path), full)
     path = Path(path)
     missing = _guard("database", path, _missing, path)
     if missing is not None:
@@ -248,3 +252,153 @@ def _size(count: float) -> str:
         if count < 1024 or unit == "TiB":
             break
     return f"{count:.1f} {unit}"
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+PG_OLDEST = 130000   # server_version_num: the oldest server the schema and its SQL are tried on
+C_COLLATIONS = ("C", "POSIX")
+
+
+def diagnose_postgres(url: str, full: bool = False) -> Diagnosis:
+    """The checks of a PostgreSQL database: reachable, whose schema at which version, the server's version,
+    whether this user may write, the database's collation (text keys must sort by bytes, as SQLite's do),
+    synchronous_commit and fsync, and the local data folder. It connects read-only and changes nothing; the
+    password in the URL is never shown. A server checks its own pages: `full` adds nothing here."""
+    import psycopg
+
+    from .postgres import PostgresError, Url, connect_error, data_dir_for_url
+
+    shown = Url(url)
+    try:
+        conn = psycopg.connect(shown.secret, autocommit=True, connect_timeout=10, application_name="tui-agent doctor",
+                               options="-c default_transaction_read_only=on")
+    except psycopg.Error as e:
+        return Diagnosis(shown, [Check("database", False, str(connect_error(shown, e)),
+                                       "start the server, or fix the URL (host, port, database, user, password)")])
+    checks: list[Check] = []
+    with closing(conn):
+        def guard(name: str, check: Callable, *args) -> Check:
+            try:
+                return check(conn, *args)
+            except psycopg.Error as e:
+                return Check(name, False, f"could not be checked ({PostgresError(e)})",
+                             "run `tui-agent doctor` again; if this repeats, look at the server's log")
+        schema = guard("database", _pg_schema, shown)
+        checks.append(schema)
+        checks.append(guard("server", _pg_server))
+        if schema.advice == NOT_OURS:
+            return Diagnosis(shown, checks)   # another program's database: its settings are not ours to judge
+        checks.append(guard("role", _pg_role, shown))
+        checks.append(guard("collation", _pg_collation))
+        checks.append(guard("durability", _pg_durability))
+    checks.append(_guard("data folder", Path(str(data_dir_for_url(shown))), _folder_check, data_dir_for_url(shown)))
+    return Diagnosis(shown, checks)
+
+
+def _pg_schema(conn, url) -> Check:
+    if conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+        tables = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+                              ).fetchone()[0]
+        if tables:
+            return Check("database", False, f"a PostgreSQL database with {tables} tables, but not tui-agent's (it has "
+                         "no meta table)", NOT_OURS)
+        return Check("database", True, "reachable and empty: the first command that writes (tui-agent db init) "
+                     f"makes tui-agent's schema, version {SCHEMA_VERSION}")
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or not str(row[0]).isdigit():
+        return Check("database", False, "its meta table holds no schema version: not tui-agent's", NOT_OURS)
+    version = int(row[0])
+    if version > SCHEMA_VERSION:
+        return Check("database", False, f"schema version {version}, newer than this tui-agent understands "
+                     f"({SCHEMA_VERSION})", "upgrade tui-agent; this one refuses the database and leaves it untouched")
+    if version < SCHEMA_VERSION:
+        return Check("database", True, f"tui-agent's, schema version {version}; the next command that writes "
+                     f"upgrades it to {SCHEMA_VERSION}")
+    return Check("database", True, f"reachable; tui-agent's, schema version {version} (current)")
+
+
+def _pg_server(conn) -> Check:
+    number = int(conn.execute("SHOW server_version_num").fetchone()[0])
+    version = conn.execute("SHOW server_version").fetchone()[0]
+    standby = conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]
+    if number < PG_OLDEST:
+        return Check("server", False, f"PostgreSQL {version}, older than {PG_OLDEST // 10000}",
+                     f"use PostgreSQL {PG_OLDEST // 10000} or newer")
+    if standby:
+        return Check("server", False, f"PostgreSQL {version}, a standby (in recovery): every command that writes "
+                     "stops (exit 4)", "point --db at the primary server")
+    return Check("server", True, f"PostgreSQL {version}")
+
+
+def _pg_role(conn, url) -> Check:
+    user = conn.execute("SELECT current_user").fetchone()[0]
+    missing = [table for (table,) in conn.execute(
+        "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"
+        " AND NOT (has_table_privilege(c.oid, 'SELECT') AND has_table_privilege(c.oid, 'INSERT')"
+        " AND has_table_privilege(c.oid, 'UPDATE') AND has_table_privilege(c.oid, 'DELETE'))"
+        " ORDER BY 1")]
+    default_ro = conn.execute("SELECT setting FROM pg_settings WHERE name = 'default_transaction_read_only'"
+                              ).fetchone()
+    if missing:
+        return Check("role", False, f"user {user} may read but not write {', '.join(missing)}: tui-agent ls works, "
+                     "every command that writes stops (exit 4)",
+                     f"connect as a user who may write, or GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN "
+                     f"SCHEMA {conn.execute('SELECT current_schema()').fetchone()[0]} TO {user} (and USAGE on its "
+                     "sequences)")
+    if default_ro and default_ro[0] == "on" and not _role_default_ro_is_ours(conn):
+        return Check("role", False, f"user {user}'s transactions are read-only by default "
+                     "(default_transaction_read_only): every command that writes stops (exit 4)",
+                     f"ALTER ROLE {user} SET default_transaction_read_only = off (or connect as another user)")
+    return Check("role", True, f"user {user} may read and write tui-agent's tables")
+
+
+def _role_default_ro_is_ours(conn) -> bool:
+    """The doctor's own connection asked for read-only: the setting's source says whether anyone else did."""
+    source = conn.execute("SELECT source FROM pg_settings WHERE name = 'default_transaction_read_only'").fetchone()
+    return source is not None and source[0] == "client"
+
+
+def _pg_collation(conn) -> Check:
+    name, collate, ctype = conn.execute("SELECT datname, datcollate, datctype FROM pg_database"
+                                        " WHERE datname = current_database()").fetchone()
+    provider = conn.execute("SELECT datlocprovider FROM pg_database WHERE datname = current_database()"
+                            ).fetchone()[0] if _has_column(conn, "pg_database", "datlocprovider") else "c"
+    if collate in C_COLLATIONS and provider == "c":
+        return Check("collation", True, f"{collate}: text sorts by bytes, as on SQLite")
+    return Check("collation", False, f"the database sorts text by {collate!r} ({'ICU' if provider == 'i' else 'libc'}"
+                 "), not by bytes: run ids, keys and cursors would order differently than tui-agent expects "
+                 "(pages could skip or repeat rows)",
+                 f"make a database that sorts by bytes and move to it: CREATE DATABASE {name}_c LC_COLLATE 'C' "
+                 "LC_CTYPE 'C' TEMPLATE template0 (then point --db at it)")
+
+
+def _has_column(conn, table: str, column: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s",
+                        (table, column)).fetchone() is not None
+
+
+def _pg_durability(conn) -> Check:
+    fsync = conn.execute("SHOW fsync").fetchone()[0]
+    synchronous = conn.execute("SELECT boot_val, setting FROM pg_settings WHERE name = 'synchronous_commit'"
+                               ).fetchone()
+    if fsync != "on":
+        return Check("durability", False, "the server runs with fsync off: a crash of its machine can lose or "
+                     "damage committed steps", "set fsync = on in postgresql.conf and reload the server")
+    return Check("durability", True, f"fsync on; synchronous_commit is {synchronous[1]} on the server "
+                 "(tui-agent sets it per connection: on for --durability full, off for normal)")
+
+
+def _folder_check(folder: Path) -> Check:
+    """The local folder for artifacts and the outbox, as for a SQLite file's."""
+    if not folder.exists():
+        return Check("data folder", True, f"{folder} is not made yet: the first command that writes makes it, 0700")
+    if not folder.is_dir():
+        return Check("data folder", False, f"{folder} is a file, where tui-agent keeps run artifacts and the outbox",
+                     f"move {shlex.quote(str(folder))} away")
+    st = folder.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        return Check("data folder", False, f"{folder} is {mode:04o}: other users can look at run artifacts, reports "
+                     "and the outbox", f"chmod 700 {shlex.quote(str(folder))}")
+    return Check("data folder", True, f"{folder} is {mode:04o}")

@@ -91,7 +91,7 @@ def requeue_released(store: Store, now: float) -> list[str]:
     the effect anew, and the lookup's silence then means "not done". Cheap when nothing waits so."""
     freed = []
     for effect in list(store.query(_HELD_BACK, _HELD_BACK_PARAMS)):
-        sender, why = still_sending(store.conn, effect)
+        sender, why = still_sending(store.conn, effect, now)
         if sender is not None:
             continue
         with store.write() as conn:

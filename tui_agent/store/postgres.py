@@ -10,6 +10,7 @@ import functools
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import platformdirs
@@ -110,11 +111,21 @@ class _Cursor:
         return iter(self.fetchall())
 
 
-class _Connection:
-    """The part of sqlite3.Connection the stores' queries use, over one psycopg connection in autocommit."""
+# Statements that change nothing by themselves (outside a writer's transaction, a SELECT only reads): sent again
+# when the server dropped the connection under them
+_SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET|LISTEN)\b", re.IGNORECASE)
 
-    def __init__(self, raw: psycopg.Connection) -> None:
+
+class _Connection:
+    """The part of sqlite3.Connection the stores' queries use, over one psycopg connection in autocommit.
+    A connection the server dropped (a restart, an administrator's pg_terminate_backend) is opened again by
+    the next statement, `reopen`, unless a writer's transaction was open on it: that transaction is gone,
+    and its writer must hear so (its statements raise) rather than go on outside it."""
+
+    def __init__(self, raw: psycopg.Connection, reopen: Callable[[], psycopg.Connection] | None = None) -> None:
         self.raw = raw
+        self.reopen = reopen
+        self.writing = False   # inside a writer's transaction (_Write)
         self._trace: Callable[[str], object] | None = None
 
     def set_trace_callback(self, trace: Callable[[str], object] | None) -> None:
@@ -125,6 +136,15 @@ class _Connection:
     def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
         if self._trace is not None:
             self._trace(f"{sql} -- {params!r}" if params else sql)
+        if self.raw.broken and not self.writing and self.reopen is not None:
+            self.raw = self.reopen()
+        try:
+            return _Cursor(self.raw.execute(translate(sql), params))
+        except psycopg.Error as e:
+            if not (self.raw.broken and not self.writing and self.reopen is not None and _SAFE_AGAIN.match(sql)):
+                raise PostgresError(e) from e
+        # the server dropped the connection under a statement that changes nothing: once more, on a new one
+        self.raw = self.reopen()
         try:
             return _Cursor(self.raw.execute(translate(sql), params))
         except psycopg.Error as e:
@@ -135,7 +155,16 @@ class _Connection:
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
 
     def close(self) -> None:
+        self.reopen = None
         self.raw.close()
+
+
+# Every writer's transaction that changed something tells the listeners (a TUI's reader) as it commits; a
+# transaction that wrote nothing (no transaction id) says nothing. One round trip with the COMMIT: psycopg
+# sends a statement without parameters as a simple query, which may hold two.
+_NOTIFY_AND_COMMIT = ("SELECT pg_notify('tui_agent', '') WHERE txid_current_if_assigned() IS NOT NULL;"
+                      " COMMIT")
+CHANNEL = "tui_agent"
 
 
 class _Write:
@@ -148,6 +177,7 @@ class _Write:
         conn = self.store.conn
         try:
             conn.execute("BEGIN")
+            conn.writing = True
             conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
         except sqlite3.Error as e:
             self.store.abandon()
@@ -158,7 +188,8 @@ class _Write:
         conn = self.store.conn
         if kind is None:
             try:
-                conn.execute("COMMIT")
+                conn.execute(_NOTIFY_AND_COMMIT)
+                conn.writing = False
                 return
             except sqlite3.Error as e:
                 self.store.abandon()
@@ -178,20 +209,49 @@ class PostgresStore(Store):
         self.durability = durability
         parts = urlsplit(self.path)
         self.label = f"{parts.path.strip('/') or 'postgres'}@{parts.hostname or 'local'}"
-        self.data_dir = (platformdirs.user_data_path("tui-agent") / "postgres"
-                         / f"{parts.hostname or 'local'}-{parts.port or 5432}-{parts.path.strip('/') or 'postgres'}")
-        try:
-            raw = psycopg.connect(self.path.secret, autocommit=True, connect_timeout=10, application_name="tui-agent")
-        except psycopg.Error as e:
-            raise EnvironmentStop(UNREACHABLE, f"cannot reach {self.path} ({_first_line(e)}); check that the server "
-                                  "runs and the URL, user and password are right") from None
-        raw.adapters.register_loader("numeric", _Numeric)
-        self.conn = _Connection(raw)
-        self.conn.execute(f"SET synchronous_commit = {SYNCHRONOUS[durability]}")
+        self.data_dir = data_dir_for_url(self.path)
+        self._settings = {"synchronous_commit": SYNCHRONOUS[durability]}   # set again on a new connection
+        self._listening: bool | None = None   # None: not asked yet; False: LISTEN is not possible here
+        self._heard = 0                       # notifications (and new connections) seen: data_version
+        self.conn = _Connection(self._connect(first=True), self._reconnect)
         self.wait_at_most(BUSY_TIMEOUT_MS)
         self._open_schema(create)
         if create:
             self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _connect(self, first: bool = False) -> psycopg.Connection:
+        """A new connection with this store's settings; a server that cannot be reached is the environment's
+        stop (exit 4), a refusal of the URL itself (no such database or user, a wrong password) the user's."""
+        try:
+            raw = psycopg.connect(self.path.secret, autocommit=True, connect_timeout=10, application_name="tui-agent")
+        except psycopg.Error as e:
+            raise connect_error(self.path, e) from None
+        raw.adapters.register_loader("numeric", _Numeric)
+        raw.add_notify_handler(self._heard_one)
+        try:
+            for name, value in self._settings.items():
+                raw.execute(f"SET {name} = {value}")
+            if self._listening:
+                raw.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error as e:
+            raw.close()
+            raise PostgresError(e) from e
+        return raw
+
+    def _reconnect(self) -> psycopg.Connection:
+        """The server dropped our connection: a new one (or the environment's stop, when it is still away).
+        What committed meanwhile went unheard, so data_version moves."""
+        try:
+            self.conn.raw.close()
+        except psycopg.Error:
+            pass
+        raw = self._connect()
+        self._heard += 1
+        return raw
+
+    def _heard_one(self, notify: psycopg.Notify) -> None:
+        if notify.channel == CHANNEL:
+            self._heard += 1
 
     def _open_schema(self, create: bool) -> None:
         """Ours at our version (migrated up if older), made if the database is empty; anything else untouched."""
@@ -249,11 +309,14 @@ class PostgresStore(Store):
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
         state = getattr(error, "sqlstate", "")
         if state in ("55P03", "57014", "40P01"):   # lock timeout, statement timeout, deadlock
-            return EnvironmentStop(BUSY, f"{self.path} is busy: a lock was held past {BUSY_TIMEOUT_MS // 1000} s; "
-                                   "nothing was lost; run the command again")
+            return EnvironmentStop(BUSY, f"{self.path} is busy: another session held tui-agent's write lock past "
+                                   f"{BUSY_TIMEOUT_MS / 1000:g} s; nothing was lost; run the command again")
         if state == "25006":
             return EnvironmentStop(READ_ONLY, f"{self.path} is read-only for this user (or the server is a "
                                    "standby); nothing was written; connect as a user who may write")
+        if state == "42501":   # insufficient privilege: a role that may read (or not even that) but not write
+            return EnvironmentStop(READ_ONLY, f"{self.path} is read-only for this user ({error}); nothing was "
+                                   "written; connect as a user who may write (GRANT INSERT, UPDATE, DELETE ...)")
         if state.startswith("53"):
             return EnvironmentStop(FULL, f"the server of {self.path} is out of space or resources ({error}); "
                                    "nothing that was committed was lost; run the command again when it has room")
@@ -263,6 +326,7 @@ class PostgresStore(Store):
         return None
 
     def abandon(self) -> None:
+        self.conn.writing = False
         if not self.conn.raw.closed and self.conn.in_transaction:
             try:
                 self.conn.raw.execute("ROLLBACK")
@@ -275,16 +339,76 @@ class PostgresStore(Store):
         return (dict(zip(names, row)) for row in cur.fetchall())
 
     def data_version(self) -> int:
-        """The server's write-ahead log position: it moves with every commit (anyone's, on any database of the
-        server, so a refresh may come for nothing, never be missed)."""
-        high, _, low = self.conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0].partition("/")
+        """A count of the commits heard: on its first call the connection LISTENs to the channel every writer's
+        transaction notifies as it commits, and from then on a call reads what has arrived without a round
+        trip or a wait (only another process's commits, or this one's, on this database move it). Where LISTEN
+        is not possible (a standby) the server's write-ahead log position, one round trip, which moves with
+        anyone's commit on any database of the server: a refresh may come for nothing, never be missed."""
+        if self._listening is None:
+            self._listen()
+        if not self._listening:
+            return self._wal_position()
+        raw = self.conn.raw
+        try:
+            with raw.lock:
+                raw.pgconn.consume_input()
+                while (found := raw.pgconn.notifies()) is not None:
+                    if found.relname.decode() == CHANNEL:
+                        self._heard += 1
+        except psycopg.Error as e:
+            if not raw.broken:
+                raise PostgresError(e) from e
+            self.conn.execute("SELECT 1")   # a new connection (which counts as a change), or the server is away
+        return self._heard
+
+    def _listen(self) -> None:
+        try:
+            self.conn.execute(f"LISTEN {CHANNEL}")
+            self._listening = True
+        except sqlite3.Error as e:
+            if self.stopped(e) is not None:
+                raise
+            self._listening = False
+
+    def _wal_position(self) -> int:
+        high, _, low = self.conn.execute(
+            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+            " ELSE pg_current_wal_lsn() END)::text").fetchone()[0].partition("/")
         return (int(high, 16) << 32) | int(low, 16)
 
     def read_only(self) -> None:
-        self.conn.execute("SET default_transaction_read_only = on")
+        self._set("default_transaction_read_only", "on")
 
     def wait_at_most(self, ms: int) -> None:
-        self.conn.execute(f"SET lock_timeout = {int(ms)}")
+        self._set("lock_timeout", str(int(ms)))
+
+    def _set(self, name: str, value: str) -> None:
+        """A session setting, kept for a connection opened again."""
+        self.conn.execute(f"SET {name} = {value}")
+        self._settings[name] = value
+
+
+def data_dir_for_url(url: str) -> Path:
+    """The local folder for artifacts and agents' data of the database at `url` (per host, port and database)."""
+    parts = urlsplit(url)
+    return (platformdirs.user_data_path("tui-agent") / "postgres"
+            / f"{parts.hostname or 'local'}-{parts.port or 5432}-{parts.path.strip('/') or 'postgres'}")
+
+
+_REFUSED = ("password authentication failed", "authentication failed", "does not exist",
+            "no password supplied", "no pg_hba.conf entry", "permission denied for database")
+
+
+def connect_error(url: Url, error: psycopg.Error) -> EnvironmentStop | StoreError:
+    """Why a connection could not be made, in one line: the URL's own mistake (a database or user that does not
+    exist, a wrong password: exit 2) or a server that cannot be reached (exit 4)."""
+    said = _first_line(error).removeprefix("connection failed: ")
+    said = re.sub(r'^connection to server at "[^"]*"(?:, port \d+)? failed: (FATAL:\s+)?', "", said)
+    if any(words in said for words in _REFUSED):
+        return StoreError(f"the server at {url} refused the connection ({said}); check the database name, the "
+                          "user and the password in the URL (or PGPASSWORD, ~/.pgpass)")
+    return EnvironmentStop(UNREACHABLE, f"cannot reach {url} ({said}); check that the server runs and the URL, "
+                           "user and password are right")
 
 
 def _first_line(error: BaseException) -> str:

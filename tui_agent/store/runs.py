@@ -120,10 +120,12 @@ def _listed(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
+# A sleep or a back-off wakes by the run's own clock (`:now`: a scenario's, or the process's, which tests move); a
+# lease expires by the lease clock (`:lease_now`: the server's on PostgreSQL, where several machines judge it).
 _DUE = (
     f"(status = '{RunStatus.QUEUED}'"
     f" OR (status = '{RunStatus.WAITING}' AND reason IN ({_listed(SELF_WAKING)}) AND wake_at <= :now)"
-    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :now))"
+    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now))"
 )
 _CLAIM_COLUMNS = "id, agent, request, code_version, generation, attempt, fence, status, worker"
 
@@ -138,7 +140,28 @@ def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
                         " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
 
-def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float) -> Claim | None:
+def db_clock(conn: sqlite3.Connection) -> float | None:
+    """The database server's clock as epoch seconds (one round trip), or None on SQLite. Leases and heartbeats
+    are written by one machine and judged by another, so on a server they are read from its clock; a SQLite
+    file has one host, whose clock (the process's, which tests and the simulator move) is the lease clock."""
+    if isinstance(conn, sqlite3.Connection):
+        return None
+    return float(conn.execute(f"SELECT {SERVER_NOW}").fetchone()[0])
+
+
+SERVER_NOW = "extract(epoch from clock_timestamp())::float8"
+
+
+def lease_now(conn: sqlite3.Connection, local: float) -> float:
+    """The instant lease and heartbeat decisions use: the server's clock, else `local` (the process's)."""
+    found = db_clock(conn)
+    return local if found is None else found
+
+
+def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
+          lease_at: float | None = None) -> Claim | None:
+    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's."""
+    lease_at = now if lease_at is None else lease_at
     run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
     if status == RunStatus.RUNNING and _takeovers_since_progress(conn, run_id) >= TAKEOVER_LOOP:
         park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
@@ -149,7 +172,7 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
-        (RunStatus.RUNNING, worker, now + lease_s, fence, attempt, now, now, run_id),
+        (RunStatus.RUNNING, worker, lease_at + lease_s, fence, attempt, now, now, run_id),
     )
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
@@ -177,33 +200,43 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
     marks = ", ".join(f":a{i}" for i in range(len(agents)))
     with store.write() as conn:
         at = _at(now)
-        params = {"now": at, **{f"a{i}": name for i, name in enumerate(agents)}}
+        lease_at = lease_now(conn, at)
+        params = {"now": at, "lease_now": lease_at, **{f"a{i}": name for i, name in enumerate(agents)}}
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND agent IN ({marks})"
                            " ORDER BY created_at LIMIT 1", params).fetchone()
-        return _take(conn, row, worker, lease_s, at) if row else None
+        return _take(conn, row, worker, lease_s, at, lease_at) if row else None
 
 
 def any_due(store: Store, agents: list[str], now: float) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
     marks = ", ".join("?" for _ in agents)
-    sql = _DUE.replace(":now", "?")
+    server = not isinstance(store.conn, sqlite3.Connection)   # its clock judges leases, read in this statement
+    sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
+    params = (now, *agents) if server else (now, now, *agents)
     return bool(agents) and store.conn.execute(
-        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (now, now, *agents)).fetchone() is not None
+        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", params).fetchone() is not None
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
     with store.write() as conn:
         at = _at(now)
+        lease_at = lease_now(conn, at)
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE id = :id AND {_DUE}",
-                           {"id": run_id, "now": at}).fetchone()
-        return _take(conn, row, worker, lease_s, at) if row else None
+                           {"id": run_id, "now": at, "lease_now": lease_at}).fetchone()
+        return _take(conn, row, worker, lease_s, at, lease_at) if row else None
 
 
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
-    """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks."""
-    cur = conn.execute("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
-                       " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
+    """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks. `lease_until`
+    is in this process's clock, as `now`; on a server the lease is the same length from the server's clock."""
+    if lease_until is None or isinstance(conn, sqlite3.Connection):
+        cur = conn.execute("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
+                           " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
+    else:
+        cur = conn.execute("UPDATE runs SET updated_at = ?,"   # SERVER_NOW spelled out: no status written here
+                           " lease_expires_at = extract(epoch from clock_timestamp())::float8 + ?"
+                           " WHERE id = ? AND fence = ?", (now, lease_until - now, run_id, fence))
     if cur.rowcount != 1:
         raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
 

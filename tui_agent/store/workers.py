@@ -11,32 +11,61 @@ from pathlib import Path
 from ..states import Reason, RunStatus
 from .base import Store, one_row
 from .events import add_event
+from .runs import db_clock, lease_now
 
 _PROC = Path("/proc")
 STOPPED_KEPT_S = 86400.0  # a worker that said goodbye is listed for a day, then its row goes
+REMOTE_SILENT_LEASES = 3  # a sender on another host counts as alive until its heartbeat is silent this many leases
+_SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's, measured at its last heartbeat
+
+
+def this_host() -> str:
+    """The name this machine's workers register with: TUI_AGENT_HOST (to tell machines apart, or to simulate
+    several on one), else the host name. A worker's process is probed only from its own host."""
+    return os.environ.get("TUI_AGENT_HOST") or socket.gethostname()
 
 
 def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float) -> None:
     """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one."""
+    for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
+    first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
+    PostgreSQL)."""
     with store.write() as conn:
+        at = lease_now(conn, now)
+        gone = [row[0] for row in conn.execute("SELECT name FROM workers WHERE stopped_at < ?",
+                                               (now - STOPPED_KEPT_S,))]
         conn.execute("DELETE FROM workers WHERE stopped_at < ?", (now - STOPPED_KEPT_S,))
+        for old in gone:
+            conn.execute("DELETE FROM meta WHERE key = ?", (_SKEW + old,))
+        _record_skew(conn, name, now, at)
         conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
                      " stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (name) DO UPDATE"
                      " SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
                      " lease_s = excluded.lease_s, started_at = excluded.started_at,"
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started",
-                     (name, pid, host, concurrency, lease_s, now, now, process_start(pid)))
+                     (name, pid, host, concurrency, lease_s, now, at, process_start(pid)))
+
+
+def _record_skew(conn: sqlite3.Connection, name: str, own: float, server: float) -> None:
+    """On a server: how far this worker's clock is from the server's (meta, so no column is needed; a row
+    per worker, rewritten at each heartbeat). A SQLite file's workers share its host's clock: nothing."""
+    if isinstance(conn, sqlite3.Connection):
+        return
+    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                 (_SKEW + name, f"{own - server:.3f}"))
 
 
 def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, now: float) -> list[str]:
     """Renew every held lease; returns the runs whose fence was refused (another lease or a person took them)."""
     lost = []
     with store.write() as conn:
-        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = ?", (now, name))
+        at = lease_now(conn, now)   # the server's clock on PostgreSQL: a lease is judged by another machine
+        _record_skew(conn, name, now, at)
+        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = ?", (at, name))
         for run_id, fence in held:
             cur = conn.execute("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND fence = ? AND status = ?",
-                               (now + lease_s, run_id, fence, RunStatus.RUNNING))
+                               (at + lease_s, run_id, fence, RunStatus.RUNNING))
             if cur.rowcount != 1:
                 lost.append(run_id)
     return lost
@@ -44,7 +73,8 @@ def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, n
 
 def stopped(store: Store, name: str, now: float) -> None:
     with store.write() as conn:
-        conn.execute("UPDATE workers SET stopped_at = ?, heartbeat_at = ? WHERE name = ?", (now, now, name))
+        at = lease_now(conn, now)
+        conn.execute("UPDATE workers SET stopped_at = ?, heartbeat_at = ? WHERE name = ?", (now, at, name))
 
 
 def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: float) -> bool:
@@ -60,12 +90,26 @@ def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: f
 
 
 def workers_listing(store: Store) -> list[dict]:
-    """Every worker with the runs it holds now (lease and fence of each)."""
+    """Every worker with the runs it holds now (lease and fence of each). On a server, each row also has
+    `judged_at`, the server's clock at this read (heartbeats and leases are its instants, so a reader on
+    another machine judges them by it), and `clock_skew_s`, how far the worker's own clock was from the
+    server's at its last heartbeat (None on SQLite, whose workers share one host's clock). There `heartbeat_at`
+    is shown by the worker's own clock (a clock a day ahead reads "clock ahead 23h", as on SQLite), and the
+    server's instant, which liveness judges, is `server_heartbeat_at`."""
     workers = list(store.query("SELECT * FROM workers ORDER BY started_at DESC"))
     held = list(store.query("SELECT id, agent, worker, lease_expires_at, fence FROM runs"
                                " WHERE status = ? AND worker IS NOT NULL ORDER BY id", (RunStatus.RUNNING,)))
+    judged_at = db_clock(store.conn)
+    skews = {} if judged_at is None else {
+        row["key"][len(_SKEW):]: float(row["value"])
+        for row in store.query("SELECT key, value FROM meta WHERE key LIKE ?", (_SKEW + "%",))}
     for worker in workers:
         worker["runs"] = [r for r in held if r["worker"] == worker["name"]]
+        skew = worker["clock_skew_s"] = skews.get(worker["name"])
+        if judged_at is not None:
+            worker["judged_at"], worker["server_heartbeat_at"] = judged_at, worker["heartbeat_at"]
+            if skew is not None:   # shown as the worker's own clock stamped it, as a SQLite file stores it
+                worker["heartbeat_at"] += skew
     return workers
 
 
@@ -77,24 +121,35 @@ def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> No
                      (run_id, fence, worker, now))
 
 
-def still_sending(conn: sqlite3.Connection, effect: dict) -> tuple[dict | None, str]:
+def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[dict | None, str]:
     """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
-    (its process lives: running, paused or hung; a process on another host cannot be seen, so it counts as
-    alive), else None and why not. A worker that never registered (an in-process caller) cannot be checked."""
+    (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
+    seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
+    clock: `now`, the process's, on SQLite; the server's on PostgreSQL). A worker that never registered (an
+    in-process caller) cannot be checked."""
     name = effect["attempted_by"]
     if name is None:
         return None, "nobody attempted it"
     if conn.execute("SELECT 1 FROM let_go WHERE run_id = ? AND fence = ?",
                     (effect["run_id"], effect["fence"])).fetchone():
         return None, f"{name} let go of the run"
-    row = one_row(conn.execute("SELECT name, pid, host, pid_started, started_at FROM workers WHERE name = ?",
-                               (name,)))
+    row = one_row(conn.execute("SELECT name, pid, host, pid_started, started_at, heartbeat_at, lease_s, stopped_at"
+                               " FROM workers WHERE name = ?", (name,)))
     if row is None:
         return None, f"{name} is not a registered worker process"
     if effect["attempted_at"] is not None and row["started_at"] > effect["attempted_at"]:
         return None, f"{name} was started again since (pid {row['pid']}), so the process that attempted it has ended"
-    if row["host"] == socket.gethostname() and not process_alive(row["pid"], row["pid_started"]):
-        return None, f"{name}'s process {row['pid']} has ended"
+    if row["host"] == this_host():
+        if not process_alive(row["pid"], row["pid_started"]):
+            return None, f"{name}'s process {row['pid']} has ended"
+        return row, ""
+    if row["stopped_at"] is not None:
+        return None, f"{name} on {row['host']} has stopped"
+    silent_for = REMOTE_SILENT_LEASES * (row["lease_s"] or 0)
+    silent = lease_now(conn, now) - row["heartbeat_at"]
+    if silent >= silent_for:
+        return None, (f"{name} on {row['host']} has been silent for {silent:.0f}s ({REMOTE_SILENT_LEASES} leases"
+                      f" of {row['lease_s']:g}s)")
     return row, ""
 
 

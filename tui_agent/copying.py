@@ -1,0 +1,323 @@
+"""`tui-agent copy --from SRC --to DST`: a whole database into a new one, SQLite or PostgreSQL either way, with
+its ids, journals, ledgers and the artifact files its rows name.
+
+What is copied is read from the schema itself (schema_postgres.DDL, which tests/test_pg_schema.py keeps equal to
+SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
+it, every column, every row; only `meta` stays behind (the target has its own schema version). A table a new
+migration adds is copied without a change here.
+
+The source is read in one snapshot (a read transaction: a worker writing to it meanwhile cannot tear a run
+apart), a page at a time by its primary key (keyset, so memory and each page's cost do not grow with the
+database). The target is written in batches inside ONE writer's transaction: a worker on the target sees no
+run before its journal, effects and approvals are all there, and a failed copy leaves nothing behind (only
+artifact files, which a second try writes over). Identity ids (events, effects, approvals, notices) keep their
+values, and the target's counter is moved past the source's high-water mark (its sequence, or sqlite_sequence),
+so the next row gets a fresh id and a reader's cursor taken on the source stays valid.
+
+Refused, before anything is written: a source or target at another schema version, the same database twice, and
+a target that holds any row (its ids would collide with the copied ones; copy into a new database)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from .store import DatabaseError, Store, StoreError, open_store
+from .store.base import is_url
+from .store.schema import SCHEMA_VERSION
+from .store.schema_postgres import statements
+
+PAGE_ROWS = 1000            # rows read per page, and written per batch
+Progress = Callable[[str, int, int], None]   # (table, rows copied so far in all, rows to copy in all)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...]          # the primary key: the order pages are read in
+    identity: str | None          # an id the database fills in (SQLite's rowid, PostgreSQL's identity)
+
+
+_CREATE = re.compile(r"CREATE TABLE (\w+) \((.*)\)\s*$", re.S)
+_TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
+
+
+def tables() -> list[Table]:
+    """Every table of the schema but meta, in the order the schema creates them (foreign keys first)."""
+    found = []
+    for statement in statements():
+        created = _CREATE.match(statement)
+        if created is None or created.group(1) == "meta":
+            continue
+        columns, key, identity = [], (), None
+        for line in (part.strip() for part in re.split(r",\s*\n", created.group(2))):
+            if table_key := _TABLE_KEY.match(line):
+                key = tuple(c.strip() for c in table_key.group(1).split(","))
+                continue
+            name = line.split()[0]
+            columns.append(name)
+            if "PRIMARY KEY" in line:
+                key = (name,)
+            if "AS IDENTITY" in line:
+                identity = name
+        if not key:
+            raise StoreError(f"the schema's table {created.group(1)} has no primary key; copy cannot page it")
+        found.append(Table(created.group(1), tuple(columns), key, identity))
+    return found
+
+
+# --- opening --------------------------------------------------------------------------------------------------
+
+def _file_version(path: Path) -> int | None:
+    """A SQLite file's schema version, read without writing (None: unreadable here; open_store says why)."""
+    try:
+        ro = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = ro.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row and str(row[0]).isdigit() else None
+    except sqlite3.Error:
+        return None
+    finally:
+        ro.close()
+
+
+def _refuse_version(where: object, version: int | None) -> None:
+    if version is not None and version != SCHEMA_VERSION:
+        raise StoreError(f"{where} has schema version {version}, this tui-agent copies version {SCHEMA_VERSION} "
+                         "only; run the same tui-agent version on both sides (tui-agent db migrate upgrades an "
+                         "older one)")
+
+
+def open_source(where: str, durability: str = "full") -> Store:
+    """The database to copy from, never written: a missing one is an error and an older SQLite file is refused
+    before open_store could migrate it (it does so even with create=False)."""
+    if not is_url(where) and Path(where).is_file():
+        _refuse_version(where, _file_version(Path(where)))
+    store = open_store(where, durability, create=False)
+    try:
+        _refuse_version(store.path, store.found_version)
+        store.read_only()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def open_target(where: str, durability: str = "full") -> Store:
+    """The database to copy into, made if missing."""
+    if not is_url(where) and Path(where).is_file():
+        _refuse_version(where, _file_version(Path(where)))
+    return open_store(where, durability, create=True)
+
+
+# --- checks ---------------------------------------------------------------------------------------------------
+
+def same_database(a: Store, b: Store) -> bool:
+    """Whether two stores are one database: the same file, or the target's server sees the source's own session
+    (its process id and start) connected to the target's database, whatever the two URLs say."""
+    if is_url(a.path) != is_url(b.path):
+        return False
+    if not is_url(a.path):
+        try:
+            return os.path.samefile(a.path, b.path)
+        except OSError:
+            return Path(a.path).resolve() == Path(b.path).resolve()
+    pid, started = a.conn.execute("SELECT pid, backend_start FROM pg_stat_activity"
+                                  " WHERE pid = pg_backend_pid()").fetchone()
+    return b.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ? AND backend_start = ?"
+                          " AND datname = current_database()", (pid, started)).fetchone()[0] > 0
+
+
+def _version(store: Store) -> int | None:
+    row = store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row and str(row[0]).isdigit() else None
+
+
+def check(source: Store, target: Store, schema: list[Table]) -> None:
+    """Every refusal, before anything is written."""
+    if same_database(source, target):
+        raise StoreError(f"{source.path} and {target.path} are the same database; copy into another one")
+    for store in (source, target):
+        _refuse_version(store.path, _version(store))
+    held = [table.name for table in schema
+            if target.conn.execute(f"SELECT 1 FROM {table.name} LIMIT 1").fetchone() is not None]
+    if held:
+        raise StoreError(f"{target.path} is not empty (its {', '.join(held)} hold rows); copy only into a new "
+                         "database, whose ids cannot collide with the copied ones")
+
+
+# --- reading --------------------------------------------------------------------------------------------------
+
+@contextmanager
+def _snapshot(store: Store) -> Iterator[None]:
+    """One read transaction on the source: every page sees the database as it was when the copy began."""
+    store.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if is_url(store.path) else "BEGIN")
+    try:
+        yield
+    finally:
+        try:
+            store.conn.execute("ROLLBACK")
+        except DatabaseError:
+            pass   # a lost connection: the error that lost it is the one to see
+
+
+def _pages(store: Store, table: Table) -> Iterator[list[tuple]]:
+    """The table's rows in primary-key order, PAGE_ROWS at a time; each page starts after the last one's key."""
+    columns, order = ", ".join(table.columns), ", ".join(table.key)
+    at = [table.columns.index(c) for c in table.key]
+    after = f"({order}) > ({', '.join('?' * len(table.key))})" if len(table.key) > 1 else f"{order} > ?"
+    last: tuple | None = None
+    while True:
+        where, params = ("", ()) if last is None else (f" WHERE {after}", last)
+        try:
+            rows = store.conn.execute(f"SELECT {columns} FROM {table.name}{where} ORDER BY {order} LIMIT ?",
+                                      (*params, PAGE_ROWS)).fetchall()
+        except DatabaseError as e:
+            store.raise_stop(e)   # the source's server gone, say: named as the source's
+            raise
+        if rows:
+            yield rows
+        if len(rows) < PAGE_ROWS:
+            return
+        last = tuple(rows[-1][i] for i in at)
+
+
+def _high_water(store: Store, table: Table) -> int:
+    """The highest id the table's counter has handed out (it may be past the largest id still there)."""
+    if is_url(store.path):   # a user who may read the table but not its sequence: the largest id it holds
+        store.conn.execute("SAVEPOINT high_water")
+        try:
+            sql = "SELECT pg_sequence_last_value(pg_get_serial_sequence(?, ?)::regclass)"
+            found = store.conn.execute(sql, (table.name, table.identity)).fetchone()[0]
+        except DatabaseError:
+            store.conn.execute("ROLLBACK TO SAVEPOINT high_water")
+            found = None
+        store.conn.execute("RELEASE SAVEPOINT high_water")
+    else:
+        found = store.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table.name,)).fetchone()
+        found = found and found[0]
+    return int(found or 0)
+
+
+# --- writing --------------------------------------------------------------------------------------------------
+
+def _insert_many(store: Store, table: Table, rows: list[tuple]) -> None:
+    """One batch of rows into the target, inside its writer's transaction."""
+    if not is_url(store.path):
+        store.conn.executemany(f"INSERT INTO {table.name} ({', '.join(table.columns)})"
+                               f" VALUES ({', '.join('?' * len(table.columns))})", rows)
+        return
+    # PostgreSQL: COPY, a stream with no round trip per row (an INSERT each: ~3,000 rows a second; COPY: tens of
+    # thousands)
+    import psycopg
+
+    from .store.postgres import PostgresError
+    try:
+        with store.conn.raw.cursor() as cursor:
+            with cursor.copy(f"COPY {table.name} ({', '.join(table.columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+    except psycopg.Error as e:
+        raise PostgresError(e) from e
+
+
+def _move_counter(store: Store, table: Table, high: int) -> None:
+    """The target's next id for `table` is past `high`."""
+    if is_url(store.path):
+        store.conn.execute("SELECT setval(pg_get_serial_sequence(?, ?), ?, ?)",
+                           (table.name, table.identity, max(high, 1), high >= 1))
+        return
+    made = store.conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table.name,)).fetchone()[0]
+    if "AUTOINCREMENT" in made.upper() and high:   # a rowid table without it takes max(id) + 1 by itself
+        store.conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (table.name,))
+        store.conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, high))
+
+
+class _Files:
+    """The artifact files rows name, copied to the same relative paths under the target's data folder."""
+
+    def __init__(self, source: Path, target: Path) -> None:
+        self.source, self.target = source.resolve(), target
+        self.copied = self.missing = 0
+
+    def _inside(self, relative: str) -> Path | None:
+        path = (self.source / relative).resolve()
+        return path if path.is_relative_to(self.source) and path != self.source else None
+
+    def folder(self, relative: str | None) -> None:
+        """A run's artifact folder, whole (its results and whatever its agent wrote there)."""
+        path = relative and self._inside(relative)
+        if not path or not path.is_dir():
+            return
+        for top, _, names in os.walk(path):
+            for name in names:
+                self._copy(Path(top, name))
+
+    def file(self, relative: str | None) -> None:
+        path = relative and self._inside(relative)
+        if not path:
+            return
+        if not path.is_file():
+            self.missing += 1
+        elif not (self.target / path.relative_to(self.source)).exists():
+            self._copy(path)
+
+    def _copy(self, path: Path) -> None:
+        to = self.target / path.relative_to(self.source)
+        to.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copy2(path, to, follow_symlinks=False)
+        self.copied += 1
+
+
+# Which columns name files under the data folder: (table, column, a folder or a file).
+ARTIFACTS = {("runs", "artifact_dir"): "folder", ("runs", "result_artifact"): "file", ("journal", "artifact"): "file"}
+
+
+def copy_database(source: Store, target: Store, on_progress: Progress | None = None) -> dict[str, int]:
+    """Copy every row of every table (meta aside) from `source` into the empty `target`, ids kept, and the
+    artifact files the rows name; returns the rows copied per table, and `artifact files` (plus `missing
+    artifact files` when a row names a file the source does not have). Raises StoreError, with nothing
+    written, when `check` refuses."""
+    schema = tables()
+    check(source, target, schema)
+    counts: dict[str, int] = {}
+    files = _Files(source.data_dir, target.data_dir)
+    with _snapshot(source):
+        total = sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in schema)
+        done, table = 0, schema[0]
+        try:
+            with target.write():
+                for table in schema:
+                    named = [(table.columns.index(column), getattr(files, kind))
+                             for (name, column), kind in ARTIFACTS.items() if name == table.name]
+                    counts[table.name], high = 0, 0
+                    for rows in _pages(source, table):
+                        for row in rows:
+                            for i, copy in named:
+                                copy(row[i])
+                        _insert_many(target, table, rows)
+                        counts[table.name] += len(rows)
+                        done += len(rows)
+                        if table.identity:
+                            high = rows[-1][table.columns.index(table.identity)]
+                        if on_progress is not None:
+                            on_progress(table.name, done, total)
+                    if table.identity:
+                        _move_counter(target, table, max(high, _high_water(source, table)))
+        except DatabaseError as e:   # the environment's stops (busy, full, unreachable) leave as they are
+            raise StoreError(f"cannot copy {table.name} from {source.path} into {target.path} ({e}); no row was "
+                             "written") from e
+    counts["artifact files"] = files.copied
+    if files.missing:
+        counts["missing artifact files"] = files.missing
+    return counts
