@@ -128,6 +128,7 @@ def _effects_agent(ctx, request):
 
 def test_the_ledger_events_and_questions_page_across_generations_in_order(store):
     registry = registry_of(Agent(name="fx", run=_effects_agent, budget=Budget(steps=100)))
+    FAIL_ONCE["left"] = 1                              # each store's variant fails its first generation
     run_id, _ = start(store, registry, "fx", {"n": 7, "tag": "a"})
     assert work(store, registry, run_id).status == "failed"
     resume(store, run_id, restart=True)               # generation 2 does the same again (each key once)

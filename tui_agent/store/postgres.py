@@ -165,6 +165,7 @@ class _Connection:
 _NOTIFY_AND_COMMIT = ("SELECT pg_notify('tui_agent', '') WHERE txid_current_if_assigned() IS NOT NULL;"
                       " COMMIT")
 CHANNEL = "tui_agent"
+_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"   # one round trip, as a simple query
 
 
 class _Write:
@@ -176,12 +177,11 @@ class _Write:
     def __enter__(self) -> _Connection:
         conn = self.store.conn
         try:
-            conn.execute("BEGIN")
-            conn.writing = True
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+            conn.execute(_BEGIN_LOCKED)   # a dropped connection is opened again here, before the transaction
         except sqlite3.Error as e:
             self.store.abandon()
             self.store.wait_for_lock(e, "SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,), begin=True)
+        conn.writing = True
         return conn
 
     def __exit__(self, kind, error, trace) -> None:
@@ -303,6 +303,9 @@ class PostgresStore(Store):
                 error, stop = e, self.stopped(e)
 
     def write_one(self, sql: str, params: tuple) -> _Cursor:
+        """One statement as a writer's transaction of its own (three round trips: BEGIN with the lock, the
+        statement, the notice with COMMIT). Sending all of it as one query would save two, but a connection that
+        drops under such a query leaves unknown whether it committed, so it could not be sent again."""
         with self.write() as conn:
             return conn.execute(sql, params)
 
