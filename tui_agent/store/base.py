@@ -78,6 +78,32 @@ def no_patience() -> bool:
     return False
 
 
+class Write:
+    """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
+    generator, because it sits on the per-step hot path). An error the environment caused leaves as an
+    EnvironmentStop, so no caller can mistake a busy or full disk for its own failure. Each store's subclass
+    begins the transaction (`__enter__`) and names how it commits (`COMMIT`)."""
+
+    __slots__ = ("store",)
+    COMMIT = "COMMIT"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __exit__(self, kind, error, trace) -> None:
+        if kind is None:
+            try:
+                self.store.conn.execute(self.COMMIT)
+                return
+            except DatabaseError as e:
+                self.store.abandon()
+                self.store.raise_stop(e)
+                raise
+        self.store.abandon()
+        if isinstance(error, DatabaseError):
+            self.store.raise_stop(error)
+
+
 class Store:
     """One connection to the database, in autocommit mode; writers use `write()`. `path` is what reopens it
     from another thread or process (a file, or a URL whose printed form hides its password), `data_dir` the

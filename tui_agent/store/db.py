@@ -18,7 +18,7 @@ import platformdirs
 import sqlite_utils
 
 from . import wal
-from .base import Connection, Store, StoreError, is_url
+from .base import Connection, Store, StoreError, Write, is_url
 from .environment import EnvironmentStop, check_intact, stop_for, stop_for_os
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -134,15 +134,8 @@ def _create(path: Path) -> None:
             leftover.unlink(missing_ok=True)
 
 
-class _Write:
-    """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
-    generator, because it sits on the per-step hot path). A SQLite error that the environment caused
-    leaves as an EnvironmentStop, so no caller can mistake a busy or full disk for its own failure."""
-
-    __slots__ = ("store",)
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
+class _Write(Write):
+    __slots__ = ()
 
     def __enter__(self) -> Connection:
         conn = self.store.conn
@@ -151,20 +144,6 @@ class _Write:
         except sqlite3.Error as e:
             self.store.wait_for_lock(e)
         return conn
-
-    def __exit__(self, kind, error, trace) -> None:
-        conn = self.store.conn
-        if kind is None:
-            try:
-                conn.execute("COMMIT")
-                return
-            except sqlite3.Error as e:
-                self.store.abandon()
-                self.store.raise_stop(e)
-                raise
-        self.store.abandon()
-        if isinstance(error, sqlite3.Error):
-            self.store.raise_stop(error)
 
 
 class SqliteStore(Store):

@@ -123,16 +123,7 @@ def _schema(conn: sqlite3.Connection) -> Check:
         if "no such table" not in str(e):
             raise
         return Check("database", False, "a SQLite database, but not tui-agent's (it has no meta table)", NOT_OURS)
-    if row is None or not str(row[0]).isdigit():
-        return Check("database", False, "its meta table holds no schema version: not tui-agent's", NOT_OURS)
-    version = int(row[0])
-    if version > SCHEMA_VERSION:
-        return Check("database", False, f"schema version {version}, newer than this tui-agent understands "
-                     f"({SCHEMA_VERSION})", "upgrade tui-agent; this one refuses the file and leaves it untouched")
-    if version < SCHEMA_VERSION:
-        return Check("database", True, f"tui-agent's, schema version {version}; the next command that writes "
-                     f"upgrades it to {SCHEMA_VERSION}")
-    return Check("database", True, f"tui-agent's, schema version {version} (current)")
+    return _version_check(row, "file", "")
 
 
 def _integrity(conn: sqlite3.Connection, path: Path, full: bool) -> Check:
@@ -306,16 +297,21 @@ def _pg_schema(conn, url) -> Check:
         return Check("database", True, "reachable and empty: the first command that writes (tui-agent db init) "
                      f"makes tui-agent's schema, version {SCHEMA_VERSION}")
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return _version_check(row, "database", "reachable; ")
+
+
+def _version_check(row: tuple | None, what: str, lead: str) -> Check:
+    """The meta table's schema version against this code's: the same verdicts for a file and a server."""
     if row is None or not str(row[0]).isdigit():
         return Check("database", False, "its meta table holds no schema version: not tui-agent's", NOT_OURS)
     version = int(row[0])
     if version > SCHEMA_VERSION:
         return Check("database", False, f"schema version {version}, newer than this tui-agent understands "
-                     f"({SCHEMA_VERSION})", "upgrade tui-agent; this one refuses the database and leaves it untouched")
+                     f"({SCHEMA_VERSION})", f"upgrade tui-agent; this one refuses the {what} and leaves it untouched")
     if version < SCHEMA_VERSION:
-        return Check("database", True, f"tui-agent's, schema version {version}; the next command that writes "
+        return Check("database", True, f"{lead}tui-agent's, schema version {version}; the next command that writes "
                      f"upgrades it to {SCHEMA_VERSION}")
-    return Check("database", True, f"reachable; tui-agent's, schema version {version} (current)")
+    return Check("database", True, f"{lead}tui-agent's, schema version {version} (current)")
 
 
 def _pg_server(conn) -> Check:

@@ -19,7 +19,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import Store, StoreError
+from .base import Store, StoreError, Write
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE
 from .schema import SCHEMA_VERSION
 
@@ -168,11 +168,9 @@ CHANNEL = "tui_agent"
 _BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"   # one round trip, as a simple query
 
 
-class _Write:
-    __slots__ = ("store",)
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.store = store
+class _Write(Write):
+    __slots__ = ()
+    COMMIT = _NOTIFY_AND_COMMIT
 
     def __enter__(self) -> _Connection:
         conn = self.store.conn
@@ -185,19 +183,10 @@ class _Write:
         return conn
 
     def __exit__(self, kind, error, trace) -> None:
-        conn = self.store.conn
-        if kind is None:
-            try:
-                conn.execute(_NOTIFY_AND_COMMIT)
-                conn.writing = False
-                return
-            except sqlite3.Error as e:
-                self.store.abandon()
-                self.store.raise_stop(e)
-                raise
-        self.store.abandon()
-        if isinstance(error, sqlite3.Error):
-            self.store.raise_stop(error)
+        try:
+            super().__exit__(kind, error, trace)
+        finally:
+            self.store.conn.writing = False
 
 
 class PostgresStore(Store):
