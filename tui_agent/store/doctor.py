@@ -209,7 +209,11 @@ def _permissions(path: Path) -> Check:
 
 
 def _data_folder(path: Path) -> Check:
-    folder = data_dir_for(path)
+    return _folder_check(data_dir_for(path))
+
+
+def _folder_check(folder: Path) -> Check:
+    """The folder for artifacts and the outbox (beside a SQLite file, or this machine's for a server)."""
     if not folder.exists():
         return Check("data folder", True, f"{folder} is not made yet: the first command that writes makes it, 0700")
     if not folder.is_dir():
@@ -383,18 +387,3 @@ def _pg_durability(conn) -> Check:
                      "damage committed steps", "set fsync = on in postgresql.conf and reload the server")
     return Check("durability", True, f"fsync on; synchronous_commit is {synchronous[1]} on the server "
                  "(tui-agent sets it per connection: on for --durability full, off for normal)")
-
-
-def _folder_check(folder: Path) -> Check:
-    """The local folder for artifacts and the outbox, as for a SQLite file's."""
-    if not folder.exists():
-        return Check("data folder", True, f"{folder} is not made yet: the first command that writes makes it, 0700")
-    if not folder.is_dir():
-        return Check("data folder", False, f"{folder} is a file, where tui-agent keeps run artifacts and the outbox",
-                     f"move {shlex.quote(str(folder))} away")
-    st = folder.stat()
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        return Check("data folder", False, f"{folder} is {mode:04o}: other users can look at run artifacts, reports "
-                     "and the outbox", f"chmod 700 {shlex.quote(str(folder))}")
-    return Check("data folder", True, f"{folder} is {mode:04o}")
