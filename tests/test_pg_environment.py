@@ -257,6 +257,17 @@ def test_a_database_newer_than_the_code_is_refused_untouched(tui_agent, pg_url, 
     assert _everything(pg_url) == before
 
 
+@pytest.mark.parametrize("args", [["ls"], ["db", "migrate"], ["start", "hello"]])
+def test_a_postgresql_schema_older_than_any_we_made_is_refused_untouched(tui_agent, pg_url, args):
+    assert tui_agent("--db", pg_url, "run", "hello").returncode == 0
+    with _admin(pg_url) as admin:
+        admin.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    before = _everything(pg_url)
+    line = _one_line(tui_agent("--db", pg_url, *args), 2)
+    assert "schema version 8, older than any tui-agent made on PostgreSQL" in line, line
+    assert _everything(pg_url) == before
+
+
 def _everything(url: str) -> list[str]:
     """Every table's rows and the schema's shape, read with psycopg (dump() opens a store, which refuses)."""
     with _admin(url) as conn:

@@ -23,6 +23,9 @@ from .base import Store, StoreError, Write
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE
 from .schema import SCHEMA_VERSION
 
+# The version PostgreSQL's schema began at (schema_postgres.py); the migrations after it run on both dialects.
+PG_FIRST_VERSION = 9
+
 BUSY_TIMEOUT_MS = 15_000
 WRITE_LOCK = 0x7475_6961   # the advisory lock every writer's transaction holds ("tuia")
 SYNCHRONOUS = {"full": "on", "normal": "off"}   # NORMAL loses at most the last commits to a server crash
@@ -261,6 +264,9 @@ class PostgresStore(Store):
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path} has schema version {version}, newer than this tui-agent understands "
                              f"({SCHEMA_VERSION}); upgrade tui-agent")
+        if version < PG_FIRST_VERSION:
+            raise StoreError(f"{self.path} has schema version {version}, older than any tui-agent made on PostgreSQL "
+                             f"({PG_FIRST_VERSION} was the first); it cannot be upgraded here, and is left untouched")
 
     def _version(self) -> int | None:
         if self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
