@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import registry_of, start_and_work
 
-from tui_agent import Agent
+from tui_agent import Agent, copying
 from tui_agent.copying import copy_database, open_source, open_target, tables
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
@@ -238,6 +238,29 @@ def test_copy_database_refuses_before_writing(demo, tmp_path):
         copy_database(source, target)
         with pytest.raises(StoreError, match="is not empty"):
             copy_database(source, target)
+    finally:
+        source.close()
+        target.close()
+
+
+def test_rows_that_reach_the_target_after_the_first_check_are_refused_inside_the_copy(demo, pg_url, monkeypatch):
+    """A worker that starts on the target between the refusals and the copy's write: the check inside the write
+    transaction refuses, and the target keeps exactly its own rows."""
+    path, _ = demo
+    source, target = open_source(str(path)), open_target(pg_url)
+    try:
+        def then_a_worker_arrives(source_store, target_store, schema):
+            real_check(source_store, target_store, schema)
+            with target_store.write() as conn:
+                conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at)"
+                             " VALUES ('w-early', 1, 'elsewhere', 1, 60, 0, 0)")
+            arrived.append(_rows(pg_url))
+        real_check, arrived = copying.check, []
+        monkeypatch.setattr(copying, "check", then_a_worker_arrives)
+        with pytest.raises(StoreError, match=r"not empty \(its workers hold rows\)"):
+            copy_database(source, target)
+        after = _rows(pg_url)
+        assert after == arrived[0] and after["workers"] and not after["runs"]
     finally:
         source.close()
         target.close()

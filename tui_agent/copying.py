@@ -149,6 +149,12 @@ def check(source: Store, target: Store, schema: list[Table]) -> None:
         raise StoreError(f"{source.path} and {target.path} are the same database; copy into another one")
     for store in (source, target):
         _refuse_version(store.path, _version(store))
+    _refuse_held(target, schema)
+
+
+def _refuse_held(target: Store, schema: list[Table]) -> None:
+    """A target that holds rows is refused: asked before anything is read, and again inside the copy's write
+    transaction, so a worker that starts on the target meanwhile cannot have its rows mixed with the copy."""
     held = [table.name for table in schema
             if target.conn.execute(f"SELECT 1 FROM {table.name} LIMIT 1").fetchone() is not None]
     if held:
@@ -297,6 +303,7 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
         done, table = 0, schema[0]
         try:
             with target.write():
+                _refuse_held(target, schema)
                 for table in schema:
                     named = [(table.columns.index(column), getattr(files, kind))
                              for (name, column), kind in ARTIFACTS.items() if name == table.name]

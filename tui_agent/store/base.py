@@ -30,6 +30,12 @@ class StoreError(UserError):
     """A database the user pointed at cannot be used; the message says what to do."""
 
 
+def on_server(conn: Connection) -> bool:
+    """Whether the connection is to a database server (PostgreSQL), whose clock judges leases, rather than to a
+    SQLite file, whose host's clock does: the one place the store's queries ask."""
+    return not isinstance(conn, sqlite3.Connection)
+
+
 def is_url(where: str | os.PathLike) -> bool:
     return isinstance(where, str) and where.startswith(URL_SCHEMES)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus
 from . import ids
-from .base import Store, StoreError, one_row
+from .base import Store, StoreError, on_server, one_row
 from .events import add_event
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -144,7 +144,7 @@ def db_clock(conn: sqlite3.Connection) -> float | None:
     """The database server's clock as epoch seconds (one round trip), or None on SQLite. Leases and heartbeats
     are written by one machine and judged by another, so on a server they are read from its clock; a SQLite
     file has one host, whose clock (the process's, which tests and the simulator move) is the lease clock."""
-    if isinstance(conn, sqlite3.Connection):
+    if not on_server(conn):
         return None
     return float(conn.execute(f"SELECT {SERVER_NOW}").fetchone()[0])
 
@@ -210,7 +210,7 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
 def any_due(store: Store, agents: list[str], now: float) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
     marks = ", ".join("?" for _ in agents)
-    server = not isinstance(store.conn, sqlite3.Connection)   # its clock judges leases, read in this statement
+    server = on_server(store.conn)   # its clock judges leases, read in this statement
     sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
     params = (now, *agents) if server else (now, now, *agents)
     return bool(agents) and store.conn.execute(
@@ -230,7 +230,7 @@ def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
     """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks. `lease_until`
     is in this process's clock, as `now`; on a server the lease is the same length from the server's clock."""
-    if lease_until is None or isinstance(conn, sqlite3.Connection):
+    if lease_until is None or not on_server(conn):
         cur = conn.execute("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
                            " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
     else:

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from ..states import Reason, RunStatus
-from .base import Store, one_row
+from .base import Store, on_server, one_row
 from .events import add_event
 from .runs import db_clock, lease_now
 
@@ -50,7 +50,7 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
 def _record_skew(conn: sqlite3.Connection, name: str, own: float, server: float) -> None:
     """On a server: how far this worker's clock is from the server's (meta, so no column is needed; a row
     per worker, rewritten at each heartbeat). A SQLite file's workers share its host's clock: nothing."""
-    if isinstance(conn, sqlite3.Connection):
+    if not on_server(conn):
         return
     conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                  (_SKEW + name, f"{own - server:.3f}"))
