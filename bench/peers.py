@@ -30,9 +30,25 @@ each cell shows the median over rounds with min and max. Within a round the resu
 step_overhead.replay_row's REPS (9) repetitions for tui-agent and raw, of 7 for LangGraph, one for DBOS (seconds
 each).
 
-    pip install -e '.[bench]'
+With --postgres [URL], PostgreSQL rows too, in a block of their own: on the server at URL (a role that may create
+databases), or without URL on a throwaway server started as the tests start theirs (tests/pg_server.py: initdb,
+127.0.0.1, fsync on, shared_buffers=32MB) and stopped at the end; without its binaries those rows are skipped, said
+in one line. Each cell gets a fresh database (CREATE DATABASE, dropped after) with synchronous_commit set on it, so
+for every connection: on (the server's default, FULL's like) and off (NORMAL's like: a server crash may lose the
+last commits, never corrupt). The same two workloads on
+
+- raw psycopg, the floor: one ~200-byte INSERT per step in autocommit, so it commits itself in one round trip; for
+  the resume, the SELECT + json.loads of the finished run's journal rows;
+- tui-agent on PostgreSQL: open_store with the database's URL, driven as above;
+- DBOS with its PostgreSQL system database, its native one, as above; its finished run is built once, in a database
+  kept across rounds.
+
+LangGraph is not measured there: its PostgresSaver (langgraph-checkpoint-postgres) is not in the bench extra.
+
+    pip install -e '.[bench,postgres]'
     python bench/peers.py            # 7 rounds, about 8 minutes on 2 cores (--rounds 11: 12 minutes)
     python bench/peers.py --quick    # a try-out
+    python bench/peers.py --postgres [URL]   # PostgreSQL rows too
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import sqlite3
 import statistics
@@ -51,6 +68,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import step_overhead
 from step_overhead import WARMUP, ours, raw_conn, raw_inserts, replay_row, timed, tiny
@@ -58,8 +76,15 @@ from step_overhead import WARMUP, ours, raw_conn, raw_inserts, replay_row, timed
 from tui_agent.store import open_store
 from tui_agent.store.db import DURABILITY
 
-PEERS = {"raw sqlite3": None, "tui-agent": None, "LangGraph": "langgraph", "DBOS": "dbos"}
+PEERS = ["raw sqlite3", "tui-agent", "LangGraph", "DBOS"]
+MODULES = {"LangGraph": "langgraph", "DBOS": "dbos"}
 SETTINGS = {"full": "WAL + synchronous=FULL", "normal": "WAL + synchronous=NORMAL", "default": "its own default"}
+PG_PEERS = ["raw psycopg", "tui-agent", "DBOS"]
+PG_SETTINGS = {"pg full": "synchronous_commit=on", "pg normal": "synchronous_commit=off"}
+# a block of the table each: (floor, peers, write settings, the resume's setting)
+BLOCKS = {"sqlite": ("raw sqlite3", PEERS, SETTINGS, "replay"),
+          "postgres": ("raw psycopg", PG_PEERS, PG_SETTINGS, "pg replay")}
+PG_DBOS_REPLAY = "peers_dbos_replay"  # the database of DBOS's finished run, built by the first round
 DEFAULTS = {"raw sqlite3": "rollback journal, FULL", "tui-agent": "WAL, FULL",
             "LangGraph": "WAL, FULL, durability=async", "DBOS": "rollback journal, FULL"}
 LANGGRAPH_REPS = 7
@@ -74,17 +99,27 @@ def raw_write(path: Path, setting: str, steps: int) -> float:
     return raw_inserts(conn, steps)
 
 
-def ours_write(path: Path, setting: str, steps: int) -> float:
-    store = open_store(path) if setting == "default" else open_store(path, setting)
+def raw_pg_write(url: str, setting: str, steps: int) -> float:
+    """The PostgreSQL floor: each INSERT commits itself (autocommit), one round trip per step."""
+    conn = step_overhead.pg_conn(url)
+    conn.execute("CREATE TABLE t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text)")
+    raw_inserts(conn, WARMUP, "%s")
+    return raw_inserts(conn, steps, "%s")
+
+
+def ours_write(target: Path | str, setting: str, steps: int) -> float:
+    store = open_store(target) if setting == "default" else open_store(target, setting)
     ours(store, WARMUP)
     return ours(store, steps)[1]
 
 
-def ours_replay(path: Path, steps: int) -> dict:
-    """tui-agent's and raw sqlite3's resume come together from step_overhead.replay_row, in path's directory."""
+def ours_replay(target: Path | str, steps: int) -> dict:
+    """tui-agent's resume and its floor's come together from step_overhead.replay_row: in the SQLite file's folder,
+    or in the database of a PostgreSQL URL."""
     step_overhead.REPLAY_STEPS = steps  # replay_row's run length, read when it runs
-    best = replay_row(path.parent)
-    return {"tui-agent": best["ours"], "raw sqlite3": best["raw"]}
+    if isinstance(target, str):
+        return dict(zip(("tui-agent", "raw psycopg"), replay_row(target).values()))
+    return dict(zip(("tui-agent", "raw sqlite3"), replay_row(target.parent).values()))
 
 
 def langgraph_graph(path: Path, setting: str):
@@ -139,18 +174,19 @@ def langgraph_replay(path: Path, steps: int) -> dict:
     return {"LangGraph": seconds}
 
 
-def dbos_launch(path: Path, setting: str):
-    """DBOS on a SQLite system database; the pragmas go on every connection its engine opens."""
+def dbos_launch(target: Path | str, setting: str):
+    """DBOS on a SQLite system database, the pragmas on every connection its engine opens; or on a PostgreSQL URL's
+    database, whose synchronous_commit pg_database set."""
     import sqlalchemy
     from dbos import DBOS
 
-    if setting != "default":
+    if setting != "default" and isinstance(target, Path):
         def pragmas(conn, _record):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={DURABILITY[setting]}")
         sqlalchemy.event.listen(sqlalchemy.pool.Pool, "connect", pragmas)
-    DBOS(config={"name": "bench", "system_database_url": f"sqlite:///{path}", "application_version": "bench",
-                 "log_level": "WARNING"})
+    url = target if isinstance(target, str) else f"sqlite:///{target}"
+    DBOS(config={"name": "bench", "system_database_url": url, "application_version": "bench", "log_level": "WARNING"})
     step = DBOS.step()(tiny)
 
     @DBOS.workflow()
@@ -165,26 +201,26 @@ def dbos_launch(path: Path, setting: str):
     return DBOS, workflow
 
 
-def dbos_write(path: Path, setting: str, steps: int) -> float:
-    dbos, workflow = dbos_launch(path, setting)
+def dbos_write(target: Path | str, setting: str, steps: int) -> float:
+    dbos, workflow = dbos_launch(target, setting)
     workflow(WARMUP)
     seconds = timed(lambda: workflow(steps))
     dbos.destroy()
     return seconds
 
 
-def dbos_replay(path: Path, steps: int) -> dict:
+def dbos_replay(target: Path | str, steps: int) -> dict:
     """Mark the finished workflow (built by the first round) PENDING again and resume it: the time its body takes
     with every step already recorded."""
     from dbos import SetWorkflowID
 
-    built = path.exists()
-    dbos, workflow = dbos_launch(path, "normal")
-    if not built:
-        with SetWorkflowID("finished"):
-            workflow(steps)
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE workflow_status SET status = 'PENDING' WHERE workflow_uuid = 'finished'")
+    dbos, workflow = dbos_launch(target, "normal")
+    status = "dbos.workflow_status" if isinstance(target, str) else "workflow_status"
+    with step_overhead.pg_conn(target) if isinstance(target, str) else sqlite3.connect(target) as conn:
+        if not conn.execute(f"SELECT 1 FROM {status} WHERE workflow_uuid = 'finished'").fetchall():
+            with SetWorkflowID("finished"):
+                workflow(steps)
+        conn.execute(f"UPDATE {status} SET status = 'PENDING' WHERE workflow_uuid = 'finished'")
     before = step_overhead.calls
     seconds = dbos.resume_workflow("finished").get_result()
     assert step_overhead.calls == before, "a resumed step ran its function"
@@ -192,13 +228,47 @@ def dbos_replay(path: Path, steps: int) -> dict:
     return {"DBOS": seconds}
 
 
-WRITES = {"raw sqlite3": raw_write, "tui-agent": ours_write, "LangGraph": langgraph_write, "DBOS": dbos_write}
+WRITES = {"raw sqlite3": raw_write, "tui-agent": ours_write, "LangGraph": langgraph_write, "DBOS": dbos_write,
+          "raw psycopg": raw_pg_write}
 REPLAYS = {"tui-agent": ours_replay, "LangGraph": langgraph_replay, "DBOS": dbos_replay}
+
+
+def pg_database(server: str, name: str, setting: str) -> str:
+    """The URL of database `name` on the server, created if absent with synchronous_commit set for every connection
+    to it (so for DBOS's engine too)."""
+    from tui_agent.store.postgres import SYNCHRONOUS
+
+    with step_overhead.pg_conn(server) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall():
+            admin.execute(f"CREATE DATABASE {name}")
+            admin.execute(f"ALTER DATABASE {name} SET synchronous_commit = {SYNCHRONOUS[setting]}")
+    return urlsplit(server)._replace(path=f"/{name}").geturl()
+
+
+def drop_database(server: str, name: str) -> None:
+    with step_overhead.pg_conn(server) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def pg_cell(peer: str, setting: str, args) -> dict:
+    """A PostgreSQL cell: in a fresh database, dropped after, or for DBOS's resume in the one kept across rounds."""
+    if setting == "replay" and peer == "DBOS":
+        return dbos_replay(pg_database(args.postgres, PG_DBOS_REPLAY, "normal"), args.replay_steps)
+    name = f"peers_{secrets.token_hex(6)}"
+    url = pg_database(args.postgres, name, "normal" if setting == "replay" else setting)
+    try:
+        if setting == "replay":
+            return REPLAYS[peer](url, args.replay_steps)
+        return {peer: WRITES[peer](url, setting, args.steps)}
+    finally:
+        drop_database(args.postgres, name)
 
 
 def cell(peer: str, setting: str, args) -> dict:
     """One measurement in this (fresh) process: {peer: seconds}. Writes go to a fresh file, as fsync time differs
     from file to file; the peers' finished runs are built once, in args.dir, as building DBOS's takes long."""
+    if setting.startswith("pg "):
+        return pg_cell(peer, setting.removeprefix("pg "), args)
     if setting == "replay" and peer != "tui-agent":
         return REPLAYS[peer](Path(args.dir) / f"{peer}-replay.db", args.replay_steps)
     tmp = Path(tempfile.mkdtemp(prefix="tui-agent-peers-"))
@@ -214,6 +284,7 @@ def run_cell(peer: str, setting: str, args) -> dict:
     """A cell in its own process; a failure comes back as its last line of stderr, never as a number."""
     cmd = [sys.executable, __file__, "--cell", peer, setting, "--steps", str(args.steps),
            "--replay-steps", str(args.replay_steps), "--dir", args.dir]
+    cmd += ["--postgres", args.postgres] if args.postgres else []
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
@@ -222,19 +293,22 @@ def run_cell(peer: str, setting: str, args) -> dict:
 
 
 def installed(peer: str) -> bool:
-    return PEERS[peer] is None or importlib.util.find_spec(PEERS[peer]) is not None
+    return peer not in MODULES or importlib.util.find_spec(MODULES[peer]) is not None
 
 
-def cells() -> list[tuple[str, str]]:
-    writes = [(peer, setting) for setting in SETTINGS for peer in PEERS if installed(peer)]
-    return writes + [(peer, "replay") for peer in REPLAYS if installed(peer)]
+def cells(args) -> list[tuple[str, str]]:
+    found = []
+    for _, peers, settings, replay in [BLOCKS["sqlite"]] + ([BLOCKS["postgres"]] if args.postgres else []):
+        found += [(peer, setting) for setting in settings for peer in peers if installed(peer)]
+        found += [(peer, replay) for peer in REPLAYS if peer in peers and installed(peer)]
+    return found
 
 
 def measure(args) -> dict:
     """{(peer, setting): [seconds per round]}, every cell once per round, the order reversed every other round."""
     results: dict = {}
     for r in range(args.rounds):
-        order = cells() if r % 2 == 0 else cells()[::-1]
+        order = cells(args) if r % 2 == 0 else cells(args)[::-1]
         for peer, setting in order:
             for who, value in run_cell(peer, setting, args).items():
                 results.setdefault((who, setting), []).append(value)
@@ -243,7 +317,7 @@ def measure(args) -> dict:
 
 
 def versions() -> str:
-    names = ["dbos", "langgraph", "langgraph-checkpoint-sqlite", "sqlalchemy"]
+    names = ["dbos", "langgraph", "langgraph-checkpoint-sqlite", "sqlalchemy", "psycopg"]
     found = []
     for name in names:
         try:
@@ -273,20 +347,51 @@ def medians(results: dict, setting: str) -> dict:
             if s == setting and not any(isinstance(v, str) for v in values)}
 
 
-def table(results: dict, args) -> list[str]:
-    lines = ["| workload | peer | median (min – max) | / raw sqlite3 | / tui-agent |", "|---|---|---:|---:|---:|"]
-    workloads = [(s, f"{args.steps:,} steps, {what} (us/step)", 1e6 / args.steps) for s, what in SETTINGS.items()]
-    workloads.append(("replay", f"resume a finished {args.replay_steps:,}-step run (ms)", 1e3))
+def table(results: dict, args, block: str) -> list[str]:
+    floor, peers, settings, replay = BLOCKS[block]
+    lines = [f"| workload | peer | median (min – max) | / {floor} | / tui-agent |", "|---|---|---:|---:|---:|"]
+    workloads = [(s, f"{args.steps:,} steps, {what} (us/step)", 1e6 / args.steps) for s, what in settings.items()]
+    workloads.append((replay, f"resume a finished {args.replay_steps:,}-step run (ms)", 1e3))
     for setting, label, scale in workloads:
         base = medians(results, setting)
-        for peer in PEERS:
+        for peer in peers:
             if not installed(peer):
                 lines.append(f"| {label} | {peer} | {INSTALL} | | |")
             elif (peer, setting) in results:
                 name = f"{peer} ({DEFAULTS[peer]})" if setting == "default" else peer
-                lines.append(row(label, name, results[(peer, setting)], base.get("raw sqlite3"),
-                                 base.get("tui-agent"), scale))
+                lines.append(row(label, name, results[(peer, setting)], base.get(floor), base.get("tui-agent"), scale))
     return lines
+
+
+def start_pg_server(args):
+    """With --postgres and no URL, a throwaway server started as the tests start theirs (tests/pg_server.py), or
+    None with args.postgres None and the reason in args.pg_skipped when the binaries are absent."""
+    if args.postgres != "":
+        return None
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import pg_server
+
+    bin_dir = pg_server.find_bin_dir()
+    if bin_dir is None:
+        args.postgres, args.pg_skipped = None, pg_server.SKIP_REASON
+        print(f"PostgreSQL rows skipped: {args.pg_skipped}", file=sys.stderr)
+        return None
+    server = pg_server.PgServer(bin_dir)
+    server.start()
+    args.postgres = server.url
+    return server
+
+
+def pg_header(args) -> str:
+    with step_overhead.pg_conn(args.postgres) as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        shown = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("fsync", "wal_sync_method",
+                                                                               "shared_buffers")}
+    where = f"a throwaway server (tests/pg_server.py) at {urlsplit(args.postgres).hostname}" if args.pg_server \
+        else urlsplit(args.postgres).hostname
+    settings = ", ".join(f"{k}={v}" for k, v in shown.items())
+    return (f"\nPostgreSQL {version} on {where}, over TCP; {settings}; a fresh database per cell. LangGraph is not "
+            "measured on PostgreSQL (its PostgresSaver, langgraph-checkpoint-postgres, is not in the bench extra).\n")
 
 
 def main() -> None:
@@ -295,6 +400,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000)
     parser.add_argument("--replay-steps", type=int, default=step_overhead.REPLAY_STEPS)
     parser.add_argument("--quick", action="store_true", help="3 rounds of 200 steps: a try-out, not a measurement")
+    parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
+                        help="PostgreSQL rows too, on the server at URL (a role that may CREATE DATABASE); "
+                             "without URL on a throwaway server")
     parser.add_argument("--cell", nargs=2, metavar=("PEER", "SETTING"), help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -305,14 +413,26 @@ def main() -> None:
         args.rounds, args.steps, args.replay_steps = 3, 200, 1_000
     started = time.time()
     args.dir = tempfile.mkdtemp(prefix="tui-agent-peers-")
+    args.pg_skipped = None
+    args.pg_server = start_pg_server(args)
     try:
         results = measure(args)
+        header = pg_header(args) if args.postgres else ""
     finally:
         shutil.rmtree(args.dir, ignore_errors=True)
+        if args.pg_server:
+            args.pg_server.stop()
+        elif args.postgres:
+            drop_database(args.postgres, PG_DBOS_REPLAY)
     print(f"# peers, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}, {os.cpu_count()} cores")
     print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; {versions()}; "
           f"{args.rounds} interleaved rounds, each cell in a fresh process, {time.time() - started:.0f} s in all\n")
-    print("\n".join(table(results, args)))
+    print("\n".join(table(results, args, "sqlite")))
+    if args.postgres:
+        print(header)
+        print("\n".join(table(results, args, "postgres")))
+    elif args.pg_skipped:
+        print(f"\nPostgreSQL rows skipped: {args.pg_skipped}")
 
 
 if __name__ == "__main__":

@@ -98,10 +98,19 @@ def raw_conn(path: Path, durability: str) -> sqlite3.Connection:
     return conn
 
 
-def raw_inserts(conn: sqlite3.Connection, n: int) -> float:
+def pg_conn(url: str):
+    """A raw psycopg connection in autocommit (bench/peers.py's PostgreSQL floor): a statement commits itself."""
+    import psycopg
+    return psycopg.connect(url, autocommit=True)
+
+
+def raw_inserts(conn, n: int, mark: str = "?") -> float:
+    """n ~200-byte INSERTs, each committed; mark: the driver's placeholder (psycopg's is %s)."""
+    sql = f"INSERT INTO t (payload) VALUES ({mark})"
+
     def loop():
         for i in range(n):
-            conn.execute("INSERT INTO t (payload) VALUES (?)", (PAYLOAD,))
+            conn.execute(sql, (PAYLOAD,))
             conn.commit()
     return timed(loop)
 
@@ -147,13 +156,18 @@ def write_rows(tmp: Path, durability: str) -> dict:
     return row
 
 
-def replay_row(tmp: Path) -> dict:
+def replay_row(where: Path | str) -> dict:
+    """where: a folder for a fresh SQLite file, or an empty PostgreSQL database's URL (bench/peers.py), whose floor
+    reads through pg_conn."""
     global calls
-    store = open_store(tmp / "replay.db", "normal")
+    on_server = isinstance(where, str)
+    store = open_store(where if on_server else where / "replay.db", "normal")
     claim, _ = ours(store, REPLAY_STEPS)
-    raw = raw_conn(store.path, "normal")
+    raw = pg_conn(where) if on_server else raw_conn(store.path, "normal")
     sql = ("SELECT position, name, result, artifact FROM journal WHERE run_id = ? AND generation = ?"
            " ORDER BY position")
+    if on_server:
+        sql = sql.replace("?", "%s")
     request = json.loads(claim.request)
     before = calls
 

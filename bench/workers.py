@@ -15,11 +15,15 @@ worker B idles, A gets SIGKILL. The lease A last wrote is read back from `runs` 
 (the expiry the store honours); B's `takeover` event time is compared with it and with the
 kill. Goal: takeover within lease + one heartbeat (lease/3) of the kill. B then finishes the run.
 
-    python bench/workers.py
+    python bench/workers.py                      # SQLite
+    python bench/workers.py --postgres           # a throwaway PostgreSQL server (tests/pg_server.py)
+    python bench/workers.py --postgres URL       # the server at URL (postgresql://user@host:port); the bench
+                                                 # creates and drops a database per measurement on it
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import importlib
@@ -39,6 +43,8 @@ from urllib.parse import quote
 from tui_agent.operate import start
 from tui_agent.runtime.registry import Registry
 from tui_agent.store import open_store
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 RUNS, PROCESSES, LEASE_S, REPS = 1_000, (1, 2, 4), 30.0, 3
 TAKEOVER_LEASE_S, TAKEOVER_TRIES, SLOW = 2.0, 3, {"steps": 10, "nap_s": 0.5}
@@ -91,7 +97,7 @@ class OneTransaction:
 class Workers:
     """`tui-agent worker` subprocesses on one database; output goes to files for a look afterwards."""
 
-    def __init__(self, tmp: Path, db: Path) -> None:
+    def __init__(self, tmp: Path, db: Path | str) -> None:
         self.tmp, self.db = tmp, db
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp), os.environ.get("PYTHONPATH")]))}
         self.procs: dict[str, subprocess.Popen] = {}
@@ -141,7 +147,7 @@ class Workers:
             code, err = self.codes.get(name), self.stderr(name)
             if code not in (0, -signal.SIGKILL):
                 found.append((name, f"exited {code}"))
-            for needle in ("database is locked", "database is busy"):
+            for needle in ("database is locked", "is busy"):   # SQLite's, or either store's stop
                 found += [(name, repr(needle))] * err.count(needle)
             found += [(name, f"{where.replace(name, 'NAME')} died: {error.split(':')[0]}")
                       for where, error in tracebacks(err)]
@@ -172,8 +178,38 @@ def summary(trouble: list[tuple[str, str]], names: bool = True) -> str:
         or "none"
 
 
-def read_only(db: Path) -> sqlite3.Connection:
+def read_only(db: Path | str):
+    """A second connection that only reads (`?` placeholders on both stores)."""
+    if isinstance(db, str):
+        store = open_store(db, create=False)
+        store.read_only()
+        return store.conn
     return sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro", uri=True, isolation_level=None)
+
+
+class Databases:
+    """A fresh database per measurement: a file in the temp folder, or a database on a PostgreSQL server
+    (`server`: its URL without a database; dropped at the end)."""
+
+    def __init__(self, tmp: Path, server: str | None) -> None:
+        self.tmp, self.server, self.made = tmp, server, []
+
+    def new(self, name: str) -> Path | str:
+        if self.server is None:
+            return self.tmp / f"{name}.db"
+        import psycopg
+        with psycopg.connect(f"{self.server}/postgres", autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name.replace('-', '_')}")
+        self.made.append(name.replace("-", "_"))
+        return f"{self.server}/{self.made[-1]}"
+
+    def drop(self) -> None:
+        if self.server is None:
+            return
+        import psycopg
+        with psycopg.connect(f"{self.server}/postgres", autocommit=True) as admin:
+            for name in self.made:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def until(what: str, test, timeout_s: float, workers: Workers, every_s: float = POLL_S):
@@ -192,8 +228,8 @@ def registered(ro: sqlite3.Connection, n: int):
     return ro.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()[0] >= n
 
 
-def throughput(tmp: Path, registry: Registry, n: int, rep: int) -> dict:
-    db = tmp / f"claims-{n}-{rep}.db"
+def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int) -> dict:
+    db = dbs.new(f"claims-{n}-{rep}")
     store = open_store(db)
     ro = read_only(db)
     workers = Workers(tmp, db)
@@ -209,8 +245,8 @@ def throughput(tmp: Path, registry: Registry, n: int, rep: int) -> dict:
         committed = time.time()
         done = lambda: ro.execute("SELECT count(*) FROM runs WHERE status = 'succeeded'").fetchone()[0] == RUNS
         until(f"{RUNS} runs to succeed", done, 120, workers)
-        first, last, again = ro.execute("SELECT min(started_at), max(finished_at), sum(attempt > 1)"
-                                        " FROM runs").fetchone()
+        first, last, again = ro.execute("SELECT min(started_at), max(finished_at),"
+                                        " sum(CASE WHEN attempt > 1 THEN 1 ELSE 0 END) FROM runs").fetchone()
         split = [c for (c,) in ro.execute("SELECT count(*) FROM events WHERE kind = 'claimed' GROUP BY worker"
                                           " ORDER BY 1 DESC")]
     finally:
@@ -222,8 +258,8 @@ def throughput(tmp: Path, registry: Registry, n: int, rep: int) -> dict:
             "split": split, "again": again, "trouble": workers.trouble(), "errors": workers.errors()}
 
 
-def takeover(tmp: Path, registry: Registry, attempt: int) -> dict:
-    db = tmp / f"takeover-{attempt}.db"
+def takeover(tmp: Path, dbs: Databases, registry: Registry, attempt: int) -> dict:
+    db = dbs.new(f"takeover-{attempt}")
     store = open_store(db)
     ro = read_only(db)
     workers = Workers(tmp, db)
@@ -263,10 +299,29 @@ def takeover(tmp: Path, registry: Registry, attempt: int) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
+                        help="measure on PostgreSQL: the server at URL, or a throwaway one without it")
+    args = parser.parse_args()
+    server = None
+    if args.postgres == "":
+        sys.path.insert(0, str(TESTS))
+        from pg_server import PgServer, find_bin_dir
+        server = PgServer(find_bin_dir())
+        server.start()
+    with contextlib.ExitStack() as cleanup:
+        if server is not None:
+            cleanup.callback(server.stop)
+        measure(args.postgres or (server and server.url))
+
+
+def measure(postgres: str | None) -> None:
+    on = f"PostgreSQL at {postgres}" if postgres else f"SQLite {sqlite3.sqlite_version}"
     print(f"# workers, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
-    print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; {os.cpu_count()} CPUs; "
+    print(f"Python {sys.version.split()[0]}, {on}; {os.cpu_count()} CPUs; "
           "durability full (the default); `tui-agent worker` subprocesses, concurrency 1 each\n")
     tmp = Path(tempfile.mkdtemp(prefix="tui-agent-bench-workers-"))
+    dbs = Databases(tmp, postgres)
     added = str(tmp)
     sys.path.insert(0, added)
     try:
@@ -278,11 +333,12 @@ def main() -> None:
         claims = {n: [] for n in PROCESSES}
         for rep in range(REPS):  # interleaved, alternating the order, as the machine's state drifts
             for n in PROCESSES if rep % 2 == 0 else PROCESSES[::-1]:
-                claims[n].append(throughput(tmp, registry, n, rep))
-        takeovers = [takeover(tmp, registry, i) for i in range(TAKEOVER_TRIES)]
+                claims[n].append(throughput(tmp, dbs, registry, n, rep))
+        takeovers = [takeover(tmp, dbs, registry, i) for i in range(TAKEOVER_TRIES)]
     finally:
         sys.path.remove(added)
         sys.modules.pop(MODULE, None)
+        dbs.drop()
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"{RUNS:,} trivial runs (one step each) queued in one transaction onto idle workers that had all "

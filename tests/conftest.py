@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
 
 from tui_agent.cli import cli
+from tui_agent.copying import copy_database
 from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
@@ -26,7 +27,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("TUI_AGENT_DB", str(tmp_path / "runs.db"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
-    for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY"):
+    for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY", "TUI_AGENT_DATA"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.syspath_prepend(str(FIXTURES))
 
@@ -70,7 +71,8 @@ def db_path(tmp_path) -> Path:
 def pytest_collection_modifyitems(config, items):
     """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant."""
     dropped = [item for item in items if item.get_closest_marker("sqlite_only") is not None
-               and getattr(item, "callspec", None) is not None and item.callspec.params.get("database") == "postgres"]
+               and getattr(item, "callspec", None) is not None
+               and "postgres" in (item.callspec.params.get("database"), item.callspec.params.get("demo"))]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in set(dropped)]
@@ -104,12 +106,30 @@ def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return folder, roles
 
 
+def pytest_generate_tests(metafunc):
+    """A module marked `demo_on_both` runs each test that takes `demo` once on each store."""
+    if "demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None:
+        metafunc.parametrize("demo", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+
+
 @pytest.fixture
-def demo(demo_template, tmp_path) -> tuple[Path, dict[str, str]]:
-    """A private copy of the demo database (with its data folder) for one test: (path, run ids by role)."""
+def demo(request, demo_template, tmp_path, monkeypatch) -> tuple[Path | str, dict[str, str]]:
+    """A private copy of the demo database (with its data folder) for one test: (where, run ids by role). In a
+    `demo_on_both` module also copied into a fresh PostgreSQL database (`tui-agent copy`'s own code), whose URL
+    TUI_AGENT_DB then names."""
     folder, roles = demo_template
     shutil.copytree(folder, tmp_path / "demo")
-    return tmp_path / "demo" / "demo.db", roles
+    path = tmp_path / "demo" / "demo.db"
+    if getattr(request, "param", "sqlite") == "sqlite":
+        return path, roles
+    url = request.getfixturevalue("pg_url")
+    source, target = open_store(path, create=False), open_store(url)
+    try:
+        copy_database(source, target)
+    finally:
+        source.close(), target.close()
+    monkeypatch.setenv("TUI_AGENT_DB", url)
+    return url, roles
 
 
 @pytest.fixture

@@ -8,11 +8,13 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 from conftest import ROOT
@@ -26,7 +28,7 @@ from tui_agent.runtime.worker import execute
 from tui_agent.screens.run import RunScreen
 from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import open_store, schema
-from tui_agent.store.runs import claim_run
+from tui_agent.store.runs import claim_run, db_clock, get_run
 from tui_agent.widgets.timeline import TimelineItem, timeline_items
 
 
@@ -253,3 +255,60 @@ def dump(db) -> list[str]:
                 for row in sorted(store.conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)]
     finally:
         store.close()
+
+
+def data_dir(database: Path | str) -> Path:
+    """The data folder of the database at `database` (a SQLite file, or a PostgreSQL URL), as its store names it:
+    where agents keep their outbox, fetch log and keys (beside the file on SQLite, per machine under
+    XDG_DATA_HOME on PostgreSQL)."""
+    store = open_store(database)
+    try:
+        return store.data_dir
+    finally:
+        store.close()
+
+
+def short_lease(database: Path | str, sqlite_s: float, postgres_s: float = 1) -> str:
+    """The `--lease` of a worker a test kills or pauses: `sqlite_s` on SQLite, where the next worker's clock is moved
+    past it (`taken_over`); a short one on PostgreSQL, where the server's clock judges it and the test waits it out."""
+    return f"{sqlite_s if isinstance(database, Path) else postgres_s:g}"
+
+
+def taken_over(database: Path | str, run_id: str, ahead_s: float = 10) -> dict[str, str]:
+    """The environment of a worker that is to take `run_id` over from a dead or paused one, once its lease is over.
+    SQLite's lease clock is the process's: a clock `ahead_s` ahead. PostgreSQL's is the server's, which no process
+    moves: the process's own clock, returned once the lease has really ended by the server's clock (waited for here;
+    a test keeps it short with `short_lease`)."""
+    if isinstance(database, Path):
+        return {"TUI_AGENT_NOW": later(ahead_s)}
+    store = open_store(database, create=False)
+    try:
+        until(f"the lease of {run_id} to end by the server's clock",
+              lambda: (get_run(store, run_id)["lease_expires_at"] or 0) <= db_clock(store.conn), deadline_s=30,
+              every_s=0.05, why=lambda: get_run(store, run_id))
+    finally:
+        store.close()
+    return {}
+
+
+def at_once(work: Callable[[], Any], count: int) -> list[Any]:
+    """`work()` in `count` threads released together (a barrier), as racing processes open a database; returns
+    what each returned, and fails the test with what any of them raised."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        barrier.wait()
+        try:
+            results.append(work())
+        except Exception as e:   # reported below, in the test's own thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [], errors
+    return results

@@ -1,5 +1,5 @@
 """`tui-agent copy --from SRC --to DST`: a laptop's SQLite history into the team's PostgreSQL database and back,
-ids, journals, ledgers and artifact files kept; refusals leave the target as it was."""
+ids, journals, ledgers and artifacts kept; refusals leave the target as it was."""
 
 import json
 import sqlite3
@@ -15,7 +15,7 @@ from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
 from tui_agent.runtime.worker import execute
-from tui_agent.store import StoreError, open_store
+from tui_agent.store import StoreError, artifacts, open_store
 from tui_agent.store.runs import claim_run
 from tui_agent.store.schema import SCHEMA_VERSION
 
@@ -43,9 +43,9 @@ def _data_dir(where) -> str:
 
 
 def _portable(value, data_dir: str):
-    """A report with the database's own data folder (in artifact paths) written as <data>: the one thing that
-    legitimately differs between two copies."""
-    text = json.dumps(value, sort_keys=True)
+    """A report with where the database keeps its artifacts (its own data folder, or artifact: for a server's
+    table) written as <data>/: the one thing that legitimately differs between two copies."""
+    text = json.dumps(value, sort_keys=True).replace('"artifact:', '"<data>/')
     return json.loads(text.replace(json.dumps(data_dir)[1:-1], "<data>"))
 
 
@@ -266,32 +266,48 @@ def test_rows_that_reach_the_target_after_the_first_check_are_refused_inside_the
         target.close()
 
 
-def test_a_large_result_stored_as_an_artifact_file_reads_back_after_the_copy(pg_url, tmp_path, invoke):
+@pytest.mark.parametrize("shared", [False, True], ids=["into-the-table", "into-a-data-folder"])
+def test_a_large_result_and_a_report_read_back_after_the_copy_either_way(pg_url, tmp_path, invoke, monkeypatch,
+                                                                           shared):
+    """SQLite's files become the server's rows (or files in its --data folder) and files again on the way back."""
     big = "x" * (ARTIFACT_THRESHOLD + 1000)
 
     def run(ctx, request):
         blob = ctx.step("blob", lambda: {"text": big})
-        return {"blob": blob, "size": ctx.step("size", lambda: len(blob["text"]))}
+        report = ctx.step("report", ctx.save_artifact, "report.md", "# a report\n")
+        return {"blob": blob, "size": ctx.step("size", lambda: len(blob["text"])), "report": report}
 
     source = tmp_path / "laptop.db"
     store = open_store(source)
     run_id = start_and_work(store, registry_of(Agent(name="blobby", run=run)), "blobby", {}).run_id
-    artifacts = [r["artifact"] for r in store.query("SELECT artifact FROM journal WHERE artifact IS NOT NULL")]
-    result_artifact = next(store.query("SELECT result_artifact FROM runs"))["result_artifact"]
-    source_data = store.data_dir
+    named = [r["artifact"] for r in store.query("SELECT artifact FROM journal WHERE artifact IS NOT NULL")]
+    named.append(next(store.query("SELECT result_artifact FROM runs"))["result_artifact"])
+    kept = {relative: (store.data_dir / relative).read_bytes()
+            for relative in [*named, f"artifacts/{run_id}/report.md"]}
     store.close()
-    assert artifacts and result_artifact
+    assert len(named) == 2 and all(named)
 
+    if shared:
+        monkeypatch.setenv(artifacts.ENV, str(tmp_path / "shared"))
     back = tmp_path / "elsewhere" / "runs.db"
-    _copy(invoke, source, pg_url)
-    result = _copy(invoke, pg_url, back)
-    assert f"{len(artifacts) + 1} artifact files" in result.stdout
+    assert f"{len(kept)} artifacts" in _copy(invoke, source, pg_url).stdout
+    server = open_store(pg_url)
+    try:
+        in_table = {path: bytes(content) for path, content in server.conn.execute("SELECT path, content FROM artifacts")}
+        assert in_table == ({} if shared else kept)
+        assert not any((server.data_dir / relative).exists() for relative in kept), "not in a machine's own folder"
+    finally:
+        server.close()
+    assert f"{len(kept)} artifacts" in _copy(invoke, pg_url, back).stdout
     for where in (pg_url, back):
         shown = _json(invoke, where, "show", run_id)
-        assert shown["run"]["result"] == {"blob": {"text": big}, "size": len(big)}
-        data_dir = Path(_data_dir(where))
-        for relative in [*artifacts, result_artifact]:
-            assert (data_dir / relative).read_bytes() == (source_data / relative).read_bytes()
+        assert shown["run"]["result"]["blob"] == {"text": big}
+        assert shown["run"]["result"]["size"] == len(big)
+    folder = tmp_path / "shared" if shared else None
+    for relative, data in kept.items():
+        assert (back.parent / "runs.data" / relative).read_bytes() == data
+        if folder is not None:
+            assert (folder / relative).read_bytes() == data
     blob = _json(invoke, back, "show", run_id)["journal"][0]
     assert blob["name"] == "blob" and Path(blob["artifact"]).is_relative_to(back.parent)
 

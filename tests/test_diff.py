@@ -22,6 +22,7 @@ from tui_agent.diff import (
 )
 from tui_agent.operate import fork, start
 from tui_agent.paging import Window
+from tui_agent.store import artifacts
 from tui_agent.store.journal import checkpoint_for
 
 # -- agents ---------------------------------------------------------------------------------------
@@ -166,23 +167,23 @@ def test_the_same_request_and_reply_twice_is_the_same(invoke, store):
     assert json.loads(invoke("diff", first, again, "--json").output)["same"] is True
 
 
-def test_a_model_reply_that_differs_only_by_its_id_is_the_same_result(tmp_path):
+def test_a_model_reply_that_differs_only_by_its_id_is_the_same_result():
     reply = {"id": "msg_1", "type": "message", "content": [{"type": "text", "text": "hi"}]}
     row = {"kind": "model", "artifact": None, "result": json.dumps(reply)}
     other = {**row, "result": json.dumps({**reply, "id": "msg_2"})}
-    assert same_result(row, other, tmp_path)
-    assert not same_result(row, {**other, "result": json.dumps({**reply, "content": []})}, tmp_path)
-    assert not same_result({**row, "kind": "step"}, {**other, "kind": "step"}, tmp_path)   # only a model's id
+    assert same_result(row, other, None)
+    assert not same_result(row, {**other, "result": json.dumps({**reply, "content": []})}, None)
+    assert not same_result({**row, "kind": "step"}, {**other, "kind": "step"}, None)   # only a model's id
 
 
-def test_results_in_artifacts_are_compared_by_content(tmp_path):
+def test_results_in_artifacts_are_compared_by_content(store):
     for name, text in (("a.json", '"x"' * 10), ("b.json", '"x"' * 10), ("c.json", '"y"' * 10)):
-        (tmp_path / name).write_text(text)
+        artifacts.save(store, name, text.encode())
     row = {"kind": "step", "result": None, "artifact": "a.json"}
-    assert same_result(row, {**row, "artifact": "b.json"}, tmp_path)
-    assert not same_result(row, {**row, "artifact": "c.json"}, tmp_path)
-    assert not same_result(row, {**row, "artifact": None, "result": '"x"'}, tmp_path)
-    assert not same_result(row, {**row, "artifact": "missing.json"}, tmp_path)
+    assert same_result(row, {**row, "artifact": "b.json"}, store)
+    assert not same_result(row, {**row, "artifact": "c.json"}, store)
+    assert not same_result(row, {**row, "artifact": None, "result": '"x"'}, store)
+    assert not same_result(row, {**row, "artifact": "missing.json"}, store)
 
 
 def test_the_duration_and_cost_rules():

@@ -16,6 +16,7 @@ from helpers import dump, ok, registry_of, start_and_work, work
 from tui_agent import Agent, editing, operate, tool
 from tui_agent.errors import UserError
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
+from tui_agent.store import artifacts
 from tui_agent.store.runs import events_for, get_run
 
 
@@ -146,15 +147,14 @@ def test_a_large_edited_result_is_the_forks_own_artifact(store):
     registry = registry_of(Agent(name="blobby", run=run))
     parent = start_and_work(store, registry, "blobby", {})
     recorded, _ = journal_rows(store, parent.run_id)
-    parent_file = store.data_dir / recorded["artifact"]
-    parent_bytes = parent_file.read_bytes()
+    parent_bytes = artifacts.load(store, recorded["artifact"])
 
     child = operate.fork_edited(store, parent.run_id, 0, "b" * (ARTIFACT_THRESHOLD + 7))
 
     row = journal_rows(store, child)[0]
     assert row["result"] is None and row["artifact"].startswith(f"artifacts/{child}/"), row
-    assert json.loads((store.data_dir / row["artifact"]).read_text()) == "b" * (ARTIFACT_THRESHOLD + 7)
-    assert parent_file.read_bytes() == parent_bytes, "the parent's file was not written"
+    assert json.loads(artifacts.load(store, row["artifact"])) == "b" * (ARTIFACT_THRESHOLD + 7)
+    assert artifacts.load(store, recorded["artifact"]) == parent_bytes, "the parent's artifact was not written"
     assert work(store, registry, child).result == {"first": "b", "size": ARTIFACT_THRESHOLD + 7}
 
 

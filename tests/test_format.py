@@ -160,3 +160,11 @@ def test_the_run_progress_line_counts_the_pace_from_the_first_step_it_ran():
     assert line.line(303, 3, "file:a.py", False, 10.0) == f"{bar(4, 303)} 4/303 file:a.py"
     # 100 files in 2 seconds since the first step this process ran: 50 a second, 199 to go
     assert line.line(303, 103, "file:b.py", False, 12.0) == f"{bar(104, 303)} 104/303 file:b.py · 50/s · 3s left"
+
+
+def test_a_skew_is_said_only_when_it_explains_something_and_says_which_way():
+    from tui_agent.format import skew
+
+    assert skew(None) is None and skew(4.9) is None and skew(-4.9) is None
+    assert skew(5) == "5s ahead" and skew(-5) == "5s behind"
+    assert skew(86_399) == "23h 59m ahead" and skew(-3600) == "1h behind"

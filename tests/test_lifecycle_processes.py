@@ -1,5 +1,7 @@
 """The run lifecycle with real processes (docs/architecture.md sections 1 and 3.2): a sleep or an approval
-costs no process, and park or cancel of a running run stops its worker at its next write."""
+costs no process, and park or cancel of a running run stops its worker at its next write. On both stores
+(`database`): TUI_AGENT_NOW moves a worker's clock past a sleep's wake_at, which is the run's own clock on
+PostgreSQL too."""
 
 import json
 import mailbox
@@ -9,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import later, ok, paused_worker, show_json
+from helpers import data_dir, later, ok, paused_worker, show_json
 
 from tui_agent.runtime.clock import parse_instant
 
@@ -39,8 +41,8 @@ def _ran(log: Path) -> Counter:
     return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
-def _emails(tmp_path) -> int:
-    folder = tmp_path / "runs.data" / "outbox"
+def _emails(database) -> int:
+    folder = data_dir(database) / "outbox"
     return len(mailbox.Maildir(folder, factory=None, create=False)) if folder.exists() else 0
 
 
@@ -59,7 +61,7 @@ def _not_due(tui_agent, run_id, before: dict) -> None:
 # -- 1. waiting costs nothing ------------------------------------------------------------------
 
 
-def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_it(tui_agent, tmp_path):
+def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_it(tui_agent, tmp_path, database):
     log = tmp_path / "calls.log"
     started = time.time()
     ran = tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)}), timeout=30)
@@ -88,7 +90,7 @@ def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_i
     assert kinds.index("woke") < kinds.index("succeeded")
 
 
-def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_path):
+def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, database):
     send_at = later(3600)
     ran = tui_agent("run", "nightly-report", "--input", json.dumps({"date": "2026-11-26", "send_at": send_at}))
     ok(ran, 3)
@@ -96,15 +98,15 @@ def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_pat
     report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("waiting", "sleep")
     assert abs(parse_instant(report["run"]["wake_at"]) - parse_instant(send_at)) < 1
-    assert _emails(tmp_path) == 0
+    assert _emails(database) == 0
 
     _not_due(tui_agent, run_id, report)
-    assert _emails(tmp_path) == 0
+    assert _emails(database) == 0
 
     ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(3600 + 60)}))
     report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("succeeded", "check_passed")
-    assert _emails(tmp_path) == 1
+    assert _emails(database) == 1
     assert [(e["name"], e["state"]) for e in report["effects"]] == [("send-report", "confirmed")]
     assert report["run"]["result"]["email"]
 
@@ -113,7 +115,8 @@ def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, tmp_pat
 
 
 @pytest.mark.parametrize("action, status", [("park", "parked"), ("cancel", "cancelled")])
-def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_agent, tmp_path, action, status):
+def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_agent, tmp_path, database, action,
+                                                                            status):
     log = tmp_path / "calls.log"
     run_id = ok(tui_agent(*AGENTS, "start", "counting", "--input",
                            json.dumps({"log": str(log), "steps": 4}))).stdout.strip()
@@ -160,14 +163,14 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
 
 
 @pytest.mark.parametrize("deny, note", [(False, "looks right"), (True, "wrong numbers")])
-def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note):
+def test_an_approval_round_trip_through_the_cli(tui_agent, database, deny, note):
     ran = tui_agent("run", "nightly-report", "--input", json.dumps({"date": "2026-11-25", "approve": True}))
     ok(ran, 3)
     run_id = _run_id(ran)
     report = show_json(tui_agent, run_id, *AGENTS)
     assert _status(report) == ("waiting", "approval")
     assert report["run"]["worker"] is None
-    assert _emails(tmp_path) == 0
+    assert _emails(database) == 0
     _not_due(tui_agent, run_id, report)  # only a person's decision re-queues it
 
     decided = ok(tui_agent("approve", run_id, *(["--deny"] if deny else []), "--note", note))
@@ -183,14 +186,14 @@ def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note)
     [entry] = [e for e in report["journal"] if e["kind"] == "approval"]
     assert (entry["name"], entry["result"]["approved"], entry["result"]["note"]) == ("approve", not deny, note)
     if deny:
-        assert _emails(tmp_path) == 0
+        assert _emails(database) == 0
         assert report["run"]["result"] is None
         assert report["run"]["finished_at"]
         assert report["events"][-1]["kind"] == "cancelled"
         assert report["events"][-1]["message"].endswith(note)
         assert report["effects"] == []
     else:
-        assert _emails(tmp_path) == 1
+        assert _emails(database) == 1
         assert report["run"]["result"]["email"]
         assert [(e["name"], e["state"]) for e in report["effects"]] == [("send-report", "confirmed")]
 
@@ -199,7 +202,7 @@ def test_an_approval_round_trip_through_the_cli(tui_agent, tmp_path, deny, note)
     assert "not waiting for an approval" in line
 
 
-def test_approving_a_run_that_waits_for_no_approval_is_a_one_line_error(tui_agent, tmp_path):
+def test_approving_a_run_that_waits_for_no_approval_is_a_one_line_error(tui_agent, tmp_path, database):
     log = tmp_path / "calls.log"
     ran = ok(tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)})), 3)
     run_id = _run_id(ran)

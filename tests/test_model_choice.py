@@ -17,7 +17,7 @@ from tui_agent.agents.nightly_report import script
 from tui_agent.models.anthropic import DEFAULT_MODEL
 from tui_agent.runtime.registry import load_registry
 from tui_agent.runtime.schedule import fire_now
-from tui_agent.store import open_store
+from tui_agent.store import artifacts, open_store
 from tui_agent.store import schedules as schedules_table
 from tui_agent.store.runs import events_for, get_run
 
@@ -67,7 +67,7 @@ def test_default_without_a_key_is_the_built_in_script(store, tmp_path):
     assert outcome.status == "succeeded"
     assert get_run(store, run_id)["model"] == "scripted"
     assert "--model default resolved to scripted" in [e["message"] for e in events_for(store, run_id)]
-    assert Path(outcome.result["report"]).read_text(encoding="utf-8").splitlines()[2] == "Nightly summary"
+    assert artifacts.read(store, outcome.result["report"]).decode().splitlines()[2] == "Nightly summary"
 
 
 def test_default_without_a_key_or_a_script_parks_naming_both_ways_out(fake, store, monkeypatch):
@@ -153,7 +153,7 @@ def test_nightly_report_with_a_key_summarizes_with_claude_and_scripted_stays_off
     request = {"date": "2026-11-29", "team": "ops"}
     claude = work(store, registry, operate.start(store, registry, "nightly-report", request)[0])
     assert claude.status == "succeeded"
-    report = Path(claude.result["report"]).read_text(encoding="utf-8")
+    report = artifacts.read(store, claude.result["report"]).decode()
     assert report.startswith("# Nightly report, ops, 2026-11-29\n\n- sales up\n- one deploy rolled back\n")
     prompt = fake.requests[0]["body"]["messages"][0]["content"]
     assert all(f"## {source} (" in prompt for source in ("sales", "incidents", "deploys"))
@@ -164,7 +164,7 @@ def test_nightly_report_with_a_key_summarizes_with_claude_and_scripted_stays_off
     assert scripted.status == "succeeded"  # the key is there, and unused
     assert len(fake.requests) == 1
     offline = script([{"role": "user", "content": prompt.replace(" ops ", " qa ")}], 800, 0)
-    assert Path(scripted.result["report"]).read_text(encoding="utf-8").startswith(
+    assert artifacts.read(store, scripted.result["report"]).decode().startswith(
         f"# Nightly report, qa, 2026-11-29\n\n{offline}\n")
     assert fake.requests[0]["body"]["max_tokens"] == 800
 

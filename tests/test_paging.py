@@ -1,7 +1,6 @@
 """paging.Window and the keyset pages it reads: a stretch of a long list, moved a page at a time, never more
 than `keep` pages held, and each page read by a cursor (so a page costs the same anywhere in the list)."""
 
-from pathlib import Path
 
 from helpers import open_run, registry_of, tui, work
 
@@ -11,6 +10,7 @@ from tui_agent.messages import DataChanged
 from tui_agent.operate import resume, start
 from tui_agent.paging import Window, every
 from tui_agent.report import effects_of, events_of, run_report
+from tui_agent.store import artifacts
 from tui_agent.store.approvals import approvals_page
 from tui_agent.store.effects import effects_page
 from tui_agent.store.events import add_event, events_page
@@ -195,14 +195,13 @@ async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, m
     run_id, _ = start(store, registry, "big", {"n": 30})
     assert work(store, registry, run_id).status == "succeeded"
     reads: list[str] = []
-    real = Path.read_text
+    real = artifacts.read
 
-    def read_text(self, *args, **kwargs):
-        if self.name.startswith("g1-"):                 # the run's artifacts: g<generation>-<position>-<name>.json
-            reads.append(self.name)
-        return real(self, *args, **kwargs)
+    def read(store, named):   # how a display reads an artifact, a file's or a server's row
+        reads.append(named)
+        return real(store, named)
 
-    monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setattr(artifacts, "read", read)
 
     async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)

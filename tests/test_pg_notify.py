@@ -128,3 +128,56 @@ async def test_a_run_worked_elsewhere_appears_after_a_poll_because_a_notificatio
             assert app.reader._heard == before
     finally:
         elsewhere.close()
+
+
+def _connections(url: str, allowed: bool) -> None:
+    """Let the database take connections, or refuse new ones and drop those it has (the server going away for
+    this database, as a restart or an administrator would)."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS {str(allowed).lower()}')
+        if not allowed:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+
+@pytest.mark.parametrize("where", ["runs", "run"])
+async def test_a_server_gone_between_the_poll_and_the_re_read_is_a_toast_and_the_screen_keeps_what_it_shows(
+        pg_url, where):
+    from helpers import open_run
+
+    from tui_agent.messages import DataChanged
+
+    run_id = start_and_finish(pg_url)
+    toasts: list[str] = []
+    try:
+        async with tui(pg_url, toasts=toasts) as (app, pilot):
+            if where == "run":
+                await open_run(app, pilot, run_id)
+            app.poll()
+            await pilot.pause()
+            assert shown_ids(app) == [run_id] if where == "runs" else app.screen.view["run"]["id"] == run_id
+            _connections(pg_url, allowed=False)
+            app.screen.post_message(DataChanged())   # a change heard just before the server went away
+            await pilot.pause()
+            assert app.is_running and any("trying again" in t for t in toasts), toasts
+            assert shown_ids(app) == [run_id] if where == "runs" else app.screen.view["run"]["id"] == run_id
+            app.screen.post_message(DataChanged())
+            await pilot.pause()
+            assert sum("trying again" in t for t in toasts) == 1, "said once, not at every re-read"
+            _connections(pg_url, allowed=True)
+            app.poll()
+            await pilot.pause()
+            assert any("answers again" in t for t in toasts), toasts
+    finally:
+        _connections(pg_url, allowed=True)
+
+
+def start_and_finish(url: str) -> str:
+    store = open_store(url)
+    try:
+        registry = load_registry()
+        run_id, _ = operate.start(store, registry, "hello", {})
+        work(store, registry, run_id)
+        return run_id
+    finally:
+        store.close()

@@ -1,36 +1,60 @@
 """schema_postgres.py makes the same schema as SQLite's migrations: the two catalogs are read and compared (tables,
 views, columns in order with their types, NOT NULL and defaults, primary keys, identity columns, foreign keys,
-indexes with their columns, uniqueness and WHERE clauses, the meta rows), and checkpoints_now returns the same rows
-with the same Python types on both. And the pg_url fixture gives each test an empty database of its own."""
+indexes with their columns, uniqueness and WHERE clauses, the meta rows), both as created and as migrated from
+version 9 (PostgreSQL's first), and checkpoints_now returns the same rows with the same Python types on both. And the pg_url fixture gives each test an empty database of its own."""
 
 import re
 import sqlite3
 
 import psycopg
 import pytest
+from helpers import database_at_version
 
 from tui_agent.store import open_store
 from tui_agent.store.schema import SCHEMA_VERSION
-from tui_agent.store.schema_postgres import PG_SCHEMA_VERSION, create_schema
+from tui_agent.store.schema_postgres import (
+    FIRST,
+    PG_SCHEMA_VERSION,
+    create_schema,
+    statements,
+)
 
-SQLITE_TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision", "FLOAT": "double precision"}
+SQLITE_TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision", "FLOAT": "double precision",
+                "BLOB": "bytea"}
+V9 = 9   # the version PostgreSQL's schema began at
+
+
+def pg_v9(url):
+    """A PostgreSQL database as tui-agent 9 made it (schema_postgres.FIRST is that version, frozen)."""
+    with psycopg.connect(url) as conn:
+        for statement in statements(FIRST):
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(V9),))
 PG_ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
 
 
-@pytest.fixture
-def sqlite_db(tmp_path):
+@pytest.fixture(params=["created", "migrated"])
+def sqlite_db(tmp_path, request):
+    """A new SQLite store, or one made at version 9 and opened (migrated) by this code."""
     path = tmp_path / "schema.db"
+    if request.param == "migrated":
+        database_at_version(path, V9)
     open_store(path).close()
     conn = sqlite3.connect(path)
     yield conn
     conn.close()
 
 
-@pytest.fixture
-def pg(pg_url):
+@pytest.fixture(params=["created", "migrated"])
+def pg(pg_url, request):
+    """A new PostgreSQL schema, or one made at version 9 and opened (migrated) by this code."""
+    if request.param == "migrated":
+        pg_v9(pg_url)
+        open_store(pg_url).close()
     with psycopg.connect(pg_url) as conn:
-        create_schema(conn)
-        conn.commit()
+        if request.param == "created":
+            create_schema(conn)
+            conn.commit()
         yield conn
 
 
@@ -291,3 +315,31 @@ def test_each_test_gets_an_empty_database_of_its_own(pg_url, turn):
                             " WHERE n.nspname = 'public'").fetchone()[0] == 0
         conn.execute("CREATE TABLE left_behind (turn bigint)")
         conn.execute("INSERT INTO left_behind VALUES (%s)", (turn,))
+
+
+
+def test_four_db_inits_at_once_make_the_schema_once_and_each_says_what_it_found(pg_server):
+    """Processes that open an empty database at the same moment: one makes the schema, the others wait for its
+    lock and then find it (a name lookup answering from what the session had cached before it waited made them
+    create it again: DuplicateTable, about one round in two with the old lookup)."""
+    import subprocess
+    import sys
+    import time
+
+    admin = psycopg.connect(pg_server + "/postgres", autocommit=True)
+    try:
+        for turn in range(6):
+            name = f"race_{turn}_{time.monotonic_ns()}"
+            admin.execute(f'CREATE DATABASE "{name}"')
+            go = time.time() + 1.5   # every process opens at this instant, its start-up behind it
+            code = ("import sys, time; from tui_agent.cli import main; time.sleep(max(0, float(sys.argv[1]) - "
+                    "time.time())); sys.argv = ['tui-agent', 'db', 'init', sys.argv[2]]; main()")
+            procs = [subprocess.Popen([sys.executable, "-c", code, str(go), f"{pg_server}/{name}"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+            done = [(p.wait(60), *p.communicate()) for p in procs]
+            assert [rc for rc, _, _ in done] == [0] * 4, done
+            said = [out.splitlines()[0] for _, out, _ in done]
+            assert sum(line.startswith("created") for line in said) == 1, said
+            assert sum("already" in line for line in said) == 3, said
+    finally:
+        admin.close()

@@ -191,14 +191,22 @@ def test_a_worker_whose_clock_is_a_day_ahead_neither_steals_nor_strands_a_run(db
     assert [f for _, _, f in _journal(db, second)] == [1] * recorded + [2] * (6 - recorded)
 
 
-def test_workers_json_shows_the_skew_of_a_worker_whose_clock_is_ahead(db, tui_agent):
-    done = tui_agent(*AGENTS, "worker", "--once", "--name", "w-tomorrow", env={"TUI_AGENT_NOW": later(DAY),
-                                                                              "TUI_AGENT_HOST": "machine-t"})
-    assert done.returncode == 0, done.stderr
+def test_workers_shows_the_skew_of_a_worker_whose_clock_is_ahead_or_behind(db, tui_agent):
+    for name, host, moved in (("w-tomorrow", "machine-t", DAY), ("w-late", "machine-l", -3600), ("w-on-time", "machine-o", 0)):
+        done = tui_agent(*AGENTS, "worker", "--once", "--name", name,
+                         env={"TUI_AGENT_NOW": later(moved), "TUI_AGENT_HOST": host})
+        assert done.returncode == 0, done.stderr
     listed = tui_agent("workers", "--all", "--json")
     assert listed.returncode == 0, listed.stderr
-    [row] = [w for w in json.loads(listed.stdout) if w["name"] == "w-tomorrow"]
-    assert DAY - 120 < row["clock_skew_s"] <= DAY, row
-    assert row["host"] == "machine-t"
+    rows = {w["name"]: w for w in json.loads(listed.stdout)}
+    assert DAY - 120 < rows["w-tomorrow"]["clock_skew_s"] <= DAY, rows
+    assert -3600 - 120 < rows["w-late"]["clock_skew_s"] <= -3600 + 120, rows
+    assert abs(rows["w-on-time"]["clock_skew_s"]) < 5, rows
+    assert rows["w-tomorrow"]["host"] == "machine-t"
     text = tui_agent("workers", "--all").stdout
-    assert "clock ahead 23h" in text, text
+    header, *lines = text.splitlines()
+    assert "CLOCK" in header, text
+    said = {line.split()[0]: line for line in lines}
+    assert "clock ahead 23h" in said["w-tomorrow"] and "23h 59m ahead" in said["w-tomorrow"], text
+    assert "behind" in said["w-late"] and ("59m behind" in said["w-late"] or "1h behind" in said["w-late"]), text
+    assert "ahead" not in said["w-on-time"].split("ago", 1)[1] and "behind" not in said["w-on-time"], text

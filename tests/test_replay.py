@@ -5,6 +5,7 @@ from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent
 from tui_agent.runtime import results
+from tui_agent.store import artifacts
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import events_for, get_run
 
@@ -101,7 +102,7 @@ def test_large_results_live_in_the_artifact_folder(store):
     row = journal_for(store, outcome.run_id)[0]
     assert row["result"] is None
     assert row["artifact"].startswith(f"artifacts/{outcome.run_id}/")
-    assert json.loads((store.data_dir / row["artifact"]).read_text()) == big
+    assert json.loads(artifacts.load(store, row["artifact"])) == big
     _requeue(store, outcome.run_id)
     assert work(store, registry, outcome.run_id).result == {"size": len(big)}
     assert calls.counts == {"big": 1}

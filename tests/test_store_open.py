@@ -2,9 +2,9 @@ import hashlib
 import os
 import sqlite3
 import stat
-import threading
 
 import pytest
+from helpers import at_once
 
 from tui_agent.store import data_dir_for, open_store, schema
 from tui_agent.store import db as store_db
@@ -133,25 +133,14 @@ def test_a_failed_migration_leaves_the_old_schema(db_path, monkeypatch):
 
 
 def test_many_openers_of_a_fresh_path_agree_on_one_file(db_path):
-    barrier = threading.Barrier(8)
-    errors, inodes = [], []
+    def opener() -> int:
+        s = open_store(db_path)
+        inode = os.stat(db_path).st_ino
+        s.conn.execute("SELECT count(*) FROM runs").fetchone()
+        s.close()
+        return inode
 
-    def opener():
-        barrier.wait()
-        try:
-            s = open_store(db_path)
-            inodes.append(os.stat(db_path).st_ino)
-            s.conn.execute("SELECT count(*) FROM runs").fetchone()
-            s.close()
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=opener) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    inodes = at_once(opener, 8)
     assert len(set(inodes)) == 1
     assert not [p for p in db_path.parent.iterdir() if p.name.endswith(".tmp")]
 

@@ -28,6 +28,8 @@ from tui_agent.store.runs import get_run, list_runs
 from tui_agent.widgets.events import EventsLog
 from tui_agent.widgets.status import badge
 
+pytestmark = pytest.mark.demo_on_both   # the operator's decisions, on the SQLite demo and on PostgreSQL
+
 
 def labels(screen) -> list[str]:
     return [str(b.label) for b in screen.query(Button)]

@@ -24,6 +24,8 @@ from tui_agent.screens.diff import (
     PickRunModal,
 )
 
+pytestmark = pytest.mark.demo_on_both   # on the SQLite demo and on PostgreSQL
+
 
 def shown(app, selector: str) -> str:
     """What a Static on the diff screen shows, as plain text (a table rendered at 160 columns)."""

@@ -27,6 +27,8 @@ from tui_agent.store.runs import events_for, get_run, list_runs, recorded_positi
 from tui_agent.store.workers import register, stopped
 from tui_agent.widgets.status import badge
 
+pytestmark = pytest.mark.demo_on_both   # on the SQLite demo and on PostgreSQL
+
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import (
     click,
     key,
@@ -37,6 +38,8 @@ from tui_agent.widgets.gauges import BudgetGauges, gauge_line
 from tui_agent.widgets.journal import JournalViewer
 from tui_agent.widgets.ledger import EffectLedger
 from tui_agent.widgets.timeline import Timeline
+
+pytestmark = pytest.mark.demo_on_both   # what the TUI shows, on the SQLite demo and on PostgreSQL
 
 
 def viewer(app) -> JournalViewer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import (
     SIZE,
     click,
@@ -29,6 +30,8 @@ from tui_agent.screens.modals import (
 from tui_agent.screens.runs import RunsScreen
 from tui_agent.store.effects import effects_for
 from tui_agent.store.runs import get_run, list_runs
+
+pytestmark = pytest.mark.demo_on_both   # what the TUI shows, on the SQLite demo and on PostgreSQL
 
 NEEDS_YOU = ("parked on cost", "waiting for approval", "outcome unknown", "patch waiting for approval")
 
@@ -288,6 +291,7 @@ async def test_a_key_that_does_not_apply_says_operates_rule_and_writes_nothing(d
         assert run_report(app.store, done) == before
 
 
+@pytest.mark.sqlite_only   # a damaged page is a file's trouble
 async def test_a_read_that_fails_before_an_action_is_a_toast_too(demo, monkeypatch):
     import sqlite3
 
@@ -318,7 +322,7 @@ async def test_a_database_that_refuses_writes_is_a_toast_not_a_traceback(demo):
     toasts: list[str] = []
     async with tui(db, toasts=toasts) as (app, pilot):
         await select(pilot, queued)
-        app.store.conn.execute("PRAGMA query_only=ON")   # SQLite refuses every write, as on a read-only file
+        app.store.read_only()   # the store refuses every write, as a read-only file or role does
         await key(pilot, "p")
         assert app.is_running
         assert screen_of(app).selected_id() == queued

@@ -1,18 +1,18 @@
 """Long-running workers with real processes (docs/architecture.md section 7, Workers; section 1 on leases
 with fences): several workers share one database without running a step twice, a paused worker's late writes
 are fenced off, a SIGKILLed worker's run is taken over once its lease expires, and SIGTERM hands runs back at
-once."""
+once. On both stores (`database`); on PostgreSQL the server's clock judges leases, so a takeover there waits for
+a lease to really run out instead of moving the next worker's clock (tests/helpers.py, `taken_over`)."""
 
 import json
 import mailbox
-import os
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import later, process_state, until
+from helpers import data_dir, process_state, taken_over, until
 
 from tui_agent.runtime.clock import parse_instant
 
@@ -55,21 +55,30 @@ def _exits(tmp_path, proc, timeout: float = 15) -> tuple[str, str]:
     return out, err
 
 
-def _registered(invoke, names) -> bool:
-    if not Path(os.environ["TUI_AGENT_DB"]).exists():  # no worker has created it yet (`workers` never does)
+def _registered(invoke, database, names) -> bool:
+    if isinstance(database, Path) and not database.exists():  # no worker has created it yet (`workers` never does)
         return False
-    rows = {w["name"]: w for w in _json(invoke, "workers")}
+    done = invoke(*AGENTS, "workers", "--json")
+    if done.exit_code == 2 and "no tui-agent schema" in done.stderr:  # nor, on PostgreSQL, its schema
+        return False
+    assert done.exit_code == 0, done.output
+    rows = {w["name"]: w for w in json.loads(done.stdout)}
     return all(n in rows and rows[n]["stopped_at"] is None for n in names)
 
 
 # -- 1. several workers, one database -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("count", [2, 3])
-def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spawn, tmp_path, count):
+# Both counts on SQLite; on PostgreSQL three workers, the most contention for its one writer's lock (two add nothing
+# that three do not show there).
+@pytest.mark.parametrize("count, database", [(2, "sqlite"), (3, "sqlite"),
+                                             pytest.param(3, "postgres", marks=pytest.mark.postgres)],
+                         indirect=["database"])
+def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spawn, tmp_path, database, count):
     names = [f"w-{i}" for i in range(1, count + 1)]
     workers = [spawn(*AGENTS, "worker", "--concurrency", "2", "--lease", "5", "--name", n, label=n) for n in names]
-    until("every worker to register", lambda: _registered(invoke, names))
+    until("every worker to register", lambda: _registered(invoke, database, names),
+          why=lambda: [(p.label, p.poll(), _output(tmp_path, p)[1][-800:]) for p in workers])
 
     logs = {}
     for i in range(20):
@@ -120,7 +129,7 @@ def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spa
 
 
 def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_deduplicated(
-        invoke, spawn, tui_agent, tmp_path):
+        invoke, spawn, tui_agent, tmp_path, database):
     done = invoke("start", "nightly-report", "--input", json.dumps({"date": "2026-11-24", "service": "dedupe"}))
     assert done.exit_code == 0, done.output
     run_id = done.stdout.strip()
@@ -136,8 +145,9 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
     [effect] = held["effects"]
     assert (effect["state"], effect["attempted_by"], effect["fence"]) == ("attempted", "w-a", a_fence)
 
-    # w-b's clock runs 5 s ahead: w-a's 2 s lease (renewed at its last write) has expired for it
-    b = tui_agent("worker", "--once", "--lease", "2", "--name", "w-b", env={"TUI_AGENT_NOW": later(5)})
+    # w-a's 2 s lease (renewed at its last write) has expired for w-b: on SQLite w-b's clock runs 5 s ahead; on
+    # PostgreSQL, whose server's clock judges it, w-b starts once it has really run out (at most 2 s)
+    b = tui_agent("worker", "--once", "--lease", "2", "--name", "w-b", env=taken_over(database, run_id, ahead_s=5))
     assert b.returncode == 0, (b.stdout, b.stderr)
     after_b = _json(invoke, "show", run_id)
     assert (after_b["run"]["status"], after_b["run"]["reason"]) == ("succeeded", "check_passed"), after_b["run"]
@@ -160,7 +170,7 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
     journal = report["journal"]
     assert [(e["position"], e["name"]) for e in journal] == list(enumerate(BEFORE_EFFECT + ["send-report"]))
     assert [e["fence"] for e in journal] == [a_fence] * len(BEFORE_EFFECT) + [b_fence], journal
-    for entry in journal:  # w-b's clock is ahead, so w-a's entries all started before its claim
+    for entry in journal:  # w-b's clock is ahead or w-b came later, so w-a's entries all started before its claim
         if _at(entry["started_at"]) >= taken_at:
             assert entry["fence"] == b_fence, entry
         if entry["fence"] == a_fence:
@@ -174,16 +184,16 @@ def test_a_paused_worker_wakes_after_a_takeover_and_its_late_send_is_fenced_and_
 
     # the fence, re-read just before do(key), kept w-a's late send from leaving at all (the outbox saw one
     # request); had w-a been paused after that read, the outbox's dedupe and its token check would refuse it
-    maildir = tmp_path / "runs.data" / "outbox"
-    assert len(mailbox.Maildir(maildir, factory=None, create=False)) == 1
-    counters = json.loads((tmp_path / "runs.data" / "outbox.keys.json").read_text())["counters"]
+    data = data_dir(database)
+    assert len(mailbox.Maildir(data / "outbox", factory=None, create=False)) == 1
+    counters = json.loads((data / "outbox.keys.json").read_text())["counters"]
     assert (counters["send_requests"], counters["emails_received"]) == (1, 1), counters
 
 
 # -- 3. kill -9 mid-run: a live worker takes it over once the lease expires ----------------------
 
 
-def test_a_live_worker_takes_over_a_killed_workers_run_when_its_lease_expires(invoke, spawn, tmp_path):
+def test_a_live_worker_takes_over_a_killed_workers_run_when_its_lease_expires(invoke, spawn, tmp_path, database):
     log = tmp_path / "calls.log"
     run_id = _start(invoke, log, steps=6, delay_s=0.3)
     a = spawn(*AGENTS, "worker", "--lease", "2", "--name", "w-a", label="w-a")
@@ -263,7 +273,7 @@ def test_a_live_worker_takes_over_a_killed_workers_run_when_its_lease_expires(in
 
 
 def test_sigterm_finishes_the_current_step_and_hands_the_run_back_claimable_at_once(
-        invoke, spawn, tui_agent, tmp_path):
+        invoke, spawn, tui_agent, tmp_path, database):
     log = tmp_path / "calls.log"
     run_id = _start(invoke, log, steps=20, delay_s=0.2)
     w = spawn(*AGENTS, "worker", "--lease", "30", "--grace", "10", "--name", "w-t", label="w-t")

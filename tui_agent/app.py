@@ -69,15 +69,8 @@ class TuiAgentApp(App):
         notifications that have arrived, no round trip); the screen re-reads only when another commit happened.
         A database that cannot be read just now (the server away, the file locked) is said once in a toast and
         asked again at the next poll, never a crash: the reader opens its connection again by itself."""
-        try:
-            version = data_version(self.reader)
-        except (DatabaseError, EnvironmentStop) as e:
-            stop = self.reader.stopped(e) if isinstance(e, DatabaseError) else e
-            if stop is None:
-                raise
-            if not self._unreadable:
-                self._unreadable = True
-                self.notify(f"{stop}; trying again", title="Database", severity="error", timeout=10, markup=False)
+        readable, version = self.reread(data_version, self.reader)
+        if not readable:
             return
         if self._unreadable:
             self._unreadable = False
@@ -87,6 +80,21 @@ class TuiAgentApp(App):
             self._version = version
             self.screen.post_message(DataChanged())
             self.call_you()
+
+    def reread(self, work: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        """(True, what `work` returned), or (False, None) when the database cannot be read just now: said once in
+        a toast until a poll reads it again. A screen re-reading after a change goes through here too, as the
+        server may go away between the poll and the re-read; the screen keeps what it shows."""
+        try:
+            return True, work(*args)
+        except (DatabaseError, EnvironmentStop) as e:
+            stop = self.reader.stopped(e) if isinstance(e, DatabaseError) else e
+            if stop is None:
+                raise
+            if not self._unreadable:
+                self._unreadable = True
+                self.notify(f"{stop}; trying again", title="Database", severity="error", timeout=10, markup=False)
+            return False, None
 
     def call_you(self) -> None:
         """Each run that came to need a person (or is reminded of) since the last look: the bell, a desktop

@@ -16,7 +16,7 @@ import click
 
 from . import __version__, notify, operate
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
@@ -61,7 +61,8 @@ from .states import (
     WorkerState,
     exit_code,
 )
-from .store import DatabaseError, Store, default_path, notices, open_store
+from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
+from .store.base import on_server
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
@@ -181,6 +182,11 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.group(cls=OneLineErrors, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="TUI_AGENT_DB", type=click.Path(dir_okay=False), callback=_given_db,
               help="Database file, or a postgresql:// URL (default: a per-user file).")
+@click.option("--data", envvar=artifacts.ENV, metavar="DIR", type=click.Path(file_okay=False),
+              help="For a postgresql:// database: a folder every machine shares, to keep run artifacts (large results, "
+                   "reports) in as files; without it they go into the database. A SQLite file keeps its artifacts "
+                   "beside it. The agents' own data (sample sources, fetch log, outbox) stays in each machine's data "
+                   "folder either way.")
 @click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
 @click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
@@ -189,12 +195,14 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                    "(comma-separated, repeatable).")
 @click.version_option(__version__, "--version", prog_name="tui-agent")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, durability: str, agent_modules: tuple[str, ...]) -> int:
+def cli(ctx: click.Context, db: str | None, data: str | None, durability: str, agent_modules: tuple[str, ...]) -> int:
     """With no command, tui-agent opens the terminal UI on your database (the demo command: on a demo
     database that it builds).
 
     A terminal UI and local runner for long-running AI agents; the commands below act on the same runs
     from a shell."""
+    if data:   # in the environment, so the TUI's connections and the workers it starts keep artifacts there too
+        os.environ[artifacts.ENV] = str(Path(data).expanduser().resolve())
     ctx.obj = Session(db, durability, agent_modules)
     ctx.call_on_close(lambda: ctx.obj._store and ctx.obj._store.close())
     if ctx.invoked_subcommand is None:
@@ -431,10 +439,13 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
         click.echo(("no workers yet" if not hidden else f"no worker is running ({hidden} stopped: --all lists them)")
                    + "; start one with: tui-agent worker")
         return EXIT_OK
-    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), ("RUNS", 0)),
+    clocks = [skew(row.get("clock_skew_s")) for row in rows]   # only on a server, whose clock judges leases
+    shown = any(clocks)
+    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown), ("RUNS", 0)),
            [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
+             *([clock or "-"] * shown),
              ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
-                       for r in row["runs"]) or "-") for row in rows])
+                       for r in row["runs"]) or "-") for row, clock in zip(rows, clocks)])
     return EXIT_OK
 
 
@@ -637,6 +648,7 @@ def db_init(session: Session, where: str | None) -> int:
             click.echo(f"created tui-agent schema version {SCHEMA_VERSION} in {store.path}")
         else:
             click.echo(f"{store.path} holds tui-agent schema version {SCHEMA_VERSION} already; nothing to do")
+        _print_places(store)
     finally:
         store.close()
     return EXIT_OK
@@ -653,8 +665,39 @@ def db_migrate(session: Session, where: str | None) -> int:
             click.echo(f"{store.path} is at schema version {SCHEMA_VERSION} already; nothing to do")
         else:
             click.echo(f"migrated {store.path} from schema version {store.found_version} to {SCHEMA_VERSION}")
+        _print_places(store)
     finally:
         store.close()
+    return EXIT_OK
+
+
+def _print_places(store: Store) -> None:
+    """Where a store keeps what is not rows: artifacts for every machine, the agents' data per machine."""
+    root = artifacts.folder(store)
+    click.echo("artifacts   in the database (--data DIR keeps them in a folder every machine shares)" if root is None
+               else f"artifacts   {root}")
+    mine = " (this machine's own: sample sources, fetch log, outbox)" if on_server(store.conn) else ""
+    click.echo(f"data folder {store.data_dir}{mine}")
+
+
+@cli.command()
+@click.argument("name", metavar="PATH")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), help="Save it to FILE.")
+@click.pass_obj
+def artifact(session: Session, name: str, output: str | None) -> int:
+    """Print one of a run's artifacts (a report, a large result), or save it with -o, from wherever the database
+    keeps it. PATH is what show prints (artifact:artifacts/RUN/NAME, or a file's path), or the path relative to
+    the artifacts' folder."""
+    try:
+        data = artifacts.read(session.existing_store, name)
+    except OSError as e:
+        raise UserError(f"cannot read artifact {name} ({e.strerror}); tui-agent show RUN names a run's "
+                        "artifacts") from None
+    if output:
+        Path(output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
     return EXIT_OK
 
 
@@ -665,7 +708,8 @@ def db_migrate(session: Session, where: str | None) -> int:
 @click.pass_obj
 def copy_command(session: Session, source_where: str, target_where: str) -> int:
     """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
-    journal, effects, approvals and events, and the artifact files its rows name."""
+    journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the
+    target keeps them)."""
     from .copying import copy_database, open_source, open_target
 
     shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
@@ -689,10 +733,10 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
             if shown["any"] and shown["tty"]:
                 sys.stderr.write("\r\x1b[2K")
             runs = counts.pop("runs")
-            files = counts.pop("artifact files")
-            missing = counts.pop("missing artifact files", 0)
+            kept = counts.pop("artifacts")
+            missing = counts.pop("missing artifacts", 0)
             parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
-                     if n] + [f"{files:,} artifact files"] + ([f"{missing:,} missing artifact files"] if missing else [])
+                     if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
             click.echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
                        f"{target.path} in {time.monotonic() - started:.1f} s")
         finally:

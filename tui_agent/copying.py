@@ -1,18 +1,20 @@
 """`tui-agent copy --from SRC --to DST`: a whole database into a new one, SQLite or PostgreSQL either way, with
-its ids, journals, ledgers and the artifact files its rows name.
+its ids, journals, ledgers and the artifacts its rows name, each put where the target keeps them
+(store/artifacts.py: files beside a SQLite file or in a --data folder, else rows of the server's table).
 
 What is copied is read from the schema itself (schema_postgres.DDL, which tests/test_pg_schema.py keeps equal to
 SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
-it, every column, every row; only `meta` stays behind (the target has its own schema version). A table a new
-migration adds is copied without a change here.
+it, every column, every row; only `meta` stays behind (the target has its own schema version), and `artifacts`
+is carried as the artifacts it holds. A table a new migration adds is copied without a change here.
 
 The source is read in one snapshot (a read transaction: a worker writing to it meanwhile cannot tear a run
 apart), a page at a time by its primary key (keyset, so memory and each page's cost do not grow with the
 database). The target is written in batches inside ONE writer's transaction: a worker on the target sees no
 run before its journal, effects and approvals are all there, and a failed copy leaves nothing behind (only
-artifact files, which a second try writes over). Identity ids (events, effects, approvals, notices) keep their
-values, and the target's counter is moved past the source's high-water mark (its sequence, or sqlite_sequence),
-so the next row gets a fresh id and a reader's cursor taken on the source stays valid.
+artifact files, which a second try writes over; artifact rows are part of that transaction). Identity ids
+(events, effects, approvals, notices) keep their values, and the target's counter is moved past the source's
+high-water mark (its sequence, or sqlite_sequence), so the next row gets a fresh id and a reader's cursor taken
+on the source stays valid.
 
 Refused, before anything is written: a source or target at another schema version, the same database twice, and
 a target that holds any row (its ids would collide with the copied ones; copy into a new database)."""
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from .store import DatabaseError, Store, StoreError, open_store
+from .store import DatabaseError, Store, StoreError, artifacts, open_store
 from .store.base import is_url
 from .store.schema import SCHEMA_VERSION
 from .store.schema_postgres import statements
@@ -51,11 +52,12 @@ _TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
 
 
 def tables() -> list[Table]:
-    """Every table of the schema but meta, in the order the schema creates them (foreign keys first)."""
+    """Every table of the schema but meta and artifacts, in the order the schema creates them (foreign keys
+    first)."""
     found = []
     for statement in statements():
         created = _CREATE.match(statement)
-        if created is None or created.group(1) == "meta":
+        if created is None or created.group(1) in ("meta", "artifacts"):
             continue
         columns, key, identity = [], (), None
         for line in (part.strip() for part in re.split(r",\s*\n", created.group(2))):
@@ -76,19 +78,34 @@ def tables() -> list[Table]:
 
 # --- opening --------------------------------------------------------------------------------------------------
 
-def _file_version(path: Path) -> int | None:
-    """A SQLite file's schema version, read without writing (None: unreadable here; open_store says why)."""
+def _refuse_older(where: str) -> None:
+    """A database at another schema version is refused before open_store could migrate it (it does so even with
+    create=False): its version is read here without writing. One that cannot be read here (missing, not ours,
+    a server away) is left to open_store, which says why."""
+    sql = "SELECT value FROM meta WHERE key = 'schema_version'"
     try:
-        ro = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        if is_url(where):
+            import psycopg
+
+            from .store.postgres import Url
+            try:
+                with psycopg.connect(where, connect_timeout=10) as conn:
+                    row = conn.execute(sql).fetchone()
+            except psycopg.Error:
+                return
+            where = Url(where)   # named without its password
+        elif Path(where).is_file():
+            ro = sqlite3.connect(f"file:{quote(str(Path(where).resolve()))}?mode=ro", uri=True)
+            try:
+                row = ro.execute(sql).fetchone()
+            finally:
+                ro.close()
+        else:
+            return
     except sqlite3.Error:
-        return None
-    try:
-        row = ro.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row and str(row[0]).isdigit() else None
-    except sqlite3.Error:
-        return None
-    finally:
-        ro.close()
+        return
+    if row and str(row[0]).isdigit():
+        _refuse_version(where, int(row[0]))
 
 
 def _refuse_version(where: object, version: int | None) -> None:
@@ -99,10 +116,9 @@ def _refuse_version(where: object, version: int | None) -> None:
 
 
 def open_source(where: str, durability: str = "full") -> Store:
-    """The database to copy from, never written: a missing one is an error and an older SQLite file is refused
-    before open_store could migrate it (it does so even with create=False)."""
-    if not is_url(where) and Path(where).is_file():
-        _refuse_version(where, _file_version(Path(where)))
+    """The database to copy from, never written: a missing one is an error and an older one is refused before
+    open_store could migrate it."""
+    _refuse_older(where)
     store = open_store(where, durability, create=False)
     try:
         _refuse_version(store.path, store.found_version)
@@ -114,9 +130,8 @@ def open_source(where: str, durability: str = "full") -> Store:
 
 
 def open_target(where: str, durability: str = "full") -> Store:
-    """The database to copy into, made if missing."""
-    if not is_url(where) and Path(where).is_file():
-        _refuse_version(where, _file_version(Path(where)))
+    """The database to copy into, made if missing (an older one is refused, not migrated)."""
+    _refuse_older(where)
     return open_store(where, durability, create=True)
 
 
@@ -249,55 +264,50 @@ def _move_counter(store: Store, table: Table, high: int) -> None:
         store.conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, high))
 
 
-class _Files:
-    """The artifact files rows name, copied to the same relative paths under the target's data folder."""
+class _Artifacts:
+    """The artifacts rows name, read from wherever the source keeps them and saved where the target keeps them,
+    at the same relative paths."""
 
-    def __init__(self, source: Path, target: Path) -> None:
-        self.source, self.target = source.resolve(), target
-        self.copied = self.missing = 0
-
-    def _inside(self, relative: str) -> Path | None:
-        path = (self.source / relative).resolve()
-        return path if path.is_relative_to(self.source) and path != self.source else None
+    def __init__(self, source: Store, target: Store) -> None:
+        self.source, self.target = source, target
+        self.done: set[str] = set()
+        self.missing = 0
 
     def folder(self, relative: str | None) -> None:
-        """A run's artifact folder, whole (its results and whatever its agent wrote there)."""
-        path = relative and self._inside(relative)
-        if not path or not path.is_dir():
-            return
-        for top, _, names in os.walk(path):
-            for name in names:
-                self._copy(Path(top, name))
+        """A run's artifact folder, whole (its results and whatever its agent kept there)."""
+        if _plain(relative):
+            for each in artifacts.under(self.source, relative):
+                self.file(each)
 
     def file(self, relative: str | None) -> None:
-        path = relative and self._inside(relative)
-        if not path:
+        if not _plain(relative) or relative in self.done:
             return
-        if not path.is_file():
+        try:
+            data = artifacts.load(self.source, relative)
+        except OSError:
             self.missing += 1
-        elif not (self.target / path.relative_to(self.source)).exists():
-            self._copy(path)
-
-    def _copy(self, path: Path) -> None:
-        to = self.target / path.relative_to(self.source)
-        to.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        shutil.copy2(path, to, follow_symlinks=False)
-        self.copied += 1
+            return
+        artifacts.save(self.target, relative, data)
+        self.done.add(relative)
 
 
-# Which columns name files under the data folder: (table, column, a folder or a file).
+def _plain(relative: str | None) -> bool:
+    """A relative path that stays inside the artifacts' folder (a row could name anything)."""
+    return bool(relative) and not Path(relative).is_absolute() and ".." not in Path(relative).parts
+
+
+# Which columns name artifacts: (table, column, a folder or a file).
 ARTIFACTS = {("runs", "artifact_dir"): "folder", ("runs", "result_artifact"): "file", ("journal", "artifact"): "file"}
 
 
 def copy_database(source: Store, target: Store, on_progress: Progress | None = None) -> dict[str, int]:
     """Copy every row of every table (meta aside) from `source` into the empty `target`, ids kept, and the
-    artifact files the rows name; returns the rows copied per table, and `artifact files` (plus `missing
-    artifact files` when a row names a file the source does not have). Raises StoreError, with nothing
-    written, when `check` refuses."""
+    artifacts the rows name; returns the rows copied per table, and `artifacts` (plus `missing artifacts` when a
+    row names one the source does not have). Raises StoreError, with nothing written, when `check` refuses."""
     schema = tables()
     check(source, target, schema)
     counts: dict[str, int] = {}
-    files = _Files(source.data_dir, target.data_dir)
+    files = _Artifacts(source, target)
     with _snapshot(source):
         total = sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in schema)
         done, table = 0, schema[0]
@@ -324,7 +334,7 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
         except DatabaseError as e:   # the environment's stops (busy, full, unreachable) leave as they are
             raise StoreError(f"cannot copy {table.name} from {source.path} into {target.path} ({e}); no row was "
                              "written") from e
-    counts["artifact files"] = files.copied
+    counts["artifacts"] = len(files.done)
     if files.missing:
-        counts["missing artifact files"] = files.missing
+        counts["missing artifacts"] = files.missing
     return counts

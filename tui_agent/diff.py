@@ -14,8 +14,8 @@ come from the view `checkpoints_now`, never from summing the journal.
 The rules, each written once:
 
 - results: the stored JSON text; for a model call, the reply's `id` is left out (the API numbers every reply,
-  so two equal answers would always differ); a result kept in an artifact file is read only for the entry
-  being compared (the same path is the same result, as in a fork's copies; else sizes, then bytes);
+  so two equal answers would always differ); a result kept in an artifact is read only for the entry being
+  compared (the same path is the same result, as in a fork's copies; else the bytes);
 - cost: differs when one is unknown and the other not, or by more than a millionth of a cent;
 - duration: differs by more than 10 % of the longer one and by more than 5 ms (`DURATION_SHARE`, `DURATION_S`);
 - the first divergence: the first position where the names or the results differ, or where one run has an
@@ -43,6 +43,7 @@ from .report import (
     runs_page,
 )
 from .runtime.results import decode, parse
+from .store import artifacts
 from .store.runs import resolve_run
 from .strict_json import finite
 
@@ -65,7 +66,6 @@ class Pair:
     b: dict
     fork: dict | None           # {"parent": id, "child": id, "fork_step": n}
     shared_until: int
-    data_dir: Path
 
 
 def pair(store: Store, a_ref: str, b_ref: str) -> Pair:
@@ -84,7 +84,7 @@ def pair_of(store: Store, a_id: str, b_id: str) -> Pair:
             fork = {"parent": parent["id"], "child": child["id"], "fork_step": child["fork_step"]}
             # a restarted fork no longer holds the copies (a restarted parent is caught by comparing rows)
             shared = child["fork_step"] if child["generation"] == 1 else 0
-    return Pair(a, b, fork, shared, store.data_dir)
+    return Pair(a, b, fork, shared)
 
 
 def refreshed(store: Store, p: Pair) -> Pair:
@@ -161,7 +161,7 @@ def _without_id(text: str) -> Any:
     return value
 
 
-def same_result(a: dict, b: dict, data_dir: Path) -> bool:
+def same_result(a: dict, b: dict, store: Store) -> bool:
     """Whether two journal rows recorded the same result (see the module's rules)."""
     if a["artifact"] is None and b["artifact"] is None:
         if a["result"] == b["result"]:
@@ -173,13 +173,11 @@ def same_result(a: dict, b: dict, data_dir: Path) -> bool:
         return False            # one result over the artifact threshold, the other under it
     if a["artifact"] == b["artifact"]:
         return True
-    first, second = data_dir / a["artifact"], data_dir / b["artifact"]
     try:
-        if first.stat().st_size != second.stat().st_size:
-            return False
+        first, second = artifacts.load(store, a["artifact"]), artifacts.load(store, b["artifact"])
         if a["kind"] == "model" == b["kind"]:
-            return _without_id(first.read_text(encoding="utf-8")) == _without_id(second.read_text(encoding="utf-8"))
-        return first.read_bytes() == second.read_bytes()
+            return _without_id(first.decode("utf-8")) == _without_id(second.decode("utf-8"))
+        return first == second
     except OSError:
         return False            # an artifact that cannot be read is not known to be the same
 
@@ -190,7 +188,7 @@ def _identical(a: dict, b: dict) -> bool:
         a[k] == b[k] for k in ("name", "kind", "result", "artifact", "started_at", "duration_s", "cost_usd"))
 
 
-def aligned(position: int, a: dict | None, b: dict | None, p: Pair) -> dict:
+def aligned(store: Store, position: int, a: dict | None, b: dict | None, p: Pair) -> dict:
     """One aligned row: the two journal rows at `position` (either may be None) and what differs."""
     if a is None or b is None:
         why = "only_b" if a is None else "only_a"
@@ -198,7 +196,7 @@ def aligned(position: int, a: dict | None, b: dict | None, p: Pair) -> dict:
                 "differs": {"name": False, "result": False, "cost": False, "duration": False}}
     shared = position < p.shared_until and _identical(a, b)
     differs = {"name": a["name"] != b["name"],
-               "result": not shared and not same_result(a, b, p.data_dir),
+               "result": not shared and not same_result(a, b, store),
                "cost": _cost_differs(a["cost_usd"], b["cost_usd"]),
                "duration": _duration_differs(a["duration_s"], b["duration_s"])}
     why = "name" if differs["name"] else "result" if differs["result"] else None
@@ -230,7 +228,7 @@ def aligned_page(store: Store, p: Pair, after: int | None = None, limit: int = P
     if count <= 0:
         return []
     a, b = _range(store, p.a, first, count), _range(store, p.b, first, count)
-    rows = [aligned(position, a.get(position), b.get(position), p) for position in sorted(a.keys() | b.keys())]
+    rows = [aligned(store, position, a.get(position), b.get(position), p) for position in sorted(a.keys() | b.keys())]
     return rows[::-1] if newest_first else rows
 
 
@@ -281,7 +279,7 @@ def search(db_path: Path, durability: str, a_id: str, b_id: str, cancelled: Call
 
 def results_at(store: Store, row: dict) -> tuple[Any, Any]:
     """The two decoded results of an aligned row (artifacts read: for the one entry selected)."""
-    return tuple(None if side is None else decode(store.data_dir, side["result"], side["artifact"])
+    return tuple(None if side is None else decode(store, side["result"], side["artifact"])
                  for side in (row["a"], row["b"]))
 
 

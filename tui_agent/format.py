@@ -103,6 +103,17 @@ def ago(then: float, at: float) -> str:
     return f"clock ahead {column_span(ahead)}" if ahead is not None else f"{column_span(at - then)} ago"
 
 
+SKEW_SHOWN_S = 5.0   # a worker's clock this far from the database's is said (leases and heartbeats ignore it)
+
+
+def skew(seconds: float | None) -> str | None:
+    """"23h 59m ahead", "2m behind": how far a worker's clock is from the database server's, when it is far
+    enough to explain what a person sees (a heartbeat stamped in the future, a sleep that wakes late)."""
+    if seconds is None or abs(seconds) < SKEW_SHOWN_S:
+        return None
+    return f"{span(abs(seconds))} {'ahead' if seconds > 0 else 'behind'}"
+
+
 def minutes_ago(then: float, at: float) -> str:
     """How long ago, in a sentence that is said again every few seconds: 3 min ago, 1h 05m ago."""
     minutes = max(0, int((at - then) // 60))

@@ -436,7 +436,7 @@ def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
     if why:
         raise UserError(f"{run['id']} #{position} {row['name']} ({row['kind']}): {why}")
     return {"run_id": run["id"], "generation": run["generation"], "position": position, "name": row["name"],
-            "kind": row["kind"], "result": decode(store.data_dir, row["result"], row["artifact"])}
+            "kind": row["kind"], "result": decode(store, row["result"], row["artifact"])}
 
 
 def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name: str | None = None,
@@ -458,11 +458,11 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
             raise _refuse(store, parent, f"#{position} is no longer the {name} of generation {generation} that "
                           "was edited")
         why = why_not_edit(row["kind"]) or why_not_edited(
-            row["kind"], decode(store.data_dir, row["result"], row["artifact"]), result)
+            row["kind"], decode(store, row["result"], row["artifact"]), result)
         if why:
             raise UserError(f"{parent['id']} #{position} {row['name']}: {why}; nothing changed")
         large = len(encoded) > ARTIFACT_THRESHOLD
-        edit = EditedEntry(encoded, (lambda *where: place(store.data_dir, *where)) if large else None, _person())
+        edit = EditedEntry(encoded, (lambda *where: place(store, *where)) if large else None, _person())
         return fork_run(conn, parent, position, now(), edited=edit)
 
 

@@ -192,7 +192,7 @@ def _provider(run: dict, agent) -> Any:
 
 
 def _recorded_result(store: Store, run: dict) -> Any:
-    return decode(store.data_dir, run["result"], run["result_artifact"])
+    return decode(store, run["result"], run["result_artifact"])
 
 
 def _ending(store: Store, run: dict, position: int, result: Any = None, raised: BaseException | None = None,

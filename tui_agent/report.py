@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 from .forecast import forecast
 from .format import in_zone, usd_exact
@@ -21,6 +20,7 @@ from .runtime.liveness import worker_state
 from .runtime.results import decode
 from .states import TERMINAL, ahead_s, budget_dimension
 from .store import Store as Store
+from .store import artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
 from .store.approvals import pending as pending_approval  # noqa: F401  (a screen's read)
 from .store.effects import effect_counts, effects_at, next_in_doubt
@@ -190,8 +190,8 @@ def run_view(store: Store, run_id: str) -> dict:
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
     shown_run.update(request=json.loads(run["request"]), budget=json.loads(run["budget"] or "{}"),
-                     result=decode(store.data_dir, run["result"], run["result_artifact"]), key=run["run_key"],
-                     artifact_dir=str(store.data_dir / run["artifact_dir"]),
+                     result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
+                     artifact_dir=artifacts.where(store, run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None)
     budget = budget_of(run, checkpoint)
     budget["possibly_billed_usd"] = possibly_billed(store, run, now())
@@ -211,13 +211,13 @@ def step_of(row: dict) -> dict:
             "started_at": iso(row["started_at"])}
 
 
-def entry_of(store: Store, row: dict, artifacts: bool = True) -> dict:
+def entry_of(store: Store, row: dict, read: bool = True) -> dict:
     """A journal row as `show --json` lists an entry: its result decoded (read from its artifact when it has one,
-    unless not `artifacts`: then None until `with_artifact` reads it)."""
-    artifact = row["artifact"] if artifacts else None
+    unless not `read`: then None until `with_artifact` reads it)."""
+    artifact = row["artifact"] if read else None
     return {"generation": row["generation"], "position": row["position"], "name": row["name"], "kind": row["kind"],
-            "result": None if row["artifact"] and not artifacts else decode(store.data_dir, row["result"], artifact),
-            "artifact": str(store.data_dir / row["artifact"]) if row["artifact"] else None,
+            "result": None if row["artifact"] and not read else decode(store, row["result"], artifact),
+            "artifact": artifacts.where(store, row["artifact"]) if row["artifact"] else None,
             "fence": row["fence"], "started_at": iso(row["started_at"])}
 
 
@@ -280,15 +280,15 @@ def timeline_page(store: Store, run: dict, after: int | None = None, limit: int 
     """A page of the current generation's timeline by its position: each entry with its step. A result kept in an
     artifact (over 32 KB) is not read: a page of them would be megabytes, read again at every refresh; the viewer
     reads the one selected (`with_artifact`)."""
-    return [{"position": row["position"], "entry": entry_of(store, row, artifacts=False), "step": step_of(row)}
+    return [{"position": row["position"], "entry": entry_of(store, row, read=False), "step": step_of(row)}
             for row in journal_page(store, run["id"], run["generation"], after, limit, newest_first)]
 
 
-def with_artifact(entry: dict) -> dict:
+def with_artifact(store: Store, entry: dict) -> dict:
     """The entry with its result read from its artifact (the entry itself when it has none)."""
     if not entry.get("artifact"):
         return entry
-    return {**entry, "result": json.loads(Path(entry["artifact"]).read_text(encoding="utf-8"))}
+    return {**entry, "result": json.loads(artifacts.read(store, entry["artifact"]))}
 
 
 def beside(store: Store, run: dict, first: int, last: int | None) -> dict:

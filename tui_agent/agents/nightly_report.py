@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def _pause(settings: dict) -> None:
 
 
 def sources_dir(data_dir: Path) -> Path:
-    """The agent's own sample data, created on first use in the database's data folder."""
+    """The agent's own sample data, created on first use in the database's data folder (each machine's own, for
+    a server: every machine serves the same sample)."""
     folder = data_dir / "nightly-report" / "sources"
     if not folder.exists():
         folder.mkdir(parents=True)
@@ -93,10 +95,10 @@ def script(messages: list[dict], max_tokens: int, call_index: int) -> str:
     return "Nightly summary\n" + "\n".join(bullets)
 
 
-def write_report(artifact_dir: str, settings: dict, summary: str, fetched: list[dict]) -> str:
+def write_report(save: Callable[[str, str], str], settings: dict, summary: str, fetched: list[dict]) -> str:
+    """The report, kept with the run's artifacts by `save` (Context.save_artifact), so the operator and a worker
+    on another machine can read it; returns where it is."""
     _pause(settings)
-    path = Path(artifact_dir) / f"report-{settings['date']}-{settings['team']}.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
     parts = [f"# Nightly report, {settings['team']}, {settings['date']}", "", summary, ""]
     for item in fetched:
         parts += [f"## {item['source']}", ""]
@@ -105,11 +107,11 @@ def write_report(artifact_dir: str, settings: dict, summary: str, fetched: list[
             parts += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             parts += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in item["rows"]]
         parts.append("")
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return str(path)
+    return save(f"report-{settings['date']}-{settings['team']}.md", "\n".join(parts))
 
 
 def outbox_for(data_dir: Path, settings: dict) -> Outbox:
+    """The local mail service, in the data folder: each machine's own, for a server store."""
     return Outbox(data_dir / "outbox", mode=settings["service"], window_s=DAY_S)
 
 
@@ -120,7 +122,7 @@ def nightly_report(ctx: Context, request: dict) -> dict:
     reply = ctx.model("summarize", messages=[{"role": "user", "content": _prompt(settings, fetched)}],
                       max_tokens=800)
     summary = "".join(block.get("text", "") for block in reply["content"])
-    report = ctx.step("write-report", write_report, str(ctx.artifact_dir), settings, summary, fetched)
+    report = ctx.step("write-report", write_report, ctx.save_artifact, settings, summary, fetched)
     team = settings["team"]
     if settings["approve"]:   # a denial ends the run cancelled: denied, with the person's note
         ctx.approval("approve", f"Send the nightly report for {team} on {settings['date']}? ({report})")
@@ -132,7 +134,7 @@ def nightly_report(ctx: Context, request: dict) -> dict:
         _pause(settings)
         return outbox.send(key, token=token, to=f"{team} <{team}@localhost>",
                            subject=f"Nightly report {settings['date']} ({team})",
-                           body=Path(report).read_text(encoding="utf-8"))
+                           body=ctx.read_artifact(report))
 
     sent = ctx.effect("send-report", key=f"nightly-report:{settings['date']}:{team}", do=send,
                       lookup=outbox.lookup if settings["lookup"] else None,
@@ -141,12 +143,20 @@ def nightly_report(ctx: Context, request: dict) -> dict:
     return {"report": report, "email": (sent or {}).get("path")}
 
 
+def _report_kept(ctx: Context, result: dict) -> bool:
+    try:
+        ctx.read_artifact(result["report"])
+    except FileNotFoundError:
+        return False
+    return True
+
+
 AGENT = Agent(
     name="nightly-report",
     version="1",
     run=nightly_report,
     budget=Budget(cost_usd=0.50, steps=50),
-    check=lambda ctx, result: Path(result["report"]).exists(),
+    check=_report_kept,
     script=script,
     description="fetches three sources, summarizes them, writes a report and emails it once per date and team",
 )

@@ -22,7 +22,7 @@ from ..models import (
 )
 from ..models.caching import with_cache_marks
 from ..states import Reason, RunStatus
-from ..store import Claim, Store, model_calls
+from ..store import Claim, Store, artifacts, model_calls
 from ..store.events import add_event
 from ..store.journal import (
     FOLD_EVERY,
@@ -82,8 +82,11 @@ class Context:
         self.generation = claim.generation
         self.worker = claim.worker
         self.request = request
+        # the agent's own data (sample sources, an outbox, worktrees): this machine's, for a server store
         self.data_dir: Path = store.data_dir
-        self.artifact_dir: Path = store.data_dir / artifact_dir
+        # files the agent writes for itself beside its artifacts; what the operator must read goes through
+        # save_artifact, which every machine can read back
+        self.artifact_dir: Path = (artifacts.folder(store) or store.data_dir) / artifact_dir
         self.provider = provider
         self._store = store
         self._claim = claim
@@ -152,7 +155,7 @@ class Context:
         _, recorded, result, artifact = self._entries[position]
         if recorded != name:
             raise CodeChanged(position, recorded, name)
-        value = decode(self._store.data_dir, result, artifact)
+        value = decode(self._store, result, artifact)
         if self._on_step is not None:
             self._on_step(self, position, name, True)
         if position == self._soft_position:
@@ -229,8 +232,8 @@ class Context:
         encoded = encode(value, kind, name)
         result, artifact = encoded, None
         if len(encoded) > ARTIFACT_THRESHOLD:
-            result, artifact = place(self._store.data_dir, self._artifact_dir,
-                                     f"g{self.generation}-{position:05d}-{name}", encoded)
+            result, artifact = place(self._store, self._artifact_dir,
+                                     f"g{self.generation}-{position:05d}-f{self.fence}-{name}", encoded)
         at = self.clock.now()
         wall, self._last_at = at - self._last_at, at
         # A plain step commits its row alone, one statement; the checkpoint row moves every FOLD_EVERY steps, and
@@ -240,8 +243,8 @@ class Context:
                 and position + 1 - self._folded_at < FOLD_EVERY):
             add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
                      started_at, duration_s, wall, inputs)
-        else:
-            with self._store.write() as conn:
+        else:   # shared: its first statement (the renewal, or add_entry's fence check) locks the run's row, and
+            with self._store.write_shared() as conn:   # `also` writes only rows of this run (store.write_shared)
                 if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
                     self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited)
                 add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
@@ -428,6 +431,16 @@ class Context:
         run_id, created = create_run(self._store, now=self.clock.now(), run_key=key,
                                      **self._registry.run_fields(agent, request, model))
         return [run_id, created]
+
+    def save_artifact(self, name: str, text: str) -> str:
+        """Keep a file meant for the operator (a report) with the run's artifacts, durably; returns where it is, as
+        `show` prints it and `tui-agent artifact` and `read_artifact` take it (a path, or artifact:<path> when the
+        database holds it). Not journaled: call it from a step, whose result is the returned name."""
+        return artifacts.save(self._store, f"{self._artifact_dir}/{name}", text.encode("utf-8"))
+
+    def read_artifact(self, where: str) -> str:
+        """What `save_artifact` kept, from any machine (FileNotFoundError when nothing is there)."""
+        return artifacts.read(self._store, where).decode("utf-8")
 
     def progress(self, value: Any) -> None:
         """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed

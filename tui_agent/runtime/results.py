@@ -1,17 +1,18 @@
-"""Step results as JSON: small ones inline in the journal, large ones as files in the
-run's artifact folder with the journal holding the path."""
+"""Step results as JSON: small ones inline in the journal, large ones as artifacts of the run (a file, or a row of
+a server's `artifacts` table: store/artifacts.py decides) with the journal holding their relative path."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-ARTIFACT_THRESHOLD = 32 * 1024  # bytes of JSON; above this a result is written to a file
+from ..store import artifacts
+from ..store.base import Store
+
+ARTIFACT_THRESHOLD = 32 * 1024  # bytes of JSON; above this a result is kept as an artifact
 
 
 class ResultNotJSON(TypeError):
@@ -63,21 +64,15 @@ def parse(encoded: str) -> Any:
     return _DECODE(encoded)[0]
 
 
-def decode(data_dir: Path, result: str | None, artifact: str | None) -> Any:
+def decode(store: Store, result: str | None, artifact: str | None) -> Any:
     if artifact is not None:
-        return parse((data_dir / artifact).read_text(encoding="utf-8"))
+        return parse(artifacts.load(store, artifact).decode("utf-8"))
     return None if result is None else parse(result)
 
 
-def place(data_dir: Path, artifact_dir: str, label: str, encoded: str) -> tuple[None, str]:
-    """Write a large result durably to the run's artifact folder; returns (None, its relative path)."""
+def place(store: Store, artifact_dir: str, label: str, encoded: str) -> tuple[None, str]:
+    """Keep a large result durably with the run's artifacts, before the row that names it commits; returns
+    (None, its relative path)."""
     relative = f"{artifact_dir}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', label)}.json"
-    target = data_dir / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(encoded)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    artifacts.save(store, relative, encoded.encode("utf-8"))
     return None, relative

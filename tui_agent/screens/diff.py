@@ -374,13 +374,20 @@ class DiffScreen(Screen):
     # -- events -----------------------------------------------------------------------------------
 
     def on_data_changed(self, message) -> None:
+        self.app.reread(self._reread)
+
+    def _reread(self) -> None:
         self.reload()
         if self.searched and (self.divergence is None or self.divergence["why"] in ("only_a", "only_b")):
             self._search()          # a run moved on: what was the end of one journal may not be any more
 
     def on_screen_resume(self) -> None:
-        if self.pair is not None and data_version(self.app.reader) != self._version:
-            self.on_data_changed(None)
+        if self.pair is not None:
+            self.app.reread(self._reread_if_changed)
+
+    def _reread_if_changed(self) -> None:
+        if data_version(self.app.reader) != self._version:
+            self._reread()
 
     @on(OptionList.OptionHighlighted, "#diff-rows")
     def _highlighted(self) -> None:

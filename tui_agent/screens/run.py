@@ -274,7 +274,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def _read_artifact(self, entry: dict) -> dict:
         """The selected entry's large result, read once while it stays selected (a refresh rebuilds the items)."""
         if self._artifact[0] != entry["artifact"]:
-            self._artifact = (entry["artifact"], with_artifact(entry)["result"])
+            self._artifact = (entry["artifact"], with_artifact(self.app.reader, entry)["result"])
         return {**entry, "result": self._artifact[1]}
 
     def _situation(self) -> str:
@@ -288,12 +288,16 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     # -- events ---------------------------------------------------------------------------------
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
+        self.app.reread(self.reload)
 
     def on_screen_resume(self) -> None:
         """Shown again after a modal or another screen: re-read only if another commit happened meanwhile (the
         app's poll tells only the screen on top)."""
-        if self.view is not None and data_version(self.app.reader) != self._version:
+        if self.view is not None:
+            self.app.reread(self._reload_if_changed)
+
+    def _reload_if_changed(self) -> None:
+        if data_version(self.app.reader) != self._version:
             self.reload()
 
     @on(OptionList.OptionHighlighted, "#timeline")

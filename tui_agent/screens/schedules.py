@@ -264,7 +264,7 @@ class ScheduleDetail(ModalScreen):
         follow_theme(self, self.reload)
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
+        self.app.reread(self.reload)
 
     def reload(self) -> None:
         reader = self.app.reader

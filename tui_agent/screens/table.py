@@ -62,10 +62,10 @@ class TableScreen(Screen):
         return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.reload()
+        self.app.reread(self.reload)
 
     def on_screen_resume(self) -> None:
-        self.reload()
+        self.app.reread(self.reload)
 
     def action_cursor_down(self) -> None:
         self.table.action_cursor_down()

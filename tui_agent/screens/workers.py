@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from .. import operate
-from ..format import ago
+from ..format import ago, skew
 from ..format import column_span as span
 from ..report import workers_listing
 from ..runtime.clock import now
@@ -167,6 +167,9 @@ class WorkersScreen(TableScreen):
         head = (f"{name} · {label(state)} · started{' here' if process else ''} {ago(worker['started_at'], at)}"
                 f"{exited} · pid {worker['pid']} on {worker['host']} · lease {span(worker['lease_s'])}"
                 + (f" · concurrency {worker['concurrency']}" if worker["concurrency"] != 1 else ""))
+        clock = skew(worker.get("clock_skew_s"))
+        if clock:
+            head += f" · its clock differs from the database's: {clock}"
         self.strip.text = f"{head}\n{self._situation(worker, state, at)}"
 
     @staticmethod

@@ -80,6 +80,18 @@ def one_row(cursor: Cursor) -> dict | None:
     return None if found is None else dict(zip([d[0] for d in cursor.description], found))
 
 
+FOR_UPDATE = " FOR UPDATE"
+
+
+def for_update(conn: Connection, skip_locked: bool = False) -> str:
+    """The suffix that makes a SELECT lock the rows it returns, on a server: a transaction that meets a row
+    another holds waits, then checks its WHERE again on the row as committed (READ COMMITTED), or with
+    `skip_locked` passes over it. On SQLite, whose writers hold the one write lock, nothing."""
+    if not on_server(conn):
+        return ""
+    return f"{FOR_UPDATE} SKIP LOCKED" if skip_locked else FOR_UPDATE
+
+
 def no_patience() -> bool:
     return False
 
@@ -128,6 +140,14 @@ class Store:
     def write(self) -> Any:
         raise NotImplementedError
 
+    def write_shared(self) -> Any:
+        """A writer's transaction whose every check is a row condition in its own statements (a fence, an
+        expected status, with a rowcount check; the first statement locks the run's row), so it need not exclude
+        other such writers, only `write()`'s, which read and then decide: on a server they commit side by side
+        (workers on several machines add throughput), while a `write()` waits for them all and they for it. A
+        SQLite file has one write lock: there it is `write()`."""
+        return self.write()
+
     def stopped(self, error: DatabaseError) -> EnvironmentStop | None:
         raise NotImplementedError
 
@@ -164,7 +184,8 @@ class Store:
             raise stop from error
 
     def write_one(self, sql: str, params: tuple) -> Cursor:
-        """One statement as its own transaction, waiting out a held lock as `write()` does."""
+        """One statement as its own transaction, waiting out a held lock as `write()` does; a statement whose
+        checks are row conditions (see `write_shared`)."""
         try:
             return self.conn.execute(sql, params)
         except DatabaseError as e:

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .base import Store
+from .base import FOR_UPDATE, Store, on_server
 from .runs import FenceRefused
 
 
@@ -44,14 +44,19 @@ NO_USAGE = Usage()
 _COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
             " cost_usd, inputs, wall_s")
 _INSERT = f"INSERT INTO journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+# The fence check, the first thing a step's commit does (a shared write: store.write_shared). On a server it
+# locks the run's row: a worker that lost its run to a takeover waits for the claim that holds the row, then
+# (READ COMMITTED checks the WHERE again on the row as committed) finds the new fence and is refused, instead of
+# committing an entry at a position the new owner is about to write (a unique violation there). A claim passes
+# over a row a commit holds, and takes the run once that commit is visible to it.
+_FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?{lock})"
 # A plain step: its journal row alone, fenced in the same statement (one page per commit); its running time
 # rides in the row until the checkpoint is folded (schema.CHECKPOINTS_NOW adds it for readers).
-_STEP = (f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
-         " WHERE EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)")
+_STEP = f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {_FENCE}"
 FOLD_EVERY = 64   # plain steps between two checkpoint writes: the most a reader's view adds up
 # The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
 # by this UPDATE's own WHERE.
-_FENCED = " WHERE run_id = ? AND EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
+_FENCED = f" WHERE run_id = ? AND {_FENCE}"
 _TAIL_WALL = ("(SELECT coalesce(sum(wall_s), 0.0) FROM journal j WHERE j.run_id = checkpoints.run_id"
               " AND j.generation = checkpoints.generation AND j.position >= checkpoints.current_step)")
 _MOVE = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
@@ -64,6 +69,14 @@ _CHECKPOINT_USAGE = (
     " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_tool_calls = used_tool_calls + ?,"
     " used_cache_read_tokens = used_cache_read_tokens + ?, used_cache_write_tokens = used_cache_write_tokens + ?"
     + _FENCED)
+
+
+def _dialects(sql: str) -> dict[bool, str]:
+    """`sql` as each store runs it, by `on_server`: its fence check locks the run's row on a server only."""
+    return {server: sql.format(lock=FOR_UPDATE if server else "") for server in (False, True)}
+
+
+_STEP, _CHECKPOINT, _CHECKPOINT_USAGE = map(_dialects, (_STEP, _CHECKPOINT, _CHECKPOINT_USAGE))
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -93,8 +106,9 @@ def add_step(store: Store, run_id: str, generation: int, fence: int, position: i
     """A plain step (one attempt, no usage, the checkpoint's other fields unchanged): its journal row alone,
     fenced in the same statement, committed as a transaction of its own. The checkpoint row is folded past it
     later (add_entry); `checkpoints_now` counts it meanwhile."""
-    _fenced(store.write_one(_STEP, (run_id, generation, position, name, kind, result, artifact, 1, started_at,
-                                    duration_s, fence, None, inputs, wall_s, run_id, fence)), run_id, fence)
+    row = (run_id, generation, position, name, kind, result, artifact, 1, started_at, duration_s, fence, None, inputs,
+           wall_s, run_id, fence)
+    _fenced(store.write_one(_STEP[on_server(store.conn)], row), run_id, fence)
 
 
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
@@ -105,13 +119,13 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
     `fence` is the run's), then the journal row."""
     moved = (position + 1, checkpoint.total_steps, checkpoint.next_input, checkpoint.plan_revision, position + 1,
              wall_s, now)
+    server = on_server(conn)
     if usage is NO_USAGE:
-        cur = conn.execute(_CHECKPOINT, (*moved, run_id, run_id, fence))
+        cur = conn.execute(_CHECKPOINT[server], (*moved, run_id, run_id, fence))
     else:
-        cur = conn.execute(_CHECKPOINT_USAGE, (*moved, usage.model_calls, usage.input_tokens, usage.output_tokens,
-                                               usage.cost_usd, usage.unpriced_calls, usage.effects, usage.tool_calls,
-                                               usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id,
-                                               fence))
+        cur = conn.execute(_CHECKPOINT_USAGE[server], (
+            *moved, usage.model_calls, usage.input_tokens, usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
+            usage.effects, usage.tool_calls, usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id, fence))
     _fenced(cur, run_id, fence)
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd, inputs))

@@ -1,8 +1,9 @@
 """PostgreSQL, for a team whose workers run on several machines (SQLite's locks are not to be trusted over a
 network file system). The same schema and the same SQL as the SQLite store: statements keep their `?`
-placeholders and are translated to psycopg's `%s` once per text. A writer's transaction takes one advisory
-lock, as SQLite's BEGIN IMMEDIATE takes the file's write lock, so every check-then-write that is safe on SQLite
-is safe here unchanged. The password in a URL is never printed: `Url` prints without it."""
+placeholders and are translated to psycopg's `%s` once per text. A writer's transaction (`write()`) takes one
+advisory lock exclusively, as SQLite's BEGIN IMMEDIATE takes the file's write lock, so every check-then-write
+that is safe on SQLite is safe here unchanged; a worker's fenced transactions (`write_shared()`) hold it shared,
+side by side, ordered by the run's row lock. The password in a URL is never printed: `Url` prints without it."""
 
 from __future__ import annotations
 
@@ -168,20 +169,22 @@ class _Connection:
 _NOTIFY_AND_COMMIT = ("SELECT pg_notify('tui_agent', '') WHERE txid_current_if_assigned() IS NOT NULL;"
                       " COMMIT")
 CHANNEL = "tui_agent"
-_BEGIN_LOCKED = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"   # one round trip, as a simple query
 
 
 class _Write(Write):
+    """`write()`'s transaction: WRITE_LOCK held exclusively, so no other writer's transaction runs beside it."""
+
     __slots__ = ()
     COMMIT = _NOTIFY_AND_COMMIT
+    LOCK = "pg_advisory_xact_lock"
 
     def __enter__(self) -> _Connection:
         conn = self.store.conn
-        try:
-            conn.execute(_BEGIN_LOCKED)   # a dropped connection is opened again here, before the transaction
+        try:   # BEGIN and the lock in one round trip, as a simple query
+            conn.execute(f"BEGIN; SELECT {self.LOCK}({WRITE_LOCK})")   # a dropped connection is opened again here
         except sqlite3.Error as e:
             self.store.abandon()
-            self.store.wait_for_lock(e, "SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,), begin=True)
+            self.store.wait_for_lock(e, f"SELECT {self.LOCK}(?)", (WRITE_LOCK,), begin=True)
         conn.writing = True
         return conn
 
@@ -190,6 +193,14 @@ class _Write(Write):
             super().__exit__(kind, error, trace)
         finally:
             self.store.conn.writing = False
+
+
+class _SharedWrite(_Write):
+    """`write_shared()`'s transaction: WRITE_LOCK held shared, beside other shared ones (their row locks order
+    them), never beside an exclusive one."""
+
+    __slots__ = ()
+    LOCK = "pg_advisory_xact_lock_shared"
 
 
 class PostgresStore(Store):
@@ -247,10 +258,9 @@ class PostgresStore(Store):
 
     def _open_schema(self, create: bool) -> None:
         """Ours at our version (migrated up if older), made if the database is empty; anything else untouched."""
-        version = self.found_version = self._version()
+        version, tables = self._found()
+        self.found_version = version
         if version is None:
-            tables = self.conn.execute("SELECT count(*) FROM information_schema.tables"
-                                       " WHERE table_schema = current_schema()").fetchone()[0]
             if tables:
                 raise StoreError(f"{self.path} holds tables but not tui-agent's (it has no meta table); "
                                  "pass another --db")
@@ -258,7 +268,8 @@ class PostgresStore(Store):
                 raise StoreError(f"no tui-agent schema at {self.path}; run tui-agent db init {self.path}")
             from .schema_postgres import create_schema
             with self.write():
-                if self._version() is None:   # another process may have made it while we waited for the lock
+                self.found_version = self._version()   # another process may have made it while we waited
+                if self.found_version is None:
                     create_schema(self.conn.raw)
             return
         if version > SCHEMA_VERSION:
@@ -267,18 +278,38 @@ class PostgresStore(Store):
         if version < PG_FIRST_VERSION:
             raise StoreError(f"{self.path} has schema version {version}, older than any tui-agent made on PostgreSQL "
                              f"({PG_FIRST_VERSION} was the first); it cannot be upgraded here, and is left untouched")
+        if version < SCHEMA_VERSION:
+            from .schema_postgres import migrate
+            with self.write():
+                found = self._version()   # another process may have migrated it while we waited for the lock
+                if found < SCHEMA_VERSION:
+                    migrate(self.conn.raw, found)
 
     def _version(self) -> int | None:
-        if self.conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
-            return None
+        return self._found()[0]
+
+    def _found(self) -> tuple[int | None, int]:
+        """(our schema version or None, how many tables and views the schema holds), from one snapshot: asked
+        apart, another process's schema committed between the two answers reads as someone else's tables. Asked
+        of the catalog, not of to_regclass, whose name lookup may answer from a "no such table" this session
+        cached before it waited for the lock while another process made the schema."""
+        has_meta, tables = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE c.relname = 'meta' AND c.relkind = 'r'), count(*) FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f')").fetchone()
+        if not has_meta:
+            return None, tables
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None or not str(row[0]).isdigit():
             raise StoreError(f"{self.path} has no schema version in its meta table; it is not tui-agent's")
-        return int(row[0])
+        return int(row[0]), tables
 
     def write(self) -> _Write:
         """A writer's transaction, one at a time across every process and machine (the advisory lock)."""
         return _Write(self)
+
+    def write_shared(self) -> _SharedWrite:
+        return _SharedWrite(self)
 
     def wait_for_lock(self, error: sqlite3.Error, sql: str = "", params: tuple = (), begin: bool = False):
         """As the SQLite store's; `begin`: the statement opens a writer's transaction, so BEGIN comes again."""
@@ -298,10 +329,10 @@ class PostgresStore(Store):
                 error, stop = e, self.stopped(e)
 
     def write_one(self, sql: str, params: tuple) -> _Cursor:
-        """One statement as a writer's transaction of its own (three round trips: BEGIN with the lock, the
-        statement, the notice with COMMIT). Sending all of it as one query would save two, but a connection that
-        drops under such a query leaves unknown whether it committed, so it could not be sent again."""
-        with self.write() as conn:
+        """One statement as a shared writer's transaction of its own (three round trips: BEGIN with the lock,
+        the statement, the notice with COMMIT). Sending all of it as one query would save two, but a connection
+        that drops under such a query leaves unknown whether it committed, so it could not be sent again."""
+        with self.write_shared() as conn:
             return conn.execute(sql, params)
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
@@ -387,7 +418,9 @@ class PostgresStore(Store):
 
 
 def data_dir_for_url(url: str) -> Path:
-    """The local folder for artifacts and agents' data of the database at `url` (per host, port and database)."""
+    """This machine's folder for the agents' own data of the database at `url` (sample sources, fetch log, outbox,
+    worker logs; per host, port and database). Artifacts are not kept here: every machine must read them
+    (store/artifacts.py)."""
     parts = urlsplit(url)
     return (platformdirs.user_data_path("tui-agent") / "postgres"
             / f"{parts.hostname or 'local'}-{parts.port or 5432}-{parts.path.strip('/') or 'postgres'}")

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UserError
-from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus
+from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
-from .base import Store, StoreError, on_server, one_row
+from .base import Store, StoreError, for_update, on_server, one_row
 from .events import add_event
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -140,6 +140,11 @@ def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
                         " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
 
+def _loops(conn: sqlite3.Connection, row: tuple) -> bool:
+    """Whether a due run (a claim's row) is in a takeover loop, to be parked rather than claimed."""
+    return row[7] == RunStatus.RUNNING and _takeovers_since_progress(conn, row[0]) >= TAKEOVER_LOOP
+
+
 def db_clock(conn: sqlite3.Connection) -> float | None:
     """The database server's clock as epoch seconds (one round trip), or None on SQLite. Leases and heartbeats
     are written by one machine and judged by another, so on a server they are read from its clock; a SQLite
@@ -163,7 +168,7 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's."""
     lease_at = now if lease_at is None else lease_at
     run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
-    if status == RunStatus.RUNNING and _takeovers_since_progress(conn, run_id) >= TAKEOVER_LOOP:
+    if _loops(conn, row):
         park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
              f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
              now, reason=Reason.TAKEOVER_LOOP)
@@ -198,13 +203,8 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
     if not agents:
         return None
     marks = ", ".join(f":a{i}" for i in range(len(agents)))
-    with store.write() as conn:
-        at = _at(now)
-        lease_at = lease_now(conn, at)
-        params = {"now": at, "lease_now": lease_at, **{f"a{i}": name for i, name in enumerate(agents)}}
-        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND agent IN ({marks})"
-                           " ORDER BY created_at LIMIT 1", params).fetchone()
-        return _take(conn, row, worker, lease_s, at, lease_at) if row else None
+    return _claim(store, f"{_DUE} AND agent IN ({marks}) ORDER BY created_at LIMIT 1",
+                  {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
 
 
 def any_due(store: Store, agents: list[str], now: float) -> bool:
@@ -219,12 +219,23 @@ def any_due(store: Store, agents: list[str], now: float) -> bool:
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
-    with store.write() as conn:
-        at = _at(now)
-        lease_at = lease_now(conn, at)
-        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE id = :id AND {_DUE}",
-                           {"id": run_id, "now": at, "lease_now": lease_at}).fetchone()
-        return _take(conn, row, worker, lease_s, at, lease_at) if row else None
+    return _claim(store, f"id = :id AND {_DUE}", {"id": run_id}, worker, lease_s, now)
+
+
+def _claim(store: Store, where: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
+    """A claim is a shared write (store.write_shared): on a server the SELECT locks the run's row and passes over
+    rows another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
+    each other nor take one run twice, and the row it returns was found due on its newest committed version.
+    Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
+    that one is done again in an exclusive write."""
+    for exclusive in (False, True):
+        with store.write() if exclusive else store.write_shared() as conn:
+            at = _at(now)
+            lease_at = lease_now(conn, at)
+            row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {where}{for_update(conn, skip_locked=True)}",
+                               {**params, "now": at, "lease_now": lease_at}).fetchone()
+            if row is None or exclusive or not _loops(conn, row):
+                return row and _take(conn, row, worker, lease_s, at, lease_at)
 
 
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
@@ -252,8 +263,10 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
                wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None) -> None:
     """The worker's last write for a run: its new status and reason, fenced, with an event, and the
     running time since the last entry (budgets count time running, not waiting); `traceback` is the
-    failed agent code's frames (JSON)."""
-    with store.write() as conn:
+    failed agent code's frames (JSON). A shared write (store.write_shared) whose first statement, the fence check,
+    locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
+    ids are displays' cursors, so those commit one at a time, in id order."""
+    with store.write() if needs_person(status, reason) else store.write_shared() as conn:
         check_fence(conn, claim.run_id, claim.fence, now, None)
         conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
         conn.execute(

@@ -347,7 +347,20 @@ def _v9(db: sqlite_utils.Database) -> None:
         ORDER BY r.created_at, r.id""")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9]
+def _v10(db: sqlite_utils.Database) -> None:
+    """Artifacts kept in the database, for a server store whose workers run on several machines (a folder beside
+    the database exists on none of them): store/artifacts.py decides where they go. A SQLite store keeps its
+    artifacts as files, so this table stays empty there; it exists so that both dialects have one schema."""
+    db.execute("""
+        CREATE TABLE artifacts (
+            path TEXT PRIMARY KEY,       -- relative, as the journal's artifact column names it
+            content BLOB NOT NULL,
+            size INTEGER NOT NULL,       -- bytes, so a listing need not read the content
+            created_at REAL NOT NULL
+        ) WITHOUT ROWID""")
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.

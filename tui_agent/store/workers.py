@@ -57,13 +57,16 @@ def _record_skew(conn: sqlite3.Connection, name: str, own: float, server: float)
 
 
 def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, now: float) -> list[str]:
-    """Renew every held lease; returns the runs whose fence was refused (another lease or a person took them)."""
+    """Renew every held lease; returns the runs whose fence was refused (another lease or a person took them).
+    A shared write (store.write_shared): it writes only this worker's own rows, and each renewal is refused by
+    its own WHERE (fence, status) on the run's row as last committed (an UPDATE that waited for the row checks it
+    again); the runs are renewed in id order, so two heartbeats that name the same runs never deadlock."""
     lost = []
-    with store.write() as conn:
+    with store.write_shared() as conn:
         at = lease_now(conn, now)   # the server's clock on PostgreSQL: a lease is judged by another machine
         _record_skew(conn, name, now, at)
         conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = ?", (at, name))
-        for run_id, fence in held:
+        for run_id, fence in sorted(held):
             cur = conn.execute("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND fence = ? AND status = ?",
                                (at + lease_s, run_id, fence, RunStatus.RUNNING))
             if cur.rowcount != 1:
