@@ -184,12 +184,20 @@ def _snapshot(store: Store) -> Iterator[None]:
     """One read transaction on the source: every page sees the database as it was when the copy began."""
     store.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if is_url(store.path) else "BEGIN")
     try:
+        _may_idle(store)
         yield
     finally:
         try:
             store.conn.execute("ROLLBACK")
         except DatabaseError:
             pass   # a lost connection: the error that lost it is the one to see
+
+
+def _may_idle(store: Store) -> None:
+    """Inside one of the copy's transactions: on a server, it sits idle while the other side is read or written (a
+    large artifact, a slow disk), which is not the stopped process IDLE_IN_WRITE_MS ends the session of."""
+    if is_url(store.path):
+        store.conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
 
 
 def _pages(store: Store, table: Table) -> Iterator[list[tuple]]:
@@ -313,6 +321,7 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
         done, table = 0, schema[0]
         try:
             with target.write():
+                _may_idle(target)
                 _refuse_held(target, schema)
                 for table in schema:
                     named = [(table.columns.index(column), getattr(files, kind))

@@ -28,6 +28,11 @@ from .schema import SCHEMA_VERSION
 PG_FIRST_VERSION = 9
 
 BUSY_TIMEOUT_MS = 15_000
+# A writer of ours idle inside its transaction this long is a stopped process (Ctrl-Z, a laptop asleep, a
+# debugger): the server ends its session, so its locks stop holding up every other writer, and nothing it wrote
+# commits. Shorter than BUSY_TIMEOUT_MS, so a command waiting behind it goes on instead of giving up; our own
+# transactions never wait on anything but the server between their statements.
+IDLE_IN_WRITE_MS = 10_000
 WRITE_LOCK = 0x7475_6961   # the advisory lock every writer's transaction holds ("tuia")
 SYNCHRONOUS = {"full": "on", "normal": "off"}   # NORMAL loses at most the last commits to a server crash
 _SECRET_PARAMS = {"password", "passfile"}
@@ -213,7 +218,8 @@ class PostgresStore(Store):
         parts = urlsplit(self.path)
         self.label = f"{parts.path.strip('/') or 'postgres'}@{parts.hostname or 'local'}"
         self.data_dir = data_dir_for_url(self.path)
-        self._settings = {"synchronous_commit": SYNCHRONOUS[durability]}   # set again on a new connection
+        self._settings = {"synchronous_commit": SYNCHRONOUS[durability],   # set again on a new connection
+                          "idle_in_transaction_session_timeout": str(IDLE_IN_WRITE_MS)}
         self._listening: bool | None = None   # None: not asked yet; False: LISTEN is not possible here
         self._heard = 0                       # notifications (and new connections) seen: data_version
         self.conn = _Connection(self._connect(first=True), self._reconnect)
@@ -340,6 +346,10 @@ class PostgresStore(Store):
         if state in ("55P03", "57014", "40P01"):   # lock timeout, statement timeout, deadlock
             return EnvironmentStop(BUSY, f"{self.path} is busy: another session held tui-agent's write lock past "
                                    f"{BUSY_TIMEOUT_MS / 1000:g} s; nothing was lost; run the command again")
+        if state == "25P03":   # idle_in_transaction_session_timeout: this process was stopped inside a write
+            return EnvironmentStop(BUSY, f"{self.path} ended this session: it sat stopped inside a write for over "
+                                   f"{IDLE_IN_WRITE_MS / 1000:g} s, holding up every other writer; nothing of that "
+                                   "write was committed; run the command again")
         if state == "25006":
             return EnvironmentStop(READ_ONLY, f"{self.path} is read-only for this user (or the server is a "
                                    "standby); nothing was written; connect as a user who may write")
