@@ -5,15 +5,18 @@ behind its lock, and nothing of that write commits. On SQLite a stopped holder o
 
 from __future__ import annotations
 
+import json
+import random
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import psycopg
 import pytest
 from conftest import ROOT
-from helpers import show_json
+from helpers import show_json, until
 
 from tui_agent.copying import copy_database, open_source, open_target
 from tui_agent.store import open_store
@@ -22,7 +25,11 @@ from tui_agent.store.postgres import BUSY_TIMEOUT_MS, IDLE_IN_WRITE_MS
 
 pytestmark = pytest.mark.postgres
 
+AGENTS = ["--agents", "counting_agents"]
 IDLE_S = 1.0   # the holder's own timeout, so the test waits one second, not ten; the code path is the same
+# The CLI with the idle timeout of its sessions at argv[1] seconds.
+SHORT_IDLE = ("import sys; import tui_agent.store.postgres as pg; pg.IDLE_IN_WRITE_MS = int(float(sys.argv.pop(1)) * 1000);"
+              " from tui_agent.cli import main; main()")
 # A tui-agent process that writes a marker inside a write, then stops itself (SIGSTOP) before committing; once
 # continued it reports how its write ended.
 HOLDER = """
@@ -75,7 +82,7 @@ def test_a_writer_stopped_inside_its_write_holds_up_nobody_and_commits_nothing(t
         holder.send_signal(signal.SIGCONT)
         out, err = holder.communicate(timeout=60)
     assert holder.returncode == 4, (out, err)
-    assert out.startswith(f"{BUSY}: ") and "nothing of that write was committed" in out, out
+    assert out.startswith(f"{BUSY}: ") and "ended this session inside a transaction" in out, out
     assert "Traceback" not in err
     with psycopg.connect(pg_url, autocommit=True) as conn:
         keys = {key for (key,) in conn.execute("SELECT key FROM meta WHERE key IN ('marker', 'after')")}
@@ -91,7 +98,7 @@ def test_a_copy_whose_transactions_wait_on_the_other_side_is_not_cut_short(demo,
     paused = []
 
     def slow_side(table, done, total):
-        if table not in paused:   # once per table, with both transactions open
+        if table == "journal" and not paused:   # once per copy, with both transactions open
             paused.append(table)
             time.sleep(0.6)
 
@@ -101,5 +108,55 @@ def test_a_copy_whose_transactions_wait_on_the_other_side_is_not_cut_short(demo,
             counts = copy_database(source, target, slow_side)
         finally:
             source.close(), target.close()
-        assert counts["journal"] > 0
+        assert counts["journal"] > 0 and paused
         paused.clear()
+
+
+def _stopped_inside_a_transaction(worker: subprocess.Popen, admin: psycopg.Connection) -> bool:
+    """Stop the worker; True if one of its sessions is now idle inside a transaction (else continue it)."""
+    worker.send_signal(signal.SIGSTOP)
+    time.sleep(0.05)   # a statement in flight finishes on the server; the session then waits on the client
+    inside = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND application_name = 'tui-agent' AND state = 'idle in transaction'").fetchone()[0]
+    if not inside:
+        worker.send_signal(signal.SIGCONT)
+    return bool(inside)
+
+
+def test_a_worker_stopped_inside_a_commit_holds_up_nobody_and_goes_on_once_continued(tui_agent, pg_url, tmp_path,
+                                                                                    monkeypatch):
+    """A real worker stopped (SIGSTOP) at a moment one of its sessions is inside a transaction, past the
+    timeout and past its lease: a person's command goes on meanwhile; continued, the worker neither exits nor
+    fails the run, which it (or its next claim) finishes with every step done, at most the one in flight twice."""
+    monkeypatch.setenv("TUI_AGENT_DB", pg_url)
+    log, steps = tmp_path / "calls.log", 1000
+    run_id = tui_agent(*AGENTS, "start", "counting", "--budget", f"steps={steps}",
+                       "--input", json.dumps({"log": str(log), "steps": steps})).stdout.strip()
+    worker = subprocess.Popen([sys.executable, "-c", SHORT_IDLE, str(IDLE_S), *AGENTS, "worker", "--lease", "2"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            until("the worker's first steps", lambda: log.exists())
+            tries = 0
+            while not _stopped_inside_a_transaction(worker, admin):
+                tries += 1
+                assert tries < 300, "never caught the worker inside a transaction"
+                time.sleep(random.uniform(0.002, 0.02))
+            started = time.monotonic()
+            person = tui_agent("start", "hello")
+            assert person.returncode == 0, person.stderr
+            assert time.monotonic() - started < BUSY_TIMEOUT_MS / 1000
+            time.sleep(max(0.0, 2.5 - (time.monotonic() - started)))   # past the lease too
+            worker.send_signal(signal.SIGCONT)
+            until("the run to end", lambda: show_json(tui_agent, run_id)["run"]["status"] != "running",
+                  deadline_s=60)
+        assert worker.poll() is None, "the continued worker went on working"
+    finally:
+        worker.send_signal(signal.SIGCONT)
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=30)
+    assert show_json(tui_agent, run_id)["run"]["status"] == "succeeded", err
+    ran = Counter(log.read_text().split())
+    assert set(ran) == {f"s{i}" for i in range(steps)}
+    assert sum(ran.values()) - steps <= 1, [name for name, n in ran.items() if n > 1]
+    assert "Traceback" not in err

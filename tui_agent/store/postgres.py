@@ -346,10 +346,6 @@ class PostgresStore(Store):
         if state in ("55P03", "57014", "40P01"):   # lock timeout, statement timeout, deadlock
             return EnvironmentStop(BUSY, f"{self.path} is busy: another session held tui-agent's write lock past "
                                    f"{BUSY_TIMEOUT_MS / 1000:g} s; nothing was lost; run the command again")
-        if state == "25P03":   # idle_in_transaction_session_timeout: this process was stopped inside a write
-            return EnvironmentStop(BUSY, f"{self.path} ended this session: it sat stopped inside a write for over "
-                                   f"{IDLE_IN_WRITE_MS / 1000:g} s, holding up every other writer; nothing of that "
-                                   "write was committed; run the command again")
         if state == "25006":
             return EnvironmentStop(READ_ONLY, f"{self.path} is read-only for this user (or the server is a "
                                    "standby); nothing was written; connect as a user who may write")
@@ -359,10 +355,27 @@ class PostgresStore(Store):
         if state.startswith("53"):
             return EnvironmentStop(FULL, f"the server of {self.path} is out of space or resources ({error}); "
                                    "nothing that was committed was lost; run the command again when it has room")
-        if state.startswith(("08", "57P")) or getattr(error, "lost", False):
+        if state.startswith(("08", "57P")) or state == "25P03" or getattr(error, "lost", False):
+            if self._reopened():   # the server is there: it ended this session alone, not the whole server
+                return EnvironmentStop(BUSY, f"{self.path} ended this session inside a transaction (idle in it for "
+                                       f"over {IDLE_IN_WRITE_MS / 1000:g} s: a stopped process; or an "
+                                       "administrator's doing); nothing that was committed was lost; run the "
+                                       "command again")
             return EnvironmentStop(UNREACHABLE, f"lost the connection to {self.path} ({error}); nothing that was "
                                    "committed was lost; run the command again when the server is back")
         return None
+
+    def _reopened(self) -> bool:
+        """After a lost connection: whether a new one opens now (kept for the next statement). A worker whose
+        session alone was ended drops that run as a crash would and goes on; only a server that cannot be
+        reached stops it."""
+        if not self.conn.raw.broken:
+            return False
+        try:
+            self.conn.raw = self._reconnect()
+        except (EnvironmentStop, StoreError):
+            return False
+        return True
 
     def abandon(self) -> None:
         self.conn.writing = False
