@@ -357,8 +357,8 @@ class PostgresStore(Store):
                                    "nothing that was committed was lost; run the command again when it has room")
         if state.startswith(("08", "57P")) or state == "25P03" or getattr(error, "lost", False):
             if self._reopened():   # the server is there: it ended this session alone, not the whole server
-                return EnvironmentStop(BUSY, f"{self.path} ended this session inside a transaction (idle in it for "
-                                       f"over {IDLE_IN_WRITE_MS / 1000:g} s: a stopped process; or an "
+                return EnvironmentStop(BUSY, f"{self.path} ended this session (idle inside a transaction for over "
+                                       f"{IDLE_IN_WRITE_MS / 1000:g} s, as a stopped process is; or an "
                                        "administrator's doing); nothing that was committed was lost; run the "
                                        "command again")
             return EnvironmentStop(UNREACHABLE, f"lost the connection to {self.path} ({error}); nothing that was "
