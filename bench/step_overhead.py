@@ -9,7 +9,9 @@ statements with no runtime around them (the journal row with its fence check, co
 FOLD_EVERY steps the checkpoint row folded up in a transaction): the distance from ours to it is Python around
 the call. Interleaved repetitions: for writes, each rep's own ratio (ours and raw timed back to back, so a slow
 spell of the disk slows both) and the median of those with their range, as fsync time varies from file to file
-and minute to minute; for the replay, the best (pure CPU).
+and minute to minute; for the replay, the best (pure CPU). The timed runs' journal rows land among an older
+run's, as a new run's do in a database with history; the last line counts the WAL pages a commit writes there,
+after the other runs' rows, and for raw.
 
     python bench/step_overhead.py
 """
@@ -80,10 +82,12 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def ours(store, n: int):
-    """Create and claim a run of n steps; returns (claim, seconds spent in execute)."""
-    run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
-    claim = claim_run(store, run_id, "w-bench", 600.0, time.time())
+def ours(store, n: int, claim=None):
+    """Work a run of n steps (`claim`: one claimed already, else a new one); returns (claim, seconds spent in
+    execute)."""
+    if claim is None:
+        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
+        claim = claim_run(store, run_id, "w-bench", 600.0, time.time())
     outcome = []
     seconds = timed(lambda: outcome.append(execute(store, REGISTRY, claim)))
     assert outcome[0].status == "succeeded", outcome[0]
@@ -115,12 +119,15 @@ def raw_inserts(conn, n: int, mark: str = "?") -> float:
     return timed(loop)
 
 
-def fenced_steps(store, n: int) -> float:
+def fenced_steps(store, n: int, claim=None) -> float:
     """The fenced floor: the store's own calls for n plain steps, with no runtime around them: `add_step` (the
     journal row with its fence check, one statement that commits itself) and, every FOLD_EVERY steps,
-    `add_entry` in a transaction (the checkpoint row folded up). What ours adds above it is the runtime's Python."""
-    run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
-    claim = claim_run(store, run_id, "w-floor", 600.0, time.time())
+    `add_entry` in a transaction (the checkpoint row folded up). What ours adds above it is the runtime's Python.
+    `claim`: a run already claimed (else a new one)."""
+    if claim is None:
+        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
+        claim = claim_run(store, run_id, "w-floor", 600.0, time.time())
+    run_id = claim.run_id
     checkpoint = load_checkpoint(store, run_id)
     result = json.dumps(tiny())
 
@@ -146,7 +153,10 @@ def write_rows(tmp: Path, durability: str) -> dict:
         raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
         raw.commit()
         ours(store, WARMUP), raw_inserts(raw, WARMUP)
-        jobs = [("ours", lambda: ours(store, STEPS)[1]), ("fenced", lambda: fenced_steps(store, STEPS)),
+        # Both timed runs' rows land among an older run's, as a new run's do in a database with history (random
+        # ids): where they land changes the pages a commit writes (frames_per_commit), so it is the same for both.
+        jobs = [("ours", lambda: ours(store, STEPS, _sorted(store, False))[1]),
+                ("fenced", lambda: fenced_steps(store, STEPS, _sorted(store, False))),
                 ("raw", lambda: raw_inserts(raw, STEPS))]
         for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:  # alternate which goes first
             times[key].append(fn() / STEPS)
@@ -191,6 +201,43 @@ def replay_row(where: Path | str) -> dict:
     return {key: min(values) for key, values in times.items()}  # CPU only: noise only ever adds
 
 
+def frames_per_commit(tmp: Path) -> dict[str, float]:
+    """WAL frames (pages) a commit writes, counted from the WAL's size with checkpoints held off: the disk work
+    behind the fenced floor's distance from raw. A rowid table's append (raw's) adds a page alone now and then;
+    our journal is a WITHOUT ROWID b-tree keyed by run id first, whose leaves SQLite rebalances with their
+    neighbours several times per new page, the more so when the run's rows land among an older run's (its
+    random id sorts before another's: the usual case in a database with history) than after them."""
+    store = open_store(tmp / "frames.db", "normal")
+    ours(store, WARMUP)   # a run already there, as in any database in use
+    raw = raw_conn(tmp / "frames-raw.db", "normal")
+    raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
+    raw.commit()
+    raw_inserts(raw, WARMUP)
+    jobs = {"fenced, after the other runs' rows": (store, lambda: fenced_steps(store, STEPS, _sorted(store, True))),
+            "fenced, among them": (store, lambda: fenced_steps(store, STEPS, _sorted(store, False))),
+            "raw": (raw, lambda: raw_inserts(raw, STEPS))}
+    frames = {}
+    for key, (where, job) in jobs.items():
+        conn, path = (store.conn, store.path) if where is store else (raw, tmp / "frames-raw.db")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        job()
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        frames[key] = (Path(f"{path}-wal").stat().st_size - 32) / (page + 24) / STEPS
+        conn.execute("PRAGMA wal_autocheckpoint=1000")
+    store.close(), raw.close()
+    return frames
+
+
+def _sorted(store, last: bool):
+    """A claimed new run whose id sorts after every other run's (`last`), or before one of them."""
+    while True:
+        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": STEPS})
+        highest = store.conn.execute("SELECT max(id) FROM runs WHERE id != ?", (run_id,)).fetchone()[0]
+        if (run_id > highest) == last:
+            return claim_run(store, run_id, "w-frames", 600.0, time.time())
+
+
 def main() -> None:
     print(f"# step overhead, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
     print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; "
@@ -201,6 +248,7 @@ def main() -> None:
         rows = [("write, synchronous=FULL (per step)", "full", write_rows(tmp, "full")),
                 ("write, synchronous=NORMAL (per step)", "normal", write_rows(tmp, "normal")),
                 (f"load + replay {REPLAY_STEPS} steps (total)", "replay", replay_row(tmp))]
+        frames = frames_per_commit(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("| what | ours (us) | fenced floor (us) | raw sqlite3 (us) | ours / raw | ours / fenced | goal | |")
@@ -215,6 +263,8 @@ def main() -> None:
             shown, fenced, over = f"{ratio:.2f}x", "–", "–"
         print(f"| {label} | {r['ours'] * 1e6:,.1f} | {fenced} | {r['raw'] * 1e6:,.1f} | {shown} | {over} |"
               f" <= {goal}x | {'ok' if ratio <= goal else 'OVER'} |")
+    print("\nWAL frames (pages) per commit, checkpoints held off: " + ", ".join(
+        f"{key} {value:.2f}" for key, value in frames.items()))
 
 
 def paired(ratios: list[float]) -> tuple[float, str]:
