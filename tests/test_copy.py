@@ -327,21 +327,26 @@ def test_pages_of_a_few_rows_copy_every_row_once_with_progress_up_to_the_total(d
     monkeypatch.setattr("tui_agent.copying.PAGE_ROWS", 7)
     path, _ = demo
     back = tmp_path / "back.db"
-    seen = []
+    seen = {}
     for source_where, target_where in ((str(path), pg_url), (pg_url, str(back))):
         source, target = open_source(source_where), open_target(target_where)
         try:
-            counts = copy_database(source, target, lambda table, done, total: seen.append((table, done, total)))
+            counts = copy_database(source, target, lambda table, done, total: seen.setdefault(source_where, []).append(
+                (table, done, total)))
         finally:
             source.close()
             target.close()
     original = _rows(path)
     assert _rows(pg_url) == original and _rows(back) == original
     assert counts["journal"] == len(original["journal"]) > 7 * 3
-    total = sum(map(len, original.values()))
-    dones = [done for _, done, _ in seen]
-    assert {t for _, _, t in seen} == {total} and dones[len(dones) // 2 - 1] == total and dones[-1] == total
-    assert all(b - a <= 7 for a, b in zip(dones, dones[1:]) if b > a)
+    rows = sum(map(len, original.values()))
+    in_table = counts["artifacts"]   # the server's artifacts are rows of its table, counted in its total
+    assert in_table > 0
+    for source_where, total in ((str(path), rows), (pg_url, rows + in_table)):
+        dones = [done for _, done, _ in seen[source_where]]
+        assert {t for _, _, t in seen[source_where]} == {total} and dones[-1] == total
+        assert all(0 < b - a <= 7 for a, b in zip(dones, dones[1:]))
+    assert [table for table, _, _ in seen[pg_url]][-1] == "artifacts"
 
 
 def test_a_copy_that_fails_halfway_leaves_no_row_in_the_target(demo, pg_url):
@@ -361,3 +366,35 @@ def test_a_copy_that_fails_halfway_leaves_no_row_in_the_target(demo, pg_url):
         source.close()
         target.close()
     assert _rows(pg_url) == _rows(path)
+
+
+def test_a_servers_artifacts_are_read_by_pages_of_paths_not_once_per_run(demo, pg_url, tmp_path, monkeypatch):
+    """From a server that keeps its artifacts in its table: one query per page of paths and one per artifact,
+    whatever the number of runs (it was a scan of the table per run), and every row copied, even one that no run's
+    folder holds."""
+    monkeypatch.setattr("tui_agent.copying.PAGE_ROWS", 3)
+    path, _ = demo
+    source, target = open_source(str(path)), open_target(pg_url)
+    try:
+        copy_database(source, target)
+    finally:
+        source.close(), target.close()
+    server = open_store(pg_url)
+    try:
+        artifacts.save(server, "elsewhere/kept.txt", b"kept by hand")
+        held = server.conn.execute("SELECT count(*) FROM artifacts").fetchone()[0]
+        runs = server.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        server.close()
+    assert held > 3 and runs > held // 3 + 1
+    source, target = open_source(pg_url), open_target(str(tmp_path / "back.db"))
+    statements = []
+    source.conn.set_trace_callback(statements.append)
+    try:
+        counts = copy_database(source, target)
+    finally:
+        source.close(), target.close()
+    reads = [sql for sql in statements if "FROM artifacts" in sql and "count(*)" not in sql]
+    assert counts["artifacts"] == held
+    assert len(reads) == held + held // 3 + 1, reads   # the contents, and the pages of paths (the last one short)
+    assert (tmp_path / "back.data" / "elsewhere" / "kept.txt").read_bytes() == b"kept by hand"

@@ -1,6 +1,7 @@
 """`tui-agent copy --from SRC --to DST`: a whole database into a new one, SQLite or PostgreSQL either way, with
-its ids, journals, ledgers and the artifacts its rows name, each put where the target keeps them
-(store/artifacts.py: files beside a SQLite file or in a --data folder, else rows of the server's table).
+its ids, journals, ledgers and artifacts (the files its rows name, or every row of a server's table), each put
+where the target keeps them (store/artifacts.py: files beside a SQLite file or in a --data folder, else rows of
+the server's table).
 
 What is copied is read from the schema itself (schema_postgres.DDL, which tests/test_pg_schema.py keeps equal to
 SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
@@ -273,22 +274,25 @@ def _move_counter(store: Store, table: Table, high: int) -> None:
 
 
 class _Artifacts:
-    """The artifacts rows name, read from wherever the source keeps them and saved where the target keeps them,
-    at the same relative paths."""
+    """The artifacts, read from wherever the source keeps them and saved where the target keeps them, at the same
+    relative paths. A source that keeps them as files gives those its rows name, each run's folder whole; one that
+    keeps them in its table gives every row of it, a page of paths at a time (`rows`)."""
 
     def __init__(self, source: Store, target: Store) -> None:
         self.source, self.target = source, target
-        self.done: set[str] = set()
+        self.in_table = artifacts.folder(source) is None
+        self.done: set[str] = set()   # files copied (a file's run folder and its journal row both name it)
+        self.copied = 0
         self.missing = 0
 
     def folder(self, relative: str | None) -> None:
         """A run's artifact folder, whole (its results and whatever its agent kept there)."""
-        if _plain(relative):
+        if not self.in_table and _plain(relative):
             for each in artifacts.under(self.source, relative):
                 self.file(each)
 
     def file(self, relative: str | None) -> None:
-        if not _plain(relative) or relative in self.done:
+        if self.in_table or not _plain(relative) or relative in self.done:
             return
         try:
             data = artifacts.load(self.source, relative)
@@ -297,6 +301,18 @@ class _Artifacts:
             return
         artifacts.save(self.target, relative, data)
         self.done.add(relative)
+        self.copied += 1
+
+    def rows(self) -> Iterator[int]:
+        """Every row of the source's `artifacts` table into the target; yields how many each page held."""
+        for page in _pages(self.source, _ARTIFACT_PATHS):
+            for (path,) in page:
+                artifacts.save(self.target, path, artifacts.load(self.source, path))
+            self.copied += len(page)
+            yield len(page)
+
+
+_ARTIFACT_PATHS = Table("artifacts", ("path",), ("path",), None)   # read for its keys; each content on its own
 
 
 def _plain(relative: str | None) -> bool:
@@ -317,7 +333,8 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
     counts: dict[str, int] = {}
     files = _Artifacts(source, target)
     with _snapshot(source):
-        total = sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in schema)
+        counted = [*schema, _ARTIFACT_PATHS] if files.in_table else schema
+        total = sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in counted)
         done, table = 0, schema[0]
         try:
             with target.write():
@@ -340,10 +357,16 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
                             on_progress(table.name, done, total)
                     if table.identity:
                         _move_counter(target, table, max(high, _high_water(source, table)))
+                if files.in_table:
+                    table = _ARTIFACT_PATHS
+                    for count in files.rows():
+                        done += count
+                        if on_progress is not None:
+                            on_progress(table.name, done, total)
         except DatabaseError as e:   # the environment's stops (busy, full, unreachable) leave as they are
             raise StoreError(f"cannot copy {table.name} from {source.path} into {target.path} ({e}); no row was "
                              "written") from e
-    counts["artifacts"] = len(files.done)
+    counts["artifacts"] = files.copied
     if files.missing:
         counts["missing artifacts"] = files.missing
     return counts

@@ -82,11 +82,8 @@ def read(store: Store, named: str) -> bytes:
 
 
 def under(store: Store, relative: str) -> list[str]:
-    """The relative paths of every artifact in the folder `relative` (a run's `artifact_dir`), at any depth."""
+    """The relative paths of every file in the folder `relative` (a run's `artifact_dir`), at any depth, of a store
+    that keeps its artifacts as files (a copy reads a table's rows all at once instead)."""
     root = folder(store)
-    if root is None:
-        prefix = relative.rstrip("/") + "/"
-        return [path for (path,) in store.conn.execute(
-            "SELECT path FROM artifacts WHERE substr(path, 1, ?) = ? ORDER BY path", (len(prefix), prefix))]
     base = root / relative
     return sorted(str(Path(top, name).relative_to(root)) for top, _, names in os.walk(base) for name in names)
