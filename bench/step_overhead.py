@@ -155,8 +155,8 @@ def write_rows(tmp: Path, durability: str) -> dict:
         ours(store, WARMUP), raw_inserts(raw, WARMUP)
         # Both timed runs' rows land among an older run's, as a new run's do in a database with history (random
         # ids): where they land changes the pages a commit writes (frames_per_commit), so it is the same for both.
-        jobs = [("ours", lambda: ours(store, STEPS, _sorted(store, False))[1]),
-                ("fenced", lambda: fenced_steps(store, STEPS, _sorted(store, False))),
+        jobs = [("ours", lambda: ours(store, STEPS, placed_run(store, STEPS))[1]),
+                ("fenced", lambda: fenced_steps(store, STEPS, placed_run(store, STEPS))),
                 ("raw", lambda: raw_inserts(raw, STEPS))]
         for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:  # alternate which goes first
             times[key].append(fn() / STEPS)
@@ -213,8 +213,9 @@ def frames_per_commit(tmp: Path) -> dict[str, float]:
     raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
     raw.commit()
     raw_inserts(raw, WARMUP)
-    jobs = {"fenced, after the other runs' rows": (store, lambda: fenced_steps(store, STEPS, _sorted(store, True))),
-            "fenced, among them": (store, lambda: fenced_steps(store, STEPS, _sorted(store, False))),
+    jobs = {"fenced, after the other runs' rows": (
+                store, lambda: fenced_steps(store, STEPS, placed_run(store, STEPS, last=True))),
+            "fenced, among them": (store, lambda: fenced_steps(store, STEPS, placed_run(store, STEPS))),
             "raw": (raw, lambda: raw_inserts(raw, STEPS))}
     frames = {}
     for key, (where, job) in jobs.items():
@@ -229,10 +230,11 @@ def frames_per_commit(tmp: Path) -> dict[str, float]:
     return frames
 
 
-def _sorted(store, last: bool):
-    """A claimed new run whose id sorts after every other run's (`last`), or before one of them."""
+def placed_run(store, n: int, last: bool = False):
+    """A claimed new run of n steps whose id sorts after every other run's (`last`), or before one of them: where
+    its journal rows land among the others'."""
     while True:
-        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": STEPS})
+        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
         highest = store.conn.execute("SELECT max(id) FROM runs WHERE id != ?", (run_id,)).fetchone()[0]
         if (run_id > highest) == last:
             return claim_run(store, run_id, "w-frames", 600.0, time.time())
