@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,30 +107,69 @@ def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return folder, roles
 
 
+@pytest.fixture(scope="session")
+def snapshot_template(tmp_path_factory) -> tuple[Path, dict[str, str], object]:
+    """The snapshot tests' fixture database (tests/tui_fixture.py: executed demo runs, frozen clock, seeded ids),
+    built once per session: (its folder, the run ids by role, the seeded ids' state after the build). A test
+    takes a copy (tui_fixture.copied)."""
+    from tui_fixture import build_once
+
+    folder = tmp_path_factory.mktemp("snapshot-fixture")
+    roles, state = build_once(folder)
+    return folder, roles, state
+
+
 def pytest_generate_tests(metafunc):
     """A module marked `demo_on_both` runs each test that takes `demo` once on each store."""
     if "demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None:
         metafunc.parametrize("demo", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
+@pytest.fixture(scope="session")
+def pg_demo_template(demo_template, pg_server, tmp_path_factory) -> str:
+    """The demo copied into a PostgreSQL database by `tui-agent copy`'s own code (copy_database), once per test
+    process: the name of the template each test's PostgreSQL demo is cloned from (CREATE DATABASE ... TEMPLATE)."""
+    # not imported at the top: pytest_plugins loads pg_server (with assert rewriting)
+    from pg_server import create_database, let_go
+
+    folder, _ = demo_template
+    work = tmp_path_factory.mktemp("demo-postgres")
+    shutil.copytree(folder, work / "demo")
+    name = create_database(pg_server)
+    with pytest.MonkeyPatch.context() as env:   # session scope: not yet inside a test's `isolated`
+        env.setenv("XDG_DATA_HOME", str(work / "xdg"))
+        env.delenv("TUI_AGENT_DATA", raising=False)
+        source, target = open_store(work / "demo" / "demo.db", create=False), open_store(f"{pg_server}/{name}")
+        try:
+            copy_database(source, target)
+        finally:
+            source.close(), target.close()
+    let_go(pg_server, name)   # a template nobody is connected to
+    return name
+
+
 @pytest.fixture
-def demo(request, demo_template, tmp_path, monkeypatch) -> tuple[Path | str, dict[str, str]]:
+def demo(request, demo_template, tmp_path, monkeypatch) -> Iterator[tuple[Path | str, dict[str, str]]]:
     """A private copy of the demo database (with its data folder) for one test: (where, run ids by role). In a
-    `demo_on_both` module also copied into a fresh PostgreSQL database (`tui-agent copy`'s own code), whose URL
-    TUI_AGENT_DB then names."""
+    `demo_on_both` module also a PostgreSQL database of its own, cloned from the demo `tui-agent copy`'s own code
+    copied into PostgreSQL once per test process (`pg_demo_template`), whose URL TUI_AGENT_DB then names."""
     folder, roles = demo_template
     shutil.copytree(folder, tmp_path / "demo")
     path = tmp_path / "demo" / "demo.db"
     if getattr(request, "param", "sqlite") == "sqlite":
-        return path, roles
-    url = request.getfixturevalue("pg_url")
-    source, target = open_store(path, create=False), open_store(url)
+        yield path, roles
+        return
+    from pg_server import create_database, let_go
+
+    server = request.getfixturevalue("pg_server")
+    name = create_database(server, template=request.getfixturevalue("pg_demo_template"))
+    url = f"{server}/{name}"
     try:
-        copy_database(source, target)
+        open_store(url).close()   # as the copy left it: the database's own data folder made
+        monkeypatch.setenv("TUI_AGENT_DB", url)
+        yield url, roles
     finally:
-        source.close(), target.close()
-    monkeypatch.setenv("TUI_AGENT_DB", url)
-    return url, roles
+        let_go(server, name)
 
 
 @pytest.fixture
