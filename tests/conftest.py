@@ -120,8 +120,11 @@ def snapshot_template(tmp_path_factory) -> tuple[Path, dict[str, str], object]:
 
 
 def pytest_generate_tests(metafunc):
-    """A module marked `demo_on_both` runs each test that takes `demo` once on each store."""
-    if "demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None:
+    """A module marked `demo_on_both` runs each test that takes `demo` once on each store, but a test marked
+    `layout_only` (keys, layout, dialogs' buttons: no read or write that the module's other tests do not make on
+    both stores) on the SQLite demo only."""
+    if ("demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None
+            and metafunc.definition.get_closest_marker("layout_only") is None):
         metafunc.parametrize("demo", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
