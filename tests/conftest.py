@@ -69,11 +69,21 @@ def db_path(tmp_path) -> Path:
     return tmp_path / "runs.db"
 
 
+def _no_postgres_variant(item) -> bool:
+    """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant. A test
+    marked postgres_case(**params) runs on PostgreSQL only in the case with those parameters: its other cases take
+    the same path through the store (the same lock, the same transaction) and differ elsewhere, on SQLite too."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "postgres" not in (callspec.params.get("database"), callspec.params.get("demo")):
+        return False
+    if item.get_closest_marker("sqlite_only") is not None:
+        return True
+    case = item.get_closest_marker("postgres_case")
+    return case is not None and any(callspec.params.get(name) != value for name, value in case.kwargs.items())
+
+
 def pytest_collection_modifyitems(config, items):
-    """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant."""
-    dropped = [item for item in items if item.get_closest_marker("sqlite_only") is not None
-               and getattr(item, "callspec", None) is not None
-               and "postgres" in (item.callspec.params.get("database"), item.callspec.params.get("demo"))]
+    dropped = [item for item in items if _no_postgres_variant(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in set(dropped)]
