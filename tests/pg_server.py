@@ -2,8 +2,8 @@
 
 `pg_server` (session) starts one server per test process (each pytest-xdist worker has its own) in a private
 temporary folder: 127.0.0.1 on a free port and a unix socket inside the folder, trust authentication, user
-`postgres`, C locale (text orders by bytes, as SQLite's BINARY collation does), fsync on, autovacuum off. It yields
-the base URL `postgresql://postgres@127.0.0.1:PORT`; at the end it stops with `pg_ctl -m immediate` and removes the folder.
+`postgres`, C locale (text orders by bytes, as SQLite's BINARY collation does), fsync on. It yields the base URL
+`postgresql://postgres@127.0.0.1:PORT`; at the end it stops with `pg_ctl -m immediate` and removes the folder.
 `pg_url` (function) creates a fresh empty database per test and yields its URL; afterwards the connections the
 test left open are ended (the databases go with the server's folder).
 
@@ -33,9 +33,7 @@ import pytest
 
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 SKIP_REASON = f"PostgreSQL binaries not found under {BIN_GLOB}; .ci/run installs them"
-# autovacuum off: a test's database lives seconds and is never dropped (see `let_go`); with a few hundred of them
-# the launcher would start a worker every fraction of a second to analyze tables no test reads again
-SERVER_SETTINGS = ["-c", "shared_buffers=32MB", "-c", "max_connections=200", "-c", "autovacuum=off"]
+SERVER_SETTINGS = ["-c", "shared_buffers=32MB", "-c", "max_connections=200"]
 STARTS = 3  # a free port can be taken by another process between finding it and the server binding it
 
 
