@@ -4,8 +4,7 @@
 temporary folder: 127.0.0.1 on a free port and a unix socket inside the folder, trust authentication, user
 `postgres`, C locale (text orders by bytes, as SQLite's BINARY collation does), fsync on. It yields the base URL
 `postgresql://postgres@127.0.0.1:PORT`; at the end it stops with `pg_ctl -m immediate` and removes the folder.
-`pg_url` (function) creates a fresh empty database per test and yields its URL; afterwards the connections the
-test left open are ended (the databases go with the server's folder).
+`pg_url` (function) creates a fresh empty database per test and yields its URL; it is dropped afterwards.
 
 Registered for every test through `pytest_plugins` in tests/conftest.py. A test process that never asks for
 `pg_server` starts nothing. Without the binaries under /usr/lib/postgresql/*/bin the fixtures skip the test
@@ -144,25 +143,24 @@ def create_database(server: str, template: str | None = None) -> str:
     return name
 
 
-def let_go(server: str, name: str) -> None:
-    """End every connection a test left open to database `name`. The database itself stays until the server is
-    thrown away at the session's end: a DROP DATABASE forces a checkpoint (0.3-1 s each with fsync on, for
-    every PostgreSQL test), where ending its connections is what a test after it needs."""
+def drop_database(server: str, name: str) -> None:
+    """Drop database `name`, with any connection a test left open to it."""
     import psycopg
+    from psycopg import sql
 
     with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture
 def pg_url(pg_server: str) -> Iterator[str]:
     """A fresh, empty database of its own for this test: postgresql://postgres@127.0.0.1:PORT/t_<random>.
-    Any connection the test left open is ended afterwards (see `let_go`)."""
+    Dropped afterwards, with any connection the test left open."""
     name = create_database(pg_server)
     try:
         yield f"{pg_server}/{name}"
     finally:
-        let_go(pg_server, name)
+        drop_database(pg_server, name)
 
 
 def timings() -> dict[str, float]:
