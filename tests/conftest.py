@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,11 +69,21 @@ def db_path(tmp_path) -> Path:
     return tmp_path / "runs.db"
 
 
+def _no_postgres_variant(item) -> bool:
+    """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant. A test
+    marked postgres_case(**params) runs on PostgreSQL only in the case with those parameters: its other cases take
+    the same path through the store (the same lock, the same transaction) and differ elsewhere, on SQLite too."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "postgres" not in (callspec.params.get("database"), callspec.params.get("demo")):
+        return False
+    if item.get_closest_marker("sqlite_only") is not None:
+        return True
+    case = item.get_closest_marker("postgres_case")
+    return case is not None and any(callspec.params.get(name) != value for name, value in case.kwargs.items())
+
+
 def pytest_collection_modifyitems(config, items):
-    """A test marked sqlite_only is about SQLite's own file (its WAL, its pragmas): no PostgreSQL variant."""
-    dropped = [item for item in items if item.get_closest_marker("sqlite_only") is not None
-               and getattr(item, "callspec", None) is not None
-               and "postgres" in (item.callspec.params.get("database"), item.callspec.params.get("demo"))]
+    dropped = [item for item in items if _no_postgres_variant(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in set(dropped)]
@@ -106,30 +117,71 @@ def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return folder, roles
 
 
+@pytest.fixture(scope="session")
+def snapshot_template(tmp_path_factory) -> tuple[Path, dict[str, str], object]:
+    """The snapshot tests' fixture database (tests/tui_fixture.py: executed demo runs, frozen clock, seeded ids),
+    built once per session: (its folder, the run ids by role, the seeded ids' state after the build). A test
+    takes a copy (tui_fixture.copied)."""
+    from tui_fixture import build_once
+
+    folder = tmp_path_factory.mktemp("snapshot-fixture")
+    roles, state = build_once(folder)
+    return folder, roles, state
+
+
 def pytest_generate_tests(metafunc):
-    """A module marked `demo_on_both` runs each test that takes `demo` once on each store."""
-    if "demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None:
+    """A module marked `demo_on_both` runs each test that takes `demo` once on each store, but a test marked
+    `layout_only` (keys, layout, dialogs' buttons: no read or write that the module's other tests do not make on
+    both stores) on the SQLite demo only."""
+    if ("demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None
+            and metafunc.definition.get_closest_marker("layout_only") is None):
         metafunc.parametrize("demo", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
+@pytest.fixture(scope="session")
+def pg_demo_template(demo_template, pg_server, tmp_path_factory) -> str:
+    """The demo copied into a PostgreSQL database by `tui-agent copy`'s own code (copy_database), once per test
+    process: the name of the template each test's PostgreSQL demo is cloned from (CREATE DATABASE ... TEMPLATE)."""
+    # not imported at the top: pytest_plugins loads pg_server (with assert rewriting)
+    from pg_server import create_database
+
+    folder, _ = demo_template
+    work = tmp_path_factory.mktemp("demo-postgres")
+    shutil.copytree(folder, work / "demo")
+    name = create_database(pg_server)
+    with pytest.MonkeyPatch.context() as env:   # session scope: not yet inside a test's `isolated`
+        env.setenv("XDG_DATA_HOME", str(work / "xdg"))
+        env.delenv("TUI_AGENT_DATA", raising=False)
+        source, target = open_store(work / "demo" / "demo.db", create=False), open_store(f"{pg_server}/{name}")
+        try:
+            copy_database(source, target)
+        finally:
+            source.close(), target.close()
+    return name   # a template: nobody is connected to it
+
+
 @pytest.fixture
-def demo(request, demo_template, tmp_path, monkeypatch) -> tuple[Path | str, dict[str, str]]:
+def demo(request, demo_template, tmp_path, monkeypatch) -> Iterator[tuple[Path | str, dict[str, str]]]:
     """A private copy of the demo database (with its data folder) for one test: (where, run ids by role). In a
-    `demo_on_both` module also copied into a fresh PostgreSQL database (`tui-agent copy`'s own code), whose URL
-    TUI_AGENT_DB then names."""
+    `demo_on_both` module also a PostgreSQL database of its own, cloned from the demo `tui-agent copy`'s own code
+    copied into PostgreSQL once per test process (`pg_demo_template`), whose URL TUI_AGENT_DB then names."""
     folder, roles = demo_template
     shutil.copytree(folder, tmp_path / "demo")
     path = tmp_path / "demo" / "demo.db"
     if getattr(request, "param", "sqlite") == "sqlite":
-        return path, roles
-    url = request.getfixturevalue("pg_url")
-    source, target = open_store(path, create=False), open_store(url)
+        yield path, roles
+        return
+    from pg_server import create_database, drop_database
+
+    server = request.getfixturevalue("pg_server")
+    name = create_database(server, template=request.getfixturevalue("pg_demo_template"))
+    url = f"{server}/{name}"
     try:
-        copy_database(source, target)
+        open_store(url).close()   # as the copy left it: the database's own data folder made
+        monkeypatch.setenv("TUI_AGENT_DB", url)
+        yield url, roles
     finally:
-        source.close(), target.close()
-    monkeypatch.setenv("TUI_AGENT_DB", url)
-    return url, roles
+        drop_database(server, name)
 
 
 @pytest.fixture

@@ -129,21 +129,38 @@ def pg_server() -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
-    """A fresh, empty database of its own for this test: postgresql://postgres@127.0.0.1:PORT/t_<random>.
-    Dropped afterwards, with any connection the test left open."""
+def create_database(server: str, template: str | None = None) -> str:
+    """A new database on `server` (empty, or a clone of `template`, which nobody may be connected to); its name."""
     import psycopg
     from psycopg import sql
 
     name = f"t_{secrets.token_hex(6)}"
-    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        statement += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(statement)
+    return name
+
+
+def drop_database(server: str, name: str) -> None:
+    """Drop database `name`, with any connection a test left open to it."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database of its own for this test: postgresql://postgres@127.0.0.1:PORT/t_<random>.
+    Dropped afterwards, with any connection the test left open."""
+    name = create_database(pg_server)
     try:
         yield f"{pg_server}/{name}"
     finally:
-        with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        drop_database(pg_server, name)
 
 
 def timings() -> dict[str, float]:

@@ -114,6 +114,7 @@ def test_a_report_held_until_send_at_is_emailed_once_after_it(tui_agent, databas
 # -- 2, 3. park and cancel of a running run ----------------------------------------------------
 
 
+@pytest.mark.postgres_case(action="park")   # cancel refuses the worker's next write as park does: SQLite has both
 @pytest.mark.parametrize("action, status", [("park", "parked"), ("cancel", "cancelled")])
 def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_agent, tmp_path, database, action,
                                                                             status):

@@ -122,6 +122,7 @@ async def test_the_cancel_dialog_says_cancel_the_run_or_keep_it_and_enter_keeps_
         assert len(list_runs(demo_store)) == before
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_every_form_dialog_names_its_buttons(demo):
     db, roles = demo
     for role, press, expected in (("outcome unknown", "c", "Record the decision"),

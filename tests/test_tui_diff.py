@@ -190,14 +190,16 @@ async def test_help_lists_d_on_the_run_screen_and_the_diff_screens_keys(forked):
 
 
 @pytest.fixture
-def snapshot_roles(tmp_path, monkeypatch):
+def snapshot_roles(snapshot_template, tmp_path, monkeypatch):
     """The snapshot fixture database in the current folder, as tests/test_tui_snapshots.py builds it."""
-    from tui_fixture import build_fixture, thaw
+    from tui_fixture import copied, thaw
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    yield build_fixture(tmp_path)
+    folder, roles, state = snapshot_template
+    copied(folder, state, tmp_path)   # as build_fixture(tmp_path) leaves it, built once per session
+    yield roles
     thaw()
     monkeypatch.undo()
     time.tzset()

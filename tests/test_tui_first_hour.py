@@ -231,6 +231,7 @@ async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
 # -- 13. 80x24: the footer keeps quit and help; the table keeps BUDGET and AGE -----------------------------
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_worker_and_att_first(demo):
     async with tui(demo[0], size=(140, 30)) as (app, pilot):
         await pilot.pause()
@@ -267,6 +268,7 @@ async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_wor
 # -- 14. help: the current screen first, and nothing cut ---------------------------------------------------
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_help_starts_with_the_current_screens_keys_and_wraps_to_its_width(demo):
     async with tui(demo[0], size=(80, 24)) as (app, pilot):
         await pilot.pause()

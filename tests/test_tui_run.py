@@ -60,6 +60,7 @@ async def select(pilot, app, position: int) -> None:
 # -- what it shows --------------------------------------------------------------------------------
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_enter_on_the_runs_table_opens_the_run(demo):
     db, roles = demo
     async with tui(db) as (app, pilot):
@@ -358,6 +359,7 @@ async def test_data_changed_repaints_in_place_keeping_the_selection(demo, demo_s
         assert "parked by" in screen.query_one(EventsLog).plain
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_small_terminal_shows_lower_panes_as_tabs(demo):
     db, roles = demo
     async with tui(db, size=(80, 24)) as (app, pilot):
@@ -393,6 +395,7 @@ async def test_on_the_last_row_the_selection_follows_the_run(demo, demo_store):
         assert "confirmed" in viewer(app).plain
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_j_k_move_and_enter_on_a_ledger_row_selects_its_entry(demo):
     db, roles = demo
     async with tui(db) as (app, pilot):

@@ -197,6 +197,7 @@ async def test_slash_filters_by_status_and_escape_clears(demo):
 
 
 
+@pytest.mark.layout_only   # keys and layout: the reads are the module's other tests', on both stores
 async def test_escape_while_typing_a_filter_clears_it(demo):
     db, roles = demo
     async with tui(db, size=(80, 24)) as (app, pilot):

@@ -4,17 +4,19 @@ frozen clock, seeded ids). Update with `pytest --snapshot-update` after a delibe
 import time
 
 import pytest
-from tui_fixture import build_fixture, thaw
+from tui_fixture import copied, thaw
 
 from tui_agent.app import TuiAgentApp
 
 
 @pytest.fixture
-def roles(tmp_path, monkeypatch):
+def roles(snapshot_template, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TZ", "UTC")      # times on screen are local: pin the zone so snapshots match anywhere
     time.tzset()
-    yield build_fixture(tmp_path)
+    folder, roles, state = snapshot_template
+    copied(folder, state, tmp_path)   # as build_fixture(tmp_path) leaves it, built once per session
+    yield roles
     thaw()
     monkeypatch.undo()
     time.tzset()

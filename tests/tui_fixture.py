@@ -5,6 +5,8 @@ snapshot is the same on every machine."""
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 from tui_agent import operate
@@ -38,3 +40,39 @@ def thaw() -> None:
     CLOCK.freeze(None)
     CLOCK._offset = 0.0
     ids.seed(None)
+
+
+def build_once(folder: Path) -> tuple[dict[str, str], object]:
+    """Build the fixture once in `folder` (for a session), as a test would (TZ=UTC, none of the variables the
+    `isolated` fixture clears); returns (its roles, the seeded ids' state right after the build), for `copied`.
+    The cwd, TZ, the clock and the ids are put back as they were."""
+    import pytest
+
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TZ", "UTC")
+        env.setenv("XDG_DATA_HOME", str(folder / "xdg"))
+        for name in ("TUI_AGENT_DB", "TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY",
+                     "TUI_AGENT_DATA"):
+            env.delenv(name, raising=False)
+        time.tzset()
+        try:
+            roles = build_fixture(folder)
+            state = ids._seeded.getstate()
+        finally:
+            thaw()
+            os.chdir(cwd)
+    time.tzset()
+    return roles, state
+
+
+def copied(template: Path, state: object, folder: Path) -> None:
+    """The fixture `built_once` made in `template`, copied into `folder` (which becomes the cwd), with the clock
+    frozen at FROZEN_AT and the ids where the build left them: as if `build_fixture(folder)` had just run."""
+    for entry in template.iterdir():
+        if entry.name != "xdg":
+            (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, folder / entry.name)
+    os.chdir(folder)
+    ids.seed(0)
+    ids._seeded.setstate(state)
+    CLOCK.freeze(FROZEN_AT)
