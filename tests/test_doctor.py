@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from tui_agent import operate
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import doctor, open_store
 
-CHECKS = ["database", "integrity", "wal", "permissions", "data folder", "disk"]
+CHECKS = ["database", "tables", "integrity", "wal", "permissions", "data folder", "disk"]
 
 
 def database_with_runs(path: Path, count: int = 300) -> None:
@@ -179,3 +180,51 @@ def test_low_disk_space_and_a_large_wal_say_what_to_do(db_path, monkeypatch):
     assert "close" in checks["wal"].advice
     assert not checks["disk"].ok
     assert "free space" in checks["disk"].advice
+
+
+def without_cache_columns(path: Path) -> None:
+    """The checkpoints table as a development build's version 5 made it, before its cache token columns: the
+    meta table still says the current version, and the views still name the columns (seen on a developer's
+    machine: `tui-agent ls` then died with a traceback, and doctor said healthy)."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA legacy_alter_table = ON")   # the views keep naming `checkpoints`
+    conn.execute("ALTER TABLE checkpoints RENAME TO old_checkpoints")
+    kept = [row[1] for row in conn.execute("PRAGMA table_info(old_checkpoints)") if "cache" not in row[1]]
+    conn.execute(f"CREATE TABLE checkpoints AS SELECT {', '.join(kept)} FROM old_checkpoints")
+    conn.execute("DROP TABLE old_checkpoints")
+    conn.commit()
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def test_tables_that_differ_from_their_schema_version_are_one_line_and_never_written(tui_agent, db_path):
+    database_with_runs(db_path, count=3)
+    without_cache_columns(db_path)
+    before = sha256(db_path)
+    with closing(sqlite3.connect(db_path)) as conn:
+        run_id = conn.execute("SELECT id FROM runs LIMIT 1").fetchone()[0]
+    for args in (["ls"], ["show", "--json", run_id], ["worker", "--once"]):   # the worker before it claims
+        done = tui_agent(*args)
+        assert done.returncode == 4, (args, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        line = done.stderr.strip()
+        assert line.count("\n") == 0 and line.startswith(f"tui-agent: {db_path} is not as its schema version"), line
+        assert "checkpoints lacks used_cache_read_tokens, used_cache_write_tokens" in line, line
+    done = tui_agent("doctor", "--json")
+    assert done.returncode == 1, done.stderr
+    tables = report(done)["by_name"]["tables"]
+    assert not tables["ok"] and "checkpoints lacks used_cache_read_tokens" in tables["detail"], tables
+    assert "move it aside" in tables["advice"]
+    assert sha256(db_path) == before
+
+
+def test_a_missing_column_in_a_database_that_matches_its_version_is_not_blamed_on_the_file(db_path):
+    """A query of ours that names a column no version makes is a bug: it must surface as one, not as damage."""
+    database_with_runs(db_path, count=1)
+    store = open_store(db_path)
+    try:
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            store.conn.execute("SELECT no_such_column FROM runs")
+        assert store.stopped(raised.value) is None
+    finally:
+        store.close()

@@ -11,6 +11,7 @@ import os
 import secrets
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import quote
 
@@ -19,8 +20,14 @@ import sqlite_utils
 
 from . import wal
 from .base import Connection, Store, StoreError, Write, is_url
-from .environment import EnvironmentStop, check_intact, stop_for, stop_for_os
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .environment import (
+    EnvironmentStop,
+    check_intact,
+    schema_mismatch,
+    stop_for,
+    stop_for_os,
+)
+from .schema import MIGRATIONS, SCHEMA_VERSION, differences
 
 BUSY_TIMEOUT_MS = 15_000
 # The size the WAL file is cut back to whenever it restarts after a complete checkpoint. No checkpoint can pass a
@@ -198,7 +205,16 @@ class SqliteStore(Store):
         return _Write(self)
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
-        return stop_for(error, self.path)
+        stop = stop_for(error, self.path)
+        if stop is None and "no such" in str(error):   # a table or column missing: a bug of ours, or a changed file
+            try:   # a connection of its own: ours may be closed already, or inside a failed transaction
+                with closing(sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True)) as ro:
+                    missing = differences(ro)
+            except sqlite3.Error:
+                return None
+            if missing:
+                return schema_mismatch(self.path, missing)
+        return stop
 
     def abandon(self) -> None:
         """Roll back what is open; after a failed COMMIT SQLite may have rolled back already, and a second
@@ -224,6 +240,9 @@ class SqliteStore(Store):
 
     def check_intact(self) -> None:
         check_intact(self.conn, self.path)
+        missing = differences(self.conn)   # a worker writes every column: tables another program changed are refused
+        if missing:
+            raise schema_mismatch(self.path, missing)
 
     def checkpoint(self) -> bool:
         return wal.checkpoint(self)

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from .base import is_url
 from .db import BUSY_TIMEOUT_MS, data_dir_for
-from .schema import SCHEMA_VERSION
+from .schema import SCHEMA_VERSION, differences
 
 MIB = 2**20
 WAL_LARGE = 64 * MIB  # a WAL this big means a reader held an old snapshot while much was written
@@ -107,7 +107,9 @@ def _sql_checks(path: Path, full: bool) -> list[Check]:
         readable = _guard("database", path, _readable, conn)
         if not readable.ok:
             return [readable]
-        return [_guard("database", path, _schema, conn), _guard("integrity", path, _integrity, conn, path, full)]
+        schema = _guard("database", path, _schema, conn)
+        tables = [_guard("tables", path, _tables, conn)] if schema.ok else []
+        return [schema, *tables, _guard("integrity", path, _integrity, conn, path, full)]
 
 
 def _readable(conn: sqlite3.Connection) -> Check:
@@ -124,6 +126,21 @@ def _schema(conn: sqlite3.Connection) -> Check:
             raise
         return Check("database", False, "a SQLite database, but not tui-agent's (it has no meta table)", NOT_OURS)
     return _version_check(row, "file", "")
+
+
+def _tables(conn: sqlite3.Connection) -> Check:
+    """At this code's schema version: every table, view and column that version makes is there (an older file is
+    upgraded by the next command that writes, so it is compared then)."""
+    version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    if version < SCHEMA_VERSION:
+        return Check("tables", True, f"compared once upgraded to schema version {SCHEMA_VERSION}")
+    missing = differences(conn)
+    if missing:
+        return Check("tables", False, f"not as schema version {version} makes them: "
+                     f"{'; '.join(missing[:SHOWN_PROBLEMS])}",
+                     "another program, or a development build of tui-agent, changed them; no worker writes to "
+                     "it: move it aside and pass another --db")
+    return Check("tables", True, f"every table, view and column of schema version {version}")
 
 
 def _integrity(conn: sqlite3.Connection, path: Path, full: bool) -> Check:

@@ -54,6 +54,14 @@ def stop_for(error: sqlite3.Error, path: Path) -> EnvironmentStop | None:
     return None if kind is None else EnvironmentStop(kind, _message(kind, path, error))
 
 
+def schema_mismatch(path: Path, missing: list[str]) -> EnvironmentStop:
+    """A database whose schema version is ours but whose tables are not what that version makes (schema.differences):
+    damaged for our purposes, whatever SQLite says of its pages."""
+    return EnvironmentStop(DAMAGED, f"{path} is not as its schema version makes it ({'; '.join(missing[:3])}): another "
+                           "program, or a development build of tui-agent, changed it; no worker writes to it; move "
+                           "it aside and pass another --db (tui-agent doctor says more)")
+
+
 def stop_for_os(error: OSError, path: Path) -> EnvironmentStop | None:
     """The same for making the database's files: a read-only folder or a full disk."""
     if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):

@@ -6,6 +6,8 @@ database runs all of them; an older one runs the ones it lacks.
 
 from __future__ import annotations
 
+import functools
+import sqlite3
 from collections.abc import Callable
 
 import sqlite_utils
@@ -362,6 +364,44 @@ def _v10(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+@functools.cache
+def _expected() -> dict[str, tuple[str, ...]]:
+    """Every table's and view's columns as this code's migrations make them (built once, in memory)."""
+    db = sqlite_utils.Database(memory=True)
+    for migration in MIGRATIONS:
+        migration(db)
+    return _columns(db.conn)
+
+
+def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...] | str]:
+    """Each table's and view's columns, or why they cannot be read (a view naming a column its table lacks)."""
+    names = [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'")]
+    found: dict[str, tuple[str, ...] | str] = {}
+    for name in names:
+        try:
+            found[name] = tuple(row[1] for row in conn.execute(f'PRAGMA table_info("{name}")'))
+        except sqlite3.OperationalError as e:
+            found[name] = str(e)
+    return found
+
+
+def differences(conn: sqlite3.Connection) -> list[str]:
+    """How a database at SCHEMA_VERSION differs from what that version's migrations make: tables, views or
+    columns missing (another program changed it, or a development build of tui-agent made it); extra ones are
+    not ours to judge. Empty when it matches."""
+    found = _columns(conn)
+    said = []
+    for name, columns in _expected().items():
+        if name not in found:
+            said.append(f"no {name}")
+        elif isinstance(found[name], str):
+            said.append(f"{name} cannot be read ({found[name]})")
+        elif missing := [column for column in columns if column not in found[name]]:
+            said.append(f"{name} lacks {', '.join(missing)}")
+    return said
+
 
 # The layout of a checkpoint row; a run whose checkpoint says otherwise was written by other code.
 CHECKPOINT_SCHEMA = 1
