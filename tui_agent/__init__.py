@@ -1,12 +1,18 @@
 """tui-agent: a terminal UI and local runner for long-running AI agents."""
 
-from importlib.metadata import PackageNotFoundError, version
-
 from .runtime import Agent, Budget, Context, Plateau, RetryPolicy, Tool, tool
 
-try:
-    __version__ = version("tui-agent")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
-
 __all__ = ["Agent", "Budget", "Context", "Plateau", "RetryPolicy", "Tool", "__version__", "tool"]
+
+
+def __getattr__(name: str) -> str:
+    """`__version__`, read from the installed package's metadata when asked for: importing importlib.metadata
+    costs a command's start some 50 ms that most commands never use."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tui-agent")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0.0.0"

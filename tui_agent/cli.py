@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import __version__, notify, operate
+from . import notify, operate
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
 from .models import Unresolved
@@ -193,7 +193,7 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
               metavar="MODULE|FILE.py",
               help="Register every Agent at the top level of a module (found here too) or a .py file "
                    "(comma-separated, repeatable).")
-@click.version_option(__version__, "--version", prog_name="tui-agent")
+@click.version_option(None, "--version", package_name="tui-agent", prog_name="tui-agent")   # read when asked
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, data: str | None, durability: str, agent_modules: tuple[str, ...]) -> int:
     """With no command, tui-agent opens the terminal UI on your database (the demo command: on a demo

@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -164,6 +163,9 @@ def _import_file(spec: str) -> ModuleType:
 
 
 def load_registry(modules: list[str] = ()) -> Registry:
+    # here, not at the top: importing importlib.metadata costs a command's start ~50 ms
+    from importlib.metadata import entry_points
+
     from ..agents import BUILTIN
 
     registry = Registry()

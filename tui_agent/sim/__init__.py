@@ -1,7 +1,18 @@
 """Crash it yourself: the nightly-report job on the real runtime, with a crash where you choose."""
 
-from .scenario import Outcome, Row, Scenario, Stop, simulate
 from .settings import BOUNDARIES, CHOICES, CRASH_AT, LESSONS, SOURCES, Lesson, Settings
+
+_SCENARIO = ("Outcome", "Row", "Scenario", "Stop", "simulate")
+
+
+def __getattr__(name: str):
+    """The scenario (and the runtime and agents it runs) loads when first asked for: the CLI reads the settings
+    for its options at every start, and a start should not pay for the simulator."""
+    if name in _SCENARIO:
+        from . import scenario
+        return getattr(scenario, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BOUNDARIES", "CHOICES", "CRASH_AT", "LESSONS", "SOURCES", "Lesson", "Outcome", "Row", "Scenario",
            "Settings", "Stop", "simulate"]
