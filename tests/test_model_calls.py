@@ -167,18 +167,23 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
     progress.shown = True
     worker = threading.Thread(target=lambda: execute(open_store(store.path), registry, claim, progress))
     worker.start()
-    seen, notes = [], []
+    def in_flight() -> int | None:
+        calls = run_report(store, run_id)["model_calls"]
+        return calls[0]["tokens"] if calls and calls[0]["state"] == "in_flight" and calls[0]["tokens"] else None
+
+    seen, pairs = [], []
     deadline = time.monotonic() + 10
     while worker.is_alive() and time.monotonic() < deadline:
-        report = run_report(store, run_id)
-        calls = report["model_calls"]
-        if calls and calls[0]["state"] == "in_flight" and calls[0]["tokens"]:
-            seen.append(calls[0]["tokens"])
-            notes.append(timeline_of(store, run_id)[-1].note)  # the run screen's pending row
+        before = in_flight()
+        if before is not None:
+            seen.append(before)
+            note = timeline_of(store, run_id)[-1].note   # the run screen's pending row
+            if in_flight() == before:   # read between two equal reads: the same stored count
+                pairs.append((before, note))
         time.sleep(0.1)
     worker.join()
-    assert notes[-1].startswith(f"turn0 · scripted · {seen[-1]} tokens · ")
-    assert notes[-1].endswith(" s")
+    tokens, note = pairs[-1]
+    assert note.startswith(f"turn0 · scripted · {tokens} tokens · ") and note.endswith(" s"), pairs
     assert seen  # written while the call streamed
     assert seen == sorted(seen)
     assert 0 < seen[0] < 150
