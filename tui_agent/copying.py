@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from .store import DatabaseError, Store, StoreError, artifacts, open_store
 from .store.base import is_url
+from .store.db import read_only
 from .store.schema import SCHEMA_VERSION
 from .store.schema_postgres import statements
 
@@ -96,7 +96,7 @@ def _refuse_older(where: str) -> None:
                 return
             where = Url(where)   # named without its password
         elif Path(where).is_file():
-            ro = sqlite3.connect(f"file:{quote(str(Path(where).resolve()))}?mode=ro", uri=True)
+            ro = read_only(where)
             try:
                 row = ro.execute(sql).fetchone()
             finally:

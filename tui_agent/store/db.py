@@ -47,6 +47,12 @@ def data_dir_for(path: Path) -> Path:
     return path.with_name(path.stem + ".data") if path.suffix else path.with_name(path.name + ".data")
 
 
+def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:
+    """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
+    closing would drop this process's POSIX locks on the file (see `_read_version`)."""
+    return sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout_s)
+
+
 def _read_version(path: Path) -> int:
     """Schema version of an existing file, read through a read-only SQLite connection.
 
@@ -57,7 +63,7 @@ def _read_version(path: Path) -> int:
     if path.stat().st_size == 0:
         raise StoreError(f"{path} is an empty file, not a tui-agent database; remove it or pass another --db")
     try:
-        ro = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        ro = read_only(path)
     except sqlite3.Error as e:
         raise StoreError(f"{path} cannot be opened read-only ({e}); check its permissions") from None
     try:
@@ -208,7 +214,7 @@ class SqliteStore(Store):
         stop = stop_for(error, self.path)
         if stop is None and "no such" in str(error):   # a table or column missing: a bug of ours, or a changed file
             try:   # a connection of its own: ours may be closed already, or inside a failed transaction
-                with closing(sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True)) as ro:
+                with closing(read_only(self.path)) as ro:
                     missing = differences(ro)
             except sqlite3.Error:
                 return None

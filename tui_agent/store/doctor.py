@@ -17,10 +17,9 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 from .base import is_url
-from .db import BUSY_TIMEOUT_MS, data_dir_for
+from .db import BUSY_TIMEOUT_MS, data_dir_for, read_only
 from .schema import SCHEMA_VERSION, differences
 
 MIB = 2**20
@@ -99,8 +98,7 @@ def _missing(path: Path) -> Check | None:
 
 def _sql_checks(path: Path, full: bool) -> list[Check]:
     try:
-        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True,
-                               timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = read_only(path, BUSY_TIMEOUT_MS / 1000)
     except sqlite3.Error as e:
         return [_trouble("database", path, e)]
     with closing(conn):
