@@ -18,6 +18,7 @@ from helpers import (
     registry_of,
     show_json,
     start_and_work,
+    work,
 )
 
 from tui_agent import Agent
@@ -57,6 +58,10 @@ def _traced(store, clock, steps: int) -> tuple[str, list[str]]:
     return outcome.run_id, statements
 
 
+def _rows(store, table: str, run_id: str) -> int:
+    return store.conn.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run_id,)).fetchone()[0]
+
+
 def _count(statements: list[str], start: str) -> int:
     return sum(s.startswith(start) for s in statements)
 
@@ -64,11 +69,15 @@ def _count(statements: list[str], start: str) -> int:
 def test_plain_steps_commit_their_row_alone_and_the_checkpoint_every_fold(store, clock):
     clock.freeze(1_000_000.0)
     run_id, statements = _traced(store, clock, STEPS)
-    assert _count(statements, "INSERT INTO journal") == STEPS
-    assert _count(statements, "UPDATE checkpoints SET current_step") == STEPS // FOLD_EVERY
-    folded = STEPS // FOLD_EVERY * FOLD_EVERY
-    assert _row(store, "checkpoints", run_id)[:2] == (folded, folded)
-    assert _row(store, "checkpoints_now", run_id) == (STEPS, STEPS, STEPS * TICK)
+    folds = STEPS // FOLD_EVERY
+    assert _count(statements, "INSERT INTO journal_tail") == STEPS - folds   # the plain steps
+    assert _count(statements, "INSERT INTO journal_rows (run_id, generation, position, name, kind, result, artifact,"
+                  " attempts, started_at, duration_s, fence, cost_usd, inputs, wall_s) VALUES") == folds
+    assert _count(statements, "UPDATE checkpoints SET current_step") == folds
+    # the worker's last write folds the rest: the row holds every step, and the tail is empty again
+    assert _count(statements, "INSERT INTO journal_rows") == 2 * folds + 1
+    assert _row(store, "checkpoints", run_id) == _row(store, "checkpoints_now", run_id) == (STEPS, STEPS, STEPS * TICK)
+    assert _rows(store, "journal_tail", run_id) == 0 and _rows(store, "journal_rows", run_id) == STEPS
     # on SQLite a plain step opens no transaction: only the folds add to what starting and settling a run take
     # (on PostgreSQL every write holds the writers' lock, in a transaction)
     _, short = _traced(store, clock, 1)
@@ -95,7 +104,10 @@ def test_a_kill_inside_the_tail_loses_no_count_and_the_step_ceiling_holds(tui_ag
                         env={"TUI_AGENT_CRASH_AT": "after-step-commit:40"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     store = open_store(db_path)
-    assert _row(store, "checkpoints", run_id)[0] < 40 == _row(store, "checkpoints_now", run_id)[0]
+    folded = _row(store, "checkpoints", run_id)[0]
+    assert folded < 40 == _row(store, "checkpoints_now", run_id)[0]
+    # the rows past the fold are the tail's, and only they: the view counts the tail alone
+    assert _rows(store, "journal_tail", run_id) == 40 - folded and _rows(store, "journal_rows", run_id) == folded
     store.close()
     assert show_json(tui_agent, run_id)["budget"]["dimensions"]["steps"]["used"] == 40
 
@@ -142,3 +154,32 @@ def test_a_v6_database_opens_with_its_counts_as_they_were(db_path):
     store.close()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT wall_s FROM journal").fetchall() == [(None,), (None,)]
+
+
+def test_a_v10_database_moves_the_rows_past_each_checkpoint_into_the_tail_and_its_run_goes_on(db_path, clock):
+    """Version 11 splits the journal: a run stopped inside its tail (positions 2-3 past a checkpoint at 2) keeps
+    those rows in journal_tail, where the view of the checkpoint now looks; the counts read the same, and a worker
+    replays all four and goes on from 4."""
+    rows = ", ".join(f"('r1', 1, {p}, 's{p}', 'step', 'null', 1, 1, {10.0 + p}, 0.0, {'NULL' if p < 2 else 0.5})"
+                     for p in range(4))
+    database_at_version(
+        db_path, 10,
+        "INSERT INTO runs (id, agent, request, status, reason, attempt, fence, generation, artifact_dir, created_at,"
+        " updated_at) VALUES ('r1', 'ticking', '{}', 'queued', 'new', 1, 1, 1, 'artifacts/r1', 1.0, 2.0),"
+        " ('r0', 'ticking', '{}', 'succeeded', 'check_passed', 1, 1, 2, 'artifacts/r0', 1.0, 2.0)",
+        "INSERT INTO checkpoints (run_id, generation, schema_version, current_step, used_steps, used_wall_s,"
+        " updated_at) VALUES ('r1', 1, 1, 2, 2, 3.5, 2.0), ('r0', 2, 1, 0, 0, 0.0, 2.0)",
+        "INSERT INTO journal (run_id, generation, position, name, kind, result, attempts, fence, started_at,"
+        f" duration_s, wall_s) VALUES {rows}, ('r0', 1, 0, 's0', 'step', 'null', 1, 1, 1.0, 0.0, NULL)")
+    store = open_store(db_path)
+    assert _row(store, "checkpoints_now", "r1") == (4, 4, 4.5)
+    positions = {table: store.conn.execute(f"SELECT run_id, generation, position FROM {table} ORDER BY 1, 2, 3")
+                 .fetchall() for table in ("journal_rows", "journal_tail")}
+    assert positions == {"journal_rows": [("r0", 1, 0), ("r1", 1, 0), ("r1", 1, 1)],
+                         "journal_tail": [("r1", 1, 2), ("r1", 1, 3)]}
+    clock.freeze(1_000_000.0)
+    outcome = work(store, registry_of(_ticking(clock, 6)), "r1")
+    assert outcome.status == "succeeded"
+    assert _row(store, "checkpoints", "r1") == (6, 6, 4.5 + 2 * TICK)   # two new steps, each an eighth
+    assert _rows(store, "journal_tail", "r1") == 0 and _rows(store, "journal_rows", "r1") == 6
+    store.close()

@@ -200,8 +200,9 @@ def test_the_duration_and_cost_rules():
 def test_an_edited_entry_before_the_fork_point_is_marked_and_diverges(invoke, store):
     parent = start_and_work(store, registry_of(asker("all quiet")), "asker", {"team": "ops"}).run_id
     child = fork(store, parent, 3)
-    # what the edit-and-fork feature writes: the fork's copy of entry 1 with a person's result, marked
-    store.conn.execute("UPDATE journal SET result = '[9]', edited = 1 WHERE run_id = ? AND position = 1", (child,))
+    # what the edit-and-fork feature writes: the fork's copy of entry 1 (in journal_rows, as a fork writes it) with a
+    # person's result, marked
+    store.conn.execute("UPDATE journal_rows SET result = '[9]', edited = 1 WHERE run_id = ? AND position = 1", (child,))
     work(store, registry_of(asker("all quiet")), child)
     p = pair(store, parent, child)
     rows = list(rows_of(store, p))

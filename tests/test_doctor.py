@@ -80,10 +80,10 @@ def test_a_healthy_database_exits_0_and_every_check_is_ok(invoke, db_path):
     assert "integrity_check found nothing wrong" in text.output
 
 
-@pytest.mark.parametrize("table", ["runs", "journal", None], ids=["runs", "journal", "schema page"])
+@pytest.mark.parametrize("table", ["runs", "journal_rows", None], ids=["runs", "journal", "schema page"])
 def test_a_damaged_page_is_named_with_recover_advice_and_the_file_is_not_changed(tui_agent, db_path, table):
-    database_with_runs(db_path, count=100 if table == "journal" else 300)
-    if table == "journal":  # hello journals three steps per run
+    database_with_runs(db_path, count=100 if table == "journal_rows" else 300)
+    if table == "journal_rows":  # hello journals three steps per run, folded into journal_rows as each run ends
         assert tui_agent("worker", "--once", env={"TUI_AGENT_DURABILITY": "normal"}).returncode == 0
         conn = sqlite3.connect(db_path)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

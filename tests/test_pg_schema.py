@@ -279,8 +279,12 @@ def _fill(conn, mark):
         " 1.0)", [(r,) for r in RUNS])
     run("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps, used_steps,"
         " used_cost_usd, used_wall_s, soft_dimensions, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", CHECKPOINTS)
-    run("INSERT INTO journal (run_id, generation, position, name, kind, attempts, fence, started_at, duration_s,"
-        " wall_s) VALUES (?, ?, ?, 'step', 'step', 1, 1, ?, ?, ?)", JOURNAL)
+    # the rows past a run's checkpoint (its generation's, from current_step on) are its tail, in journal_tail
+    past = {(c[0], c[1]): c[3] for c in CHECKPOINTS}
+    for table in ("journal_rows", "journal_tail"):
+        run(f"INSERT INTO {table} (run_id, generation, position, name, kind, attempts, fence, started_at, duration_s,"
+            " wall_s) VALUES (?, ?, ?, 'step', 'step', 1, 1, ?, ?, ?)",
+            [r for r in JOURNAL if (r[2] >= past.get(r[:2], r[2] + 1)) == (table == "journal_tail")])
 
 
 def test_checkpoints_now_returns_the_same_rows_and_types(sqlite_db, pg):

@@ -27,7 +27,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .store import DatabaseError, Store, StoreError, artifacts, open_store
@@ -49,6 +49,7 @@ class Table:
 
 
 _CREATE = re.compile(r"CREATE TABLE (\w+) \((.*)\)\s*$", re.S)
+_RENAME = re.compile(r"ALTER TABLE (\w+) RENAME TO (\w+)$")
 _TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
 
 
@@ -57,6 +58,9 @@ def tables() -> list[Table]:
     first)."""
     found = []
     for statement in statements():
+        if renamed := _RENAME.match(statement):
+            found = [replace(t, name=renamed.group(2)) if t.name == renamed.group(1) else t for t in found]
+            continue
         created = _CREATE.match(statement)
         if created is None or created.group(1) in ("meta", "artifacts"):
             continue
@@ -321,7 +325,10 @@ def _plain(relative: str | None) -> bool:
 
 
 # Which columns name artifacts: (table, column, a folder or a file).
-ARTIFACTS = {("runs", "artifact_dir"): "folder", ("runs", "result_artifact"): "file", ("journal", "artifact"): "file"}
+ARTIFACTS = {("runs", "artifact_dir"): "folder", ("runs", "result_artifact"): "file",
+             ("journal_rows", "artifact"): "file", ("journal_tail", "artifact"): "file"}
+# Tables counted as one: the journal's rows and its tail are one journal to a person.
+_COUNTED_AS = {"journal_rows": "journal", "journal_tail": "journal"}
 
 
 def copy_database(source: Store, target: Store, on_progress: Progress | None = None) -> dict[str, int]:
@@ -343,18 +350,20 @@ def copy_database(source: Store, target: Store, on_progress: Progress | None = N
                 for table in schema:
                     named = [(table.columns.index(column), getattr(files, kind))
                              for (name, column), kind in ARTIFACTS.items() if name == table.name]
-                    counts[table.name], high = 0, 0
+                    counted_as = _COUNTED_AS.get(table.name, table.name)
+                    counts.setdefault(counted_as, 0)
+                    high = 0
                     for rows in _pages(source, table):
                         for row in rows:
                             for i, copy in named:
                                 copy(row[i])
                         _insert_many(target, table, rows)
-                        counts[table.name] += len(rows)
+                        counts[counted_as] += len(rows)
                         done += len(rows)
                         if table.identity:
                             high = rows[-1][table.columns.index(table.identity)]
                         if on_progress is not None:
-                            on_progress(table.name, done, total)
+                            on_progress(counted_as, done, total)
                     if table.identity:
                         _move_counter(target, table, max(high, _high_water(source, table)))
                 if files.in_table:

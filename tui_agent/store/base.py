@@ -40,6 +40,10 @@ def is_url(where: str | os.PathLike) -> bool:
     return isinstance(where, str) and where.startswith(URL_SCHEMES)
 
 
+class FenceRefused(Exception):
+    """A write carried a fence older than the run's: another lease (or a person) took the run."""
+
+
 class Cursor(Protocol):
     rowcount: int
     description: Any

@@ -7,8 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .base import FOR_UPDATE, Store, on_server
-from .runs import FenceRefused
+from .base import FOR_UPDATE, FenceRefused, Store, on_server
 
 
 @dataclass
@@ -43,21 +42,23 @@ NO_USAGE = Usage()
 
 _COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
             " cost_usd, inputs, wall_s")
-_INSERT = f"INSERT INTO journal ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
+_INSERT = f"INSERT INTO journal_rows ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)"
 # The fence check, the first thing a step's commit does (a shared write: store.write_shared). On a server it
 # locks the run's row: a worker that lost its run to a takeover waits for the claim that holds the row, then
 # (READ COMMITTED checks the WHERE again on the row as committed) finds the new fence and is refused, instead of
 # committing an entry at a position the new owner is about to write (a unique violation there). A claim passes
 # over a row a commit holds, and takes the run once that commit is visible to it.
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?{lock})"
-# A plain step: its journal row alone, fenced in the same statement (one page per commit); its running time
-# rides in the row until the checkpoint is folded (schema.CHECKPOINTS_NOW adds it for readers).
-_STEP = f"INSERT INTO journal ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {_FENCE}"
+# A plain step: its journal row alone, fenced in the same statement, appended to journal_tail (one page per
+# commit: a table of a few pages, where journal_rows, keyed by run among every other run's rows, rebalanced a leaf
+# with its neighbours every few rows); its running time rides in the row until the checkpoint is folded
+# (schema.checkpoints_now adds the tail for readers, the view `journal` shows both tables).
+_STEP = f"INSERT INTO journal_tail ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {_FENCE}"
 FOLD_EVERY = 64   # plain steps between two checkpoint writes: the most a reader's view adds up
 # The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
 # by this UPDATE's own WHERE.
 _FENCED = f" WHERE run_id = ? AND {_FENCE}"
-_TAIL_WALL = ("(SELECT coalesce(sum(wall_s), 0.0) FROM journal j WHERE j.run_id = checkpoints.run_id"
+_TAIL_WALL = ("(SELECT coalesce(sum(wall_s), 0.0) FROM journal_tail j WHERE j.run_id = checkpoints.run_id"
               " AND j.generation = checkpoints.generation AND j.position >= checkpoints.current_step)")
 _MOVE = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
          " step_attempts = 0, used_steps = used_steps + ? - current_step,"
@@ -127,8 +128,29 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
             *moved, usage.model_calls, usage.input_tokens, usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
             usage.effects, usage.tool_calls, usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id, fence))
     _fenced(cur, run_id, fence)
+    move_tail(conn, run_id)
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd, inputs))
+
+
+_MOVE_TAIL = (f"INSERT INTO journal_rows ({_COLUMNS}, edited) SELECT {_COLUMNS}, edited FROM journal_tail"
+              " WHERE run_id = ?", "DELETE FROM journal_tail WHERE run_id = ?")
+
+
+def move_tail(conn: sqlite3.Connection, run_id: str) -> None:
+    """Inside a write whose checkpoint is folded past them: the run's tail rows (of any generation) into
+    journal_rows, so journal_tail holds only rows past a checkpoint, a few pages in all."""
+    for statement in _MOVE_TAIL:
+        conn.execute(statement, (run_id,))
+
+
+def fold(conn: sqlite3.Connection, run_id: str) -> None:
+    """Inside a fenced write that lets the run go: its checkpoint row brought up to what the view says (the same
+    numbers, now in the row), and its tail moved."""
+    conn.execute("UPDATE checkpoints SET (current_step, used_steps, used_wall_s, updated_at) = (SELECT current_step,"
+                 " used_steps, used_wall_s, updated_at FROM checkpoints_now WHERE run_id = ?) WHERE run_id = ?",
+                 (run_id, run_id))
+    move_tail(conn, run_id)
 
 
 def _fenced(cur: sqlite3.Cursor, run_id: str, fence: int) -> None:
@@ -183,7 +205,8 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
     """Every row of a run's journal (of one generation, or of all in order), read a page at a time: memory does
     not grow with the run."""
     generations = [generation] if generation is not None else [row[0] for row in store.conn.execute(
-        "SELECT DISTINCT generation FROM journal WHERE run_id = ? ORDER BY generation", (run_id,))]
+        "SELECT generation FROM journal_rows WHERE run_id = ? UNION SELECT generation FROM journal_tail"
+        " WHERE run_id = ? ORDER BY generation", (run_id, run_id))]
     for current in generations:
         after = None
         while True:
@@ -197,11 +220,11 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
 def cost_window(store: Store, run_id: str, size: int = 20) -> list[float]:
     """The cost of the current generation's last `size` entries, oldest first (an entry without a cost counts
     as 0): one seek on the primary key from the run's end, so it costs the same for a run of any length."""
-    rows = store.conn.execute(
-        "SELECT coalesce(cost_usd, 0) FROM journal WHERE run_id = ?"
-        " AND generation = (SELECT generation FROM runs WHERE id = ?) ORDER BY position DESC LIMIT ?",
-        (run_id, run_id, size)).fetchall()
-    return [row[0] for row in reversed(rows)]
+    generation = store.conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()
+    # position is selected for the ORDER BY: SQLite merges the view's two tables by key only on a column it returns
+    rows = store.conn.execute("SELECT position, coalesce(cost_usd, 0) FROM journal WHERE run_id = ? AND generation = ?"
+                              " ORDER BY position DESC LIMIT ?", (run_id, generation and generation[0], size)).fetchall()
+    return [row[1] for row in reversed(rows)]
 
 
 def checkpoint_for(store: Store, run_id: str) -> dict:

@@ -11,15 +11,12 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
-from .base import Store, StoreError, for_update, on_server, one_row
+from .base import FenceRefused, Store, StoreError, for_update, on_server, one_row
 from .events import add_event
+from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
 from .schema import CHECKPOINT_SCHEMA
-
-
-class FenceRefused(Exception):
-    """A write carried a fence older than the run's: another lease (or a person) took the run."""
 
 
 class RunNotFound(StoreError):
@@ -269,6 +266,7 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
         check_fence(conn, claim.run_id, claim.fence, now, None)
         conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
+        fold(conn, claim.run_id)
         conn.execute(
             "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
             " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
@@ -407,7 +405,7 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
                  " updated_at) SELECT ?, 1, ?, ?, total_steps, ? FROM checkpoints WHERE run_id = ?",
                  (run_id, CHECKPOINT_SCHEMA, goes_on, now, parent["id"]))
-    conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+    conn.execute("INSERT INTO journal_rows (run_id, generation, position, name, kind, result, artifact, attempts,"
                  " started_at, duration_s, fence, cost_usd, inputs, edited) SELECT ?, 1, position, name, kind, result,"
                  " artifact, attempts, started_at, duration_s, 0, cost_usd, inputs, edited FROM journal"
                  " WHERE run_id = ? AND generation = ? AND position < ?",
@@ -442,7 +440,7 @@ def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: i
     result, artifact = edited.encoded, None
     if edited.place is not None:
         result, artifact = edited.place(f"artifacts/{run_id}", f"g1-{position:05d}-{name}-edited", edited.encoded)
-    conn.execute("INSERT INTO journal (run_id, generation, position, name, kind, result, artifact, attempts,"
+    conn.execute("INSERT INTO journal_rows (run_id, generation, position, name, kind, result, artifact, attempts,"
                  " started_at, duration_s, fence, cost_usd, inputs, edited) SELECT ?, 1, position, name, kind, ?, ?,"
                  " 1, ?, 0, 0, NULL, inputs, 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
                  (run_id, result, artifact, now, parent["id"], parent["generation"], position))
@@ -457,9 +455,11 @@ def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: i
 
 
 def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -> int:
-    """Positions are contiguous from 0, so the last one (one primary-key seek) says how many there are."""
-    return conn.execute("SELECT coalesce(max(position) + 1, 0) FROM journal WHERE run_id = ? AND generation = ?",
-                        (run_id, generation)).fetchone()[0]
+    """Positions are contiguous from 0, so the last one (a primary-key seek in each journal table) says how many
+    there are."""
+    return conn.execute("SELECT coalesce(max(last) + 1, 0) FROM (SELECT max(position) AS last FROM journal_rows"
+                        " WHERE run_id = ? AND generation = ? UNION ALL SELECT max(position) FROM journal_tail"
+                        " WHERE run_id = ? AND generation = ?) AS found", (run_id, generation) * 2).fetchone()[0]
 
 
 _PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"

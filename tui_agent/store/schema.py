@@ -289,17 +289,19 @@ def _v6(db: sqlite_utils.Database) -> None:
 # FOLD_EVERY steps, and at once by any entry that changes more than the step count and running time (journal.py).
 # The rows after the checkpoint's current_step are its tail, contiguous positions of the current generation: this
 # view adds them, so every reader sees the same numbers as if each step had updated the row. A tail holds at most
-# FOLD_EVERY rows, so the view costs a few index seeks per run.
-_TAIL = "FROM journal j WHERE j.run_id = c.run_id AND j.generation = c.generation AND j.position >= c.current_step"
-CHECKPOINTS_NOW = f"""
+# FOLD_EVERY rows, so the view costs a few index seeks per run. `tail`: the table that holds them (since v11,
+# journal_tail alone).
+def checkpoints_now(tail: str) -> str:
+    within = f"FROM {tail} j WHERE j.run_id = c.run_id AND j.generation = c.generation AND j.position >= c.current_step"
+    return f"""
     CREATE VIEW checkpoints_now AS SELECT c.run_id, c.generation, c.schema_version,
-        coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) AS current_step,
+        coalesce((SELECT max(j.position) + 1 {within}), c.current_step) AS current_step,
         c.total_steps, c.next_input, c.plan_revision,
-        c.used_steps + coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) - c.current_step AS used_steps,
+        c.used_steps + coalesce((SELECT max(j.position) + 1 {within}), c.current_step) - c.current_step AS used_steps,
         c.used_model_calls, c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls,
-        c.used_effects, c.used_wall_s + (SELECT total(j.wall_s) {_TAIL}) AS used_wall_s, c.unpriced_calls,
+        c.used_effects, c.used_wall_s + (SELECT total(j.wall_s) {within}) AS used_wall_s, c.unpriced_calls,
         c.step_attempts, c.soft_position, c.soft_dimensions,
-        max(c.updated_at, coalesce((SELECT max(j.started_at + j.duration_s) {_TAIL}), 0)) AS updated_at,
+        max(c.updated_at, coalesce((SELECT max(j.started_at + j.duration_s) {within}), 0)) AS updated_at,
         c.used_cache_read_tokens, c.used_cache_write_tokens
     FROM checkpoints c"""
 
@@ -308,7 +310,7 @@ def _v7(db: sqlite_utils.Database) -> None:
     """A plain step commits one page, not two: the checkpoint row is folded up every few steps, and readers read
     the view that adds the journal rows past it (each with its share of running time, `wall_s`)."""
     db.execute("ALTER TABLE journal ADD COLUMN wall_s REAL")   # null: already counted in the checkpoint row
-    db.execute(CHECKPOINTS_NOW)
+    db.execute(checkpoints_now("journal"))
 
 
 def _v8(db: sqlite_utils.Database) -> None:
@@ -362,7 +364,54 @@ def _v10(db: sqlite_utils.Database) -> None:
         ) WITHOUT ROWID""")
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10]
+# Version 11 in both dialects (schema_postgres runs the same): the view of both journal tables, then the rows past
+# a checkpoint (runs stopped inside a tail) moved to where the view of the checkpoint now looks for them.
+_V11_COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
+                " cost_usd, wall_s, inputs, edited")
+_V11_PAST = ("FROM journal_rows j JOIN checkpoints c ON c.run_id = j.run_id AND j.generation = c.generation"
+             " AND j.position >= c.current_step")
+V11_JOURNAL = [
+    f"CREATE VIEW journal AS SELECT {_V11_COLUMNS} FROM journal_rows UNION ALL SELECT {_V11_COLUMNS} FROM journal_tail",
+    f"INSERT INTO journal_tail ({_V11_COLUMNS})"
+    f" SELECT {', '.join('j.' + name for name in _V11_COLUMNS.split(', '))} {_V11_PAST}",
+    f"DELETE FROM journal_rows WHERE (run_id, generation, position) IN (SELECT j.run_id, j.generation, j.position"
+    f" {_V11_PAST})",
+]
+
+
+def _v11(db: sqlite_utils.Database) -> None:
+    """A plain step appends to a small table of its own, journal_tail, that holds only the rows past each run's
+    checkpoint; a fold moves them into journal_rows. In journal_rows, keyed by run, a run's new rows land among
+    other runs' and every few rows SQLite rebalanced a leaf with its neighbours (1.6 pages written per commit
+    against raw sqlite3's 1.1); the tail stays a page or two, whose appends rarely rebalance. `journal`, the view
+    of both, is what every reader reads."""
+    db.execute("DROP VIEW checkpoints_now")
+    db.execute("ALTER TABLE journal RENAME TO journal_rows")
+    db.execute("""
+        CREATE TABLE journal_tail (
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            generation INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            result TEXT,
+            artifact TEXT,
+            attempts INTEGER NOT NULL,
+            started_at REAL,
+            duration_s REAL,
+            fence INTEGER NOT NULL,
+            cost_usd REAL,
+            wall_s REAL,
+            inputs TEXT,
+            edited INTEGER,
+            PRIMARY KEY (run_id, generation, position)
+        ) WITHOUT ROWID""")
+    for statement in V11_JOURNAL:
+        db.execute(statement)
+    db.execute(checkpoints_now("journal_tail"))
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 @functools.cache

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import SCHEMA_VERSION
+from .schema import SCHEMA_VERSION, V11_JOURNAL
 
 # The version of the store's schema that create_schema makes.
 PG_SCHEMA_VERSION = SCHEMA_VERSION
@@ -256,23 +256,25 @@ CREATE TABLE request_parts (
     PRIMARY KEY (run_id, digest)
 )"""
 
-# schema.CHECKPOINTS_NOW in PostgreSQL: total() -> coalesce(sum(), 0)::double precision; SQLite's scalar
+# schema.checkpoints_now in PostgreSQL: total() -> coalesce(sum(), 0)::double precision; SQLite's scalar
 # max(a, b) is NULL when either is, PostgreSQL's greatest() skips NULLs, so a NULL updated_at stays NULL.
-_TAIL = "FROM journal j WHERE j.run_id = c.run_id AND j.generation = c.generation AND j.position >= c.current_step"
-CHECKPOINTS_NOW = f"""
+def _checkpoints_now(tail: str) -> str:
+    within = f"FROM {tail} j WHERE j.run_id = c.run_id AND j.generation = c.generation AND j.position >= c.current_step"
+    return f"""
 CREATE VIEW checkpoints_now AS SELECT c.run_id, c.generation, c.schema_version,
-    coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) AS current_step,
+    coalesce((SELECT max(j.position) + 1 {within}), c.current_step) AS current_step,
     c.total_steps, c.next_input, c.plan_revision,
-    c.used_steps + coalesce((SELECT max(j.position) + 1 {_TAIL}), c.current_step) - c.current_step AS used_steps,
+    c.used_steps + coalesce((SELECT max(j.position) + 1 {within}), c.current_step) - c.current_step AS used_steps,
     c.used_model_calls, c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls,
     c.used_effects,
-    c.used_wall_s + (SELECT coalesce(sum(j.wall_s), 0)::double precision {_TAIL}) AS used_wall_s,
+    c.used_wall_s + (SELECT coalesce(sum(j.wall_s), 0)::double precision {within}) AS used_wall_s,
     c.unpriced_calls, c.step_attempts, c.soft_position, c.soft_dimensions,
     CASE WHEN c.updated_at IS NOT NULL
-         THEN greatest(c.updated_at, coalesce((SELECT max(j.started_at + j.duration_s) {_TAIL}), 0))
+         THEN greatest(c.updated_at, coalesce((SELECT max(j.started_at + j.duration_s) {within}), 0))
     END AS updated_at,
     c.used_cache_read_tokens, c.used_cache_write_tokens
 FROM checkpoints c"""
+
 
 NOTICES = """
 CREATE TABLE notices (
@@ -305,12 +307,36 @@ CREATE TABLE artifacts (
 FIRST: list[str] = [
     META, RUNS, RUNS_INDEXES, CHECKPOINTS, JOURNAL, EFFECTS, EFFECTS_INDEXES, WORKERS, APPROVALS,
     APPROVALS_INDEXES, EVENTS, EVENTS_INDEXES, SCHEDULES, LET_GO, MODEL_CALLS, REQUEST_PARTS,
-    MODEL_CALLS_INDEXES, CHECKPOINTS_NOW, NOTICES, NOTICES_INDEXES,
+    MODEL_CALLS_INDEXES, _checkpoints_now("journal"), NOTICES, NOTICES_INDEXES,
 ]
+
+# Version 11 (schema._v11): plain steps append to journal_tail; `journal` becomes the view of both tables.
+JOURNAL_TAIL = """
+DROP VIEW checkpoints_now;
+ALTER TABLE journal RENAME TO journal_rows;
+CREATE TABLE journal_tail (
+    run_id text NOT NULL REFERENCES runs (id),
+    generation bigint NOT NULL,
+    position bigint NOT NULL,
+    name text NOT NULL,
+    kind text NOT NULL,
+    result text,
+    artifact text,
+    attempts bigint NOT NULL,
+    started_at double precision,
+    duration_s double precision,
+    fence bigint NOT NULL,
+    cost_usd double precision,
+    wall_s double precision,
+    inputs text,
+    edited bigint,
+    PRIMARY KEY (run_id, generation, position)
+)"""
 
 # Each later version's DDL, as schema.py's migration of the same number.
 MIGRATIONS: dict[int, list[str]] = {
     10: [ARTIFACTS],
+    11: [JOURNAL_TAIL, *V11_JOURNAL, _checkpoints_now("journal_tail")],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.
