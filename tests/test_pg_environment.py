@@ -326,6 +326,33 @@ def test_a_missing_column_in_a_database_that_matches_its_version_is_not_blamed_o
         store.close()
 
 
+def test_a_role_that_may_not_make_temporary_tables_still_works_and_doctor_says_its_tables_were_not_compared(
+        tui_agent, database):
+    """The comparison makes the version's schema in the session's temporary schema; without TEMP (revoked from
+    PUBLIC) a worker goes on as it did before there was a comparison, and doctor says why it did not compare."""
+    run_id = tui_agent("start", "hello").stdout.strip()
+    name = database.rsplit("/", 1)[1]
+    with _admin(database) as admin:
+        admin.execute("DROP ROLE IF EXISTS no_temp")
+        admin.execute("CREATE ROLE no_temp LOGIN")
+        admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO no_temp")
+        admin.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO no_temp")
+        admin.execute(f"REVOKE TEMP ON DATABASE {name} FROM PUBLIC")
+    user = _with_user(database, "no_temp")
+    try:
+        done = tui_agent("--db", user, "worker", "--once")
+        assert done.returncode == 0 and f"{run_id} succeeded" in done.stdout, (done.stdout, done.stderr)
+        done = tui_agent("--db", user, "doctor", "--json")
+        assert done.returncode == 0, done.stdout
+        tables = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "tables")
+        assert tables["ok"] and tables["detail"].startswith("not compared: user no_temp may not create temporary"
+                                                            " tables"), tables
+    finally:
+        with _admin(database) as admin:
+            admin.execute("DROP OWNED BY no_temp")
+            admin.execute("DROP ROLE no_temp")
+
+
 # -- a wrong password: a second server of our own, with password authentication -------------------
 
 

@@ -326,11 +326,19 @@ def _pg_schema(conn, url) -> Check:
 def _pg_tables(conn, url) -> Check | None:
     """The tables check of a tui-agent database on a server; None for an empty one (nothing to compare yet).
     schema_postgres is imported here, as psycopg is: no command on a SQLite file needs it."""
+    from psycopg.errors import InsufficientPrivilege
+
     from . import schema_postgres
 
     if conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
         return None
-    return _tables(conn, url, schema_postgres.differences)
+    try:
+        return _tables(conn, url, schema_postgres.differences)
+    except InsufficientPrivilege:   # the comparison makes the version's schema in the session's temporary one
+        user, database = conn.execute("SELECT current_user, current_database()").fetchone()
+        return Check("tables", True, f"not compared: user {user} may not create temporary tables, where the "
+                     f"comparison makes schema version {SCHEMA_VERSION}'s (GRANT TEMP ON DATABASE {database} TO "
+                     f"{user} lets it)")
 
 
 def _version_check(row: tuple | None, what: str, lead: str) -> Check:

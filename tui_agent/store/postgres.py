@@ -372,11 +372,15 @@ class PostgresStore(Store):
                 return schema_mismatch(self.path, missing)
         return None
 
-    def _differences(self) -> list[str]:
-        """schema_postgres.differences, on a connection of its own: ours may be inside a failed transaction."""
+    def _differences(self) -> list[str] | None:
+        """schema_postgres.differences, on a connection of its own: ours may be inside a failed transaction. None
+        when this role may not make the temporary tables the comparison needs (TEMP revoked): not compared, the
+        command goes on as it would have without the comparison."""
         try:
             with closing(self._connect()) as raw:
                 return differences(raw)
+        except psycopg.errors.InsufficientPrivilege:
+            return None
         except psycopg.Error as e:
             raise PostgresError(e) from e
 
