@@ -1,6 +1,7 @@
 """The environment stops a command on PostgreSQL (issue 24), as tests/test_environment.py and
 tests/test_bad_input.py prove it on SQLite: a server that is down or goes away, the writers' lock held by
-another session, a read-only role, a database that is not ours or is newer than the code, a refused password.
+another session, a read-only role, a database that is not ours or is newer than the code, tables another program
+changed, a refused password.
 Each is one line (exit 4, or 2 for the URL's own mistake), never a traceback, never a failed run, nothing lost.
 A password in the URL is never printed, stored, logged or shown in `ps`. `doctor` has the server's checks."""
 
@@ -23,7 +24,10 @@ from helpers import dump, show_json, until
 from pg_server import PgServer, find_bin_dir
 
 from tui_agent.cli import cli
-from tui_agent.store.postgres import WRITE_LOCK
+from tui_agent.store import open_store
+from tui_agent.store.doctor import diagnose
+from tui_agent.store.postgres import WRITE_LOCK, PostgresError
+from tui_agent.store.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.postgres
 
@@ -277,6 +281,76 @@ def _everything(url: str) -> list[str]:
                                " WHERE table_schema = 'public' ORDER BY 1, 2").fetchall()
         return [repr(columns)] + [f"{t}: {sorted(map(repr, conn.execute(f'SELECT * FROM {t}').fetchall()))}"
                                   for t in tables]
+
+
+# -- tables another program changed (tests/test_doctor.py proves the same on SQLite) ---------------
+
+
+@pytest.mark.parametrize("drop, said, readers", [
+    # the view that names the column goes too: a read meets no such table
+    ("checkpoints DROP COLUMN used_cache_read_tokens CASCADE",
+     "checkpoints lacks used_cache_read_tokens; no checkpoints_now", ["ls", "show"]),
+    # ls names the column: no such column (show reads runs.*, without it)
+    ("runs DROP COLUMN agent_version", "runs lacks agent_version", ["ls"]),
+])
+def test_tables_that_differ_from_their_schema_version_are_one_line_and_never_written(tui_agent, database, drop,
+                                                                                       said, readers):
+    run_id = tui_agent("start", "hello").stdout.strip()   # queued: a worker that did not refuse would claim it
+    assert [c.name for c in diagnose(database).checks if c.name == "tables" and c.ok] == ["tables"]
+    with _admin(database) as admin:
+        admin.execute(f"ALTER TABLE {drop}")
+    before = _everything(database)
+    commands = {"ls": ["ls"], "show": ["show", "--json", run_id]}
+    for args in [commands[name] for name in readers] + [["worker", "--once"]]:   # the worker before it claims
+        line = _one_line(tui_agent(*args), 4)
+        assert line.startswith(f"tui-agent: {database} is not as its schema version makes it ({said})"), line
+        assert line.endswith("no worker writes to it; pass --db another database (tui-agent doctor says more)")
+    done = tui_agent("doctor", "--json")
+    assert done.returncode == 1, done.stderr
+    failed = {c["name"]: c for c in json.loads(done.stdout)["checks"] if not c["ok"]}
+    assert list(failed) == ["tables"], failed
+    assert failed["tables"]["detail"] == f"not as schema version {SCHEMA_VERSION} makes them: {said}"
+    assert _everything(database) == before
+
+
+def test_a_missing_column_in_a_database_that_matches_its_version_is_not_blamed_on_the_database(database):
+    """A query of ours that names a column or table no version makes is a bug: it must surface as one."""
+    store = open_store(database)
+    try:
+        for sql, state in (("SELECT no_such_column FROM runs", "42703"), ("SELECT * FROM no_such_table", "42P01")):
+            with pytest.raises(PostgresError) as raised:
+                store.conn.execute(sql)
+            assert raised.value.sqlstate == state
+            assert store.stopped(raised.value) is None
+    finally:
+        store.close()
+
+
+def test_a_role_that_may_not_make_temporary_tables_still_works_and_doctor_says_its_tables_were_not_compared(
+        tui_agent, database):
+    """The comparison makes the version's schema in the session's temporary schema; without TEMP (revoked from
+    PUBLIC) a worker goes on as it did before there was a comparison, and doctor says why it did not compare."""
+    run_id = tui_agent("start", "hello").stdout.strip()
+    name = database.rsplit("/", 1)[1]
+    with _admin(database) as admin:
+        admin.execute("DROP ROLE IF EXISTS no_temp")
+        admin.execute("CREATE ROLE no_temp LOGIN")
+        admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO no_temp")
+        admin.execute("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO no_temp")
+        admin.execute(f"REVOKE TEMP ON DATABASE {name} FROM PUBLIC")
+    user = _with_user(database, "no_temp")
+    try:
+        done = tui_agent("--db", user, "worker", "--once")
+        assert done.returncode == 0 and f"{run_id} succeeded" in done.stdout, (done.stdout, done.stderr)
+        done = tui_agent("--db", user, "doctor", "--json")
+        assert done.returncode == 0, done.stdout
+        tables = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "tables")
+        assert tables["ok"] and tables["detail"].startswith("not compared: user no_temp may not create temporary"
+                                                            " tables"), tables
+    finally:
+        with _admin(database) as admin:
+            admin.execute("DROP OWNED BY no_temp")
+            admin.execute("DROP ROLE no_temp")
 
 
 # -- a wrong password: a second server of our own, with password authentication -------------------

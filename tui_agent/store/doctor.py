@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .base import is_url
 from .db import BUSY_TIMEOUT_MS, data_dir_for, read_only
+from .environment import set_aside
 from .schema import SCHEMA_VERSION, differences
 
 MIB = 2**20
@@ -106,7 +107,7 @@ def _sql_checks(path: Path, full: bool) -> list[Check]:
         if not readable.ok:
             return [readable]
         schema = _guard("database", path, _schema, conn)
-        tables = [_guard("tables", path, _tables, conn)] if schema.ok else []
+        tables = [_guard("tables", path, _tables, conn, path, differences)] if schema.ok else []
         return [schema, *tables, _guard("integrity", path, _integrity, conn, path, full)]
 
 
@@ -126,9 +127,9 @@ def _schema(conn: sqlite3.Connection) -> Check:
     return _version_check(row, "file", "")
 
 
-def _tables(conn: sqlite3.Connection) -> Check:
-    """At this code's schema version: every table, view and column that version makes is there (an older file is
-    upgraded by the next command that writes, so it is compared then)."""
+def _tables(conn, where: Path | str, differences: Callable[[object], list[str]]) -> Check:
+    """At this code's schema version: every table, view and column that version makes is there (an older database
+    is upgraded by the next command that writes, so it is compared then). `differences`: the dialect's."""
     version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
     if version < SCHEMA_VERSION:
         return Check("tables", True, f"compared once upgraded to schema version {SCHEMA_VERSION}")
@@ -137,7 +138,7 @@ def _tables(conn: sqlite3.Connection) -> Check:
         return Check("tables", False, f"not as schema version {version} makes them: "
                      f"{'; '.join(missing[:SHOWN_PROBLEMS])}",
                      "another program, or a development build of tui-agent, changed them; no worker writes to "
-                     "it: move it aside and pass another --db")
+                     f"it: {set_aside(where)}")
     return Check("tables", True, f"every table, view and column of schema version {version}")
 
 
@@ -271,10 +272,11 @@ C_COLLATIONS = ("C", "POSIX")
 
 
 def diagnose_postgres(url: str, full: bool = False) -> Diagnosis:
-    """The checks of a PostgreSQL database: reachable, whose schema at which version, the server's version,
-    whether this user may write, the database's collation (text keys must sort by bytes, as SQLite's do),
-    synchronous_commit and fsync, and the local data folder. It connects read-only and changes nothing; the
-    password in the URL is never shown. A server checks its own pages: `full` adds nothing here."""
+    """The checks of a PostgreSQL database: reachable, whose schema at which version, its tables against that
+    version's, the server's version, whether this user may write, the database's collation (text keys must sort by
+    bytes, as SQLite's do), synchronous_commit and fsync, and the local data folder. It connects read-only and
+    changes nothing (the tables check's own schema is made in a transaction rolled back); the password in the URL
+    is never shown. A server checks its own pages: `full` adds nothing here."""
     import psycopg
 
     from .postgres import PostgresError, Url, connect_error, data_dir_for_url
@@ -296,6 +298,8 @@ def diagnose_postgres(url: str, full: bool = False) -> Diagnosis:
                              "run `tui-agent doctor` again; if this repeats, look at the server's log")
         schema = guard("database", _pg_schema, shown)
         checks.append(schema)
+        tables = guard("tables", _pg_tables, shown) if schema.ok else None
+        checks += [tables] if tables else []
         checks.append(guard("server", _pg_server))
         if schema.advice == NOT_OURS:
             return Diagnosis(shown, checks)   # another program's database: its settings are not ours to judge
@@ -317,6 +321,24 @@ def _pg_schema(conn, url) -> Check:
                      f"makes tui-agent's schema, version {SCHEMA_VERSION}")
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     return _version_check(row, "database", "reachable; ")
+
+
+def _pg_tables(conn, url) -> Check | None:
+    """The tables check of a tui-agent database on a server; None for an empty one (nothing to compare yet).
+    schema_postgres is imported here, as psycopg is: no command on a SQLite file needs it."""
+    from psycopg.errors import InsufficientPrivilege
+
+    from . import schema_postgres
+
+    if conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+        return None
+    try:
+        return _tables(conn, url, schema_postgres.differences)
+    except InsufficientPrivilege:   # the comparison makes the version's schema in the session's temporary one
+        user, database = conn.execute("SELECT current_user, current_database()").fetchone()
+        return Check("tables", True, f"not compared: user {user} may not create temporary tables, where the "
+                     f"comparison makes schema version {SCHEMA_VERSION}'s (GRANT TEMP ON DATABASE {database} TO "
+                     f"{user} lets it)")
 
 
 def _version_check(row: tuple | None, what: str, lead: str) -> Check:

@@ -54,12 +54,18 @@ def stop_for(error: sqlite3.Error, path: Path) -> EnvironmentStop | None:
     return None if kind is None else EnvironmentStop(kind, _message(kind, path, error))
 
 
-def schema_mismatch(path: Path, missing: list[str]) -> EnvironmentStop:
-    """A database whose schema version is ours but whose tables are not what that version makes (schema.differences):
-    damaged for our purposes, whatever SQLite says of its pages."""
-    return EnvironmentStop(DAMAGED, f"{path} is not as its schema version makes it ({'; '.join(missing[:3])}): another "
-                           "program, or a development build of tui-agent, changed it; no worker writes to it; move "
-                           "it aside and pass another --db (tui-agent doctor says more)")
+def schema_mismatch(where: Path | str, missing: list[str]) -> EnvironmentStop:
+    """A database whose schema version is ours but whose tables are not what that version makes (schema.differences,
+    schema_postgres.differences): damaged for our purposes, whatever the database says of its pages. `where`: a
+    file's path, or a server database's URL (postgres.Url, which prints without its password)."""
+    return EnvironmentStop(DAMAGED, f"{where} is not as its schema version makes it ({'; '.join(missing[:3])}): "
+                           f"another program, or a development build of tui-agent, changed it; no worker writes to "
+                           f"it; {set_aside(where)} (tui-agent doctor says more)")
+
+
+def set_aside(where: Path | str) -> str:
+    """The way past a database tui-agent will not write to: a file is moved aside; on a server, another database."""
+    return "move it aside and pass another --db" if isinstance(where, Path) else "pass --db another database"
 
 
 def stop_for_os(error: OSError, path: Path) -> EnvironmentStop | None:

@@ -11,6 +11,7 @@ import functools
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -21,8 +22,9 @@ from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
 from .base import Store, StoreError, Write
-from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE
+from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, schema_mismatch
 from .schema import SCHEMA_VERSION
+from .schema_postgres import create_schema, differences, migrate
 
 # The version PostgreSQL's schema began at (schema_postgres.py); the migrations after it run on both dialects.
 PG_FIRST_VERSION = 9
@@ -272,7 +274,6 @@ class PostgresStore(Store):
                                  "pass another --db")
             if not create:
                 raise StoreError(f"no tui-agent schema at {self.path}; run tui-agent db init {self.path}")
-            from .schema_postgres import create_schema
             with self.write():
                 self.found_version = self._version()   # another process may have made it while we waited
                 if self.found_version is None:
@@ -285,7 +286,6 @@ class PostgresStore(Store):
             raise StoreError(f"{self.path} has schema version {version}, older than any tui-agent made on PostgreSQL "
                              f"({PG_FIRST_VERSION} was the first); it cannot be upgraded here, and is left untouched")
         if version < SCHEMA_VERSION:
-            from .schema_postgres import migrate
             with self.write():
                 found = self._version()   # another process may have migrated it while we waited for the lock
                 if found < SCHEMA_VERSION:
@@ -363,7 +363,33 @@ class PostgresStore(Store):
                                        "command again")
             return EnvironmentStop(UNREACHABLE, f"lost the connection to {self.path} ({error}); nothing that was "
                                    "committed was lost; run the command again when the server is back")
+        if state in ("42703", "42P01"):   # no such column, or table: a bug of ours, or tables another program changed
+            try:
+                missing = self._differences()
+            except (sqlite3.Error, EnvironmentStop, StoreError):
+                return None
+            if missing:
+                return schema_mismatch(self.path, missing)
         return None
+
+    def _differences(self) -> list[str] | None:
+        """schema_postgres.differences, on a connection of its own: ours may be inside a failed transaction. None
+        when this role may not make the temporary tables the comparison needs (TEMP revoked): not compared, the
+        command goes on as it would have without the comparison."""
+        try:
+            with closing(self._connect()) as raw:
+                return differences(raw)
+        except psycopg.errors.InsufficientPrivilege:
+            return None
+        except psycopg.Error as e:
+            raise PostgresError(e) from e
+
+    def check_intact(self) -> None:
+        """A server checks its own pages; a worker still refuses tables another program changed (it writes every
+        column), before it writes anything."""
+        missing = self._differences()
+        if missing:
+            raise schema_mismatch(self.path, missing)
 
     def _reopened(self) -> bool:
         """After a lost connection: whether a new one opens now (kept for the next statement). A worker whose

@@ -438,11 +438,16 @@ def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...] | str]:
 
 def differences(conn: sqlite3.Connection) -> list[str]:
     """How a database at SCHEMA_VERSION differs from what that version's migrations make: tables, views or
-    columns missing (another program changed it, or a development build of tui-agent made it); extra ones are
-    not ours to judge. Empty when it matches."""
-    found = _columns(conn)
+    columns missing (another program changed it, or a development build of tui-agent made it). Empty when it
+    matches."""
+    return missing_from(_columns(conn), _expected())
+
+
+def missing_from(found: dict[str, tuple[str, ...] | str], expected: dict[str, tuple[str, ...]]) -> list[str]:
+    """What of `expected` (each table's and view's columns) `found` lacks, one phrase each, on either dialect;
+    extra tables and columns are not ours to judge."""
     said = []
-    for name, columns in _expected().items():
+    for name, columns in expected.items():
         if name not in found:
             said.append(f"no {name}")
         elif isinstance(found[name], str):

@@ -6,6 +6,7 @@ one runs the migrations it lacks (`migrate`, which postgres.py calls inside the 
 migration is written for both dialects: a step in schema.py's MIGRATIONS for SQLite, and the same change here.
 tests/test_pg_schema.py compares the two catalogs (tables, views, columns in order, types, defaults, keys,
 indexes with their WHERE clauses, meta rows), after a create and after a migration, and fails when they drift.
+`differences` compares a server database with this DDL, as schema.differences compares a file with the migrations.
 
 The mapping: TEXT -> text (JSON included), INTEGER -> bigint (0/1 flags too: the code compares them with
 integers), REAL -> double precision, BLOB -> bytea; an INTEGER PRIMARY KEY (SQLite's rowid, with or without AUTOINCREMENT) ->
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import SCHEMA_VERSION, V11_JOURNAL
+from .schema import SCHEMA_VERSION, V11_JOURNAL, missing_from
 
 # The version of the store's schema that create_schema makes.
 PG_SCHEMA_VERSION = SCHEMA_VERSION
@@ -367,3 +368,41 @@ def migrate(conn: Any, found: int) -> None:
         for statement in statements([b for v in range(found + 1, PG_SCHEMA_VERSION + 1) for b in MIGRATIONS[v]]):
             cur.execute(statement)
         cur.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(PG_SCHEMA_VERSION),))
+
+
+# Each table's and view's columns in one schema of the database, in order (tables as made: by oid). From pg_catalog,
+# not information_schema, which lists only the columns this user has privileges on.
+_COLUMNS = """
+SELECT c.relname::text, coalesce(array_agg(a.attname::text ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL),
+                                 '{{}}')
+FROM pg_catalog.pg_class c
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relnamespace = {schema} AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+GROUP BY c.oid, c.relname ORDER BY c.oid"""
+
+_MADE: dict[str, tuple[str, ...]] = {}   # the DDL's tables and columns: the same for the whole process
+
+
+def _columns(conn: Any, schema: str) -> dict[str, tuple[str, ...]]:
+    return {name: tuple(columns) for name, columns in conn.execute(_COLUMNS.format(schema=schema))}
+
+
+def _made(conn: Any) -> dict[str, tuple[str, ...]]:
+    """Every table's and view's columns as `statements()` make them, asked of the server itself (no second copy
+    of the schema to drift): created once per process in this session's temporary schema, inside a transaction
+    that is rolled back, so it writes nothing and needs only the TEMP privilege every role has by default."""
+    if not _MADE:
+        with conn.transaction(force_rollback=True), conn.cursor() as cur:
+            cur.execute("SET TRANSACTION READ WRITE")   # a doctor's (or a replay's) session is read-only
+            cur.execute("SET LOCAL search_path = pg_temp")
+            for statement in statements():
+                cur.execute(statement)
+            _MADE.update(_columns(conn, "pg_my_temp_schema()"))
+    return _MADE
+
+
+def differences(conn: Any) -> list[str]:
+    """How the database's current schema differs from what this code's DDL makes (schema.differences's
+    phrases): tables, views or columns missing. Empty when it matches. `conn` is a psycopg connection outside a
+    transaction."""
+    return missing_from(_columns(conn, "current_schema()::regnamespace"), _made(conn))
