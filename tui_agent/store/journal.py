@@ -133,24 +133,34 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
                            duration_s, fence, cost_usd, inputs))
 
 
-_MOVE_TAIL = (f"INSERT INTO journal_rows ({_COLUMNS}, edited) SELECT {_COLUMNS}, edited FROM journal_tail"
-              " WHERE run_id = ?", "DELETE FROM journal_tail WHERE run_id = ?")
+_ALL = f"{_COLUMNS}, edited"
+_FOLD_ROW = ("UPDATE checkpoints SET (current_step, used_steps, used_wall_s, updated_at) = (SELECT current_step,"
+             " used_steps, used_wall_s, updated_at FROM checkpoints_now WHERE run_id = ?) WHERE run_id = ?")
+_MOVED = f"WITH moved AS (DELETE FROM journal_tail WHERE run_id = ? RETURNING {_ALL})"
+_INTO_ROWS = f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM moved"
+# Each statement with how many times it names the run. SQLite runs them one by one, as it pays no round trips; a
+# server gets one statement, whose parts see one snapshot (the fold's view still sees the tail the DELETE takes).
+_MOVE_TAIL = {False: [(f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM journal_tail WHERE run_id = ?", 1),
+                      ("DELETE FROM journal_tail WHERE run_id = ?", 1)],
+              True: [(f"{_MOVED} {_INTO_ROWS}", 1)]}
+_FOLD = {False: [(_FOLD_ROW, 2), *_MOVE_TAIL[False]], True: [(f"{_MOVED}, kept AS ({_INTO_ROWS}) {_FOLD_ROW}", 3)]}
+
+
+def _run(conn: sqlite3.Connection, statements: list[tuple[str, int]], run_id: str) -> None:
+    for sql, named in statements:
+        conn.execute(sql, (run_id,) * named)
 
 
 def move_tail(conn: sqlite3.Connection, run_id: str) -> None:
     """Inside a write whose checkpoint is folded past them: the run's tail rows (of any generation) into
     journal_rows, so journal_tail holds only rows past a checkpoint, a few pages in all."""
-    for statement in _MOVE_TAIL:
-        conn.execute(statement, (run_id,))
+    _run(conn, _MOVE_TAIL[on_server(conn)], run_id)
 
 
 def fold(conn: sqlite3.Connection, run_id: str) -> None:
     """Inside a fenced write that lets the run go: its checkpoint row brought up to what the view says (the same
     numbers, now in the row), and its tail moved."""
-    conn.execute("UPDATE checkpoints SET (current_step, used_steps, used_wall_s, updated_at) = (SELECT current_step,"
-                 " used_steps, used_wall_s, updated_at FROM checkpoints_now WHERE run_id = ?) WHERE run_id = ?",
-                 (run_id, run_id))
-    move_tail(conn, run_id)
+    _run(conn, _FOLD[on_server(conn)], run_id)
 
 
 def _fenced(cur: sqlite3.Cursor, run_id: str, fence: int) -> None:
