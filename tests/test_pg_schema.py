@@ -14,6 +14,7 @@ from tui_agent.store import open_store
 from tui_agent.store.schema import SCHEMA_VERSION
 from tui_agent.store.schema_postgres import (
     FIRST,
+    MIGRATIONS,
     PG_SCHEMA_VERSION,
     create_schema,
     statements,
@@ -347,3 +348,43 @@ def test_four_db_inits_at_once_make_the_schema_once_and_each_says_what_it_found(
             assert sum("already" in line for line in said) == 3, said
     finally:
         admin.close()
+
+
+def test_version_11_moves_the_rows_past_each_checkpoint_into_the_tail_on_both(tmp_path, pg_url):
+    """Databases at version 10 (one journal table) whose runs stopped inside their tails: migrated, the rows past
+    each checkpoint are in journal_tail and the rest in journal_rows, on both dialects, and checkpoints_now reads
+    as it did."""
+    lite_path = tmp_path / "v10.db"
+    database_at_version(lite_path, 10)
+    pg_v9(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        for statement in statements(MIGRATIONS[10]):
+            conn.execute(statement)
+        conn.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+    with sqlite3.connect(lite_path) as lite, psycopg.connect(pg_url) as post:
+        for conn, mark in ((lite, "?"), (post.cursor(), "%s")):
+            conn.executemany("INSERT INTO runs (id, agent, request, status, created_at, updated_at) VALUES"
+                             " (?, 'a', '{}', 'running', 1.0, 1.0)".replace("?", mark), [(r,) for r in RUNS])
+            conn.executemany("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
+                             " used_steps, used_cost_usd, used_wall_s, soft_dimensions, updated_at) VALUES"
+                             " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)".replace("?", mark), CHECKPOINTS)
+            conn.executemany("INSERT INTO journal (run_id, generation, position, name, kind, attempts, fence, started_at,"
+                             " duration_s, wall_s) VALUES (?, ?, ?, 'step', 'step', 1, 1, ?, ?, ?)".replace("?", mark),
+                             JOURNAL)
+    lite.close()
+    open_store(lite_path).close()
+    open_store(pg_url).close()
+    lite = sqlite3.connect(lite_path)
+    post = psycopg.connect(pg_url)
+    try:
+        for table in ("journal_rows", "journal_tail"):
+            sql = f"SELECT run_id, generation, position FROM {table} ORDER BY 1, 2, 3"
+            assert lite.execute(sql).fetchall() == [tuple(r) for r in post.execute(sql).fetchall()]
+        assert lite.execute("SELECT run_id, generation, position FROM journal_tail ORDER BY 1, 2, 3").fetchall() == [
+            ("r-null", 1, 0), ("r-nullwall", 1, 1), ("r-tail", 2, 2), ("r-tail", 2, 3)]
+        now = "SELECT run_id, current_step, used_steps, used_wall_s, updated_at FROM checkpoints_now ORDER BY run_id"
+        assert lite.execute(now).fetchall() == post.execute(now).fetchall()
+        assert dict((r[0], r[1:]) for r in lite.execute(now))["r-tail"] == (4, 4, 2.25, 211.0)
+    finally:
+        lite.close()
+        post.close()
