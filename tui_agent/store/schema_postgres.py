@@ -311,28 +311,11 @@ FIRST: list[str] = [
     MODEL_CALLS_INDEXES, _checkpoints_now("journal"), NOTICES, NOTICES_INDEXES,
 ]
 
-# Version 11 (schema._v11): plain steps append to journal_tail; `journal` becomes the view of both tables.
+# Version 11 (schema._v11): plain steps append to journal_tail, made as version 9 made the journal (whose columns
+# are still all of them); `journal` becomes the view of both tables.
 JOURNAL_TAIL = """
 DROP VIEW checkpoints_now;
-ALTER TABLE journal RENAME TO journal_rows;
-CREATE TABLE journal_tail (
-    run_id text NOT NULL REFERENCES runs (id),
-    generation bigint NOT NULL,
-    position bigint NOT NULL,
-    name text NOT NULL,
-    kind text NOT NULL,
-    result text,
-    artifact text,
-    attempts bigint NOT NULL,
-    started_at double precision,
-    duration_s double precision,
-    fence bigint NOT NULL,
-    cost_usd double precision,
-    wall_s double precision,
-    inputs text,
-    edited bigint,
-    PRIMARY KEY (run_id, generation, position)
-)"""
+ALTER TABLE journal RENAME TO journal_rows;""" + JOURNAL.replace("CREATE TABLE journal (", "CREATE TABLE journal_tail (", 1)
 
 # Each later version's DDL, as schema.py's migration of the same number.
 MIGRATIONS: dict[int, list[str]] = {
