@@ -31,7 +31,7 @@ step_overhead.replay_row's REPS (9) repetitions for tui-agent and raw, of 7 for 
 each).
 
 With --postgres [URL], PostgreSQL rows too, in a block of their own: on the server at URL (a role that may create
-databases), or without URL on a throwaway server started as the tests start theirs (tests/pg_server.py: initdb,
+databases), or without URL on a throwaway server started as the tests start theirs (tests/pg_cluster.py: initdb,
 127.0.0.1, fsync on, shared_buffers=32MB) and stopped at the end; without its binaries those rows are skipped, said
 in one line. Each cell gets a fresh database (CREATE DATABASE, dropped after) with synchronous_commit set on it, so
 for every connection: on (the server's default, FULL's like) and off (NORMAL's like: a server crash may lose the
@@ -373,19 +373,19 @@ def table(results: dict, args, block: str) -> list[str]:
 
 
 def start_pg_server(args):
-    """With --postgres and no URL, a throwaway server started as the tests start theirs (tests/pg_server.py), or
+    """With --postgres and no URL, a throwaway server started as the tests start theirs (tests/pg_cluster.py), or
     None with args.postgres None and the reason in args.pg_skipped when the binaries are absent."""
     if args.postgres != "":
         return None
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import pg_server
+    import pg_cluster
 
-    bin_dir = pg_server.find_bin_dir()
+    bin_dir = pg_cluster.find_bin_dir()
     if bin_dir is None:
-        args.postgres, args.pg_skipped = None, pg_server.SKIP_REASON
+        args.postgres, args.pg_skipped = None, pg_cluster.SKIP_REASON
         print(f"PostgreSQL rows skipped: {args.pg_skipped}", file=sys.stderr)
         return None
-    server = pg_server.PgServer(bin_dir)
+    server = pg_cluster.PgServer(bin_dir)
     server.start()
     args.postgres = server.url
     return server
@@ -396,7 +396,7 @@ def pg_header(args) -> str:
         version = conn.execute("SHOW server_version").fetchone()[0]
         shown = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("fsync", "wal_sync_method",
                                                                                "shared_buffers")}
-    where = f"a throwaway server (tests/pg_server.py) at {urlsplit(args.postgres).hostname}" if args.pg_server \
+    where = f"a throwaway server (tests/pg_cluster.py) at {urlsplit(args.postgres).hostname}" if args.pg_server \
         else urlsplit(args.postgres).hostname
     settings = ", ".join(f"{k}={v}" for k, v in shown.items())
     return (f"\nPostgreSQL {version} on {where}, over TCP; {settings}; a fresh database per cell. LangGraph is not "

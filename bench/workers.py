@@ -16,7 +16,7 @@ worker B idles, A gets SIGKILL. The lease A last wrote is read back from `runs` 
 kill. Goal: takeover within lease + one heartbeat (lease/3) of the kill. B then finishes the run.
 
     python bench/workers.py                      # SQLite
-    python bench/workers.py --postgres           # a throwaway PostgreSQL server (tests/pg_server.py)
+    python bench/workers.py --postgres           # a throwaway PostgreSQL server (tests/pg_cluster.py)
     python bench/workers.py --postgres URL       # the server at URL (postgresql://user@host:port); the bench
                                                  # creates and drops a database per measurement on it
 """
@@ -306,7 +306,7 @@ def main() -> None:
     server = None
     if args.postgres == "":
         sys.path.insert(0, str(TESTS))
-        from pg_server import PgServer, find_bin_dir
+        from pg_cluster import PgServer, find_bin_dir
         server = PgServer(find_bin_dir())
         server.start()
     with contextlib.ExitStack() as cleanup:

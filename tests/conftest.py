@@ -152,7 +152,7 @@ def pg_demo_template(demo_template, pg_server, tmp_path_factory) -> str:
     """The demo copied into a PostgreSQL database by `tui-agent copy`'s own code (copy_database), once per test
     process: the name of the template each test's PostgreSQL demo is cloned from (CREATE DATABASE ... TEMPLATE)."""
     # not imported at the top: pytest_plugins loads pg_server (with assert rewriting)
-    from pg_server import create_database
+    from pg_cluster import create_database
 
     folder, _ = demo_template
     work = tmp_path_factory.mktemp("demo-postgres")
@@ -180,7 +180,7 @@ def demo(request, demo_template, tmp_path, monkeypatch) -> Iterator[tuple[Path |
     if getattr(request, "param", "sqlite") == "sqlite":
         yield path, roles
         return
-    from pg_server import create_database, drop_database
+    from pg_cluster import create_database, drop_database
 
     server = request.getfixturevalue("pg_server")
     name = create_database(server, template=request.getfixturevalue("pg_demo_template"))

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 from helpers import dump, show_json, until
-from pg_server import PgServer, find_bin_dir
+from pg_cluster import PgServer, find_bin_dir
 
 from tui_agent.cli import cli
 from tui_agent.store import open_store
