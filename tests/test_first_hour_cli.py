@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 from conftest import ROOT
 from helpers import database_at_version, registry_of, start_and_work
 
@@ -279,7 +280,7 @@ def test_a_version_2_database_gains_the_traceback_column(db_path):
     database_at_version(db_path, 2)
     store = open_store(db_path)
     try:
-        assert "traceback" in store.db["runs"].columns_dict
+        assert "traceback" in sqlite_utils.Database(store.conn)["runs"].columns_dict
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \
             str(schema.SCHEMA_VERSION)
     finally:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+import sqlite_utils
 from conftest import ROOT
 from helpers import database_at_version, ok, paused_worker, process_state, registry_of
 
@@ -345,9 +346,10 @@ def test_a_version_1_database_is_migrated_with_what_the_check_needs(db_path):
     try:
         assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \
             str(schema.SCHEMA_VERSION)
-        assert {"pid_started"} <= set(store.db["workers"].columns_dict)
-        assert {"waits_for"} <= set(store.db["effects"].columns_dict)
-        assert store.db["let_go"].exists()
+        db = sqlite_utils.Database(store.conn)
+        assert {"pid_started"} <= set(db["workers"].columns_dict)
+        assert {"waits_for"} <= set(db["effects"].columns_dict)
+        assert db["let_go"].exists()
         assert store.conn.execute("SELECT name, pid_started FROM workers").fetchall() == [("w-old", None)]
     finally:
         store.close()

@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import platformdirs
-import sqlite_utils
 
 from . import wal
 from .base import Connection, Store, StoreError, Write, is_url
@@ -88,7 +87,12 @@ def _read_version(path: Path) -> int:
     return version
 
 
-def _migrate(db: sqlite_utils.Database, start: int) -> None:
+def _migrate(conn: sqlite3.Connection, start: int) -> None:
+    """Inside the caller's transaction. sqlite_utils, which the migrations are written in, loads only here: a
+    command on a database that is up to date never imports it (a tenth of a second of every start)."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(conn)
     for version in range(start, SCHEMA_VERSION):
         MIGRATIONS[version](db)
     db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
@@ -134,7 +138,7 @@ def _create(path: Path) -> None:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
-            _migrate(sqlite_utils.Database(conn), 0)
+            _migrate(conn, 0)
             conn.execute("COMMIT")
         finally:
             conn.close()
@@ -191,7 +195,7 @@ class SqliteStore(Store):
                 with self.write():
                     current = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
                     if current < SCHEMA_VERSION:
-                        _migrate(self.db, current)
+                        _migrate(self.conn, current)
         except sqlite3.Error as e:
             self.raise_stop(e)
             raise
@@ -204,7 +208,6 @@ class SqliteStore(Store):
         self.conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # ours always is: no write to ask
             self.conn.execute("PRAGMA journal_mode=WAL")
-        self.db = sqlite_utils.Database(self.conn)
 
     def write(self) -> _Write:
         """A writer's transaction: BEGIN IMMEDIATE, so a busy database waits instead of failing halfway."""
@@ -232,7 +235,9 @@ class SqliteStore(Store):
                 pass
 
     def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
-        return self.db.query(sql, params)
+        cursor = self.conn.execute(sql, params)
+        names = [d[0] for d in cursor.description]
+        return (dict(zip(names, row)) for row in cursor)
 
     def data_version(self) -> int:
         """Changes when another connection commits: a refresh check that costs one pragma."""

@@ -9,8 +9,10 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import sqlite_utils
+if TYPE_CHECKING:   # loaded only to migrate (store/db._migrate) or to compare (_expected)
+    import sqlite_utils
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -417,6 +419,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 @functools.cache
 def _expected() -> dict[str, tuple[str, ...]]:
     """Every table's and view's columns as this code's migrations make them (built once, in memory)."""
+    import sqlite_utils
+
     db = sqlite_utils.Database(memory=True)
     for migration in MIGRATIONS:
         migration(db)
