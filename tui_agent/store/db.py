@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -27,6 +28,7 @@ from .environment import (
     stop_for_os,
 )
 from .schema import MIGRATIONS, SCHEMA_VERSION, differences
+from .workers import refuse_migration_while_running
 
 BUSY_TIMEOUT_MS = 15_000
 # The size the WAL file is cut back to whenever it restarts after a complete checkpoint. No checkpoint can pass a
@@ -195,6 +197,7 @@ class SqliteStore(Store):
                 with self.write():
                     current = int(self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
                     if current < SCHEMA_VERSION:
+                        refuse_migration_while_running(self.conn, self.path, current, time.time())
                         _migrate(self.conn, current)
         except sqlite3.Error as e:
             self.raise_stop(e)

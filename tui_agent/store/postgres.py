@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -25,6 +26,7 @@ from .base import Store, StoreError, Write
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
+from .workers import refuse_migration_while_running
 
 # The version PostgreSQL's schema began at (schema_postgres.py); the migrations after it run on both dialects.
 PG_FIRST_VERSION = 9
@@ -289,6 +291,7 @@ class PostgresStore(Store):
             with self.write():
                 found = self._version()   # another process may have migrated it while we waited for the lock
                 if found < SCHEMA_VERSION:
+                    refuse_migration_while_running(self.conn, self.path, found, time.time())
                     migrate(self.conn.raw, found)
 
     def _version(self) -> int | None:

@@ -415,6 +415,10 @@ def _v11(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11]
 SCHEMA_VERSION = len(MIGRATIONS)
+# Versions whose migration an older tui-agent still running on the database does not survive: its writes name
+# what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write
+# fails that way ends failed. Such a migration waits until no worker of the database may still be running.
+STOPS_OLDER = frozenset({11})
 
 @functools.cache
 def _expected() -> dict[str, tuple[str, ...]]:

@@ -8,10 +8,13 @@ import socket
 import sqlite3
 from pathlib import Path
 
+from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
 from .base import Store, on_server, one_row
+from .environment import BUSY
 from .events import add_event
 from .runs import db_clock, lease_now
+from .schema import SCHEMA_VERSION, STOPS_OLDER
 
 _PROC = Path("/proc")
 STOPPED_KEPT_S = 86400.0  # a worker that said goodbye is listed for a day, then its row goes
@@ -185,3 +188,24 @@ def process_alive(pid: int, started: int | None) -> bool:
 def _stat(pid: int) -> list[str]:
     """/proc/<pid>/stat from field 3 (the state) on; field 2, the command name, may hold spaces and ')'."""
     return (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
+    """Inside a write: the workers that may still be running on this database (not stopped; on this host, a
+    process still there; elsewhere, a heartbeat inside its lease, by the lease clock)."""
+    at, host = lease_now(conn, now), this_host()
+    rows = conn.execute("SELECT name, pid, host, pid_started, heartbeat_at, lease_s FROM workers"
+                        " WHERE stopped_at IS NULL ORDER BY name").fetchall()
+    return [name for name, pid, on, started, beat, lease_s in rows
+            if (process_alive(pid, started) if on == host else at - beat < lease_s)]
+
+
+def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
+    """Inside the migrating write, before it: a migration older code does not survive (schema.STOPS_OLDER) is
+    refused while a worker may still be running that code, so none of its runs fails; nothing is changed."""
+    versions = [v for v in STOPS_OLDER if found < v <= SCHEMA_VERSION]
+    if versions and (names := still_running(conn, now)):
+        raise EnvironmentStop(BUSY, f"{where} must be upgraded to schema version {max(versions)} for this tui-agent, "
+                              f"and worker {', '.join(names[:3])} of an older tui-agent may still be running on it "
+                              "(its runs would fail); stop it (Ctrl-C where it runs) and run the command again; "
+                              "nothing was changed")

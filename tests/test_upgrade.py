@@ -1,0 +1,76 @@
+"""An upgrade that an older tui-agent still running would not survive (schema.STOPS_OLDER: version 11 made the
+journal a view, into which an older worker's step cannot write, so its run would end failed) waits until no worker
+may still be running: the newer command that would migrate says so in one line, exit 4, and changes nothing; once
+the worker is gone, the same command migrates."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+
+import psycopg
+from helpers import database_at_version
+from test_pg_schema import pg_v9
+
+from tui_agent.store.schema import SCHEMA_VERSION, STOPS_OLDER
+from tui_agent.store.schema_postgres import MIGRATIONS, statements
+from tui_agent.store.workers import process_start, this_host
+
+BEFORE = min(STOPS_OLDER) - 1
+WORKER = ("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at, pid_started)"
+          " VALUES (?, ?, ?, 1, 30, 0, ?, ?)")
+
+
+def _refused(done: subprocess.CompletedProcess, where: object, worker: str) -> None:
+    assert done.returncode == 4, (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.strip().splitlines() == [
+        f"tui-agent: {where} must be upgraded to schema version {min(STOPS_OLDER)} for this tui-agent, and worker {worker} of an older tui-agent may still be running on it"
+        " (its runs would fail); stop it (Ctrl-C where it runs) and run the command again; nothing was changed"]
+
+
+def _version(conn) -> str:
+    return conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+
+
+def test_a_worker_process_still_there_holds_the_upgrade_off_until_it_is_gone(tui_agent, db_path):
+    database_at_version(db_path, BEFORE)
+    old = subprocess.Popen(["sleep", "60"])   # an older worker's process on this host: its pid and start time
+    try:
+        with sqlite3.connect(db_path) as conn:   # a heartbeat long past: on its own host the process decides
+            conn.execute(WORKER, ("w-old", old.pid, this_host(), 0.0, process_start(old.pid)))
+        _refused(tui_agent("ls"), db_path, "w-old")
+        with sqlite3.connect(db_path) as conn:
+            assert _version(conn) == str(BEFORE)
+            assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'journal'").fetchone() == ("table",)
+    finally:
+        old.kill()
+        old.wait()
+    # on another host only its heartbeat can tell: inside its lease it may be running, past it not
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(WORKER, ("w-away", 1, "another-host", time.time(), None))
+    _refused(tui_agent("ls"), db_path, "w-away")
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = 'w-away'", (time.time() - 31,))
+    assert tui_agent("ls").returncode == 0
+    with sqlite3.connect(db_path) as conn:
+        assert _version(conn) == str(SCHEMA_VERSION)
+        assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'journal'").fetchone() == ("view",)
+
+
+def test_on_a_server_a_worker_inside_its_lease_holds_the_upgrade_off_until_it_stops(tui_agent, pg_url):
+    pg_v9(pg_url)
+    with psycopg.connect(pg_url) as conn:   # a server database as a tui-agent of version BEFORE left it
+        for version in range(10, BEFORE + 1):
+            for statement in statements(MIGRATIONS[version]):
+                conn.execute(statement)
+        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(BEFORE),))
+        conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at) VALUES"
+                     " ('w-old', 1, 'another-host', 1, 30, 0, extract(epoch from now()) - 5)")   # by the server's clock
+    _refused(tui_agent("--db", pg_url, "ls"), pg_url, "w-old")
+    with psycopg.connect(pg_url) as conn:
+        assert _version(conn) == str(BEFORE)
+        conn.execute("UPDATE workers SET stopped_at = 1 WHERE name = 'w-old'")
+    assert tui_agent("--db", pg_url, "ls").returncode == 0
+    with psycopg.connect(pg_url) as conn:
+        assert _version(conn) == str(SCHEMA_VERSION)
