@@ -107,7 +107,7 @@ def test_an_older_schema_is_migrated_forward(db_path, monkeypatch):
     monkeypatch.setattr(store_db, "SCHEMA_VERSION", schema.SCHEMA_VERSION)
     s = open_store(db_path)
     try:
-        assert "notes" in s.db.table_names()
+        assert s.conn.execute("SELECT name FROM sqlite_master WHERE name = 'notes'").fetchone() == ("notes",)
         assert s.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(
             schema.SCHEMA_VERSION)
     finally:

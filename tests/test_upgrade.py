@@ -15,7 +15,7 @@ from test_pg_schema import pg_v9
 
 from tui_agent.store.schema import SCHEMA_VERSION, STOPS_OLDER
 from tui_agent.store.schema_postgres import MIGRATIONS, statements
-from tui_agent.store.workers import process_start, this_host
+from tui_agent.store.workers import REMOTE_SILENT_LEASES, process_start, this_host
 
 BEFORE = min(STOPS_OLDER) - 1
 WORKER = ("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at, pid_started)"
@@ -46,19 +46,24 @@ def test_a_worker_process_still_there_holds_the_upgrade_off_until_it_is_gone(tui
     finally:
         old.kill()
         old.wait()
-    # on another host only its heartbeat can tell: inside its lease it may be running, past it not
+    # on another host only its heartbeat can tell: silent for fewer than REMOTE_SILENT_LEASES leases it may be
+    # running (paused, say), for longer not
     with sqlite3.connect(db_path) as conn:
         conn.execute(WORKER, ("w-away", 1, "another-host", time.time(), None))
     _refused(tui_agent("ls"), db_path, "w-away")
     with sqlite3.connect(db_path) as conn:
-        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = 'w-away'", (time.time() - 31,))
+        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = 'w-away'", (time.time() - 30 * 2.5,))
+    _refused(tui_agent("ls"), db_path, "w-away")
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = 'w-away'",
+                     (time.time() - 30 * REMOTE_SILENT_LEASES - 1,))
     assert tui_agent("ls").returncode == 0
     with sqlite3.connect(db_path) as conn:
         assert _version(conn) == str(SCHEMA_VERSION)
         assert conn.execute("SELECT type FROM sqlite_master WHERE name = 'journal'").fetchone() == ("view",)
 
 
-def test_on_a_server_a_worker_inside_its_lease_holds_the_upgrade_off_until_it_stops(tui_agent, pg_url):
+def test_on_a_server_a_worker_that_beats_holds_the_upgrade_off_until_it_stops(tui_agent, pg_url):
     pg_v9(pg_url)
     with psycopg.connect(pg_url) as conn:   # a server database as a tui-agent of version BEFORE left it
         for version in range(10, BEFORE + 1):

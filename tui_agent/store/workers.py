@@ -192,12 +192,13 @@ def _stat(pid: int) -> list[str]:
 
 def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
     """Inside a write: the workers that may still be running on this database (not stopped; on this host, a
-    process still there; elsewhere, a heartbeat inside its lease, by the lease clock)."""
+    process still there; elsewhere, as still_sending judges a sender: a heartbeat silent for fewer than
+    REMOTE_SILENT_LEASES leases, by the lease clock)."""
     at, host = lease_now(conn, now), this_host()
-    rows = conn.execute("SELECT name, pid, host, pid_started, heartbeat_at, lease_s FROM workers"
-                        " WHERE stopped_at IS NULL ORDER BY name").fetchall()
-    return [name for name, pid, on, started, beat, lease_s in rows
-            if (process_alive(pid, started) if on == host else at - beat < lease_s)]
+    cursor = conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name")   # of any version
+    rows = [dict(zip([d[0] for d in cursor.description], row)) for row in cursor.fetchall()]
+    return [w["name"] for w in rows if (process_alive(w["pid"], w.get("pid_started")) if w["host"] == host
+                                         else at - w["heartbeat_at"] < REMOTE_SILENT_LEASES * (w["lease_s"] or 0))]
 
 
 def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
