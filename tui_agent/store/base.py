@@ -78,10 +78,15 @@ def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int
     return rows
 
 
+def dict_rows(cursor: Cursor) -> Iterator[dict]:
+    """The cursor's rows as they are read, each a dict of column names."""
+    names = [d[0] for d in cursor.description]
+    return (dict(zip(names, row)) for row in cursor)
+
+
 def one_row(cursor: Cursor) -> dict | None:
     """The cursor's next row as a dict of column names, or None."""
-    found = cursor.fetchone()
-    return None if found is None else dict(zip([d[0] for d in cursor.description], found))
+    return next(dict_rows(cursor), None)
 
 
 FOR_UPDATE = " FOR UPDATE"

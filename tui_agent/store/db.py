@@ -19,7 +19,7 @@ from urllib.parse import quote
 import platformdirs
 
 from . import wal
-from .base import Connection, Store, StoreError, Write, is_url
+from .base import Connection, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
     EnvironmentStop,
     check_intact,
@@ -238,9 +238,7 @@ class SqliteStore(Store):
                 pass
 
     def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
-        cursor = self.conn.execute(sql, params)
-        names = [d[0] for d in cursor.description]
-        return (dict(zip(names, row)) for row in cursor)
+        return dict_rows(self.conn.execute(sql, params))
 
     def data_version(self) -> int:
         """Changes when another connection commits: a refresh check that costs one pragma."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..states import needs_person
-from .base import Store, StoreError
+from .base import Store, StoreError, dict_rows
 from .events import add_event
 
 NEEDS_PERSON, REMINDER = "needs_person", "reminder"
@@ -41,11 +41,6 @@ def record(conn: sqlite3.Connection, run_id: str, status: str, reason: str | Non
                         " RETURNING id", (run_id, NEEDS_PERSON, status, reason, message, at)).fetchone()[0]
 
 
-def _rows(cursor: sqlite3.Cursor) -> list[dict]:
-    keys = [d[0] for d in cursor.description]
-    return [dict(zip(keys, row)) for row in cursor]
-
-
 def last_id(store: Store) -> int:
     """The newest notice's id (0 when there is none): a display's starting cursor, so it shows what comes next."""
     return store.conn.execute("SELECT coalesce(max(id), 0) FROM notices").fetchone()[0]
@@ -53,12 +48,13 @@ def last_id(store: Store) -> int:
 
 def after(store: Store, cursor: int, limit: int = 200) -> list[dict]:
     """The notices after id `cursor`, oldest first (a range of the primary key): a display's read."""
-    return _rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id > ? ORDER BY n.id LIMIT ?",
-                                    (cursor, limit)))
+    return list(dict_rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id > ? ORDER BY n.id LIMIT ?",
+                                             (cursor, limit))))
 
 
 def of_run(store: Store, run_id: str) -> list[dict]:
-    return _rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.run_id = ? ORDER BY n.id", (run_id,)))
+    return list(dict_rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.run_id = ? ORDER BY n.id",
+                                             (run_id,))))
 
 
 def any_undelivered(store: Store) -> bool:
@@ -80,7 +76,7 @@ def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[
                            " AND notified_at IS NULL", (by, at, *ids))
         if cur.rowcount != len(ids):
             raise ClaimLost(f"{len(ids) - cur.rowcount} of {len(ids)} notices were claimed by another process")
-        return _rows(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids))
+        return list(dict_rows(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids)))
 
 
 # Episodes due a reminder: the newest needs_person notice of each run that still needs a person (read through
@@ -99,7 +95,7 @@ def _due_reminders(conn: sqlite3.Connection, cutoff: float, limit: int) -> list[
 
     where = runs.NEEDS_PERSON.replace("status", "r.status").replace("reason", "r.reason")
     sql = _DUE_REMINDERS.format(needs_person=where)
-    return _rows(conn.execute(sql, (cutoff, limit)))
+    return list(dict_rows(conn.execute(sql, (cutoff, limit))))
 
 
 def reminders_due(store: Store, cutoff: float) -> bool:

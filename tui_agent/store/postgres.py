@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import Store, StoreError, Write
+from .base import Store, StoreError, Write, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -415,9 +415,7 @@ class PostgresStore(Store):
                 pass
 
     def query(self, sql: str, params: tuple | list = ()) -> Iterator[dict]:
-        cur = self.conn.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        return (dict(zip(names, row)) for row in cur.fetchall())
+        return iter(list(dict_rows(self.conn.execute(sql, params))))   # read whole: the connection is free again
 
     def data_version(self) -> int:
         """A count of the commits heard: on its first call the connection LISTENs to the channel every writer's

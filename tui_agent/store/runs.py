@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from ..errors import UserError
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
-from .base import FenceRefused, Store, StoreError, for_update, on_server, one_row
+from .base import (
+    FenceRefused,
+    Store,
+    StoreError,
+    dict_rows,
+    for_update,
+    on_server,
+    one_row,
+)
 from .events import add_event
 from .journal import fold
 from .model_calls import copy_for_fork
@@ -381,8 +389,7 @@ def entry_at(conn: sqlite3.Connection, run_id: str, generation: int, position: i
     """One journal row of a generation (result still encoded, artifact a path in the data folder), or None."""
     cursor = conn.execute("SELECT position, name, kind, result, artifact, cost_usd, edited FROM journal"
                           " WHERE run_id = ? AND generation = ? AND position = ?", (run_id, generation, position))
-    row = cursor.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cursor.description], row))
+    return one_row(cursor)
 
 
 def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
@@ -499,8 +506,7 @@ def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text
     # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in order.
     page = _PAGE.format(index="INDEXED BY runs_needs_person" if needs_person else "")
     cursor = store.conn.execute(f"{page}{clause} ORDER BY r.created_at DESC, r.id DESC LIMIT ?", (*params, limit))
-    keys = [d[0] for d in cursor.description]
-    return [dict(zip(keys, row)) for row in cursor]
+    return list(dict_rows(cursor))
 
 
 def counts(store: Store) -> dict[str, int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
-from .base import Store, on_server, one_row
+from .base import Store, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
 from .runs import db_clock, lease_now
@@ -195,8 +195,7 @@ def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
     process still there; elsewhere, as still_sending judges a sender: a heartbeat silent for fewer than
     REMOTE_SILENT_LEASES leases, by the lease clock)."""
     at, host = lease_now(conn, now), this_host()
-    cursor = conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name")   # of any version
-    rows = [dict(zip([d[0] for d in cursor.description], row)) for row in cursor.fetchall()]
+    rows = dict_rows(conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name"))   # any version's
     return [w["name"] for w in rows if (process_alive(w["pid"], w.get("pid_started")) if w["host"] == host
                                          else at - w["heartbeat_at"] < REMOTE_SILENT_LEASES * (w["lease_s"] or 0))]
 
