@@ -1077,23 +1077,33 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
               help="Replay the agent's N most recently finished runs (a check before releasing new code).")
 @click.option("--agents", "more_modules", multiple=True, metavar="MODULE|FILE.py",
               help="The agent code to replay with, as the global --agents.")
+@click.option("--timeout", "timeout_s", type=click.IntRange(1, 86_400), default=60, show_default=True,
+              metavar="SECONDS", help="Stop the agent's code after this long (exit 1); with --last, all the runs' together.")
+@click.option("--on-copy", is_flag=True, hidden=True)   # the child replay_copy starts: --db is the copy
 @json_option("One JSON object (an array with --last)")
 @click.pass_obj
 def replay(session: Session, run_ref: str | None, agent_name: str | None, last: int | None,
-           more_modules: tuple[str, ...], as_json: bool) -> int:
+           more_modules: tuple[str, ...], timeout_s: int, on_copy: bool, as_json: bool) -> int:
     """Run the agent's current code against RUN's journal: every step, model call, tool and effect is
-    answered from the journal, none is executed, and the database is only read. Exit 0 when the code
-    reproduces the run, 1 at the first divergence (a renamed call, another model request, other step
-    inputs, another result), 2 on bad input."""
+    answered from the journal, none is executed. The code runs on a copy of the database (its --db,
+    TUI_AGENT_DB and data folder name the copy's), in a process of its own stopped after --timeout. Exit 0
+    when the code reproduces the run, 1 at the first divergence (a renamed call, another model request,
+    other step inputs, another result, a write of its own to the database) or when it ran out of time, 2 on
+    bad input."""
     from .replay import replay_last, replay_run
+    from .replay_copy import replay_on_copy
 
     by_agent = agent_name is not None and last is not None
     if (run_ref is None) != by_agent or (not by_agent and (agent_name or last)):
         raise UserError("give a RUN, or --agent NAME --last N")
     session.agent_modules += [m.strip() for spec in more_modules for m in spec.split(",") if m.strip()]
-    path = session.existing_store.path
-    done = ([replay_run(path, session.registry, run_ref)] if run_ref else
-            replay_last(path, session.registry, agent_name, last))
+    store = session.existing_store
+    if not on_copy:
+        chosen = [run_ref] if run_ref else ["--agent", agent_name, "--last", str(last)]
+        return replay_on_copy(store, session.agent_modules, [*chosen, *(["--json"] if as_json else [])],
+                              timeout_s, run_ref or f"{agent_name}'s last {last} runs")
+    done = ([replay_run(store.path, session.registry, run_ref, on_copy=True)] if run_ref else
+            replay_last(store.path, session.registry, agent_name, last, on_copy=True))
     if as_json:
         _json_out([r.to_json() for r in done] if run_ref is None else done[0].to_json())
     else:

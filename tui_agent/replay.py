@@ -4,7 +4,10 @@ The agent's code runs as on a resume, but every journaled call (step, model call
 answered from the journal and nothing is executed: the first call the journal cannot answer stops the replay.
 Beyond names, a model call's request is compared with the recorded one (model, max_tokens, system prompt,
 tools, messages) and, for agents that journal inputs, a step's arguments. The replay opens the database
-query-only, so even agent code that writes on its own cannot change it."""
+query-only, which binds its own connection only: agent code that opens a connection of its own can still write
+to it, and the code runs in the caller's thread, which nothing can stop. `tui-agent replay` therefore replays on
+a copy, in a child process with a time limit (replay_copy.py); `on_copy` then makes a write the code made to the
+copy a divergence."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -255,21 +258,34 @@ def _query_only(db_path: Path) -> Iterator[Store]:
         store.close()
 
 
-def replay_run(db_path: Path, registry: Registry, run_ref: str) -> Replay:
-    """Replay one run against the registry's code for its agent."""
+def replay_run(db_path: Path, registry: Registry, run_ref: str, on_copy: bool = False) -> Replay:
+    """Replay one run against the registry's code for its agent. `on_copy`: `db_path` is a copy nothing else
+    writes to (replay_copy.py's), so whatever commits to it while the code runs was the code's own write."""
     with _query_only(db_path) as store:
-        return _replay(store, registry, get_run(store, resolve_run(store, run_ref)))
+        return _replay(store, registry, get_run(store, resolve_run(store, run_ref)), on_copy)
 
 
-def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int) -> list[Replay]:
+def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int,
+                on_copy: bool = False) -> list[Replay]:
     """Replay an agent's last `count` finished runs, newest first: a check before releasing new code."""
     registry.get(agent_name)   # an unknown agent is a mistake, not "no runs"
     with _query_only(db_path) as store:
-        return [_replay(store, registry, get_run(store, run_id))
+        return [_replay(store, registry, get_run(store, run_id), on_copy)
                 for run_id in last_finished(store, agent_name, count)]
 
 
-def _replay(store: Store, registry: Registry, run: dict) -> Replay:
+def _replay(store: Store, registry: Registry, run: dict, on_copy: bool) -> Replay:
+    version = store.data_version() if on_copy else None
+    replayed = _replay_code(store, registry, run)
+    if version is None or not replayed.reproduced or store.data_version() == version:
+        return replayed
+    wrote = Divergence(replayed.answered, "side-effect", None, None,
+                       "the code wrote to the database through a connection of its own, outside any journaled call "
+                       "(the replay ran on a copy, which took the write: the database is unchanged)")
+    return replace(replayed, note=wrote.message, divergence=wrote)
+
+
+def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
     agent = registry.get(run["agent"])
     entries = load_entries(store, run["id"], run["generation"])
     at = now()

@@ -5,7 +5,10 @@
     def test_the_prompt_change_keeps_last_weeks_run():
         assert replay("runs.db", "r-1a2b3c4d", agents=["my_agents.py"]).reproduced
 
-Nothing is executed and the database is only read (see tui_agent.replay)."""
+No journaled call is executed, and the replay's own connection only reads. The agent's code between those calls
+runs in the caller's thread on the database itself: a connection of its own can write to it, and code that loops
+is not stopped (bound it with the test runner's timeout); `tui-agent replay` runs it on a copy with a time limit
+(see tui_agent.replay, tui_agent.replay_copy)."""
 
 from __future__ import annotations
 

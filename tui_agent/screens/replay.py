@@ -1,5 +1,6 @@
 """`R` on the run screen: replay the run with the agent's current code (tui_agent.replay), in a thread that
-only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast."""
+only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast. The replay runs on the
+database itself and nothing bounds it: a thread cannot be stopped (README, "What a replay isolates and bounds")."""
 
 from __future__ import annotations
 
