@@ -3,7 +3,9 @@ scoped to it, the tests as an oracle the worker cannot edit, an approval before 
 pull request on the local git host however the workers crash or race."""
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from conftest import ROOT
 from helpers import later, ok, show_json
 
 from tui_agent.agents.githost import GitHost
-from tui_agent.agents.patch import oracle_pattern, run_oracle
+from tui_agent.agents.patch import oracle_pattern, run_oracle, tools_for
 from tui_agent.agents.patch_sample import FIXED, ISSUE, sample_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="Patch needs git")
@@ -98,6 +100,74 @@ def test_write_file_outside_the_worktree_or_onto_the_oracle_goes_back_to_the_mod
     assert tools[1]["is_error"] and "the tests are not yours to edit" in tools[1]["content"]
     assert not tools[2].get("is_error")
     assert not (tmp_path / "runs.data" / "patch" / "escape.py").exists()
+
+
+def git_commit_all(repo: Path, message: str) -> None:
+    for args in (["add", "-A"], ["commit", "-qm", message]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True)
+
+
+def test_the_tools_never_follow_a_link_to_read_search_list_or_write(tui_agent, tmp_path):
+    outside = tmp_path / "outside"
+    (outside / "lib").mkdir(parents=True)
+    (outside / "secret.py").write_text("SECRET = 'kept out'\n")
+    (outside / "lib" / "deep.py").write_text("SECRET = 'kept out too'\n")
+    sample = sample_repo(tmp_path / "runs.data")
+    for name, target in {"calc/passwd.py": "/etc/passwd", "calc/secret.py": str(outside / "secret.py"),
+                         "calc/lib": str(outside / "lib"), "calc/again.py": "stats.py"}.items():
+        (sample / name).symlink_to(target)
+    git_commit_all(sample, "links")
+    before = {p: p.read_bytes() for p in outside.rglob("*.py")}
+
+    def call(name: str, **args) -> dict:
+        return {"content": [{"type": "tool_use", "name": name, "input": args}]}
+
+    replies = [call("read_file", path="calc/passwd.py"), call("read_file", path="calc/secret.py"),
+               call("read_file", path="calc/lib/deep.py"), call("read_file", path="calc/again.py"),
+               call("search", pattern="SECRET|root:"), call("list_files", path="calc"),
+               call("list_files", path="calc/lib"), call("write_file", path="calc/secret.py", content="x = 1\n"),
+               call("write_file", path="calc/lib/new.py", content="x = 1\n"),
+               call("write_file", path="calc/stats.py", content=FIXED), "Fixed."]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(replies))
+    run_id, report = waiting_for_approval(tui_agent, "--model", f"scripted:{script}", "--input",
+                                          json.dumps({"repo": str(sample), "issue": ISSUE}))
+    tools = [e["result"] for e in report["journal"] if e["kind"] == "tool"]
+    assert [t.get("is_error", False) for t in tools] == [True] * 4 + [False] * 2 + [True] * 3 + [False]
+    assert "calc/passwd.py is a symbolic link to /etc/passwd, not a regular file" in tools[0]["content"]
+    assert "calc/lib is a symbolic link to" in tools[2]["content"] and "not a folder" in tools[2]["content"]
+    assert "calc/again.py is a symbolic link to stats.py" in tools[3]["content"]   # inside, and still a link
+    assert tools[4]["content"] == "no match"                  # nothing behind a link was searched
+    assert tools[5]["content"].splitlines() == ["calc/__init__.py", "calc/stats.py"]
+    assert not any("kept out" in t["content"] or "root:" in t["content"] for t in tools)   # no content behind a link
+    tree = Path(next(e["result"] for e in report["journal"] if e["name"] == "worktree")["worktree"])
+    assert os.readlink(tree / "calc" / "secret.py") == str(outside / "secret.py")   # not replaced by a file
+    assert {p: p.read_bytes() for p in outside.rglob("*.py")} == before               # nor written through
+    assert (tree / "calc" / "stats.py").read_text() == FIXED
+
+
+def test_the_tools_read_no_fifo_or_socket_and_the_oracle_removes_a_linked_test_folder(tmp_path, monkeypatch):
+    repo = sample_repo(tmp_path)
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    os.mkfifo(repo / "calc" / "pipe.py")                     # opening it to read would block
+    monkeypatch.chdir(repo / "calc")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("sock.py")
+    server.close()
+    oracle = oracle_pattern(["tests/**"])
+    tools = {t.name: t for t in tools_for(repo, base, oracle, [sys.executable, "-m", "unittest"])}
+    for name in ("calc/pipe.py", "calc/sock.py"):
+        with pytest.raises(ValueError, match=f"{name} is a (FIFO|socket), not a regular file"):
+            tools["read_file"](path=name)
+    assert "pipe.py" not in tools["list_files"](path="calc") and tools["search"](pattern="x") != ""
+    elsewhere = tmp_path / "elsewhere"                        # tests the model's code could have linked in
+    elsewhere.mkdir()
+    (elsewhere / "__init__.py").write_text("")
+    (elsewhere / "test_pass.py").write_text("raise SystemExit(0)\n")
+    (repo / "tests" / "linked").symlink_to(elsewhere)
+    verdict = run_oracle(repo, base, oracle, [sys.executable, "-m", "unittest"])
+    assert not verdict["passed"] and not (repo / "tests" / "linked").exists()   # the bug's tests ran, and failed
+    assert (elsewhere / "test_pass.py").exists()              # the link was removed, not what it points to
 
 
 def test_a_test_file_changed_by_any_other_route_is_restored_before_the_oracle_runs(tmp_path):

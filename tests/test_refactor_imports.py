@@ -1,12 +1,14 @@
 """refactor-imports end to end with real processes: a 300-file tree survives repeated kill -9 and comes out
 byte for byte as a run without crashes; a kill mid-write leaves the file whole; in git it works in its own
-worktree and branch and parks when that branch was moved under it; a file it cannot parse parks the run."""
+worktree and branch and parks when that branch was moved under it; a file it cannot parse parks the run; links,
+FIFOs and sockets are left alone and listed, and a name that is not UTF-8 parks the run until it is renamed."""
 
 import json
 import os
 import random
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -105,7 +107,7 @@ def test_a_kill_between_the_temporary_file_and_the_rename_leaves_the_original_wh
     run_id = start(tui_agent, tree)
     crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "mid-write:3"})
     assert crashed.returncode == -signal.SIGKILL
-    plan = show_json(tui_agent, run_id)["journal"][2]["result"]
+    plan = show_json(tui_agent, run_id)["journal"][2]["result"]["files"]
     third = plan[2]
     assert (tree / third).read_bytes() == before[third]       # not truncated, not half-written: the old file
     assert OLD in (tree / third).read_text()
@@ -214,3 +216,97 @@ def test_the_seed_job_rewrites_a_tsx_alias(tui_agent, tmp_path):
     assert "succeeded" in done.stdout
     assert card.read_text() == ('import { cn } from "~/lib/cn";\nimport x from "@/utils/cnx";\n'
                                 'export const Card = () => <div className={cn("a")} />;\n')
+
+
+def special_tree(root: Path, outside: Path) -> dict[str, str]:
+    """A tree with a regular file to rewrite, links to a file inside, to files outside (one a FIFO: following it
+    would block) and to a folder outside, and a file to rewrite whose name is not UTF-8; the links by name."""
+    outside.mkdir()
+    (outside / "secret.py").write_text(f"import {OLD}\nSECRET = 1\n")
+    os.mkfifo(outside / "pipe.py")
+    (outside / "lib").mkdir()
+    (outside / "lib" / "deep.py").write_text(f"import {OLD}\n")
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_text(f"import {OLD}\n")
+    with open(os.fsencode(root / "pkg") + b"/caf\xe9.py", "w") as f:
+        f.write(f"from {OLD} import x\n")
+    links = {"pkg/in_link.py": "a.py", "pkg/out_link.py": str(outside / "secret.py"),
+             "pkg/pipe_link.py": str(outside / "pipe.py"), "pkg/lib": str(outside / "lib")}
+    for name, target in links.items():
+        os.symlink(target, root / name)
+    return links
+
+
+def outside_bytes(outside: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in [outside / "secret.py", outside / "lib" / "deep.py"]}
+
+
+@pytest.mark.parametrize("mode", ["plain", "git"])
+def test_links_and_special_files_are_left_alone_listed_and_a_name_not_utf8_parks(tui_agent, tmp_path, mode,
+                                                                                    monkeypatch):
+    root, outside = tmp_path / "tree", tmp_path / "outside"
+    links = special_tree(root, outside)
+    before = outside_bytes(outside)
+    if mode == "git":
+        if shutil.which("git") is None:
+            pytest.skip("git is not installed on this machine")
+        git("init", "-q", "-b", "main", cwd=root)
+        git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A", cwd=root)
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start", cwd=root)
+    else:   # a FIFO and a socket named like sources: opening either would block or fail
+        os.mkfifo(root / "pkg" / "fifo.py")
+        monkeypatch.chdir(root / "pkg")   # a socket's path must be short
+        server = socket.socket(socket.AF_UNIX)
+        server.bind("sock.py")
+        server.close()
+    run_id = start(tui_agent, root)
+
+    ok(tui_agent("worker", "--once"))            # would hang on the FIFO or a link to one, if it opened them
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    message = report["events"][-1]["message"]
+    assert "pkg/caf\\xe9.py: not a UTF-8 name" in message and "rename each such file" in message
+    assert f"resume {run_id}" in message
+    tree = Path(report["journal"][1]["result"]["tree"])
+    if mode == "git":                            # the advice, followed: renamed in the run's worktree, with git mv
+        git("mv", os.fsdecode(b"pkg/caf\xe9.py"), "pkg/cafe.py", cwd=tree)
+    else:
+        os.rename(os.fsencode(tree / "pkg") + b"/caf\xe9.py", tree / "pkg" / "cafe.py")
+    ok(tui_agent("resume", run_id))
+    killed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "before-step:2"})   # before the first file
+    assert killed.returncode == -signal.SIGKILL
+    (tree / "pkg" / "a.py").rename(tree / "a.py.moved")       # a planned file swapped for a link, under the run
+    os.symlink(outside / "secret.py", tree / "pkg" / "a.py")
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment")
+    assert "pkg/a.py is a symbolic link" in report["events"][-1]["message"]
+    assert "put the file back" in report["events"][-1]["message"]
+    (tree / "pkg" / "a.py").unlink()
+    (tree / "a.py.moved").rename(tree / "pkg" / "a.py")
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(240)}))
+
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed")
+    assert report["run"]["result"]["files"] == ["pkg/a.py", "pkg/cafe.py"]
+    notes = [e["message"] for e in report["events"] if e["kind"] == "note"]
+    assert len(notes) == 1                        # said once, though the run was replayed after it
+    expected = {f"{name} (a symbolic link to {target})" for name, target in links.items()}
+    if mode == "plain":
+        expected |= {"pkg/fifo.py (a FIFO)", "pkg/sock.py (a socket)"}
+    assert f"left {len(expected)} entries alone" in notes[0]
+    assert all(item in notes[0] for item in expected), notes[0]
+    assert "pkg/lib/" not in notes[0]              # the linked folder was never walked
+    for name, target in links.items():            # every link still a link, to where it pointed
+        assert (tree / name).is_symlink() and os.readlink(tree / name) == target
+    assert outside_bytes(outside) == before
+    assert (tree / "pkg" / "a.py").read_text() == f"import {NEW}\n"
+    assert (tree / "pkg" / "cafe.py").read_text() == f"from {NEW} import x\n"
+    if mode == "git":
+        branch, base = report["run"]["result"]["branch"], report["journal"][1]["result"]["base"]
+        summary = git("diff", "--summary", base, branch, cwd=root)
+        assert " mode change " not in summary     # a link kept as a link (the old bug: mode change 120000 => 100644)
+        assert 'delete mode 100644 "pkg/caf\\351.py"' in summary and "create mode 100644 pkg/cafe.py" in summary
+        modes = {line.split("\t")[1]: line.split()[0] for line in git("ls-tree", "-r", branch, cwd=root).splitlines()}
+        assert all(modes[name] == "120000" for name in links)

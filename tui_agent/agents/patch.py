@@ -17,7 +17,7 @@ from ..runtime.agent import Agent, Budget, Plateau
 from ..runtime.context import Context
 from ..runtime.tools import tool
 from . import worktree
-from .files import walked, write_atomic
+from .files import NotRegular, parts_of, read_regular, shown, walked, write_atomic
 from .githost import AlreadyOpen, GitHost
 from .patch_sample import SAMPLE_MARK, sample_repo, script
 
@@ -77,7 +77,8 @@ def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) ->
     in_base = [n for n in worktree.git("ls-tree", "-r", "--name-only", base, cwd=tree).splitlines() if oracle.match(n)]
     if in_base:
         worktree.git("checkout", base, "--", *in_base, cwd=tree)
-    for name in walked(tree):
+    files, others = walked(tree)
+    for name in [*files, *others]:   # a link the tests would meet is removed too (the link, not its target)
         if oracle.match(name) and name not in in_base:
             (tree / name).unlink()
     try:
@@ -104,47 +105,50 @@ def _passing(output: str) -> int:
 
 
 def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> list:
-    """The model's tools, scoped to the worktree; the oracle's files are not the model's to write."""
+    """The model's tools, scoped to the worktree: only its regular files are read or written, a link (to a
+    file or a folder, inside or outside) is never followed; the oracle's files are not the model's to write."""
 
-    def inside(path: str) -> Path:
-        full = (tree / path).resolve()
-        if not full.is_relative_to(tree.resolve()) or ".git" in full.relative_to(tree.resolve()).parts:
+    def inside(path: str) -> str:
+        """`path` as a name relative to the worktree, decided from the text alone (no link is resolved)."""
+        name = str(Path(path).relative_to(tree)) if Path(path).is_relative_to(tree) else path
+        try:
+            parts = parts_of(name)
+        except ValueError:   # absolute elsewhere, or up out of the worktree
+            parts = None
+        if parts is None or ".git" in parts:
             raise ValueError(f"{path} is outside the worktree; give a path relative to its root")
-        return full
+        return "/".join(parts)
 
     @tool
     def list_files(path: str = ".") -> str:
         """List the files under a folder of the repository (paths relative to its root)."""
-        root = inside(path)
-        names = sorted(str((root / n).relative_to(tree.resolve())) for n in walked(root))
+        names = [shown(name) for name in walked(tree, inside(path))[0]]   # a name not UTF-8 with \x escapes
         return "\n".join(names[:500]) + ("\n(more not shown)" if len(names) > 500 else "")
 
     @tool
     def read_file(path: str) -> str:
         """Read one text file of the repository."""
-        return inside(path).read_text(encoding="utf-8")[:50_000]
+        return read_regular(tree, inside(path)).decode("utf-8")[:50_000]
 
     @tool
     def search(pattern: str) -> str:
         """Find lines matching a regular expression across the repository: path:line: text."""
         found, expression = [], re.compile(pattern)
-        for name in sorted(walked(tree)):
+        for name in walked(tree)[0]:
             try:
-                lines = (tree / name).read_text(encoding="utf-8").splitlines()
-            except (UnicodeDecodeError, OSError):
+                lines = read_regular(tree, name).decode("utf-8").splitlines()
+            except (UnicodeDecodeError, NotRegular, OSError):
                 continue
-            found += [f"{name}:{i}: {line}" for i, line in enumerate(lines, 1) if expression.search(line)]
+            found += [f"{shown(name)}:{i}: {line}" for i, line in enumerate(lines, 1) if expression.search(line)]
         return "\n".join(found[:200]) or "no match"
 
     @tool
     def write_file(path: str, content: str) -> str:
         """Write a whole file of the repository (created if new). Test files are the oracle's and refused."""
-        full = inside(path)
-        name = full.relative_to(tree.resolve()).as_posix()
+        name = inside(path)
         if oracle.match(name):
             raise ValueError(f"{name} is a test file (the oracle's); the tests are not yours to edit")
-        full.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(full, content.encode("utf-8"))
+        write_atomic(tree, name, content.encode("utf-8"), make_folders=True)
         return f"wrote {name} ({len(content)} characters)"
 
     @tool

@@ -10,7 +10,7 @@ from ..errors import ParkRun, PermanentError
 from ..runtime.agent import Agent
 from ..runtime.context import Context
 from . import worktree
-from .files import sources, write_atomic
+from .files import NotRegular, is_utf8, read_regular, shown, left_alone_line, sources, write_atomic
 from .imports_rewrite import EXTENSIONS, Unworkable, language, mentions, rewrite
 
 NAME = "refactor-imports"
@@ -41,24 +41,40 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
     return {"git": True, **made, "sub": sub, "tree": str(Path(made["worktree"]) / sub)}
 
 
-def _files(tree: str, old: str) -> list[str]:
-    """The plan, recorded once: the source files that mention the old module at all, in a fixed order."""
-    return [name for name in sources(Path(tree), EXTENSIONS) if mentions((Path(tree) / name).read_bytes(), old)]
+def _files(tree: str, old: str) -> dict:
+    """The plan, recorded once: the regular source files that mention the old module at all, in a fixed order,
+    and what was left alone (links, FIFOs, sockets: never followed, opened or read). A file to rewrite whose
+    name is not UTF-8 parks the run: the journal records names as text."""
+    files, left = sources(Path(tree), EXTENSIONS)
+    plan = []
+    for name in files:
+        try:
+            if mentions(read_regular(Path(tree), name), old):
+                plan.append(name)
+        except NotRegular:   # swapped for something else since the walk
+            left[name] = "no longer a regular file"
+    unnamed = [shown(name) for name in plan if not is_utf8(name)]
+    if unnamed:
+        named = ", ".join(unnamed[:10]) + (f" and {len(unnamed) - 10} more" if len(unnamed) > 10 else "")
+        raise ParkRun(f"{named}: not a UTF-8 name, which the run cannot record; rename each such file in {tree} to "
+                      "a UTF-8 name (in a git worktree with git mv, so the commit carries the rename)")
+    return {"files": plan, "left_alone": {shown(name): kind for name, kind in left.items()}}
 
 
 def _rewrite_file(tree: str, name: str, old: str, new: str) -> dict:
     """One file: rewritten and renamed into place, or `already done` when it imports the old module no more
     (a crash after the rename and before this step's record)."""
-    path = Path(tree) / name
     try:
-        done = rewrite(path.read_bytes(), name, old, new)
+        done = rewrite(read_regular(Path(tree), name), name, old, new)
     except FileNotFoundError:
         raise ParkRun(f"{name} is gone from {tree}; restore it") from None
+    except NotRegular as e:
+        raise ParkRun(f"{e} (in {tree}), but the run's plan holds a regular file there; put the file back") from None
     except Unworkable as e:
         raise ParkRun(f"{name}: {e}; fix it") from None
     if not done.changes:
         return {"path": name, "status": "already done", "imports": 0}
-    write_atomic(path, done.data)
+    write_atomic(Path(tree), name, done.data)
     return {"path": name, "status": "rewritten", "imports": done.changes, "diff": done.diff}
 
 
@@ -68,8 +84,12 @@ def refactor_imports(ctx: Context, request: dict) -> dict:
     place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
     if place["git"]:
         worktree.verify(place, ctx.run_id)   # on every turn: never a silent rewrite of the wrong tree
-    names = ctx.step("find-files", _files, place["tree"], old)
-    ctx.plan(total_steps=len(names) + 4)
+    plan = ctx.step("find-files", _files, place["tree"], old)
+    # a list: a plan recorded before links and other entries were told apart
+    names, left = (plan, {}) if isinstance(plan, list) else (plan["files"], plan["left_alone"])
+    if left:
+        ctx.note("left-alone", left_alone_line(left))
+    ctx.plan(total_steps=len(names) + 4 + bool(left))
     rewritten = []
     for i, name in enumerate(names):
         ctx.plan(next_input=names[i + 1] if i + 1 < len(names) else None)   # saved with this file's record
@@ -89,10 +109,12 @@ def check(ctx: Context, result: dict) -> tuple[bool, str | None]:
     """No file of the plan imports the old module any more, and the Python files compile."""
     settings = ctx.request
     for name in result["files"]:
-        data = (Path(result["tree"]) / name).read_bytes()
         try:
+            data = read_regular(Path(result["tree"]), name)
             if rewrite(data, name, settings["from"], settings["to"]).changes:
                 return False, f"{name} still imports {settings['from']}"
+        except NotRegular as e:
+            return False, str(e)
         except Unworkable as e:
             return False, f"{name}: {e}"
         if language(name) == "python":

@@ -454,6 +454,15 @@ class Context:
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 
+    def note(self, name: str, message: str) -> None:
+        """Say `message` in the run's events (kind `note`, shown by `show` and the run screen), once: it is
+        journaled as a step named `name` with its event in the same commit, so a replay passes it silently."""
+        position, recorded, _ = self._next(name)
+        if not recorded:
+            at = self.clock.now()
+            self._record(position, name, "step", message, at, 0.0, also=lambda conn: add_event(
+                conn, self.run_id, at, "note", message, self.worker, self.fence))
+
     def _report(self, kind: str, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
         position, recorded, _ = self._next(kind)
         if not recorded:
