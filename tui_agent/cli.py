@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import notify, operate
+from . import notify, operate, output_file
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
 from .models import Unresolved
@@ -688,19 +688,21 @@ def _print_places(store: Store) -> None:
 
 @cli.command()
 @click.argument("name", metavar="PATH")
-@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), help="Save it to FILE.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Save it to FILE, a new one (--force replaces one that exists).")
+@click.option("--force", is_flag=True, help="With -o: replace FILE if it exists, whole or not at all.")
 @click.pass_obj
-def artifact(session: Session, name: str, output: str | None) -> int:
+def artifact(session: Session, name: str, output: str | None, force: bool) -> int:
     """Print one of a run's artifacts (a report, a large result), or save it with -o, from wherever the database
     keeps it. PATH is what show prints (artifact:artifacts/RUN/NAME, or a file's path), or the path relative to
-    the artifacts' folder."""
+    the artifacts' folder; nothing else is read (not a file outside the artifacts, nor the database)."""
     try:
         data = artifacts.read(session.existing_store, name)
     except OSError as e:
         raise UserError(f"cannot read artifact {name} ({e.strerror}); tui-agent show RUN names a run's "
                         "artifacts") from None
     if output:
-        Path(output).write_bytes(data)
+        output_file.save(data, output, force)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
