@@ -3,6 +3,9 @@ or as files in a folder every machine shares (`--data DIR`); a SQLite store besi
 and commands on "another machine" are processes with another XDG_DATA_HOME, so another per-machine data folder."""
 
 import json
+import resource
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -18,6 +21,7 @@ from helpers import (
     until,
     work,
 )
+from test_environment import _read_only, _writable
 from test_pg_schema import pg_v9
 
 from tui_agent import Agent
@@ -263,3 +267,116 @@ def test_a_worker_that_lost_its_run_cannot_write_over_the_new_owners_artifact(da
     finally:
         release.set()
         second.close()
+
+
+# -- `tui-agent artifact` reads the runs' artifacts and nothing else; -o never writes over a file unasked --------
+
+
+def _keeping(keep: str, request, tmp_path) -> tuple[dict, Path | None]:
+    """The environment of commands on a database that keeps its artifacts `keep`: beside a SQLite file, in a
+    server's table, or as files in a folder `--data` names; and the folder that holds them (None: the table)."""
+    if keep == "beside":
+        return {}, tmp_path / "runs.data"
+    env = {"TUI_AGENT_DB": request.getfixturevalue("pg_url")}
+    return ({**env, artifacts.ENV: str(tmp_path / "shared")}, tmp_path / "shared") if keep == "shared" else (env, None)
+
+
+@pytest.mark.parametrize("keep", ["beside", pytest.param("table", marks=pytest.mark.postgres),
+                                  pytest.param("shared", marks=pytest.mark.postgres)])
+def test_artifact_outside_the_runs_artifacts_is_refused_and_nothing_is_printed(keep, request, tmp_path, tui_agent):
+    env, root = _keeping(keep, request, tmp_path)
+    report = _nightly_report(tui_agent, env)["report"]
+    run_id = report.split("artifacts/")[1].split("/")[0]
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET\n")
+    up = "../" * 30   # past the root of the file system, then down to the file
+    outside = {str(secret), "/etc/passwd", f"artifacts/{up}{str(secret).lstrip('/')}",
+               f"artifact:artifacts/{up}{str(secret).lstrip('/')}", f"artifacts/{run_id}/../../secret.txt"}
+    links = set()
+    if root is not None:   # a file beside the artifacts' folder, and a link inside it to the secret
+        (root / "notes.txt").write_text("SECRET\n")
+        outside |= {str(root / "notes.txt"), "notes.txt"}
+        (root / "artifacts" / run_id / "leak.md").symlink_to(secret)
+        links = {str(root / "artifacts" / run_id / "leak.md"), f"artifacts/{run_id}/leak.md"}
+    if keep == "beside":   # the database file itself
+        outside |= {str(tmp_path / "runs.db"), "artifacts/../../runs.db", "artifact:artifacts/../../runs.db"}
+    for name in sorted(outside | links):
+        done = tui_agent("artifact", name, env=env)
+        assert (done.returncode, done.stdout) == (2, ""), (name, done)
+        [line] = done.stderr.splitlines()
+        why = "a link that leads out of" if name in links else "not one of the runs' artifacts, which are"
+        assert line.startswith(f"tui-agent: cannot read artifact {name} ({why} "), line
+    printed = tui_agent("artifact", report, env=env)
+    assert printed.returncode == 0 and printed.stdout.startswith("# Nightly report, ops, 2024-05-01"), printed
+    # the path the database a copy was made from printed (as a copied run's journal holds it): the copy's own
+    copied = tui_agent("artifact", f"/elsewhere/runs.data/artifacts/{report.split('artifacts/', 1)[1]}", env=env)
+    assert (copied.returncode, copied.stdout) == (0, printed.stdout), copied
+
+
+@pytest.fixture
+def blob(db_path) -> tuple[str, bytes]:
+    """A run's large result in a SQLite store's artifacts: its relative path and its bytes."""
+    store = open_store(db_path)
+    try:
+        registry = registry_of(Agent(name="blobby", run=lambda ctx, _: {"n": len(ctx.step("blob", lambda: "z" * BIG))}))
+        run_id = start_and_work(store, registry, "blobby", {}).run_id
+        relative = f"artifacts/{run_id}/g1-00000-f1-blob.json"
+        return relative, artifacts.load(store, relative)
+    finally:
+        store.close()
+
+
+def _saving(relative: str, output: Path | str, *args: str, file_size_limit: int | None = None):
+    """`tui-agent artifact RELATIVE -o OUTPUT ARGS`, its files at most `file_size_limit` bytes (as a full disk)."""
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    return subprocess.run([sys.executable, "-m", "tui_agent", "artifact", relative, "-o", str(output), *args],
+                          capture_output=True, text=True, timeout=60,
+                          preexec_fn=limited if file_size_limit is not None else None)
+
+
+def test_artifact_o_into_a_missing_folder_is_one_line_exit_2(blob, tmp_path):
+    missing = tmp_path / "no-such-folder" / "out.json"
+    done = _saving(blob[0], missing)
+    assert (done.returncode, done.stderr) == (2, f"tui-agent: -o {missing}: the folder {missing.parent} does not "
+                                                 "exist; make it first (mkdir -p), or save somewhere else\n")
+    assert not missing.parent.exists()
+
+
+def test_artifact_o_onto_an_existing_file_needs_force_and_replaces_it_whole_or_not_at_all(blob, tmp_path):
+    relative, content = blob
+    saved = tmp_path / "saved" / "out.json"
+    saved.parent.mkdir()
+    assert _saving(relative, saved).returncode == 0 and saved.read_bytes() == content      # a new file
+    saved.write_bytes(b"kept")
+    done = _saving(relative, saved)
+    assert (done.returncode, done.stderr) == (2, f"tui-agent: -o {saved} already exists; nothing was written; pass "
+                                                 "--force to replace it\n")
+    assert saved.read_bytes() == b"kept"
+    # a write that fails halfway (a file size limit below the artifact's, as a disk that fills): the old file stays
+    full = _saving(relative, saved, "--force", file_size_limit=len(content) - 100)
+    assert full.returncode == 4 and full.stderr.startswith(f"tui-agent: the disk is full (or failing): {saved} "
+                                                           "could not be written (File too large)"), full.stderr
+    assert len(full.stderr.splitlines()) == 1
+    assert saved.read_bytes() == b"kept" and sorted(p.name for p in saved.parent.iterdir()) == ["out.json"]
+    assert _saving(relative, saved, "--force").returncode == 0 and saved.read_bytes() == content
+    assert sorted(p.name for p in saved.parent.iterdir()) == ["out.json"]
+
+
+def test_artifact_o_onto_a_full_device_or_into_a_read_only_folder_is_one_line_exit_4(blob, tmp_path):
+    done = _saving(blob[0], "/dev/full")
+    assert (done.returncode, done.stderr) == (4, "tui-agent: the disk is full (or failing): /dev/full could not be "
+                                                 "written (No space left on device); nothing was written; free space "
+                                                 "and run the command again\n")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    _read_only(folder)
+    try:
+        done = _saving(blob[0], folder / "out.json")
+        assert done.returncode == 4 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(f"tui-agent: -o {folder / 'out.json'}: ") and done.stderr.endswith(
+            "; nothing was written; save somewhere this user may write\n"), done.stderr
+        assert list(folder.iterdir()) == []
+    finally:
+        _writable(folder)

@@ -382,7 +382,7 @@ def test_a_servers_artifacts_are_read_by_pages_of_paths_not_once_per_run(demo, p
         source.close(), target.close()
     server = open_store(pg_url)
     try:
-        artifacts.save(server, "elsewhere/kept.txt", b"kept by hand")
+        artifacts.save(server, "artifacts/r-nobody/kept.txt", b"kept by hand")
         held = server.conn.execute("SELECT count(*) FROM artifacts").fetchone()[0]
         runs = server.conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     finally:
@@ -398,4 +398,4 @@ def test_a_servers_artifacts_are_read_by_pages_of_paths_not_once_per_run(demo, p
     reads = [sql for sql in statements if "FROM artifacts" in sql and "count(*)" not in sql]
     assert counts["artifacts"] == held
     assert len(reads) == held + held // 3 + 1, reads   # the contents, and the pages of paths (the last one short)
-    assert (tmp_path / "back.data" / "elsewhere" / "kept.txt").read_bytes() == b"kept by hand"
+    assert (tmp_path / "back.data" / "artifacts" / "r-nobody" / "kept.txt").read_bytes() == b"kept by hand"

@@ -178,12 +178,13 @@ def test_a_model_reply_that_differs_only_by_its_id_is_the_same_result():
 
 def test_results_in_artifacts_are_compared_by_content(store):
     for name, text in (("a.json", '"x"' * 10), ("b.json", '"x"' * 10), ("c.json", '"y"' * 10)):
-        artifacts.save(store, name, text.encode())
-    row = {"kind": "step", "result": None, "artifact": "a.json"}
-    assert same_result(row, {**row, "artifact": "b.json"}, store)
-    assert not same_result(row, {**row, "artifact": "c.json"}, store)
+        artifacts.save(store, f"artifacts/r-1/{name}", text.encode())
+    row = {"kind": "step", "result": None, "artifact": "artifacts/r-1/a.json"}
+    assert same_result(row, {**row, "artifact": "artifacts/r-1/b.json"}, store)
+    assert not same_result(row, {**row, "artifact": "artifacts/r-1/c.json"}, store)
     assert not same_result(row, {**row, "artifact": None, "result": '"x"'}, store)
-    assert not same_result(row, {**row, "artifact": "missing.json"}, store)
+    assert not same_result(row, {**row, "artifact": "artifacts/r-1/missing.json"}, store)
+    assert not same_result(row, {**row, "artifact": "../a.json"}, store)   # a row naming a file elsewhere: unread
 
 
 def test_the_duration_and_cost_rules():

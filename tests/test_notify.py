@@ -15,17 +15,19 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
 from fixtures import notify_agents
-from helpers import later, registry_of, start_and_work, until, work
+from helpers import later, ok, registry_of, start_and_work, until, work
 
 from tui_agent import notify, operate
 from tui_agent.runtime.clock import iso, now
-from tui_agent.store import notices
+from tui_agent.store import notices, open_store
 from tui_agent.store.events import last_event
 from tui_agent.store.runs import events_for, get_run
 
@@ -34,11 +36,12 @@ REGISTRY = registry_of(notify_agents.ASKING, notify_agents.PARKING, notify_agent
 PACKAGE = ROOT / "tui_agent"
 
 
-def recorder(folder: Path, name: str = "recorder") -> tuple[Path, Path]:
-    """A --notify command that appends its stdin to `<name>.jsonl` (one event per line); (script, output)."""
+def recorder(folder: Path, name: str = "recorder", then: str = "") -> tuple[Path, Path]:
+    """A --notify command that appends its stdin to `<name>.jsonl` (one event per line), then runs the Python
+    lines `then`; (script, output)."""
     script, out = folder / f"{name}.py", folder / f"{name}.jsonl"
     script.write_text(f"#!{sys.executable}\nimport sys\ndata = sys.stdin.buffer.read()\n"
-                      "with open(sys.argv[1], 'ab') as f:\n    f.write(data)\n")
+                      f"with open(sys.argv[1], 'ab') as f:\n    f.write(data)\n{then}")
     script.chmod(0o755)
     return script, out
 
@@ -232,6 +235,102 @@ def test_a_command_that_hangs_is_killed_after_its_timeout(store, tmp_path):
     notify.Attendant("w-x", [str(slow)], timeout_s=0.5, log=said.append).attend(store)
     assert now() - started < 10
     assert len(said) == 1 and "still running after 0.5s; killed" in said[0]
+
+
+def parked(count: int) -> list[str]:
+    """`count` runs parked, each one notice to deliver, in the database TUI_AGENT_DB names; their ids."""
+    store = open_store(os.environ["TUI_AGENT_DB"])
+    try:
+        made = [operate.start(store, REGISTRY, "napping", {})[0] for _ in range(count)]
+        for run_id in made:
+            operate.park(store, run_id)
+        return made
+    finally:
+        store.close()
+
+
+def test_a_worker_stopped_with_notices_claimed_hands_back_the_unsent_and_the_next_sends_each_once(spawn, tui_agent,
+                                                                                                   tmp_path):
+    slow, out = recorder(tmp_path, "slow", then="import time\ntime.sleep(3)\n")
+    fast, out_next = recorder(tmp_path, "fast")
+    db = Path(os.environ["TUI_AGENT_DB"])
+    parked(10)
+    worker = spawn("worker", "--name", "w-1", "--notify", f"{slow} {out}", label="w-1")
+    until("the first notice sent", lambda: received(out), why=lambda: (tmp_path / "w-1.err").read_text())
+    assert rows(db, "SELECT count(*) FROM notices WHERE notified_by = 'w-1'") == [(10,)]   # one claim took all ten
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(timeout=30)
+    said = (tmp_path / "w-1.err").read_text()
+    assert worker.returncode == 0, said
+    sent = [e["id"] for e in received(out)]
+    assert sent and len(sent) < 10
+    assert f"tui-agent: w-1: notices: {10 - len(sent)} handed back undelivered (stopping); the next worker or tick " \
+           "delivers them" in said
+    assert rows(db, "SELECT id FROM notices WHERE notified_at IS NULL ORDER BY id") == \
+        [(i,) for i in range(1, 11) if i not in sent]
+
+    ok(tui_agent("worker", "--once", "--name", "w-2", "--notify", f"{fast} {out_next}"))
+    sent_next = [e["id"] for e in received(out_next)]
+    assert sorted(sent + sent_next) == list(range(1, 11))                    # each once, none lost
+    assert rows(db, "SELECT id, notified_by FROM notices ORDER BY id") == \
+        [(i, "w-1" if i in sent else "w-2") for i in range(1, 11)]
+
+
+def test_a_command_whose_child_holds_its_stderr_is_cut_at_10_s_and_the_next_notice_goes(tui_agent, tmp_path):
+    """Notice 1's command exits at once and notice 2's hangs, each leaving a child in a session of its own that
+    holds its stderr open (out of reach of a kill of the command's group): the first is delivered without a wait,
+    the second cut at the 10 s bound, and notice 3 goes."""
+    pids, out = tmp_path / "children.txt", tmp_path / "sent.jsonl"
+    script = tmp_path / "leaves-a-child.py"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, subprocess, sys, time
+        event = json.loads(sys.stdin.read())
+        if event["id"] < 3:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            with open({str(pids)!r}, "a") as f:
+                f.write(f"{{child.pid}}\\n")
+            if event["id"] == 2:
+                time.sleep(120)
+        with open({str(out)!r}, "a") as f:
+            f.write(json.dumps(event) + "\\n")
+        """))
+    script.chmod(0o755)
+    run_ids = parked(3)
+    try:
+        done = ok(tui_agent("worker", "--once", "--name", "w-c", "--notify", str(script)))
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            os.kill(int(pid), signal.SIGKILL)
+    assert [e["id"] for e in received(out)] == [1, 3]
+    failed = [line for line in done.stderr.splitlines() if "--notify" in line]
+    assert failed == [f"tui-agent: w-c: --notify leaves-a-child.py failed for notice #2 "
+                      f"({run_ids[1]}): still running after 10s; killed; it stays delivered"]
+
+
+def test_a_last_pass_over_commands_that_hang_ends_within_its_bound_and_hands_back_the_rest(store, tmp_path):
+    """`worker --once` and `tick` deliver in a last pass bounded as a whole (notify.PASS_S, 30 s, for commands cut
+    at 10 s each): here scaled down, 0.5 s a command and 1.25 s a pass, eight commands that hang (4 s one after
+    another) end within the bound, and what it did not start goes to the next pass, each once."""
+    hanging = tmp_path / "hanging.py"
+    hanging.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
+    hanging.chmod(0o755)
+    for _ in range(8):
+        run_id, _ = operate.start(store, REGISTRY, "napping", {})
+        operate.park(store, run_id)
+    said: list[str] = []
+    attendant = notify.Attendant("w-x", [str(hanging)], timeout_s=0.5, pass_s=1.25, log=said.append)
+    started = time.monotonic()
+    attendant.last_pass(store)
+    took = time.monotonic() - started
+    killed = [line for line in said if line.endswith("still running after 0.5s; killed; it stays delivered")]
+    assert 1 <= len(killed) <= 2 and took < attendant.pass_s + attendant.timeout_s, (took, said)
+    assert said[len(killed):] == [f"tui-agent: w-x: notices: {8 - len(killed)} handed back undelivered (this pass's "
+                                  "1.25s is up); the next worker or tick delivers them"]
+    script, out = recorder(tmp_path)
+    notify.Attendant("w-y", notify.parse_command(f"{script} {out}"), log=said.append).last_pass(store)
+    assert [e["id"] for e in received(out)] == list(range(len(killed) + 1, 9))
 
 
 def test_notify_names_a_program_that_exists(invoke, tmp_path):

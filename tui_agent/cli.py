@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import notify, operate
+from . import notify, operate, output_file
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
 from .models import Unresolved
@@ -380,6 +380,14 @@ def _notify_options(command):
              "event as JSON on stdin; each event goes to one process's CMD.")(command)
 
 
+def _stop_on_signals() -> threading.Event:
+    """An event that SIGTERM and SIGINT set (instead of ending the process), for a command to stop cleanly."""
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
 def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify.Attendant:
     command = notify.parse_command(notify_cmd) if notify_cmd is not None else None
     return notify.Attendant(name, command, remind_after * 3600 if remind_after else None)
@@ -401,9 +409,7 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
     name = name or worker_name()
     attendant = _attendant(name, notify_cmd, remind_after)
     store = session.store  # validates the database before anything starts
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = _stop_on_signals()
     if not once:
         click.echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
                    "SIGTERM or ctrl+c stops it", err=True)
@@ -682,19 +688,21 @@ def _print_places(store: Store) -> None:
 
 @cli.command()
 @click.argument("name", metavar="PATH")
-@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False), help="Save it to FILE.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Save it to FILE, a new one (--force replaces one that exists).")
+@click.option("--force", is_flag=True, help="With -o: replace FILE if it exists, whole or not at all.")
 @click.pass_obj
-def artifact(session: Session, name: str, output: str | None) -> int:
+def artifact(session: Session, name: str, output: str | None, force: bool) -> int:
     """Print one of a run's artifacts (a report, a large result), or save it with -o, from wherever the database
     keeps it. PATH is what show prints (artifact:artifacts/RUN/NAME, or a file's path), or the path relative to
-    the artifacts' folder."""
+    the artifacts' folder; nothing else is read (not a file outside the artifacts, nor the database)."""
     try:
         data = artifacts.read(session.existing_store, name)
     except OSError as e:
         raise UserError(f"cannot read artifact {name} ({e.strerror}); tui-agent show RUN names a run's "
                         "artifacts") from None
     if output:
-        Path(output).write_bytes(data)
+        output_file.save(data, output, force)
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -844,16 +852,17 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     """Fire due schedules (and with --work, work due runs), then exit: for cron or a systemd timer."""
     attendant = _attendant(f"tick-{worker_name()}", notify_cmd, remind_after)
     store = session.store
+    stop = _stop_on_signals()   # as a worker: the step in hand finishes, the notices not sent are handed back
     for run_id in schedule_tick(store, session.registry):
         click.echo(f"started {run_id}", err=True)
     for run_id in requeue_released(store, now()):
         click.echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
         outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
-                            on_outcome=_report_outcome)
+                            stop=stop, on_outcome=_report_outcome)
         if not outcomes:
             click.echo("no run is due", err=True)
-    attendant.last_pass(store)   # reminders due, and what needs a person to --notify
+    attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
     return EXIT_OK
 
 
@@ -866,9 +875,7 @@ def watch(session: Session, as_json: bool, after_id: int | None) -> int:
     """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c)."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):   # either ends it quietly, exit 0
-        signal.signal(signum, lambda *_: stop.set())
+    stop = _stop_on_signals()   # either ends it quietly, exit 0
     click.echo(f"watching {store.path} for runs that need you; ctrl+c stops", err=True)   # stdout is the lines
     try:
         while not stop.is_set():

@@ -291,12 +291,12 @@ class _Artifacts:
 
     def folder(self, relative: str | None) -> None:
         """A run's artifact folder, whole (its results and whatever its agent kept there)."""
-        if not self.in_table and _plain(relative):
+        if not self.in_table and artifacts.well_formed(relative):
             for each in artifacts.under(self.source, relative):
                 self.file(each)
 
     def file(self, relative: str | None) -> None:
-        if self.in_table or not _plain(relative) or relative in self.done:
+        if self.in_table or not artifacts.well_formed(relative) or relative in self.done:
             return
         try:
             data = artifacts.load(self.source, relative)
@@ -310,18 +310,14 @@ class _Artifacts:
     def rows(self) -> Iterator[int]:
         """Every row of the source's `artifacts` table into the target; yields how many each page held."""
         for page in _pages(self.source, _ARTIFACT_PATHS):
-            for (path,) in page:
+            kept = [path for (path,) in page if artifacts.well_formed(path)]   # a row named elsewhere stays behind
+            for path in kept:
                 artifacts.save(self.target, path, artifacts.load(self.source, path))
-            self.copied += len(page)
+            self.copied += len(kept)
             yield len(page)
 
 
 _ARTIFACT_PATHS = Table("artifacts", ("path",), ("path",), None)   # read for its keys; each content on its own
-
-
-def _plain(relative: str | None) -> bool:
-    """A relative path that stays inside the artifacts' folder (a row could name anything)."""
-    return bool(relative) and not Path(relative).is_absolute() and ".." not in Path(relative).parts
 
 
 # Which columns name artifacts: (table, column, a folder or a file).

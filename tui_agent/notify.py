@@ -19,22 +19,26 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import UserError
+from .errors import EnvironmentStop, UserError
 from .runtime.clock import iso, now
 from .states import Reason, RunStatus, budget_dimension
 from .store import Store, open_store
 from .store import notices as table
 
 NOTIFY_TIMEOUT_S = 10.0        # a --notify command still running after this is killed (the notice stays delivered)
+PASS_S = 30.0                  # a pass over undelivered notices ends within this (README: "When a run needs you")
 REMIND_AFTER_H = 12.0          # --remind-after's default
 REMIND_EVERY_S = 5.0           # how often a worker looks for runs due a reminder
 POLL_S = 0.5                   # how often a worker looks for undelivered notices
 DESKTOP_TIMEOUT_S = 5.0
+_STDERR_TAIL = 4096            # bytes of a failed command's stderr read for its last line
 
 
 def json_line(value: dict) -> str:
@@ -166,24 +170,31 @@ def parse_command(text: str) -> list[str]:
 
 def run_command(argv: list[str], payload: dict, timeout_s: float = NOTIFY_TIMEOUT_S) -> str | None:
     """Run the command once with the event as JSON on stdin (and nothing else from it: no argument, no
-    variable). None when it exited 0, else why not, in one line."""
-    data = (json_line(payload) + "\n").encode()
+    variable), for at most `timeout_s`, then kill its process group. None when it exited 0, else why not, in one
+    line. Its stdin and stderr are files, not pipes, and only its own exit is waited for: a child it leaves
+    behind holding them (in a session of its own, out of reach of the kill) cannot hold the caller up."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)   # ctrl+c at the worker's terminal does not cut it short
+        with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
+            stdin.write((json_line(payload) + "\n").encode())
+            stdin.flush()
+            stdin.seek(0)
+            proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    start_new_session=True)   # ctrl+c at the worker's terminal does not cut it short
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except OSError:
+                    proc.kill()
+                proc.wait()
+                return f"still running after {timeout_s:g}s; killed"
+            if proc.returncode == 0:
+                return None
+            size = os.fstat(stderr.fileno()).st_size   # its last words; a child may still be writing after them
+            err = os.pread(stderr.fileno(), _STDERR_TAIL, max(0, size - _STDERR_TAIL))
     except OSError as e:
         return f"could not start: {e.strerror or e}"
-    try:
-        _, err = proc.communicate(data, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        proc.communicate()
-        return f"still running after {timeout_s:g}s; killed"
-    if proc.returncode == 0:
-        return None
     said = clean(err.decode(errors="replace").strip().splitlines()[-1], 160) if err.strip() else ""
     return f"exit {proc.returncode}" + (f": {said}" if said else "")
 
@@ -195,41 +206,72 @@ def _stderr_line(text: str) -> None:
 class Attendant:
     """What a worker or `tick` does for the person: records a reminder once a run has needed a person for
     `remind_after_s` (None: never), and with `command`, claims undelivered notices and runs it once for each.
-    A failing command is one line on stderr; its notice stays delivered (claimed), never retried."""
+    A failing command is one line on stderr; its notice stays delivered (claimed), never retried. A pass stops
+    starting commands when asked to stop, and the last pass of `worker --once` or `tick` once another command's
+    whole `timeout_s` would not fit in `pass_s`; what it claimed and did not start is handed back."""
 
     def __init__(self, name: str, command: list[str] | None = None, remind_after_s: float | None = None, *,
-                 timeout_s: float = NOTIFY_TIMEOUT_S, log: Callable[[str], None] = _stderr_line) -> None:
+                 timeout_s: float = NOTIFY_TIMEOUT_S, pass_s: float = PASS_S,
+                 log: Callable[[str], None] = _stderr_line) -> None:
         self.name, self.command, self.remind_after_s = name, command, remind_after_s
-        self.timeout_s, self.log = timeout_s, log
+        self.timeout_s, self.pass_s, self.log = timeout_s, pass_s, log
         self._reminded_at: float | None = None
 
-    def attend(self, store: Store, *, force: bool = False) -> list[dict]:
-        """One pass: reminders (at most every REMIND_EVERY_S unless `force`), then every undelivered notice
-        to the command. The notices it delivered (or tried to)."""
+    def attend(self, store: Store, *, force: bool = False, stop: threading.Event | None = None,
+               within_s: float | None = None) -> list[dict]:
+        """One pass: reminders (at most every REMIND_EVERY_S unless `force`), then undelivered notices to the
+        command until `stop`, and ending within `within_s` (None: no bound). The notices it delivered (or
+        tried to)."""
+        started = time.monotonic()
         if self.remind_after_s is not None:
             at = now()
             if force or self._reminded_at is None or at - self._reminded_at >= REMIND_EVERY_S:
                 self._reminded_at = at
                 if table.reminders_due(store, at - self.remind_after_s):
                     table.remind(store, self.remind_after_s, now())
+
+        def why_not() -> str | None:
+            """Why no further command may start in this pass, if none may."""
+            if stop is not None and stop.is_set():
+                return "stopping"
+            if within_s is not None and time.monotonic() - started + self.timeout_s > within_s:
+                return f"this pass's {within_s:g}s is up"
+            return None
+
         delivered: list[dict] = []
-        while self.command and table.any_undelivered(store):
+        while self.command and why_not() is None and table.any_undelivered(store):
             try:
                 batch = table.claim(store, self.name, now())
             except table.ClaimLost:
                 continue
             if not batch:
                 break
-            for notice in batch:
-                self.deliver(notice)
-            delivered += batch
+            try:
+                while batch and why_not() is None:
+                    self.deliver(batch[0])
+                    delivered.append(batch.pop(0))
+            finally:
+                self._hand_back(store, batch, why_not() or "an error")
         return delivered
 
-    def last_pass(self, store: Store) -> None:
+    def _hand_back(self, store: Store, claimed: list[dict], why: str) -> None:
+        """Claimed notices no command was started for, back to undelivered, saying so in one line."""
+        if not claimed:
+            return
+        try:
+            table.hand_back(store, claimed)
+        except EnvironmentStop as e:   # at most once still holds: they are lost, as after a kill -9
+            self.log(f"tui-agent: {self.name}: notices: {len(claimed)} claimed could not be handed back ({e}); "
+                     "they will not be delivered")
+            return
+        self.log(f"tui-agent: {self.name}: notices: {len(claimed)} handed back undelivered ({why}); the next "
+                 "worker or tick delivers them")
+
+    def last_pass(self, store: Store, stop: threading.Event | None = None) -> None:
         """`worker --once` and `tick` as they exit: one forced pass; an error is one line, not the command's end
         (its runs were worked; what is left undelivered goes out with the next process)."""
         try:
-            self.attend(store, force=True)
+            self.attend(store, force=True, stop=stop, within_s=self.pass_s)
         except Exception as e:   # noqa: BLE001
             self.log(f"tui-agent: {self.name}: notices: {e}; left for the next worker or tick")
 
@@ -241,13 +283,14 @@ class Attendant:
 
     def run(self, db_path: Path, durability: str, stop: threading.Event, every_s: float = POLL_S) -> None:
         """A worker's attending thread, on its own connection, until `stop`: the work loop is never held up by
-        a slow command. An error (the database busy, say) is one line, said again only when it changes."""
+        a slow command, and on `stop` it finishes the command it is in (within `timeout_s`) and hands back the
+        rest. An error (the database busy, say) is one line, said again only when it changes."""
         store = open_store(db_path, durability)
         said = None
         try:
             while not stop.is_set():
                 try:
-                    self.attend(store)
+                    self.attend(store, stop=stop)
                     said = None
                 except Exception as e:   # noqa: BLE001 - a notifier must not take the worker down
                     if str(e) != said:

@@ -118,7 +118,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             claim = active[future]
             release(store, claim.run_id, claim.fence, name, "its step outlived the grace period", now())
         if attendant is not None and once:
-            attendant.last_pass(store)   # what these runs came to need goes out before the exit
+            attendant.last_pass(store, stop)   # what these runs came to need goes out before the exit
     finally:
         if attending is not None:
             attending.join(timeout=attendant.timeout_s + 1)

@@ -6,22 +6,33 @@ several machines, where no folder beside the database exists: it keeps them in i
 the user names a folder every machine shares (`--data DIR`, TUI_AGENT_DATA), which then holds them as files laid
 out as on SQLite. Either way an artifact is named by the same relative path (`artifacts/<run id>/<name>`, what
 the journal's `artifact` column holds). The agents' own data (sample sources, fetch log, outbox, worktrees,
-worker logs) is not an artifact: it stays in `store.data_dir`, per machine for a server."""
+worker logs) is not an artifact: it stays in `store.data_dir`, per machine for a server.
+
+Every read and write goes through here and stays inside the artifacts: a name that is absolute, holds `..`, is not
+under `artifacts/`, leads out through a link, or is not a regular file is `NotAnArtifact`, before anything is read
+or written (so `tui-agent artifact` prints nothing else: not /etc/passwd, not the database file)."""
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .base import Store, on_server
 
 ENV = "TUI_AGENT_DATA"
 IN_TABLE = "artifact:"   # how an artifact kept in the table is named for a person: artifact:<relative path>
+HOME = "artifacts"       # every artifact's relative path is artifacts/<run id>/<name>
 
 _UPSERT = ("INSERT INTO artifacts (path, content, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (path)"
            " DO UPDATE SET content = excluded.content, size = excluded.size, created_at = excluded.created_at")
+
+
+class NotAnArtifact(OSError):
+    """A name that is not one of the runs' artifacts (see the module): an OSError (EACCES) whose `strerror` says
+    why, so a reader that takes an unreadable artifact in its stride (diff, copy) takes this one too."""
 
 
 def folder(store: Store) -> Path | None:
@@ -38,11 +49,36 @@ def where(store: Store, relative: str) -> str:
     return f"{IN_TABLE}{relative}" if root is None else str(root / relative)
 
 
+def well_formed(relative: str | None) -> bool:
+    """Whether `relative` has an artifact's shape: `artifacts/<run id>/...`, not absolute, no `..` (a row could
+    name anything)."""
+    path = PurePosixPath(relative or "")
+    return not path.is_absolute() and ".." not in path.parts and len(path.parts) >= 2 and path.parts[0] == HOME
+
+
+def confined(store: Store, relative: str) -> str:
+    """`relative` as an artifact's relative path (normalised: `artifacts/<run id>/...`), or NotAnArtifact."""
+    if not well_formed(relative):
+        root = folder(store)
+        kept = f"artifact:{HOME}/RUN/NAME in the database" if root is None else f"the files under {root / HOME}"
+        raise NotAnArtifact(errno.EACCES, f"not one of the runs' artifacts, which are {kept}", relative)
+    return str(PurePosixPath(relative))
+
+
+def _inside(root: Path, path: Path) -> str:
+    """`path` with every link resolved, refused when that leads out of the artifacts' folder."""
+    home, real = os.path.realpath(root / HOME), os.path.realpath(path)
+    if os.path.commonpath([home, real]) != home:
+        raise NotAnArtifact(errno.EACCES, f"a link that leads out of {root / HOME}, to {real}", str(path))
+    return real
+
+
 def save(store: Store, relative: str, data: bytes) -> str:
     """Keep an artifact durably before anything refers to it (a journal row, a run's result); returns `where` it
     is. A file is fsynced, then renamed into place; a row is committed in a transaction of its own before the
     row that names it, or in the caller's open one (a fork's edited entry commits with its journal row). A
     crash in between leaves an artifact nothing names, which the retry writes over at the same path."""
+    relative = confined(store, relative)
     root = folder(store)
     if root is None:
         params = (relative, data, len(data), time.time())
@@ -52,38 +88,59 @@ def save(store: Store, relative: str, data: bytes) -> str:
             store.write_one(_UPSERT, params)
         return where(store, relative)
     target = root / relative
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as f:
+    parent = Path(_inside(root, target.parent))
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = parent / (target.name + ".tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, target)
+    os.replace(tmp, parent / target.name)
     return str(target)
 
 
 def load(store: Store, relative: str) -> bytes:
-    """An artifact's content by its relative path (FileNotFoundError when no place holds it)."""
+    """An artifact's content by its relative path (FileNotFoundError when no place holds it, NotAnArtifact when
+    the path is not an artifact's)."""
+    relative = confined(store, relative)
     root = folder(store)
-    if root is not None:
-        return (root / relative).read_bytes()
-    row = store.conn.execute("SELECT content FROM artifacts WHERE path = ?", (relative,)).fetchone()
-    if row is None:
-        raise FileNotFoundError(errno.ENOENT, "no such artifact in the database", where(store, relative))
-    return bytes(row[0])
+    if root is None:
+        row = store.conn.execute("SELECT content FROM artifacts WHERE path = ?", (relative,)).fetchone()
+        if row is None:
+            raise FileNotFoundError(errno.ENOENT, "no such artifact in the database", where(store, relative))
+        return bytes(row[0])
+    path = root / relative
+    # O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer
+    with open(os.open(_inside(root, path), os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise NotAnArtifact(errno.EACCES, "not a regular file", str(path))
+        return f.read()
 
 
 def read(store: Store, named: str) -> bytes:
-    """An artifact by any name a person has for it: what `where` printed, or its relative path."""
+    """An artifact by any name a person has for it: what `where` printed (a file's path, relative when the
+    database's path is, or artifact:<relative path>), its relative path, or the path `where` printed for the
+    database a copy was made from (`.../artifacts/<run id>/...` of a run this database holds: the copy's own
+    artifact at that relative path, on whichever machine). Any other name is NotAnArtifact."""
     if named.startswith(IN_TABLE):
         return load(store, named.removeprefix(IN_TABLE))
-    path = Path(named)   # a file's path as `where` printed it (relative when the database's path is), else the
-    return path.read_bytes() if path.is_absolute() or path.is_file() else load(store, named)   # relative path
+    root = folder(store)
+    if root is not None and (os.path.isabs(named) or os.path.lexists(named)):   # a file's path, as `where` printed
+        full = os.path.abspath(named)                                # it or through the links to the folder
+        for base in {os.path.abspath(root), os.path.realpath(root)}:
+            if os.path.commonpath([base, full]) == base:
+                return load(store, os.path.relpath(full, base))
+    parts = PurePosixPath(named).parts
+    for i in range(len(parts) - 2):
+        if parts[i] == HOME and store.conn.execute("SELECT 1 FROM runs WHERE id = ? AND artifact_dir = ?",
+                                                   (parts[i + 1], f"{HOME}/{parts[i + 1]}")).fetchone():
+            return load(store, "/".join(parts[i:]))
+    return load(store, named)   # a relative path (load refuses one that is not an artifact's)
 
 
 def under(store: Store, relative: str) -> list[str]:
     """The relative paths of every file in the folder `relative` (a run's `artifact_dir`), at any depth, of a store
     that keeps its artifacts as files (a copy reads a table's rows all at once instead)."""
     root = folder(store)
-    base = root / relative
+    base = root / confined(store, relative)
     return sorted(str(Path(top, name).relative_to(root)) for top, _, names in os.walk(base) for name in names)

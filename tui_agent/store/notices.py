@@ -6,7 +6,8 @@ a notice exists exactly when the transition does, whoever made it.
 Two kinds of readers:
 - Processes with `--notify` (workers, `tick`) *claim* undelivered notices (`claim`): one transaction sets
   `notified_by`/`notified_at` on rows still undelivered, with a rowcount check, so each notice goes to exactly
-  one command, whichever process made it.
+  one command, whichever process made it. What a claim took and no command was started for (the process is
+  stopping, or its pass ran out of time) is handed back (`hand_back`) for the next claim.
 - Displays for the person at a screen (the TUI's bell and desktop notification, `watch`) read every notice
   after their own cursor (`after`) and never claim.
 """
@@ -65,7 +66,8 @@ def any_undelivered(store: Store) -> bool:
 def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[dict]:
     """Take up to `limit` undelivered notices for `by`'s --notify command, oldest first: one transaction, the
     UPDATE naming the state it expects (`notified_at IS NULL`) and its rowcount checked, so two processes never
-    both take one. A notice is delivered at most once: a process that dies after its claim loses those."""
+    both take one. A notice is delivered at most once: a process that dies after its claim (kill -9) loses those
+    it had not handed back."""
     with store.write() as conn:
         ids = [row[0] for row in conn.execute(
             "SELECT id FROM notices WHERE notified_at IS NULL ORDER BY id LIMIT ?", (limit,))]
@@ -77,6 +79,18 @@ def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[
         if cur.rowcount != len(ids):
             raise ClaimLost(f"{len(ids) - cur.rowcount} of {len(ids)} notices were claimed by another process")
         return list(dict_rows(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids)))
+
+
+def hand_back(store: Store, claimed: list[dict]) -> int:
+    """Make claimed notices that no command was started for undelivered again, for the next claim: one statement
+    naming the claim it undoes (its `notified_by` and `notified_at`), so it never takes back another's claim.
+    How many it handed back."""
+    if not claimed:
+        return 0
+    marks = ", ".join("?" for _ in claimed)
+    by, at = claimed[0]["notified_by"], claimed[0]["notified_at"]
+    return store.write_one(f"UPDATE notices SET notified_by = NULL, notified_at = NULL WHERE id IN ({marks})"
+                           " AND notified_by = ? AND notified_at = ?", (*(n["id"] for n in claimed), by, at)).rowcount
 
 
 # Episodes due a reminder: the newest needs_person notice of each run that still needs a person (read through
