@@ -30,7 +30,8 @@ def save(data: bytes, output: str, force: bool = False) -> None:
             return
         if os.path.lexists(path) and not force:
             raise UserError(f"-o {output} already exists; nothing was written; pass --force to replace it")
-        write_atomic(Path(os.path.realpath(path)), data)
+        real = Path(os.path.realpath(path))
+        write_atomic(real.parent, real.name, data)
     except OSError as e:
         refusal = _refusal(e, output)
         if refusal is None:
