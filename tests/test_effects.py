@@ -31,9 +31,13 @@ class Service:
         self.timeout_after_acting = 0   # how many next requests act, then raise as if the reply was lost
         self.refuse = 0                 # how many next requests refuse (EffectNotDone)
         self.lookup_down = 0            # how many next lookups fail
+        self.unreachable = 0            # how many next requests fail before the service acts (a dropped connection)
 
     def send(self, key: str) -> dict:
         self.requests.append(key)
+        if self.unreachable:
+            self.unreachable -= 1
+            raise PermissionError("connection refused by the proxy")
         if self.refuse:
             self.refuse -= 1
             raise EffectNotDone("mailbox full")
@@ -271,6 +275,34 @@ def test_refusals_past_the_retry_policy_fail_the_run(db_path):
     assert len(service.requests) == 3
     assert world.effect(run_id)["state"] == "not_done"
     assert service.delivered == []
+
+
+@pytest.mark.parametrize("failing, status", [(2, "succeeded"), (5, "failed")])
+def test_a_do_that_keeps_raising_is_looked_up_and_sent_again_only_as_the_retry_policy_allows(db_path, failing, status):
+    service = Service()
+    service.unreachable = failing
+    world = World(db_path, service)
+    run_id = world.start()
+    outcome = world.work(run_id)
+    assert outcome.status == status, outcome.error
+    assert len(service.requests) == 3, "the policy's three attempts, never more"
+    assert len(service.lookups) == min(failing, 3), "each raise is looked up before sending again"
+    assert service.delivered == (["report:2026-11-28:team"] if status == "succeeded" else [])
+    assert world.effect(run_id)["state"] == ("confirmed" if status == "succeeded" else "not_done")
+    if status == "failed":
+        assert outcome.reason == "error" and "PermissionError: connection refused by the proxy" in outcome.error
+        assert "no attempts left" in world.messages(run_id)[-2]
+
+
+def test_a_do_that_keeps_raising_at_a_deduplicating_service_waits_for_a_person_after_the_policys_attempts(db_path):
+    service = Service(dedupe=True)
+    service.unreachable = 5
+    world = World(db_path, service, use_lookup=False, dedupe_ttl_s=24 * HOUR)
+    outcome = world.work(world.start())
+    assert (outcome.status, outcome.reason) == ("waiting", "reconcile")
+    assert len(service.requests) == 3
+    assert world.effect(outcome.run_id)["state"] == "unknown"
+    assert "on each of its 3 attempts" in world.messages(outcome.run_id)[-1]
 
 
 def test_a_key_confirmed_by_another_run_is_not_done_again(db_path):

@@ -145,20 +145,33 @@ class _Effect:
         except FenceRefused:  # StaleAttempt: the service saw a newer attempt of this run; this worker lost it
             raise
         except EffectNotDone as e:
-            attempts = row["attempts"]
-            if attempts >= ctx._retry.attempts:
+            if self.spent(row):
                 self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); no attempts left")
-                raise StepFailed(self.position, self.name, e, attempts) from e
-            delay = backoff_s(ctx._retry, attempts)
+                raise StepFailed(self.position, self.name, e, row["attempts"]) from e
+            delay = self.delay(row, e)
             row = self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); "
                                   f"sending again with the same key in {delay:.1f}s")
-            ctx._back_off(self.name, attempts, delay)
-            return self.attempt(row)
+            return self.again(row, delay)
         except Exception as e:
             row = self.transition(row, EffectState.UNKNOWN, f"outcome unknown: do raised {type(e).__name__}: {e}")
-            return self.reconcile(row)
+            return self.reconcile(row, raised=e)
         crash_point("after-do", self.name)
         return self.confirm(row, value)
+
+    def spent(self, row: dict) -> bool:
+        """The retry policy allows no more attempts of this effect (attempts are counted in its row, so a crash
+        or a durable back-off between them does not reset the count)."""
+        return row["attempts"] >= self.ctx._retry.attempts
+
+    def delay(self, row: dict, raised: Exception | None) -> float:
+        """The back-off before acting again: none after a worker stopped (the service did not fail), the retry
+        policy's after `do` raised."""
+        return backoff_s(self.ctx._retry, row["attempts"]) if raised is not None else 0.0
+
+    def again(self, row: dict, delay: float) -> Any:
+        if delay:
+            self.ctx._back_off(self.name, row["attempts"], delay)
+        return self.attempt(row)
 
     def still_ours(self) -> None:
         """Re-read the fence just before the call: a worker paused between marking `attempted` and calling
@@ -196,8 +209,9 @@ class _Effect:
                       f"the run or its process ends, or decide now with tui-agent reconcile {ctx.run_id} "
                       f"{self.name} --happened | --not-done | --abandon")
 
-    def reconcile(self, row: dict) -> Any:
-        """Find out what happened to an `unknown` attempt before acting again."""
+    def reconcile(self, row: dict, raised: Exception | None = None) -> Any:
+        """Find out what happened to an `unknown` attempt before acting again. `raised`: the attempt's `do` raised
+        it (rather than a worker stopping): acting again then follows the retry policy, as after a refusal."""
         since = self.ctx.clock.now() - row["attempted_at"]
         if self.lookup is not None:
             try:
@@ -209,17 +223,26 @@ class _Effect:
             window = row["lookup_ttl_s"]
             if window is None or since < window:
                 self.hold_for_sender(row)
-                row = self.transition(row, EffectState.NOT_DONE, "the service has no record of the key inside its lookup "
-                                      "window: not done; doing it again with the same key")
-                return self.attempt(row)
+                nothing = "the service has no record of the key inside its lookup window: not done; "
+                if raised is not None and self.spent(row):
+                    self.transition(row, EffectState.NOT_DONE, nothing + "no attempts left")
+                    raise StepFailed(self.position, self.name, raised, row["attempts"]) from raised
+                delay = self.delay(row, raised)
+                row = self.transition(row, EffectState.NOT_DONE, nothing + "doing it again with the same key"
+                                      + (f" in {delay:.1f}s" if raised is not None else ""))
+                return self.again(row, delay)
             self.wait_for_person(row, f"is unknown: the service's lookup window ({_span(window)}) has passed, "
                                  "so its silence proves nothing")
         window = row["dedupe_ttl_s"]
         if window is not None and since < window:
+            if raised is not None and self.spent(row):
+                self.wait_for_person(row, f"is unknown: do raised {type(raised).__name__} on each of its "
+                                     f"{row['attempts']} attempts, the last the retry policy allows")
+            delay = self.delay(row, raised)
             with self.ctx.write() as conn:
                 self.event(conn, f"outcome unknown; sending again with the same key, which the service ignores "
-                           f"for {_span(window)}")
-            return self.attempt(row)
+                           f"for {_span(window)}" + (f", in {delay:.1f}s" if raised is not None else ""))
+            return self.again(row, delay)
         self.wait_for_person(row, "may or may not have happened (no lookup, and the service does not "
                              "deduplicate this key now)")
 
