@@ -95,7 +95,7 @@ def test_a_server_that_goes_away_mid_run_fails_no_run_and_loses_nothing(tui_agen
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             until("the second step to start", lambda: _ran(log) == ["s0", "s1"])
-            server._run("pg_ctl", "-D", str(server.data), "-m", "immediate", "-w", "stop")
+            server.crash()
             out, err = worker.communicate(timeout=60)
         finally:
             if worker.poll() is None:
@@ -105,8 +105,7 @@ def test_a_server_that_goes_away_mid_run_fails_no_run_and_loses_nothing(tui_agen
         assert "postgresql://postgres@127.0.0.1" in line, line
         assert "cannot reach" in line or "lost the connection" in line, line
 
-        options = ["-c", "listen_addresses=127.0.0.1", "-p", str(server.port), "-k", str(server.sock)]
-        server._run("pg_ctl", "-D", str(server.data), "-w", "-l", str(server.log), "start", "-o", " ".join(options))
+        server.start_again()
         report = show_json(tui_agent, run_id, *AGENTS)
         assert report["run"]["status"] == "running", report["events"]   # not failed: resumable
         assert [e["name"] for e in report["journal"]] == ["s0"]
