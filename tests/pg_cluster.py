@@ -4,7 +4,9 @@ run without pytest.
 
 A server lives in a private temporary folder: 127.0.0.1 on a free port and a unix socket inside the folder, trust
 authentication, user `postgres`, C locale (text orders by bytes, as SQLite's BINARY collation does), fsync on;
-`stop` stops it with `pg_ctl -m immediate` and removes the folder. As root (the server refuses to run as root)
+`stop` stops it with `pg_ctl -m immediate` and removes the folder. A test that takes the server away and back
+(`crash`, then `start_again`: the same folder and port, recovering from its write-ahead log) owns a server of
+its own. As root (the server refuses to run as root)
 initdb and pg_ctl run as the `postgres` user through `runuser`.
 """
 
@@ -93,12 +95,22 @@ class PgServer:
                   "--locale=C")
         for attempt in range(STARTS):
             self.port = _free_port()
-            options = ["-c", "listen_addresses=127.0.0.1", "-p", str(self.port), "-k", str(self.sock),
-                       *SERVER_SETTINGS]
-            done = self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "-l", str(self.log), "start",
-                             "-o", shlex.join(options), check=attempt == STARTS - 1)
-            if done.returncode == 0:
+            if self._pg_ctl_start(check=attempt == STARTS - 1).returncode == 0:
                 return
+
+    def _pg_ctl_start(self, check: bool = True) -> subprocess.CompletedProcess:
+        options = ["-c", "listen_addresses=127.0.0.1", "-p", str(self.port), "-k", str(self.sock), *SERVER_SETTINGS]
+        return self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "-l", str(self.log), "start",
+                         "-o", shlex.join(options), check=check)
+
+    def crash(self) -> None:
+        """Stop the server as a crash would (`pg_ctl stop -m immediate`: every session cut, nothing flushed that
+        was not already), keeping its folder and port for `start_again`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def start_again(self) -> None:
+        """Start the stopped server on its folder and port; it recovers what was committed."""
+        self._pg_ctl_start()
 
     def stop(self) -> None:
         try:

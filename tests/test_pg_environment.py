@@ -79,10 +79,12 @@ def test_a_server_that_is_down_is_one_line_exit_4(tui_agent, args):
     assert SECRET not in done.stdout + done.stderr
 
 
-def test_a_server_that_goes_away_mid_run_fails_no_run_and_loses_nothing(tui_agent, tmp_path, monkeypatch):
-    """A second server of our own, stopped (immediate: as a crash) while a worker is inside a step: the worker
-    stops with one line and exit 4, the run is still running (not failed); the server back, a later worker
-    finishes it, and what the first recorded is not done again."""
+def test_a_server_that_goes_away_under_worker_once_is_one_line_exit_4_and_loses_nothing(tui_agent, tmp_path,
+                                                                                         monkeypatch):
+    """A second server of our own, stopped (immediate: as a crash) while `worker --once` (a command: a long-running
+    worker waits instead, tests/test_pg_restart.py) is inside a step: its run waits for the server while its lease
+    allows, then the worker stops with one line and exit 4, the run still running (not failed); the server back, a
+    later worker finishes it, and what the first recorded is not done again."""
     server = PgServer(find_bin_dir())
     try:
         server.start()
@@ -91,11 +93,11 @@ def test_a_server_that_goes_away_mid_run_fails_no_run_and_loses_nothing(tui_agen
         log = tmp_path / "calls.log"
         run_id = tui_agent(*AGENTS, "start", "counting", "--input",
                            json.dumps({"log": str(log), "steps": 3, "delay_s": 1.5})).stdout.strip()
-        worker = subprocess.Popen([sys.executable, "-m", "tui_agent", *AGENTS, "worker", "--lease", "3"], cwd=ROOT,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        worker = subprocess.Popen([sys.executable, "-m", "tui_agent", *AGENTS, "worker", "--once", "--lease", "3"],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             until("the second step to start", lambda: _ran(log) == ["s0", "s1"])
-            server._run("pg_ctl", "-D", str(server.data), "-m", "immediate", "-w", "stop")
+            server.crash()
             out, err = worker.communicate(timeout=60)
         finally:
             if worker.poll() is None:
@@ -105,8 +107,7 @@ def test_a_server_that_goes_away_mid_run_fails_no_run_and_loses_nothing(tui_agen
         assert "postgresql://postgres@127.0.0.1" in line, line
         assert "cannot reach" in line or "lost the connection" in line, line
 
-        options = ["-c", "listen_addresses=127.0.0.1", "-p", str(server.port), "-k", str(server.sock)]
-        server._run("pg_ctl", "-D", str(server.data), "-w", "-l", str(server.log), "start", "-o", " ".join(options))
+        server.start_again()
         report = show_json(tui_agent, run_id, *AGENTS)
         assert report["run"]["status"] == "running", report["events"]   # not failed: resumable
         assert [e["name"] for e in report["journal"]] == ["s0"]

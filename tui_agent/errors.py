@@ -24,13 +24,15 @@ class UserError(TuiAgentError):
 
 class EnvironmentStop(TuiAgentError):
     """The environment, not the user, stopped a command on our database; `kind` says why (busy, read-only, full,
-    damaged: store/environment.py decides which). Nothing committed is lost, so it is never a run's failure."""
+    damaged: store/environment.py decides which). Nothing committed is lost, so it is never a run's failure.
+    `what` is the message without its advice to a command (what a worker that waits it out says)."""
 
     exit_code = EXIT_ENVIRONMENT
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, what: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.what = what or message
 
 
 class TemporaryError(Exception):

@@ -25,12 +25,16 @@ import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import EnvironmentStop, UserError
 from .runtime.clock import iso, now
 from .states import Reason, RunStatus, budget_dimension
 from .store import Store, open_store
 from .store import notices as table
+
+if TYPE_CHECKING:
+    from .runtime.heartbeat import Waiting
 
 NOTIFY_TIMEOUT_S = 10.0        # a --notify command still running after this is killed (the notice stays delivered)
 PASS_S = 30.0                  # a pass over undelivered notices ends within this (README: "When a run needs you")
@@ -281,7 +285,8 @@ class Attendant:
             self.log(f"tui-agent: {self.name}: --notify {Path(self.command[0]).name} failed for notice "
                      f"#{notice['id']} ({notice['run_id']}): {failed}; it stays delivered")
 
-    def run(self, db_path: Path, durability: str, stop: threading.Event, every_s: float = POLL_S) -> None:
+    def run(self, db_path: Path, durability: str, stop: threading.Event, every_s: float = POLL_S,
+            waiting: Waiting | None = None) -> None:
         """A worker's attending thread, on its own connection, until `stop`: the work loop is never held up by
         a slow command, and on `stop` it finishes the command it is in (within `timeout_s`) and hands back the
         rest. An error (the database busy, say) is one line, said again only when it changes."""
@@ -293,7 +298,8 @@ class Attendant:
                     self.attend(store, stop=stop)
                     said = None
                 except Exception as e:   # noqa: BLE001 - a notifier must not take the worker down
-                    if str(e) != said:
+                    # the server away is the worker's one line (`waiting`), said however the passes go
+                    if (waiting is None or not waiting.away(e)) and str(e) != said:
                         self.log(f"tui-agent: {self.name}: notices: {e}; trying again")
                     said = str(e)
                 stop.wait(every_s)

@@ -33,6 +33,7 @@ from ..store.journal import (
     add_step,
     record_failed_attempt,
     record_soft,
+    write_entry,
 )
 from ..store.runs import check_fence, create_run, record_model
 from . import loop, waits
@@ -243,14 +244,20 @@ class Context:
                 and position + 1 - self._folded_at < FOLD_EVERY):
             add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
                      started_at, duration_s, wall, inputs)
-        else:   # shared: its first statement (the renewal, or add_entry's fence check) locks the run's row, and
-            with self._store.write_shared() as conn:   # `also` writes only rows of this run (store.write_shared)
-                if at > self._renew_at:  # less than half the lease is left: renew it in this commit, from the
-                    self._renew(conn, self.clock.now())  # moment the lock is held (the write may have waited)
-                add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                          attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall, inputs)
-                if also is not None:
-                    also(conn)
+        else:
+            renew = at > self._renew_at   # less than half the lease is left: renew it in this commit
+
+            def commit() -> None:   # shared: its first statement (the renewal, or add_entry's fence check) locks
+                with self._store.write_shared() as conn:   # the run's row; `also` writes only rows of this run
+                    if renew:   # from the moment the lock is held (the write may have waited)
+                        self._renew(conn, self.clock.now())
+                    add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result,
+                              artifact, attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall,
+                              inputs)
+                    if also is not None:
+                        also(conn)
+
+            write_entry(self._store, self.run_id, self.generation, position, self.fence, commit)
             self._folded_at, self._plan_unsaved = position + 1, False
         crossed = self.budget.charge(usage, wall)
         if crossed:

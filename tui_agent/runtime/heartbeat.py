@@ -1,6 +1,7 @@
 """One heartbeat thread per worker process: every third of the lease it renews each lease the
 worker holds, carrying that run's fence. A refused renewal means another worker or a person took
-the run, so that run's code is told to stop at its next journaled call."""
+the run, so that run's code is told to stop at its next journaled call. `Waiting` is the one line a
+worker says while the database holds it up."""
 
 from __future__ import annotations
 
@@ -9,15 +10,49 @@ import sys
 import threading
 from pathlib import Path
 
-from ..store import Claim, open_store
+from ..store import Claim, EnvironmentStop, open_store
+from ..store.environment import BUSY, UNREACHABLE
 from ..store.workers import beat, register, stopped, this_host
 from .clock import now
 from .control import RunControl
 
 
+class Waiting:
+    """What a worker says while the database holds it up (busy past the timeout, or its server away): one line on
+    stderr per spell, from whichever of its threads meets it first (the loop that claims; the heartbeat and the
+    notices thread for a server that is away), then nothing until one of them gets through again (`over`)."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self._said = False
+        self._lock = threading.Lock()
+
+    def away(self, error: BaseException) -> bool:
+        """Whether `error` is the database's server being away; if so, it is said (once per spell)."""
+        if not (isinstance(error, EnvironmentStop) and error.kind == UNREACHABLE):
+            return False
+        self.say(error)
+        return True
+
+    def say(self, stop: EnvironmentStop) -> None:
+        with self._lock:
+            if self._said:
+                return
+            self._said = True
+        line = (f"{stop.what}; waiting for the server: the runs in hand go on when it is back (a run whose lease "
+                "runs out first is claimed anew); nothing committed is lost" if stop.kind == UNREACHABLE
+                else f"{stop}; waiting")
+        print(f"tui-agent: {self.worker}: {line}", file=sys.stderr, flush=True)
+
+    def over(self) -> None:
+        self._said = False
+
+
 class Heartbeat:
-    def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1) -> None:
+    def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
+                 waiting: Waiting | None = None) -> None:
         self.worker, self.lease_s = worker, lease_s
+        self.waiting = waiting or Waiting(worker)
         self._held: dict[str, tuple[int, RunControl]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -70,9 +105,10 @@ class Heartbeat:
             store.close()
 
     def _beat(self, store) -> None:
-        """One renewal of every held lease. It survives any error: it says so once, tries again next time,
-        and lets go of each run whose lease ends before another renewal could land (the run's code stops at
-        its next journaled call, as if the run were taken; the next claimer repeats the step in flight)."""
+        """One renewal of every held lease. It survives any error: it says so once (a server that is away as
+        `waiting` says it), tries again next time, and lets go of each run whose lease ends before another
+        renewal could land (the run's code stops at its next journaled call and the worker drops it; the next
+        claimer repeats the step in flight)."""
         with self._lock:
             held = [(run_id, fence) for run_id, (fence, _) in self._held.items()]
         at = now()
@@ -83,22 +119,25 @@ class Heartbeat:
             soon = now() + self.lease_s / 3
             with self._lock:
                 ending = [run_id for run_id, (_, control) in self._held.items() if control.lease_until <= soon]
-            self._let_go(ending, "its lease could not be renewed in time; dropped (the next claimer repeats its step)")
+            for run_id, control in self._let_go(ending):
+                control.lapsed(run_id, "its lease could not be renewed in time; dropped (the next claimer repeats "
+                               "its step)", getattr(e, "kind", BUSY))
             return
         self._complained = False
+        self.waiting.over()
         with self._lock:
             for run_id, (_, control) in self._held.items():
                 control.renewed(at + self.lease_s)
-        self._let_go(lost)
+        for run_id, control in self._let_go(lost):
+            control.lost(run_id)
 
-    def _let_go(self, runs: list[str], why: str | None = None) -> None:
+    def _let_go(self, runs: list[str]) -> list[tuple[str, RunControl]]:
+        """The controls of `runs`, held no more by this heartbeat."""
         with self._lock:
-            entries = [(run_id, self._held.pop(run_id)) for run_id in runs if run_id in self._held]
-        for run_id, (_, control) in entries:
-            control.lost(run_id, *([why] if why else []))
+            return [(run_id, self._held.pop(run_id)[1]) for run_id in runs if run_id in self._held]
 
     def _complain(self, error: BaseException) -> None:
-        if not self._complained:
+        if not self.waiting.away(error) and not self._complained:
             print(f"tui-agent: {self.worker}: the heartbeat could not renew its leases ({error}); trying again",
                   file=sys.stderr, flush=True)
             self._complained = True

@@ -1,10 +1,10 @@
 """The worker process: claims due runs, works up to N at once (a thread and a connection each),
 keeps their leases alive with one heartbeat thread, and on a stop signal finishes each run's
-current step, hands the runs back and exits."""
+current step, hands the runs back and exits. A database that is busy, or whose server is away (a
+restart), is waited out, said once on stderr."""
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -13,15 +13,14 @@ from typing import TYPE_CHECKING
 
 from ..store import Claim, EnvironmentStop, open_store
 from ..store.effects import requeue_released
-from ..store.environment import BUSY
 from ..store.runs import any_due, claim_next
 from ..store.wal import IdleCheckpoint
 from ..store.workers import release
 from .clock import now
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, Waiting
 from .registry import Registry
 from .schedule import tick
-from .worker import DEFAULT_LEASE_S, Outcome, execute
+from .worker import DEFAULT_LEASE_S, DROPPED, WAITED_OUT, Outcome, execute
 
 if TYPE_CHECKING:
     from ..notify import Attendant
@@ -37,21 +36,28 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     """Work due runs until `stop` is set (or, with `once`, until none is due and all are done).
     Returns the outcomes and how many runs were still inside a step when the grace period ended
     (their threads cannot be stopped, so the caller should exit the process). `attendant` (reminders, and
-    --notify's deliveries) works on a thread of its own; with `once`, one pass as the worker exits."""
+    --notify's deliveries) works on a thread of its own; with `once`, one pass as the worker exits.
+
+    A database busy past its timeout, or whose server is away, is waited out for as long as it lasts, said once
+    (`Waiting`); each run's writes wait for it while its lease allows (execute), and a run dropped meanwhile is
+    handed back once the database answers. With `once`, it ends the worker instead (the command's one line,
+    exit 4) when no run is in hand."""
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
     store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
-    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency)
+    waiting = Waiting(name)
+    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting)
     attending = None
     if attendant is not None and not once:
-        attending = threading.Thread(target=attendant.run, args=(db_path, durability, stop), name=f"{name}-notify",
-                                     daemon=True)
+        attending = threading.Thread(target=attendant.run, args=(db_path, durability, stop),
+                                     kwargs={"waiting": waiting}, name=f"{name}-notify", daemon=True)
         attending.start()
     local = threading.local()
     outcomes: list[Outcome] = []
     active: dict[Future, Claim] = {}
+    dropped: list[Claim] = []   # runs given up while the database held them up: handed back when it answers
 
     def work(claim: Claim, control) -> Outcome:
         if not hasattr(local, "store"):
@@ -63,10 +69,22 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
 
     def collect(done) -> None:
         for future in done:
-            active.pop(future)
+            claim = active.pop(future)
             outcomes.append(future.result())
+            if outcomes[-1].status == DROPPED:
+                dropped.append(claim)
             if on_outcome is not None:
                 on_outcome(outcomes[-1])
+
+    def hand_back() -> None:
+        """Each dropped run, queued again now rather than when its lease runs out, and let go of (its thread
+        has returned, so a run held back for its send goes on); nothing when another claim or its own last
+        commit, unanswered, moved it on."""
+        while dropped:
+            claim = dropped[0]
+            release(store, claim.run_id, claim.fence, name, "dropped while the database held it up", now(),
+                    ended=True)
+            dropped.pop(0)
 
     def claim_due() -> bool:
         """Claim while there is room; a worker whose heartbeat died claims nothing (no one would renew)."""
@@ -81,13 +99,13 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             active[pool.submit(work, claim, heartbeat.hold(claim))] = claim
         return claimed
 
-    busy_said = False
     pool = ThreadPoolExecutor(concurrency, thread_name_prefix=name)
     late: set[Future] = set()
     try:
         while not stop.is_set():
             collect([f for f in active if f.done()])
             try:
+                hand_back()
                 tick(store, registry)  # one running worker is enough for schedules too
                 requeue_released(store, now())  # runs held back for a paused sender that has let go
                 claimed = claim_due()
@@ -95,14 +113,13 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                     store.checkpoint()  # exiting is an idle moment: shrink the WAL
                 elif not claimed and not active:
                     idle_checkpoint()
-            except EnvironmentStop as e:  # busy: another program holds the lock; wait, it will let go
-                if e.kind != BUSY or once:
+            except EnvironmentStop as e:  # another program holds the lock, or the server is away: it will pass
+                if e.kind not in WAITED_OUT or (once and not active):
                     raise
-                if not busy_said:
-                    print(f"tui-agent: {name}: {e}; waiting", file=sys.stderr, flush=True)
-                busy_said, claimed = True, False
+                waiting.say(e)
+                claimed = False
             else:
-                busy_said = False
+                waiting.over()
             if once and not claimed and not active:
                 break
             if not claimed:
@@ -114,6 +131,12 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             control.release(f"released by {name} (shutting down); claimable now")
         done, late = wait(active, timeout=grace_s)
         collect(done)
+        try:
+            hand_back()
+        except EnvironmentStop as e:
+            if e.kind not in WAITED_OUT:
+                raise
+            # still held up: their leases run out instead
         for future in late:  # still inside a step after the grace period: hand it back with a new fence
             claim = active[future]
             release(store, claim.run_id, claim.fence, name, "its step outlived the grace period", now())

@@ -11,7 +11,7 @@ from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.base import no_patience
-from ..store.environment import BUSY
+from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
 from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.runs import check_fence, get_run, settle_run
@@ -29,6 +29,10 @@ from .tracebacks import as_column
 
 DEFAULT_LEASE_S = 60.0
 REFUSED, DROPPED = "refused", "dropped"  # an Outcome's status when this worker settled nothing (see Outcome)
+# What a worker's run waits out, within its lease, and drops the run for past that: the database busy (a held
+# lock) or its server away (a restart). Anything else the environment does (read-only, full, damaged) stops it.
+WAITED_OUT = (BUSY, UNREACHABLE)
+_HELD_UP = {BUSY: "the database stayed busy", UNREACHABLE: "the database server was away"}
 
 
 def worker_name() -> str:
@@ -46,7 +50,8 @@ def standing(store: Store, run: dict) -> str:
 @dataclass(frozen=True)
 class Outcome:
     """How one turn of a run ended for this worker; `refused` means another lease took it, `dropped` that the
-    database stayed busy past the lease (nothing was settled; the run is claimable as after a crash)."""
+    database stayed busy, or its server away, past the lease (nothing was settled; the run is claimable as after
+    a crash)."""
 
     run_id: str
     status: str
@@ -63,9 +68,10 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     agent = registry.get(claim.agent)
     run = get_run(store, claim.run_id)
     control = control or RunControl(claim.claimed_at + claim.lease_s)
-    # A write that finds the database held by another program waits it out while the lease runs, with
-    # the step's result kept in memory; past that, the run is dropped as a crash would leave it.
-    store.patience = lambda: clock.now() < control.lease_until - claim.lease_s / 10
+    # A write that finds the database held by another program, or its server away, waits it out while the lease
+    # runs and the run goes on, with the step's result kept in memory; past that, the run is dropped as a crash
+    # would leave it.
+    store.patience = lambda: control.holding and clock.now() < control.lease_until - claim.lease_s / 10
 
     ctx: Context | None = None
 
@@ -129,17 +135,22 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         try:
             let_go(store, claim.run_id, claim.fence, claim.worker, clock.now())  # a run held back for our send goes on
         except EnvironmentStop as stop:
-            if stop.kind != BUSY:
+            if stop.kind not in WAITED_OUT:
                 raise
-            # still busy: a run held back for our send goes on when this process ends instead
-        return Outcome(claim.run_id, REFUSED, None, error=str(e),
-                       message=standing(store, get_run(store, claim.run_id)))
+            # still busy, or away: a run held back for our send goes on when this process ends instead
+        try:
+            message = standing(store, get_run(store, claim.run_id))
+        except EnvironmentStop as stop:
+            if stop.kind not in WAITED_OUT:
+                raise
+            message = f"could not be read now ({_HELD_UP[stop.kind]})"
+        return Outcome(claim.run_id, REFUSED, None, error=str(e), message=message)
     except EnvironmentStop as e:
-        if e.kind != BUSY:
+        if e.kind not in WAITED_OUT:
             raise  # read-only, full or damaged: this worker stops writing altogether
         return Outcome(claim.run_id, DROPPED, None, error=str(e),
-                       message="dropped: the database stayed busy until its lease ran out; the next worker to "
-                               "claim it repeats the step in flight")
+                       message=f"dropped: {_HELD_UP[e.kind]} for as long as its lease (or the worker) could wait; "
+                               "the next worker to claim it repeats the step in flight")
     except SimulatedCrash:
         store.drop()
         raise

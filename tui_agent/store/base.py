@@ -105,6 +105,14 @@ def no_patience() -> bool:
     return False
 
 
+def backoff(first_s: float = 0.05, most_s: float = 1.0) -> Iterator[float]:
+    """The pauses between tries at something the environment holds up: doubling from `first_s` up to `most_s`."""
+    pause = first_s
+    while True:
+        yield pause
+        pause = min(pause * 2, most_s)
+
+
 class Write:
     """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
     generator, because it sits on the per-step hot path). An error the environment caused leaves as an
@@ -144,7 +152,8 @@ class Store:
     label: str                  # a short name for headers: the file's name, or database@host
 
     def __init__(self) -> None:
-        self.patience = no_patience  # a worker sets how long its writes may wait out a held lock
+        # a worker's run sets how long its statements may wait out a held lock, or a server that is away
+        self.patience = no_patience
 
     def write(self) -> Any:
         raise NotImplementedError
@@ -204,15 +213,14 @@ class Store:
         """`sql` (the start of a write, or a statement on its own) failed. A lock held past the busy timeout is
         waited out again, with back-off, while `patience()` says so (a worker whose lease still runs); anything
         else stops here."""
-        pause = 0.05
+        pauses = backoff()
         while True:
             stop = self.stopped(error)
             if stop is None:
                 raise error
             if stop.kind != BUSY or not self.patience():
                 raise stop from error
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            time.sleep(next(pauses))
             try:
                 return self.conn.execute(sql, params)
             except DatabaseError as e:

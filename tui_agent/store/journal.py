@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .base import FOR_UPDATE, FenceRefused, Store, on_server
+from .base import FOR_UPDATE, DatabaseError, FenceRefused, Store, for_update, on_server
+from .environment import ConnectionLost
 
 
 @dataclass
@@ -109,7 +110,39 @@ def add_step(store: Store, run_id: str, generation: int, fence: int, position: i
     later (add_entry); `checkpoints_now` counts it meanwhile."""
     row = (run_id, generation, position, name, kind, result, artifact, 1, started_at, duration_s, fence, None, inputs,
            wall_s, run_id, fence)
-    _fenced(store.write_one(_STEP[on_server(store.conn)], row), run_id, fence)
+    write_entry(store, run_id, generation, position, fence,
+                lambda: _fenced(store.write_one(_STEP[on_server(store.conn)], row), run_id, fence))
+
+
+def write_entry(store: Store, run_id: str, generation: int, position: int, fence: int,
+                write: Callable[[], object]) -> None:
+    """`write()`: the transaction that commits the journal entry at (run, generation, position) under `fence`,
+    with whatever commits beside it. When the connection drops under it (a server restart, an administrator),
+    whether it committed is unknown: once a connection answers again (a worker's run waits for one while its
+    lease allows, store.patience), the entry is read back. There with this fence, it committed, and nothing is
+    written again; not there, `write()` runs again, fenced as before (a run taken meanwhile refuses it). So an
+    entry is never written twice and never reported lost."""
+    while True:
+        try:
+            write()
+            return
+        except ConnectionLost:
+            if committed_entry(store, run_id, generation, position, fence):
+                return
+
+
+def committed_entry(store: Store, run_id: str, generation: int, position: int, fence: int) -> bool:
+    """Whether the journal holds the entry at (run, generation, position) written under `fence`. On a server the
+    run's row is locked first, which waits for a transaction that still holds it (a cut write's, if its session
+    has not ended yet: every entry's write locks that row before its INSERT), so the read that follows is final."""
+    try:
+        store.conn.execute(f"SELECT 1 FROM runs WHERE id = ?{for_update(store.conn)}", (run_id,))
+        row = store.conn.execute("SELECT fence FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                                 (run_id, generation, position)).fetchone()
+    except DatabaseError as e:
+        store.raise_stop(e)
+        raise
+    return row is not None and row[0] == fence
 
 
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,

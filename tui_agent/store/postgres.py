@@ -22,8 +22,8 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import Store, StoreError, Write, dict_rows
-from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, schema_mismatch
+from .base import Store, StoreError, Write, backoff, dict_rows
+from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
 from .workers import refuse_migration_while_running
@@ -132,8 +132,9 @@ _SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET|LISTEN)\b", re.IGNORECASE)
 class _Connection:
     """The part of sqlite3.Connection the stores' queries use, over one psycopg connection in autocommit.
     A connection the server dropped (a restart, an administrator's pg_terminate_backend) is opened again by
-    the next statement, `reopen`, unless a writer's transaction was open on it: that transaction is gone,
-    and its writer must hear so (its statements raise) rather than go on outside it."""
+    the next statement, `reopen` (which a worker's run lets wait for a server that is away), unless a writer's
+    transaction was open on it: that transaction is gone, and its writer must hear so (its statements raise)
+    rather than go on outside it."""
 
     def __init__(self, raw: psycopg.Connection, reopen: Callable[[], psycopg.Connection] | None = None) -> None:
         self.raw = raw
@@ -149,12 +150,13 @@ class _Connection:
     def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
         if self._trace is not None:
             self._trace(f"{sql} -- {params!r}" if params else sql)
-        if self.raw.broken and not self.writing and self.reopen is not None:
+        # closed, not only broken: a connection given up on while the server was away (_reconnect) is closed
+        if self.raw.closed and not self.writing and self.reopen is not None:
             self.raw = self.reopen()
         try:
             return _Cursor(self.raw.execute(translate(sql), params))
         except psycopg.Error as e:
-            if not (self.raw.broken and not self.writing and self.reopen is not None and _SAFE_AGAIN.match(sql)):
+            if not (self.raw.closed and not self.writing and self.reopen is not None and _SAFE_AGAIN.match(sql)):
                 raise PostgresError(e) from e
         # the server dropped the connection under a statement that changes nothing: once more, on a new one
         self.raw = self.reopen()
@@ -247,18 +249,30 @@ class PostgresStore(Store):
             if self._listening:
                 raw.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error as e:
+            broken = raw.broken
             raw.close()
+            if broken:   # the server went between the connection and its settings
+                raise connect_error(self.path, e) from None
             raise PostgresError(e) from e
         return raw
 
-    def _reconnect(self) -> psycopg.Connection:
-        """The server dropped our connection: a new one (or the environment's stop, when it is still away).
-        What committed meanwhile went unheard, so data_version moves."""
+    def _reconnect(self, patient: bool = True) -> psycopg.Connection:
+        """The server dropped our connection: a new one. While the server is away, a worker's run waits for it
+        as long as `patience()` says (its lease still runs), trying again with back-off; anyone else, or past
+        that, gets the environment's stop. What committed meanwhile went unheard, so data_version moves."""
         try:
             self.conn.raw.close()
         except psycopg.Error:
             pass
-        raw = self._connect()
+        pauses = backoff()
+        while True:
+            try:
+                raw = self._connect()
+                break
+            except EnvironmentStop:
+                if not (patient and self.patience()):
+                    raise
+            time.sleep(next(pauses))
         self._heard += 1
         return raw
 
@@ -339,8 +353,8 @@ class PostgresStore(Store):
 
     def write_one(self, sql: str, params: tuple) -> _Cursor:
         """One statement as a shared writer's transaction of its own (three round trips: BEGIN with the lock,
-        the statement, the notice with COMMIT). Sending all of it as one query would save two, but a connection
-        that drops under such a query leaves unknown whether it committed, so it could not be sent again."""
+        the statement, the notice with COMMIT). A connection that drops under its COMMIT leaves unknown whether
+        it committed (ConnectionLost): a caller that may send it again reads back first (journal.write_entry)."""
         with self.write_shared() as conn:
             return conn.execute(sql, params)
 
@@ -359,13 +373,15 @@ class PostgresStore(Store):
             return EnvironmentStop(FULL, f"the server of {self.path} is out of space or resources ({error}); "
                                    "nothing that was committed was lost; run the command again when it has room")
         if state.startswith(("08", "57P")) or state == "25P03" or getattr(error, "lost", False):
-            if self._reopened():   # the server is there: it ended this session alone, not the whole server
-                return EnvironmentStop(BUSY, f"{self.path} ended this session (idle inside a transaction for over "
-                                       f"{IDLE_IN_WRITE_MS / 1000:g} s, as a stopped process is; or an "
-                                       "administrator's doing); nothing that was committed was lost; run the "
-                                       "command again")
-            return EnvironmentStop(UNREACHABLE, f"lost the connection to {self.path} ({error}); nothing that was "
-                                   "committed was lost; run the command again when the server is back")
+            if self._reopened():   # the server is there: it ended this session alone, or restarted at once
+                what = (f"{self.path} ended this session (idle inside a transaction for over "
+                        f"{IDLE_IN_WRITE_MS / 1000:g} s, as a stopped process is; or an administrator's doing, or "
+                        "a restart)")
+                return ConnectionLost(BUSY, f"{what}; nothing that was committed was lost; run the command again",
+                                      what)
+            what = f"lost the connection to {self.path} ({error})"
+            return ConnectionLost(UNREACHABLE, f"{what}; nothing that was committed was lost; run the command again "
+                                  "when the server is back", what)
         if state in ("42703", "42P01"):   # no such column, or table: a bug of ours, or tables another program changed
             try:
                 missing = self._differences()
@@ -395,13 +411,13 @@ class PostgresStore(Store):
             raise schema_mismatch(self.path, missing)
 
     def _reopened(self) -> bool:
-        """After a lost connection: whether a new one opens now (kept for the next statement). A worker whose
-        session alone was ended drops that run as a crash would and goes on; only a server that cannot be
-        reached stops it."""
-        if not self.conn.raw.broken:
+        """After a lost connection: whether a new one opens now (kept for the next statement), tried once: it
+        tells a session ended alone (or a server back at once) from a server that is away. Either way a
+        worker goes on (a step's write is read back, journal.write_entry; another write drops its run)."""
+        if not self.conn.raw.closed:
             return False
         try:
-            self.conn.raw = self._reconnect()
+            self.conn.raw = self._reconnect(patient=False)
         except (EnvironmentStop, StoreError):
             return False
         return True
@@ -435,7 +451,7 @@ class PostgresStore(Store):
                     if found.relname.decode() == CHANNEL:
                         self._heard += 1
         except psycopg.Error as e:
-            if not raw.broken:
+            if not raw.closed:
                 raise PostgresError(e) from e
             self.conn.execute("SELECT 1")   # a new connection (which counts as a change), or the server is away
         return self._heard
@@ -488,8 +504,9 @@ def connect_error(url: Url, error: psycopg.Error) -> EnvironmentStop | StoreErro
     if any(words in said for words in _REFUSED):
         return StoreError(f"the server at {url} refused the connection ({said}); check the database name, the "
                           "user and the password in the URL (or PGPASSWORD, ~/.pgpass)")
-    return EnvironmentStop(UNREACHABLE, f"cannot reach {url} ({said}); check that the server runs and the URL, "
-                           "user and password are right")
+    what = f"cannot reach {url} ({said})"
+    return EnvironmentStop(UNREACHABLE, f"{what}; check that the server runs and the URL, user and password are right",
+                           what)
 
 
 def _first_line(error: BaseException) -> str:

@@ -83,12 +83,16 @@ def stopped(store: Store, name: str, now: float) -> None:
         conn.execute("UPDATE workers SET stopped_at = ?, heartbeat_at = ? WHERE name = ?", (now, at, name))
 
 
-def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: float) -> bool:
-    """Hand a run back at once (queued, fence bumped so a late write from this worker is refused)."""
+def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: float, ended: bool = False) -> bool:
+    """Hand a run back at once (queued, fence bumped so a late write from this worker is refused), if this claim
+    still holds it running (a settle whose commit went unanswered may have ended it). `ended`: the claim's thread
+    has returned, so it calls nothing more: recorded as `let_go` records it, in the same write."""
     with store.write() as conn:
+        if ended:
+            _let_go(conn, run_id, fence, worker, now)
         cur = conn.execute("UPDATE runs SET status = ?, reason = ?, fence = fence + 1, worker = NULL,"
-                           " lease_expires_at = NULL, updated_at = ? WHERE id = ? AND fence = ?",
-                           (RunStatus.QUEUED, Reason.RESUMED, now, run_id, fence))
+                           " lease_expires_at = NULL, updated_at = ? WHERE id = ? AND fence = ? AND status = ?",
+                           (RunStatus.QUEUED, Reason.RESUMED, now, run_id, fence, RunStatus.RUNNING))
         if cur.rowcount == 1:
             add_event(conn, run_id, now, RunStatus.QUEUED, f"released by {worker} ({why}); claimable now", worker,
                       fence)
@@ -123,8 +127,12 @@ def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> No
     """A worker whose write the fence refused says so: that claim calls nothing more, so a run held back
     because its attempt might still go out can go on (store.effects.requeue_released)."""
     with store.write() as conn:
-        conn.execute("INSERT INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                     (run_id, fence, worker, now))
+        _let_go(conn, run_id, fence, worker, now)
+
+
+def _let_go(conn: sqlite3.Connection, run_id: str, fence: int, worker: str, now: float) -> None:
+    conn.execute("INSERT INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                 (run_id, fence, worker, now))
 
 
 def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[dict | None, str]:
