@@ -18,6 +18,7 @@ from .errors import TuiAgentError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
+from .safe_text import one_line
 from .screens.palette import RunCommands
 from .store import DatabaseError, EnvironmentStop, Store, notices, open_store
 from .store.runs import data_version
@@ -103,7 +104,7 @@ class TuiAgentApp(App):
             self.notice_cursor = notice["id"]
             self.bell()
             self.desktop(notice)
-            self.notify(f"{notify.state_of(notice)}: {notify.clean(notice['message'], 160)} "
+            self.notify(f"{notify.state_of(notice)}: {one_line(notice['message'], 160)} "
                         f"({notify.command_for(notice)})", title=notify.headline(notice), severity="warning",
                         timeout=10, markup=False)
 
