@@ -2,7 +2,8 @@
 an error, a step's name and result, a model reply, an effect's key and an approval's question holding OSC (the
 window title, OSC 52 which writes the clipboard), a screen clear, a colour, a bidi override, a C1 CSI and a
 carriage return are printed by `run`, `worker`, `show` and every other command, on a terminal and into a pipe,
-with those characters made visible (safe_text.visible); `--json` escapes them and decodes to the same text."""
+with those characters made visible (safe_text.visible); `--json` escapes them and decodes to the same text; the
+TUI shows them as text on every widget, Rich markup included."""
 
 from __future__ import annotations
 
@@ -18,17 +19,24 @@ import time
 
 import pytest
 from conftest import ROOT
-from fixtures.hostile_agents import HOSTILE
-from helpers import ok
+from fixtures.hostile_agents import ASKING, HOSTILE, HOSTILE_AGENT
+from helpers import key, ok, open_run, registry_of, rendered, start_and_work, tui
+from helpers import select as select_run
+from rich.text import Text
+from textual.app import App
+from textual.widgets import Static
 
-from tui_agent import notify
+from tui_agent import notify, operate
 from tui_agent.safe_text import json_text, one_line, visible
+from tui_agent.store import open_store
+from tui_agent.widgets.safe import safe
 
 # What a terminal acts on, written out here rather than taken from the code under test: C0 but tab and newline,
 # DEL, C1, and the bidi controls.
 ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 SHOWN = "\\x1b]0;pwned-ti"           # the window title's OSC once made visible (a step's name holds this much)
 MARKUP = "[red]markup[/red] [link=http://evil.example]link[/link]"
+TEXTUAL_MARKUP = "[red]markup[/red] [link='http://evil.example']link[/link] [@click=app.quit]click[/]"
 PROGRESS = "\r\x1b[2K"               # the progress line's own rewrite, which only a terminal is sent
 AGENTS = ("--agents", "hostile_agents")
 
@@ -171,3 +179,92 @@ def test_notices_and_desktop_notifications_show_the_message_visible_on_one_line(
     line = notify.line(notice)
     assert_inert(line, "(ask\\x1b[5ming)", "parked: environment: \\x1b]0;pwned-title")
     assert "\n" not in line and notify.event(notice)["message"] == HOSTILE    # the JSON event stays verbatim
+
+
+# -- the TUI ---------------------------------------------------------------------------------------------------
+
+
+def test_textuals_renderer_sends_escapes_on_so_widgets_are_given_safe_text():
+    """What Textual does with such text on its own (Rich drops BEL, backspace, \\r, VT and FF; ESC, C1 and bidi
+    reach the terminal; a str is read as markup), and what `safe` gives a widget instead."""
+    import asyncio
+
+    class Shown(App):
+        def compose(self):
+            yield Static(Text(HOSTILE), id="raw")
+            yield Static(TEXTUAL_MARKUP, id="markup")   # (HOSTILE, read as markup, does not parse: the app stops)
+            yield Static(safe(HOSTILE), id="safe")
+
+    async def lines() -> list[str]:
+        app = Shown()
+        async with app.run_test(size=(400, 10)) as pilot:
+            await pilot.pause()
+            return rendered(app)
+
+    raw, markup, shown = (line.rstrip() for line in asyncio.run(lines())[:3])
+    assert "\x1b]0;pwned-title" in raw and "\u202e" in raw and "\x9b" in raw
+    assert "\x07" not in raw and "\r" not in raw
+    assert markup == "markup link click"                          # read as markup: a colour, a link, an action
+    assert_inert(shown, "\\x1b]0;pwned-title\\x07", "\\rover " + MARKUP)
+
+
+async def test_the_tui_shows_hostile_text_as_text_on_every_widget(db_path):
+    """The runs table and its situation strip, the run screen (timeline, every entry in the viewer and as raw
+    JSON, events, ledger, checkpoint), the approval modal's question, the diff screen and its picker, and a
+    toast: no rendered line holds a character a terminal would act on, no segment is a hyperlink, and the text
+    is there, made visible, its markup as written."""
+    store = open_store(db_path)
+    registry = registry_of(HOSTILE_AGENT, ASKING)
+    parked = start_and_work(store, registry, "hostile", {}).run_id
+    failed = start_and_work(store, registry, "hostile", {"end": "fail"}).run_id
+    asking = start_and_work(store, registry, "hostile-asking", {}).run_id
+    fork = operate.fork(store, parked, 1)
+
+    def look(app) -> str:
+        """What the screen shows now, asserting it holds nothing a terminal acts on and no hyperlink."""
+        for strip in app.screen._compositor.render_strips():
+            assert not any(segment.style and segment.style.link for segment in strip), strip
+        lines = rendered(app)
+        assert not [line for line in lines if ACTED_ON.search(line)], lines
+        seen.append(text := "\n".join(lines))
+        return text
+
+    seen: list[str] = []
+    async with tui(db_path, notifications=True) as (app, pilot):
+        app.desktop = lambda notice: None
+        for run_id, says in ((parked, "parked (environment)"), (failed, "failed (error): ValueError:"),
+                             (asking, "asks:")):
+            await select_run(pilot, run_id)
+            assert says in look(app) and (run_id == parked or SHOWN in seen[-1]), seen[-1]   # the situation strip
+        await key(pilot, "a")
+        assert f"Approve {asking}" in look(app) and "\\x1b[31mred\\u202eflip" in seen[-1]   # its question
+        await key(pilot, "escape")
+        await open_run(app, pilot, parked)
+        await key(pilot, "home")
+        for _ in range(len(app.screen.timeline.items)):           # each entry, for people and as raw JSON
+            look(app)
+            await key(pilot, "v")
+            look(app)
+            await key(pilot, "v")
+            await key(pilot, "down")
+        await key(pilot, "escape")
+        await open_run(app, pilot, failed)                         # where it stopped, and its last event
+        assert "failed: ValueError:" in look(app) and "\\x1b]0;pwned-title\\x1b]52;c;" in seen[-1]
+        await key(pilot, "escape")
+        await open_run(app, pilot, fork)
+        await key(pilot, "d")
+        assert "side by side with" in look(app)                    # the picker, the parent first
+        await key(pilot, "enter")
+        await pilot.pause(0.3)
+        assert "Entries" in look(app) and f"look{SHOWN}" in seen[-1]
+        await key(pilot, "down")
+        look(app)
+        start_and_work(store, registry, "hostile", {})             # a run comes to need a person: a toast
+        app.poll()
+        await pilot.pause(0.3)
+        assert "(tui-agent resume r-" in look(app)
+    store.close()
+    everything = "\n".join(seen)
+    for shown in ("\\x1b[2J\\x1b[31mred\\u202eflip\\x9b2J", "[red]markup[/red]", "[link=http://evil.example]",
+                  "\\u001b]0;pwned-title", "key:\\x1b]0;pwned-title"):
+        assert shown in everything, shown
