@@ -7,6 +7,7 @@ TUI shows them as text on every widget, Rich markup included."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pty
@@ -107,8 +108,8 @@ def test_run_worker_and_show_print_no_control_sequence(where, tui_agent, tmp_pat
 
     code, parked = printed("run", "hostile")
     assert code == 1
-    assert_inert(parked, "parked (environment): parked: \\x1b]0;pwned-title\\x07\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J\\x1b[31mred"
-                         "\\u202eflip\\x9b2J\\rover " + MARKUP)
+    assert_inert(parked, "parked (environment): parked: \\x1b]0;pwned-title\\x07\\x1b]52;c;cHduZWQ=\\x07"
+                         "\\x1b[2J\\x1b[31mred\\u202eflip\\x9b2J\\rover " + MARKUP)
     assert (PROGRESS in parked) == (where == "terminal")
     code, done = printed("run", "hostile", "--input", '{"end": "done"}')
     assert code == 0
@@ -171,6 +172,19 @@ def test_every_command_that_echoes_stored_text_prints_it_visible(tui_agent, tmp_
     piped = subprocess.run([sys.executable, "-m", "tui_agent", *db, "artifact", entry["artifact"]], cwd=ROOT,
                            capture_output=True, timeout=60)
     assert json.loads(piped.stdout) == {"text": HOSTILE * 300}     # into a pipe: the bytes as stored
+
+
+def test_the_cli_prints_through_its_echo_alone():
+    """cli.py calls click.echo only inside `echo`, so no command (one added later included) prints raw."""
+    tree = ast.parse((ROOT / "tui_agent" / "cli.py").read_text())
+
+    def echoes(node: ast.AST) -> list[ast.Call]:
+        return [call for call in ast.walk(node) if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute) and call.func.attr == "echo"
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == "click"]
+
+    (echo,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "echo"]
+    assert echoes(tree) == echoes(echo) != []
 
 
 def test_notices_and_desktop_notifications_show_the_message_visible_on_one_line():
