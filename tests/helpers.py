@@ -88,15 +88,17 @@ SIZE = (120, 40)  # the terminal the TUI tests use unless they test a small one
 
 @asynccontextmanager
 async def tui(db: Path, size: tuple[int, int] = SIZE, *, toasts: list[str] | None = None,
-              cleanup: Callable[[TuiAgentApp], None] | None = None) -> AsyncIterator[tuple[TuiAgentApp, object]]:
+              cleanup: Callable[[TuiAgentApp], None] | None = None,
+              notifications: bool = False) -> AsyncIterator[tuple[TuiAgentApp, object]]:
     """The app over `db`, headless and without its change poll (a test that wants a re-read calls
     `app.poll()` or posts DataChanged): yields (app, pilot). `toasts`, when given, collects every toast
-    from before the app starts; `cleanup(app)` runs after the app has exited, whatever happened."""
+    from before the app starts; `cleanup(app)` runs after the app has exited, whatever happened;
+    `notifications` shows the toasts on the screen (Textual's tests leave them off)."""
     app = TuiAgentApp(db, poll_s=None)
     if toasts is not None:
         recorded_toasts(app, into=toasts)
     try:
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             yield app, pilot
     finally:
         if cleanup is not None:
@@ -158,6 +160,12 @@ async def select(pilot, run_id: str) -> None:
         index = shown_ids(pilot.app).index(run_id)
         await pilot.press("j" if index > screen.query_one("DataTable").cursor_row else "k")
     assert screen.selected_id() == run_id
+
+
+def rendered(app) -> list[str]:
+    """What the current screen sends the terminal, line by line, as text: the characters of every segment its
+    compositor renders (Textual's own colours and cursor moves are styles and controls, not characters)."""
+    return ["".join(segment.text for segment in line) for line in app.screen._compositor.render_strips()]
 
 
 def strip(app) -> str:

@@ -10,7 +10,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
 # Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
 ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
-          "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py"]
+          "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",
+          "safe_text.py"]
 TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.widgets"]
 
 

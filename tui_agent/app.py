@@ -18,6 +18,7 @@ from .errors import TuiAgentError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
+from .safe_text import one_line, visible
 from .screens.palette import RunCommands
 from .store import DatabaseError, EnvironmentStop, Store, notices, open_store
 from .store.runs import data_version
@@ -93,7 +94,7 @@ class TuiAgentApp(App):
                 raise
             if not self._unreadable:
                 self._unreadable = True
-                self.notify(f"{stop}; trying again", title="Database", severity="error", timeout=10, markup=False)
+                self.notify(f"{stop}; trying again", title="Database", severity="error", timeout=10)
             return False, None
 
     def call_you(self) -> None:
@@ -103,9 +104,15 @@ class TuiAgentApp(App):
             self.notice_cursor = notice["id"]
             self.bell()
             self.desktop(notice)
-            self.notify(f"{notify.state_of(notice)}: {notify.clean(notice['message'], 160)} "
+            self.notify(f"{notify.state_of(notice)}: {one_line(notice['message'], 160)} "
                         f"({notify.command_for(notice)})", title=notify.headline(notice), severity="warning",
-                        timeout=10, markup=False)
+                        timeout=10)
+
+    def notify(self, message: str, *, title: str = "", markup: bool = False, **kwargs: Any) -> None:
+        """Every toast, from any screen: what a run, a refusal or the database said, so its text is never read as
+        markup (`markup`, which Textual's widgets pass on, is ignored) and what a terminal would act on in it is
+        made visible (safe_text.visible)."""
+        super().notify(visible(message), title=visible(title), markup=False, **kwargs)
 
     def changed(self) -> None:
         """After an action: refresh now rather than at the next poll."""

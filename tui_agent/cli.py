@@ -50,6 +50,7 @@ from .runtime.worker import (
     execute,
     worker_name,
 )
+from .safe_text import json_text, one_line, visible
 from .states import (
     EXIT_ENVIRONMENT,
     EXIT_NOT_SUCCEEDED,
@@ -98,8 +99,15 @@ class OneLineErrors(click.Group):
 
 
 def _fail(message: str, code: int) -> None:
-    click.echo(f"tui-agent: {message}", err=True)
+    echo(f"tui-agent: {message}", err=True)
     sys.exit(code)
+
+
+def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
+    """Everything a command prints, on a terminal and into a pipe alike (whose reader may print it to one): the
+    runs' rows, messages and results hold text that agents, models and services wrote, so what a terminal would
+    act on is made visible (safe_text.visible). Only `artifact` writes bytes as stored, into a pipe or a file."""
+    click.echo(visible(text), err=err, nl=nl)
 
 
 class Session:
@@ -153,9 +161,9 @@ def _table(columns: tuple[tuple[str, int], ...], rows: list[tuple]) -> None:
         return "  ".join(f"{str(cell):>{-width}}" if width < 0 else f"{str(cell):<{width}}"
                          for cell, (_, width) in zip(cells, columns)).rstrip()
 
-    click.echo(line([name for name, _ in columns]))
+    echo(line([name for name, _ in columns]))
     for row in rows:
-        click.echo(line(row))
+        echo(line(row))
 
 
 def json_option(shape: str):
@@ -166,7 +174,7 @@ def json_option(shape: str):
 def _json_out(value: Any) -> None:
     """Strict JSON for scripts: rows stored before input was read strictly may hold NaN or an infinity,
     which JSON cannot write; those come out as null rather than as bare NaN that breaks every reader."""
-    click.echo(json.dumps(finite(value), indent=2, ensure_ascii=False, allow_nan=False))
+    echo(json_text(finite(value), indent=2, allow_nan=False))
 
 
 def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -227,9 +235,9 @@ def demo(session: Session) -> int:
     from .demo import build, demo_path
 
     path = demo_path(Path(session.db) if session.db else default_path())
-    click.echo(f"building {path} by running nightly-report seven times (crashes included)...", err=True)
-    roles = build(path, session.registry, lambda message: click.echo(f"  {message}", err=True))
-    click.echo(f"  {len(roles)} runs; starting a worker and the terminal UI", err=True)
+    echo(f"building {path} by running nightly-report seven times (crashes included)...", err=True)
+    roles = build(path, session.registry, lambda message: echo(f"  {message}", err=True))
+    echo(f"  {len(roles)} runs; starting a worker and the terminal UI", err=True)
     _open_tui(session, path, worker=True)
     return EXIT_OK
 
@@ -239,7 +247,7 @@ def demo(session: Session) -> int:
 def agents(session: Session) -> int:
     """List the agents this process can run."""
     for agent in session.registry:
-        click.echo(f"{agent.name:<20} v{agent.version:<4} {agent.code_version}  {agent.description}")
+        echo(f"{agent.name:<20} v{agent.version:<4} {agent.code_version}  {agent.description}")
     return EXIT_OK
 
 
@@ -269,8 +277,11 @@ def start(session: Session, agent: str, input_text: str, key: str | None, model:
     """Queue a run for a worker; prints its id alone."""
     run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
                           operate.parse_budget(budget_specs, "--budget"))
-    click.echo(run_id)
+    echo(run_id)
     return EXIT_OK
+
+
+PROGRESS_CHARS = 200   # of the progress line, which a long step name must not wrap (\r rewrites one line only)
 
 
 class ProgressLine:
@@ -304,8 +315,8 @@ class ProgressLine:
             self._write(f"step {ctx.position}{total} {live_line(name, provider, tokens, elapsed_s)}")
 
     def _write(self, line: str) -> None:
-        if self.shown:
-            sys.stderr.write(f"\r\x1b[2K  {line}")
+        if self.shown:   # a step's name is the agent's: one visible line, after this line's own control codes
+            sys.stderr.write(f"\r\x1b[2K  {one_line(line, PROGRESS_CHARS)}")
             sys.stderr.flush()
 
     def done(self) -> None:
@@ -316,16 +327,16 @@ class ProgressLine:
 
 def _report_outcome(outcome: Outcome) -> int:
     if outcome.status == REFUSED:
-        click.echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
-                   f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
+        echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
+             f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
         return EXIT_WAITING
     if outcome.status == DROPPED:
-        click.echo(f"{outcome.run_id} {outcome.message}: {outcome.error}")
+        echo(f"{outcome.run_id} {outcome.message}: {outcome.error}")
         return EXIT_ENVIRONMENT
     detail = outcome.error or (outcome.message if outcome.status in (RunStatus.WAITING, RunStatus.PARKED) else None)
-    click.echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
+    echo(f"{outcome.run_id} {outcome.status} ({outcome.reason})" + (f": {detail}" if detail else ""))
     if outcome.result is not None:
-        click.echo(json.dumps(outcome.result, ensure_ascii=False))
+        echo(json_text(outcome.result))
     return exit_code(outcome.status)
 
 
@@ -347,12 +358,12 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     script = registry.get(agent).script
     spec = Unresolved(script).resolve() if model == "default" else model  # what this process will resolve it to
     if (spec or "").startswith("scripted") and script is not None:
-        click.echo("model: offline scripted replies (no API key is used)", err=True)
+        echo("model: offline scripted replies (no API key is used)", err=True)
     claim = claim_run(store, run_id, worker_name(), lease, now)
     if claim is None:
         row = get_run(store, run_id)
-        click.echo(f"{run_id} is {row['status']}" + (f" ({row['reason']})" if row["reason"] else "") +
-                   ("" if row["status"] in TERMINAL else "; another worker has it"))
+        echo(f"{run_id} is {row['status']}" + (f" ({row['reason']})" if row["reason"] else "") +
+             ("" if row["status"] in TERMINAL else "; another worker has it"))
         return exit_code(row["status"])
     progress = ProgressLine()
     heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
@@ -361,7 +372,7 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
     except KeyboardInterrupt:  # ctrl+c: hand the run back now rather than when the lease runs out
         progress.done()
         release(store, claim.run_id, claim.fence, claim.worker, "interrupted with ctrl+c", now())
-        click.echo(f"{run_id} interrupted; it is queued again where it stopped (tui-agent worker --once goes on)")
+        echo(f"{run_id} interrupted; it is queued again where it stopped (tui-agent worker --once goes on)")
         return EXIT_WAITING
     finally:
         progress.done()
@@ -411,15 +422,15 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
     store = session.store  # validates the database before anything starts
     stop = _stop_on_signals()
     if not once:
-        click.echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
-                   "SIGTERM or ctrl+c stops it", err=True)
+        echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
+             "SIGTERM or ctrl+c stops it", err=True)
     outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
                      lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
                      attendant=attendant,
-                     on_claim=lambda c: click.echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
-                                                   f"fence {c.fence})", err=True))
+                     on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
+                                             f"fence {c.fence})", err=True))
     if once and not outcomes:
-        click.echo(f"{name}: no run is due", err=True)
+        echo(f"{name}: no run is due", err=True)
     if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
@@ -442,8 +453,8 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
         return EXIT_OK
     if not rows:
         hidden = len(listed) - len(rows)
-        click.echo(("no workers yet" if not hidden else f"no worker is running ({hidden} stopped: --all lists them)")
-                   + "; start one with: tui-agent worker")
+        echo(("no workers yet" if not hidden else f"no worker is running ({hidden} stopped: --all lists them)")
+             + "; start one with: tui-agent worker")
         return EXIT_OK
     clocks = [skew(row.get("clock_skew_s")) for row in rows]   # only on a server, whose clock judges leases
     shown = any(clocks)
@@ -471,13 +482,13 @@ def doctor(session: Session, as_json: bool, full: bool) -> int:
 
 
 def _print_diagnosis(found: Diagnosis) -> None:
-    click.echo(str(found.path))
+    echo(str(found.path))
     for check in found.checks:
-        click.echo(f"  {'ok' if check.ok else 'FAIL':<5} {check.name:<12} {check.detail}")
+        echo(f"  {'ok' if check.ok else 'FAIL':<5} {check.name:<12} {check.detail}")
         if check.advice:
-            click.echo(f"  {'':<5} {'':<12} what to do: {check.advice}")
+            echo(f"  {'':<5} {'':<12} what to do: {check.advice}")
     failed = [check.name for check in found.checks if not check.ok]
-    click.echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
+    echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
 
 
 @cli.command()
@@ -503,17 +514,17 @@ def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
         run_id = operate.reconcile_happened(store, run_ref, effect_ref, result, note)
-        click.echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
+        echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
         run_id = operate.reconcile_not_done(store, run_ref, effect_ref, note,
-                                            warn=lambda m: click.echo(f"tui-agent: warning: {m}", err=True))
-        click.echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
+                                            warn=lambda m: echo(f"tui-agent: warning: {m}", err=True))
+        echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
     elif decision == "ask":
         run_id = operate.reconcile_ask(store, run_ref, effect_ref, note)
-        click.echo(f"{run_id}: the next worker will ask the service about {effect_ref}")
+        echo(f"{run_id}: the next worker will ask the service about {effect_ref}")
     else:
         run_id = operate.abandon(store, run_ref, effect_ref, note)
-        click.echo(f"{run_id}: cancelled")
+        echo(f"{run_id}: cancelled")
     return EXIT_OK
 
 
@@ -537,7 +548,7 @@ def _one_decision(given: tuple[str, ...]) -> str:
 def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
     run_id = operate.approve(session.existing_store, run_ref, deny, note)
-    click.echo(f"{run_id}: {operate.answered(deny)}")
+    echo(f"{run_id}: {operate.answered(deny)}")
     return EXIT_OK
 
 
@@ -547,7 +558,7 @@ def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int
 @click.pass_obj
 def park(session: Session, run_ref: str, note: str | None) -> int:
     """Stop a run so a person can look at it; resume continues it."""
-    click.echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
+    echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
     return EXIT_OK
 
 
@@ -557,7 +568,7 @@ def park(session: Session, run_ref: str, note: str | None) -> int:
 @click.pass_obj
 def cancel(session: Session, run_ref: str, note: str | None) -> int:
     """End a run for good."""
-    click.echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
+    echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
     return EXIT_OK
 
 
@@ -570,7 +581,7 @@ def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[st
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
     limits = operate.parse_budget(budget_specs, "--budget")
     run_id = operate.resume(session.existing_store, run_ref, restart, limits)
-    click.echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
+    echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
     return EXIT_OK
 
 
@@ -593,7 +604,7 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
         raise UserError("--result goes with --edit N")
     store = session.existing_store
     if edit_at is None:
-        click.echo(operate.fork(store, run_ref, from_step))
+        echo(operate.fork(store, run_ref, from_step))
         return EXIT_OK
     from . import editing
 
@@ -610,8 +621,8 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
     else:
         text, source = result_text, "--result"
     value = editing.parse_edited(text, source)
-    click.echo(operate.fork_edited(store, entry["run_id"], edit_at, value, name=entry["name"],
-                                   generation=entry["generation"]))
+    echo(operate.fork_edited(store, entry["run_id"], edit_at, value, name=entry["name"],
+                             generation=entry["generation"]))
     return EXIT_OK
 
 
@@ -632,7 +643,7 @@ def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_js
     runs = pair(store, a_ref, b_ref)
     found = first_divergence(store, runs)
     for line in (json_lines if as_json else text_lines)(store, runs, found, every_entry):
-        click.echo(line)
+        echo(line)
     return EXIT_OK if found is None else EXIT_NOT_SUCCEEDED
 
 
@@ -651,9 +662,9 @@ def db_init(session: Session, where: str | None) -> int:
     store = open_store(where or session.db, session.durability)
     try:
         if store.found_version is None:
-            click.echo(f"created tui-agent schema version {SCHEMA_VERSION} in {store.path}")
+            echo(f"created tui-agent schema version {SCHEMA_VERSION} in {store.path}")
         else:
-            click.echo(f"{store.path} holds tui-agent schema version {SCHEMA_VERSION} already; nothing to do")
+            echo(f"{store.path} holds tui-agent schema version {SCHEMA_VERSION} already; nothing to do")
         _print_places(store)
     finally:
         store.close()
@@ -668,9 +679,9 @@ def db_migrate(session: Session, where: str | None) -> int:
     store = open_store(where or session.db, session.durability, create=False)
     try:
         if store.found_version == SCHEMA_VERSION:
-            click.echo(f"{store.path} is at schema version {SCHEMA_VERSION} already; nothing to do")
+            echo(f"{store.path} is at schema version {SCHEMA_VERSION} already; nothing to do")
         else:
-            click.echo(f"migrated {store.path} from schema version {store.found_version} to {SCHEMA_VERSION}")
+            echo(f"migrated {store.path} from schema version {store.found_version} to {SCHEMA_VERSION}")
         _print_places(store)
     finally:
         store.close()
@@ -680,10 +691,10 @@ def db_migrate(session: Session, where: str | None) -> int:
 def _print_places(store: Store) -> None:
     """Where a store keeps what is not rows: artifacts for every machine, the agents' data per machine."""
     root = artifacts.folder(store)
-    click.echo("artifacts   in the database (--data DIR keeps them in a folder every machine shares)" if root is None
-               else f"artifacts   {root}")
+    echo("artifacts   in the database (--data DIR keeps them in a folder every machine shares)" if root is None
+         else f"artifacts   {root}")
     mine = " (this machine's own: sample sources, fetch log, outbox)" if on_server(store.conn) else ""
-    click.echo(f"data folder {store.data_dir}{mine}")
+    echo(f"data folder {store.data_dir}{mine}")
 
 
 @cli.command()
@@ -695,7 +706,9 @@ def _print_places(store: Store) -> None:
 def artifact(session: Session, name: str, output: str | None, force: bool) -> int:
     """Print one of a run's artifacts (a report, a large result), or save it with -o, from wherever the database
     keeps it. PATH is what show prints (artifact:artifacts/RUN/NAME, or a file's path), or the path relative to
-    the artifacts' folder; nothing else is read (not a file outside the artifacts, nor the database)."""
+    the artifacts' folder; nothing else is read (not a file outside the artifacts, nor the database). On a
+    terminal it is shown as text with what the terminal would act on made visible; into a pipe or a file it is
+    the bytes as stored."""
     try:
         data = artifacts.read(session.existing_store, name)
     except OSError as e:
@@ -703,7 +716,9 @@ def artifact(session: Session, name: str, output: str | None, force: bool) -> in
                         "artifacts") from None
     if output:
         output_file.save(data, output, force)
-    else:
+    elif sys.stdout.isatty():   # to be read, not kept: made visible as every command's text is
+        echo(data.decode("utf-8", errors="backslashreplace"), nl=False)
+    else:                       # into a pipe or a file, byte for byte (what -o saves)
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     return EXIT_OK
@@ -745,8 +760,8 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
             missing = counts.pop("missing artifacts", 0)
             parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
                      if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
-            click.echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
-                       f"{target.path} in {time.monotonic() - started:.1f} s")
+            echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
+                 f"{target.path} in {time.monotonic() - started:.1f} s")
         finally:
             target.close()
     finally:
@@ -778,7 +793,7 @@ def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, in
     """Add a schedule; it counts fires from now on."""
     row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, _parse_input(input_text),
                                missed, overlap, grace * 60, model)
-    click.echo(f"{name}: next fire {in_zone(row['next_fire_at'], tz).isoformat(timespec='seconds')}")
+    echo(f"{name}: next fire {in_zone(row['next_fire_at'], tz).isoformat(timespec='seconds')}")
     return EXIT_OK
 
 
@@ -792,7 +807,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
         _json_out(shown)
         return EXIT_OK
     if not shown:
-        click.echo("no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'")
+        echo("no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'")
         return EXIT_OK
     _table((("NAME", 18), ("AGENT", 16), ("CRON", 14), ("ZONE", 16), ("NEXT FIRE", 25), ("MISSED", 6),
             ("OVERLAP", 7), ("MODEL", 10), ("LAST RUN", 0)),
@@ -807,7 +822,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
 def schedule_rm(session: Session, name: str) -> int:
     """Remove a schedule (its runs stay)."""
     operate.schedule_remove(session.existing_store, name)
-    click.echo(f"{name}: removed")
+    echo(f"{name}: removed")
     return EXIT_OK
 
 
@@ -817,7 +832,7 @@ def schedule_rm(session: Session, name: str) -> int:
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
     operate.schedule_enable(session.existing_store, name, True)
-    click.echo(f"{name}: enabled")
+    echo(f"{name}: enabled")
     return EXIT_OK
 
 
@@ -827,7 +842,7 @@ def schedule_enable(session: Session, name: str) -> int:
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
     operate.schedule_enable(session.existing_store, name, False)
-    click.echo(f"{name}: disabled")
+    echo(f"{name}: disabled")
     return EXIT_OK
 
 
@@ -839,8 +854,8 @@ def schedule_fire(session: Session, name: str) -> int:
     stderr what happened (started, held until the previous run ends, or skipped)."""
     fired = operate.schedule_fire(session.existing_store, session.registry, name)
     for run_id in fired.started:
-        click.echo(run_id)
-    click.echo(str(fired), err=True)
+        echo(run_id)
+    echo(str(fired), err=True)
     return EXIT_OK
 
 
@@ -854,14 +869,14 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     store = session.store
     stop = _stop_on_signals()   # as a worker: the step in hand finishes, the notices not sent are handed back
     for run_id in schedule_tick(store, session.registry):
-        click.echo(f"started {run_id}", err=True)
+        echo(f"started {run_id}", err=True)
     for run_id in requeue_released(store, now()):
-        click.echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
+        echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
         outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
                             stop=stop, on_outcome=_report_outcome)
         if not outcomes:
-            click.echo("no run is due", err=True)
+            echo("no run is due", err=True)
     attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
     return EXIT_OK
 
@@ -876,12 +891,12 @@ def watch(session: Session, as_json: bool, after_id: int | None) -> int:
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = _stop_on_signals()   # either ends it quietly, exit 0
-    click.echo(f"watching {store.path} for runs that need you; ctrl+c stops", err=True)   # stdout is the lines
+    echo(f"watching {store.path} for runs that need you; ctrl+c stops", err=True)   # stdout is the lines
     try:
         while not stop.is_set():
             for notice in notices.after(store, cursor):
                 cursor = notice["id"]
-                click.echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
+                echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
             sys.stdout.flush()
             stop.wait(notify.POLL_S)
     except KeyboardInterrupt:
@@ -908,7 +923,7 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
         _json_out(rows)
         return EXIT_OK
     if not rows:
-        click.echo("no runs yet; try: tui-agent run hello")
+        echo("no runs yet; try: tui-agent run hello")
         return EXIT_OK
     _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
@@ -925,9 +940,9 @@ def _json_streamed(summary: dict, lists: dict[str, Iterator[dict]]) -> None:
     does not grow with the run's length (the same document `_json_out` would write, compact inside lists)."""
     def dumped(value: Any, indent: int | None = 2) -> str:
         try:
-            return json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)
+            return json_text(value, indent=indent, allow_nan=False)
         except ValueError:   # a NaN stored before input was read strictly: written as null
-            return json.dumps(finite(value), indent=indent, ensure_ascii=False, allow_nan=False)
+            return json_text(finite(value), indent=indent, allow_nan=False)
 
     out = sys.stdout
     out.write("{")
@@ -965,50 +980,50 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
         _json_streamed(report, report_lists(store, report["run"]))
         return EXIT_OK
     r, cp = report["run"], report["checkpoint"]
-    click.echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
-               + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
-    click.echo(f"request   {json.dumps(r['request'], ensure_ascii=False)}")
+    echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
+         + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
+    echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
-        click.echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
+        echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
     for question in approvals_of(store, r["id"]):
         answer = question["decision"] or "waiting for a person"
-        click.echo(f"approval  {question['name']}: {question['question']} -> {answer}")
-    click.echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
+        echo(f"approval  {question['name']}: {question['question']} -> {answer}")
+    echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
     total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
-    click.echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
+    echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
     if r["error"]:
-        click.echo(f"error     {r['error']}")
+        echo(f"error     {r['error']}")
     if r["traceback"]:
-        click.echo(f"raised at {innermost(r['traceback'])}  (every frame: show --json)")
+        echo(f"raised at {innermost(r['traceback'])}  (every frame: show --json)")
     if r["result"] is not None:
-        click.echo(f"result    {json.dumps(r['result'], ensure_ascii=False)}")
+        echo(f"result    {json_text(r['result'])}")
     budget = report["budget"]
-    click.echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
-                                        if d["used"] or d["limit"]) + _unpriced(budget))
+    echo("budget    " + "  ".join(_usage(name, d) for name, d in budget["dimensions"].items()
+                                  if d["used"] or d["limit"]) + _unpriced(budget))
     if bounds := _bounds(budget):
-        click.echo(f"bounds    {bounds}")
+        echo(f"bounds    {bounds}")
     from .forecast import sentence as forecast_sentence
 
     if ahead := forecast_sentence(budget["forecast"]):
-        click.echo(f"forecast  {ahead}")
+        echo(f"forecast  {ahead}")
     if stop := budget_stop(store, r["id"], raise_with="tui-agent resume {run} --budget {dimension}=VALUE"):
-        click.echo(f"stopped   {stop}")
+        echo(f"stopped   {stop}")
     first, total, last = step_ends(store, r, SHOWN_ENDS)
     if total:
-        click.echo("\nsteps")
+        echo("\nsteps")
         for s in steps_of(store, r) if all_steps else first:
-            click.echo(_step_line(s))
+            echo(_step_line(s))
         if not all_steps and total > len(first) + len(last):
             between = total - len(first) - len(last)
-            click.echo(f"  … {between:,} more step{'s' * (between != 1)} (show {r['id']} --steps all prints every one)")
+            echo(f"  … {between:,} more step{'s' * (between != 1)} (show {r['id']} --steps all prints every one)")
         for s in [] if all_steps else last:
-            click.echo(_step_line(s))
+            echo(_step_line(s))
     lists = report_lists(store, r)
     _section("model calls", lists["model_calls"], lambda c: f"  {c['position']:>4}  {c['name']:<20} #{c['call']}  "
              f"{c['provider']} {c['model']}  " + _call_state(c))
     _section("effects", lists["effects"], lambda e: f"  {e['position']:>4}  {e['name']:<20} {e['state']:<10} "
              f"attempts {e['attempts']}  key {e['key']}")
-    click.echo("\nevents")
+    echo("\nevents")
     _section(None, lists["events"], lambda e: f"  {e['at']}  {e['message']}")
     return EXIT_OK
 
@@ -1017,8 +1032,8 @@ def _section(title: str | None, items: Iterator[dict], line: Callable[[dict], st
     """A list printed as it is read (a page at a time), under its title when it has an item."""
     for i, item in enumerate(items):
         if i == 0 and title:
-            click.echo(f"\n{title}")
-        click.echo(line(item))
+            echo(f"\n{title}")
+        echo(line(item))
 
 
 def _setting_option(name: str):
@@ -1054,7 +1069,7 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
         rows = list(whole_matrix() if whole else lessons_matrix())
         with click.progressbar(length=len(rows), label="executing", file=sys.stderr) as bar:
             text = markdown(iter(rows), progress=lambda done: bar.update(1))
-        click.echo(text, nl=False)
+        echo(text, nl=False)
         return EXIT_OK
     settings = Settings(**chosen)
     if not (headless or as_json or person):   # asking for JSON or a person's answer means headless
@@ -1067,13 +1082,13 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
         _json_out(outcome.as_json())
         return EXIT_OK
     for n, rows in enumerate(outcome.workers, 1):
-        click.echo(f"worker {n}" + ("" if n == 1 else f" (starts {settings.describe('restart_after')})"))
+        echo(f"worker {n}" + ("" if n == 1 else f" (starts {settings.describe('restart_after')})"))
         for row in rows or []:
-            click.echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
+            echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
         if not rows:
-            click.echo("  (nothing to do)")
-    click.echo("  ".join(f"{name.replace('_', ' ')} {count}" for name, count in outcome.counts.items()))
-    click.echo(why(outcome))
+            echo("  (nothing to do)")
+    echo("  ".join(f"{name.replace('_', ' ')} {count}" for name, count in outcome.counts.items()))
+    echo(why(outcome))
     return EXIT_OK
 
 
@@ -1115,14 +1130,14 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
         _json_out([r.to_json() for r in done] if run_ref is None else done[0].to_json())
     else:
         if not done:
-            click.echo(f"{agent_name} has no finished runs to replay")
+            echo(f"{agent_name} has no finished runs to replay")
         for r in done:
-            click.echo(f"{r.run_id} {r.agent}: " + (f"reproduced ({r.answered} of {r.entries} entries; {r.note})"
-                                                   if r.reproduced else
-                                                   f"DIVERGED at #{r.divergence.position} ({r.divergence.kind}): "
-                                                   f"{r.divergence.message}"))
+            echo(f"{r.run_id} {r.agent}: " + (f"reproduced ({r.answered} of {r.entries} entries; {r.note})"
+                                             if r.reproduced else
+                                             f"DIVERGED at #{r.divergence.position} ({r.divergence.kind}): "
+                                             f"{r.divergence.message}"))
             for line in () if r.reproduced else r.divergence.diff:
-                click.echo(f"    {line}")
+                echo(f"    {line}")
     return EXIT_OK if all(r.reproduced for r in done) else EXIT_NOT_SUCCEEDED
 
 

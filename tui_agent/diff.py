@@ -24,7 +24,6 @@ The rules, each written once:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from .report import (
     runs_page,
 )
 from .runtime.results import decode, parse
+from .safe_text import json_text
 from .store import artifacts
 from .store.runs import resolve_run
 from .strict_json import finite
@@ -375,13 +375,13 @@ def json_lines(store: Store, p: Pair, divergence: dict | None, every_entry: bool
     head = summary(store, p, divergence)
     span = window(divergence, every_entry)
     head["window"] = None if span is None else {"first": span[0], "last": span[1]}
-    text = json.dumps(finite(head), indent=2, ensure_ascii=False, allow_nan=False)
+    text = json_text(finite(head), indent=2, allow_nan=False)
     yield text[:-2] + ',\n  "entries": ['
     held = None                  # one row behind, so that every row but the last ends with a comma
     for row in _window_rows(store, p, span):
         if held is not None:
             yield f"    {held},"
-        held = json.dumps(finite(entry_json(row)), ensure_ascii=False, allow_nan=False)
+        held = json_text(finite(entry_json(row)), allow_nan=False)
     if held is not None:
         yield f"    {held}"
     yield "  ]\n}"
@@ -418,7 +418,7 @@ def line_of(row: dict, divergence: dict | None) -> str:
 
 
 def _clip(value: Any, width: int = 100) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = json_text(value, default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -4,16 +4,16 @@ person. Free of textual: the TUI, `watch`, workers and `tick` all use it.
 - `--notify CMD` (workers, `tick`): `Attendant` records reminders, claims undelivered notices and runs CMD once
   per notice with the event JSON on stdin. CMD is split once with shlex when the process starts and run as an
   argument list: no shell ever sees a notice, whose text comes from agents and their outputs.
-- The desktop: `desktop` runs notify-send (Linux) or osascript (macOS) with an argument list, the text
-  stripped of control characters and escape sequences and clipped; skipped silently when there is none.
-- Lines for a terminal or a script: `line` (text, cleaned) and `event` (JSON, verbatim).
+- The desktop: `desktop` runs notify-send (Linux) or osascript (macOS) with an argument list, the text one
+  line (safe_text.one_line: what a terminal would act on made visible) and clipped; skipped silently when
+  there is none.
+- Lines for a terminal or a script: `line` (text, one line) and `event` (JSON, verbatim).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -22,13 +22,13 @@ import sys
 import tempfile
 import threading
 import time
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import EnvironmentStop, UserError
 from .runtime.clock import iso, now
+from .safe_text import one_line, visible
 from .states import Reason, RunStatus, budget_dimension
 from .store import Store, open_store
 from .store import notices as table
@@ -71,33 +71,9 @@ def event(notice: dict) -> dict:
             "at": iso(notice["at"]), "command": command_for(notice)}
 
 
-# CSI (ESC [ ... final, or the one-byte 0x9b), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC strings, and the rest
-# of the two-byte escapes: what a terminal would act on rather than show.
-_ESCAPES = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
-                      r"|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
-                      r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"
-                      r"|\x1b[ -/]*[0-~]?")
-_SPACES = re.compile(r"\s+")
-
-
-def clean(text: str | None, limit: int = 200) -> str:
-    """Text safe to show anywhere: escape sequences removed, line breaks and tabs made spaces, other control
-    and format characters (bidi overrides, zero-width ones) removed, spaces collapsed, clipped to `limit`."""
-    text = _ESCAPES.sub("", text or "")
-    kept = []
-    for ch in text:
-        category = unicodedata.category(ch)
-        if ch.isspace() or category in ("Zl", "Zp"):
-            kept.append(" ")
-        elif category not in ("Cc", "Cf", "Cs", "Co", "Cn"):
-            kept.append(ch)
-    text = _SPACES.sub(" ", "".join(kept)).strip()
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
-
-
 def headline(notice: dict) -> str:
     needs = "still needs you" if notice["kind"] == table.REMINDER else "needs you"
-    return f"{notice['run_id']} ({clean(notice['agent'], 40)}) {needs}"
+    return f"{notice['run_id']} ({one_line(notice['agent'], 40)}) {needs}"
 
 
 def state_of(notice: dict) -> str:
@@ -105,9 +81,9 @@ def state_of(notice: dict) -> str:
 
 
 def line(notice: dict) -> str:
-    """One line for a terminal: cleaned, so a message cannot move the cursor or change the terminal."""
-    return (f"{iso(notice['at'])}  #{notice['id']}  {headline(notice)}: {clean(state_of(notice), 60)}: "
-            f"{clean(notice['message'], 300)}  -> {command_for(notice)}")
+    """One line for a terminal: a message cannot move the cursor or change the terminal (safe_text.one_line)."""
+    return (f"{iso(notice['at'])}  #{notice['id']}  {headline(notice)}: {one_line(state_of(notice), 60)}: "
+            f"{one_line(notice['message'], 300)}  -> {command_for(notice)}")
 
 
 # -- the desktop ------------------------------------------------------------------------------------------------
@@ -115,10 +91,10 @@ def line(notice: dict) -> str:
 
 def desktop_command(title: str, body: str, platform: str | None = None) -> list[str] | None:
     """The argument list that posts a desktop notification here, or None when this platform has no notifier or
-    its program is missing. The text is cleaned and clipped, and goes as arguments (never through a shell, nor
+    its program is missing. The text is made one line and clipped, and goes as arguments (never through a shell, nor
     into AppleScript source: osascript reads it from argv)."""
     platform = platform or sys.platform
-    title, body = clean(title, 80) or "tui-agent", clean(body, 300)
+    title, body = one_line(title, 80) or "tui-agent", one_line(body, 300)
     if platform.startswith("linux"):
         program = shutil.which("notify-send")
         return [program, "--app-name=tui-agent", "--", title, body] if program else None
@@ -199,12 +175,12 @@ def run_command(argv: list[str], payload: dict, timeout_s: float = NOTIFY_TIMEOU
             err = os.pread(stderr.fileno(), _STDERR_TAIL, max(0, size - _STDERR_TAIL))
     except OSError as e:
         return f"could not start: {e.strerror or e}"
-    said = clean(err.decode(errors="replace").strip().splitlines()[-1], 160) if err.strip() else ""
+    said = one_line(err.decode(errors="replace").strip().splitlines()[-1], 160) if err.strip() else ""
     return f"exit {proc.returncode}" + (f": {said}" if said else "")
 
 
 def _stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(visible(text), file=sys.stderr, flush=True)
 
 
 class Attendant:

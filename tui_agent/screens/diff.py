@@ -48,7 +48,9 @@ from ..format import ago, duration_ms
 from ..paging import Window
 from ..report import data_version
 from ..runtime.clock import now
+from ..safe_text import json_text
 from ..widgets.footer import KeysFooter
+from ..widgets.safe import safe
 from ..widgets.status import badge
 from ..widgets.theme import follow_theme, palette, style
 from .modals import Dialog, GotoModal
@@ -136,7 +138,7 @@ class AlignedRows(OptionList, inherit_bindings=False):
     def _prompts(self) -> list[Text]:
         colours = palette(self.app)
         side, flags = self.widths()
-        return [self._prompt(row, colours, side, flags) for row in self.rows]
+        return [safe(self._prompt(row, colours, side, flags)) for row in self.rows]     # the entries' names
 
     def _prompt(self, row: dict, colours, side_w: int, flags_w: int) -> Text:
         mark, tone, bold = _mark(row, self.divergence)
@@ -281,8 +283,8 @@ class DiffScreen(Screen):
         self.searched = True
         self.divergence = message.divergence
         if message.error:
-            self.query_one("#diff-found", Static).update(Text(f"the search stopped: {message.error}",
-                                                              style="bold"))
+            self.query_one("#diff-found", Static).update(safe(Text(f"the search stopped: {message.error}",
+                                                                   style="bold")))
             return
         self._found_line()
         self._paint()
@@ -302,7 +304,7 @@ class DiffScreen(Screen):
             line.append(f": {found['message']} · ")
             line.append("n", style="bold")
             line.append(" jumps there")
-        self.query_one("#diff-found", Static).update(line)
+        self.query_one("#diff-found", Static).update(safe(line))
 
     def _header(self) -> None:
         colours = palette(self.app)
@@ -318,9 +320,8 @@ class DiffScreen(Screen):
             if fork and fork["child"] == run["id"]:
                 text.append(f" · fork of {'A' if label == 'B' else 'B'} at #{fork['fork_step']}")
             text.append(" · ")
-            text.append(json.dumps(json.loads(run["request"]), separators=(",", ":"), ensure_ascii=False),
-                        style="dim")
-        self.query_one("#diff-header", Static).update(text)
+            text.append(json_text(json.loads(run["request"]), separators=(",", ":")), style="dim")
+        self.query_one("#diff-header", Static).update(safe(text))
 
     def _totals(self) -> None:
         reader, colours = self.app.reader, palette(self.app)
@@ -358,18 +359,18 @@ class DiffScreen(Screen):
                 pane.border_title = side
                 pane.update(Text("no entry here" if row is not None else "", style="dim"))
                 continue
-            pane.border_title = f"{side} #{row['position']} {entry['name']} · {entry['kind']}" + (
-                f" · {EDITED} edited" if entry.get("edited") else "")
+            pane.border_title = safe(f"{side} #{row['position']} {entry['name']} · {entry['kind']}" + (
+                f" · {EDITED} edited" if entry.get("edited") else ""))
         if row is None:
             return
         ok, results = self.app.guard(results_at, self.app.reader, row)     # artifacts: for this row only
         for index, label in enumerate(("a", "b")):
             if row[label] is None or not ok:
                 continue
-            text = json.dumps(results[index], indent=1, ensure_ascii=False, default=str)
+            text = json_text(results[index], indent=1, default=str)
             if len(text) > SHOWN_CHARS:
                 text = text[:SHOWN_CHARS] + "\n…"
-            self.query_one(f"#detail-{label}", Static).update(Text(text))
+            self.query_one(f"#detail-{label}", Static).update(safe(text))
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -477,7 +478,7 @@ class PickRunModal(Dialog):
         if choice["relation"]:
             text.append(f" · {choice['relation']}")
         text.append(f" · {ago(choice['created_at'], now())}", style="dim")
-        return text
+        return safe(text)
 
     def on_mount(self) -> None:
         if self.choices:

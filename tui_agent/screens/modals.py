@@ -21,6 +21,7 @@ from ..runtime.clock import CLOCK, Clock, iso
 from ..runtime.effects import sender_warning
 from ..states import IN_DOUBT
 from ..strict_json import parse_json
+from ..widgets.safe import safe
 
 
 class Dialog(ModalScreen):
@@ -34,7 +35,7 @@ class Dialog(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.TITLE, classes="title")
+            yield Label(safe(self.TITLE), classes="title")      # it may name an effect, a run's question
             yield from self.body()
             with Horizontal(classes="buttons"):
                 yield Button(self.DO, variant="primary", id="confirm")
@@ -78,7 +79,7 @@ class ConfirmModal(Dialog):
         self.DO, self.DONT = do, dont
 
     def body(self) -> ComposeResult:
-        yield Static(self.question)
+        yield Static(safe(self.question))
 
 
 class ApproveModal(Dialog):
@@ -92,7 +93,7 @@ class ApproveModal(Dialog):
         self.question = question
 
     def body(self) -> ComposeResult:
-        yield Static(self.question)
+        yield Static(safe(self.question))
         with RadioSet(id="decision"):
             yield RadioButton("Approve", value=True, id="approve")
             yield RadioButton("Deny", id="deny")
@@ -152,16 +153,16 @@ class ReconcileModal(Dialog):
         service = e.get("service") or "the service"
         remembers = (f"dedupes this key {stopwatch(window - since)} more" if window and since is not None
                      and window > since else "does not deduplicate it now")
-        yield Static("The worker stopped after it tried this and before it could record whether it succeeded."
-                     if e["state"] in IN_DOUBT else f"The effect is {e['state']}.")
-        yield Static(f"key        {e['key']}")
-        yield Static(f"attempted  {iso(at) if at else '-'}" + (f" ({stopwatch(since)} ago)" if since is not None
-                                                                 else "")
-                     + f" by {e.get('attempted_by') or '-'} · attempts {e['attempts']}")
-        yield Static(f"service    {service} · {remembers} · {'has lookup' if e['has_lookup'] else 'no lookup'}")
+        yield Static(safe("The worker stopped after it tried this and before it could record whether it succeeded."
+                          if e["state"] in IN_DOUBT else f"The effect is {e['state']}."))
+        yield Static(safe(f"key        {e['key']}"))
+        yield Static(safe(f"attempted  {iso(at) if at else '-'}" + (f" ({stopwatch(since)} ago)" if since is not None
+                                                                      else "")
+                          + f" by {e.get('attempted_by') or '-'} · attempts {e['attempts']}"))
+        yield Static(safe(f"service    {service} · {remembers} · {'has lookup' if e['has_lookup'] else 'no lookup'}"))
         warning = self.sender_warning()
         if warning:
-            yield Static(f"warning: {warning}.", id="sender-warning", classes="warning")
+            yield Static(safe(f"warning: {warning}."), id="sender-warning", classes="warning")
         with Choices(id="decision"):
             for value, label, hint in (choice for choice in RECONCILE_CHOICES if choice[0] in self.allowed):
                 if value == "ask" and not e["has_lookup"]:     # said in words and dimmed, not by colour alone

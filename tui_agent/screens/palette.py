@@ -7,9 +7,11 @@ from collections.abc import Callable
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.markup import escape
 
 from .. import operate
 from ..report import get_run
+from ..safe_text import visible
 from . import run_actions
 
 HELP = "the same action as the CLI's"
@@ -31,6 +33,7 @@ class RunCommands(Provider):
         if not found:
             return commands
         item = screen.selected if isinstance(screen, RunScreen) else None
+        name = escape(visible(item.name)) if item else ""    # the palette reads its commands as markup
         commands += [(f"{action.title} {run_id}", partial(app.guard, action.do, app, run_id, item))
                      for action in run_actions.RUN_ACTIONS.values() if action.name != "fork"
                      and action.why_not(app, run) is None]
@@ -38,13 +41,13 @@ class RunCommands(Provider):
         # stopped, the one position a person can name without seeing the timeline.
         position, why = run_actions.why_not_fork(app, run, item.position if item else None)
         if why is None:
-            where = f"at #{position} {item.name}" if item else f"from where it stopped (#{position})"
+            where = f"at #{position} {name}" if item else f"from where it stopped (#{position})"
             commands.append((f"Fork {run_id} {where}", partial(app.guard, run_actions.fork, app, run_id, item)))
         if isinstance(screen, RunScreen):   # what needs the run screen: its selection, its thread, its picker
             commands += [(f"Replay {run_id} with the current code", screen.action_replay),
                          (f"Diff {run_id} with another run", screen.action_diff)]
             if item is not None and operate.why_not_edit(item.kind) is None:
-                commands.append((f"Edit #{item.position} {item.name} and fork", screen.action_edit_fork))
+                commands.append((f"Edit #{item.position} {name} and fork", screen.action_edit_fork))
         return commands
 
     async def discover(self) -> Hits:

@@ -10,6 +10,7 @@ from textual.widgets import Label, Static
 from ..errors import TuiAgentError
 from ..messages import Replayed
 from ..replay import Replay, replay_run
+from ..widgets.safe import safe
 from .modals import Dialog
 
 
@@ -41,9 +42,9 @@ class DivergenceModal(Dialog):
 
     def body(self) -> ComposeResult:
         d = self.replay.divergence
-        yield Label(d.message, id="divergence-message")
+        yield Label(safe(d.message), id="divergence-message")       # names and results the agent's code made
         if d.diff:
-            yield Static("\n".join(d.diff), id="divergence-diff", markup=False)
+            yield Static(safe("\n".join(d.diff)), id="divergence-diff")
         yield Label(f"{self.replay.answered} of {self.replay.entries} entries answered from the journal; "
                     "nothing was executed")
 

@@ -9,8 +9,6 @@ N read the page they land on. Opening a run reads its row, its checkpoint, its c
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -35,6 +33,7 @@ from ..report import (
     with_artifact,
 )
 from ..runtime.clock import now
+from ..safe_text import json_text
 from ..states import budget_dimension
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
@@ -42,6 +41,7 @@ from ..widgets.footer import KeysFooter
 from ..widgets.gauges import BudgetGauges, StepBar
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
+from ..widgets.safe import safe
 from ..widgets.status import badge
 from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
@@ -235,8 +235,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         if run.get("parent_id"):
             line.append(f" · fork of {run['parent_id']} at #{run['fork_step']}")
         line.append(" · ")
-        line.append(json.dumps(run["request"], separators=(",", ":"), ensure_ascii=False), style="dim")
-        self.query_one("#run-header", Static).update(line)
+        line.append(json_text(run["request"], separators=(",", ":")), style="dim")
+        self.query_one("#run-header", Static).update(safe(line))
 
     def _progress(self, checkpoint: dict) -> None:
         total, step = checkpoint.get("total_steps"), checkpoint.get("current_step") or 0
@@ -263,7 +263,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             return
         if item.entry is not None and item.entry.get("artifact"):
             item.entry = self._read_artifact(item.entry)
-        viewer.border_title = f"#{item.position} {item.name} · {item.kind if item.kind != 'pending' else item.note}"
+        shown = item.kind if item.kind != "pending" else item.note
+        viewer.border_title = safe(f"#{item.position} {item.name} · {shown}")
         viewer.border_subtitle = "raw JSON · v" if self.raw_json else "v raw JSON"
         if self.raw_json:
             text = raw(item, self.view)

@@ -18,6 +18,7 @@ from ..report import busiest_budget, cost_window, counts, runs_page
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
+from ..widgets.safe import safe
 from ..widgets.status import STATUSES, badge
 from ..widgets.theme import Palette, palette, style
 from . import run_actions
@@ -207,8 +208,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
         return dict(zip((key for _, key in COLUMNS), (
-            row["id"], row["agent"], badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
-            row["worker"] or "–", budget, burn, age(at - row["created_at"]))))
+            row["id"], safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
+            safe(row["worker"] or "–"), budget, burn, age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
         return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))

@@ -26,6 +26,7 @@ from ..report import (
 )
 from ..runtime.clock import now
 from ..runtime.schedule import fires
+from ..widgets.safe import safe
 from ..widgets.status import badge, mark_of, style_of
 from ..widgets.theme import Palette, follow_theme, palette, style
 from .modals import ConfirmModal
@@ -129,7 +130,7 @@ class SchedulesScreen(TableScreen):
                  Text("no", style=style(colours, OFF, bold=True)),
                  "last": last_cell, "agent": row["agent"], "tz": row["tz"], "missed": row["missed"],
                  "overlap": row["overlap"]}
-        return [cells[key] for _, key in COLUMNS]
+        return [safe(cells[key]) for _, key in COLUMNS]       # a schedule's name, agent and zone are stored text
 
     def _explain(self) -> None:
         row = self.selected()
@@ -252,7 +253,7 @@ class ScheduleDetail(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog wide", id="schedule-detail"):
-            yield Label(f"Schedule {self.schedule_name}", classes="title")
+            yield Label(safe(f"Schedule {self.schedule_name}"), classes="title")
             with VerticalScroll(id="schedule-detail-body"):
                 yield Static(id="schedule-detail-text")
             with Horizontal(classes="buttons"):
@@ -269,10 +270,10 @@ class ScheduleDetail(ModalScreen):
     def reload(self) -> None:
         reader = self.app.reader
         row = next((r for r in schedule_listing(reader) if r["name"] == self.schedule_name), None)
-        self.query_one("#schedule-detail-text", Static).update(
+        self.query_one("#schedule-detail-text", Static).update(safe(
             self.describe(row, recent_runs(reader, self.schedule_name),
                           schedule_events(reader, self.schedule_name), now(), palette(self.app))
-            if row is not None else Text(f"{self.schedule_name} was removed", style="dim"))
+            if row is not None else Text(f"{self.schedule_name} was removed", style="dim")))
 
     def describe(self, row: dict, runs: list[dict], events: list[dict], at: float, colours: Palette) -> Text:
         tz = row["tz"]

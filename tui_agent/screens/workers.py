@@ -18,6 +18,7 @@ from ..runtime.clock import now
 from ..runtime.liveness import HOST, label, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
+from ..widgets.safe import safe
 from ..widgets.theme import Palette, palette, style
 from .modals import ConfirmModal
 from .table import TableScreen
@@ -110,7 +111,7 @@ class WorkersScreen(TableScreen):
         else:
             beat = "" if state == WorkerState.ALIVE else "dim"
         cells = {
-            "name": Text(worker["name"], style="" if first else "dim"),
+            "name": safe(Text(worker["name"], style="" if first else "dim")),
             "pid": Text(str(worker["pid"]) if first else ""),
             "state": Text(label(state) if first else "",
                           style=style(colours, STATE_TONES[state], bold=state != WorkerState.STOPPED)),
@@ -121,7 +122,7 @@ class WorkersScreen(TableScreen):
             return cells
         left = (held["lease_expires_at"] or 0) - at
         if left > 0:
-            cells["run"] = Text(f"{held['id']} {held['agent']}")
+            cells["run"] = safe(f"{held['id']} {held['agent']}")
             cells["lease"] = Text(f"{span(left)}", style=style(colours, LATE) if left < worker["lease_s"] / 3 else "")
         else:
             cells["run"] = Text.assemble(held["id"], " ", ("(lease expired)", style(colours, LATE)))

@@ -10,6 +10,8 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from ..format import stamp
+from ..safe_text import json_text
+from .safe import safe
 from .theme import OFFLINE, Palette, style
 
 LABEL = 12
@@ -24,11 +26,11 @@ def checkpoint_text(report: dict, colours: Palette = OFFLINE) -> Text:
         text.append(f"{value}\n", style=style)
 
     total = cp.get("total_steps")
-    field("request", json.dumps(run["request"], ensure_ascii=False))
+    field("request", json_text(run["request"]))
     field("step", f"{cp.get('current_step', 0)}" + (f" of {total}" if total else " (total unknown)"))
     field("generation", f"{cp.get('generation')} · plan revision {cp.get('plan_revision', 0)}")
     nxt = cp.get("next_input")
-    field("next input", "–" if nxt is None else json.dumps(nxt, ensure_ascii=False))
+    field("next input", "–" if nxt is None else json_text(nxt))
     field("schema", f"v{cp.get('schema_version')}")
     if cp.get("step_attempts"):
         field("attempts", f"{cp['step_attempts']} failed at this step")
@@ -44,7 +46,7 @@ def checkpoint_text(report: dict, colours: Palette = OFFLINE) -> Text:
     if run.get("error"):
         field("error", run["error"], style(colours, "text-error", bold=True))
     if run.get("result") is not None:
-        field("result", json.dumps(run["result"], ensure_ascii=False)[:400], style(colours, "text-success"))
+        field("result", json_text(run["result"])[:400], style(colours, "text-success"))
     text.rstrip()
     return text
 
@@ -53,7 +55,7 @@ class CheckpointView(Static):
     text: reactive[Text] = reactive(Text, init=False)    # repainted only when what it says changed
 
     def set_report(self, report: dict, colours: Palette = OFFLINE) -> None:
-        self.text = checkpoint_text(report, colours)
+        self.text = safe(checkpoint_text(report, colours))    # the request, result and error are the run's
 
     def watch_text(self, text: Text) -> None:
         self.update(text)

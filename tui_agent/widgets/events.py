@@ -13,6 +13,7 @@ from textual.widgets import Static
 from ..format import clock
 from ..runtime.clock import now, parse_instant
 from ..states import RunStatus
+from .safe import safe
 from .status import NEEDS_YOU, TONES
 from .theme import OFFLINE, Palette, style
 
@@ -55,7 +56,7 @@ class EventsLog(VerticalScroll):
     def set_events(self, events: list[dict], colours: Palette = OFFLINE, newest: bool = True) -> None:
         at = now()
         self.newest = newest
-        self.text = Text("\n").join(event_line(e, at, colours) for e in events) if events else NO_EVENTS
+        self.text = safe(Text("\n").join(event_line(e, at, colours) for e in events)) if events else NO_EVENTS
 
     def watch_text(self, old: Text, text: Text) -> None:
         follow = self.newest and (old is NO_EVENTS or not old or self.scroll_y >= self.max_scroll_y - 1)

@@ -15,7 +15,9 @@ from textual.widgets import Static
 from ..format import clock, cost, duration_ms, span, usd
 from ..report import PROVIDERS, effect_shown
 from ..runtime.clock import now, parse_instant
+from ..safe_text import json_text
 from ..states import IN_DOUBT, EffectState
+from .safe import safe
 from .theme import OFFLINE, Palette, style
 from .timeline import TimelineItem
 
@@ -25,8 +27,9 @@ EFFECT_TONES = {EffectState.CONFIRMED: GOOD, EffectState.UNKNOWN: DOUBT, EffectS
 
 
 def pretty_json(value: Any) -> Text:
-    """Indented, highlighted JSON (anything json cannot encode shown by its str)."""
-    return JSON(json.dumps(value, indent=2, default=str, ensure_ascii=False)).text
+    """Indented, highlighted JSON (anything json cannot encode shown by its str), with the characters a terminal
+    would act on as \\u escapes, as `show --json` writes them."""
+    return JSON(json_text(value, indent=2, default=str)).text
 
 
 def key_window(effect: dict, at: float | None = None) -> str:
@@ -266,7 +269,8 @@ def _epoch(stamp: str | None) -> float | None:
 
 
 class JournalViewer(VerticalScroll):
-    """A scrolling view of one entry; `plain` is what it shows, as text."""
+    """A scrolling view of one entry, shown `safe` (an entry is the agent's, the model's or a tool's text);
+    `plain` is what it shows, as text."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -278,6 +282,7 @@ class JournalViewer(VerticalScroll):
 
     def show(self, text: Text, key: tuple | None = None) -> None:
         """Show `text`; back to the top only when a different entry (`key`) is shown."""
+        text = safe(text)
         if text == self.text and key == self.shown:
             return
         moved = key != self.shown

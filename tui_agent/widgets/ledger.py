@@ -8,6 +8,7 @@ from textual.widgets import DataTable
 
 from ..format import clock
 from .journal import EFFECT_TONES, key_window
+from .safe import safe
 from .theme import Palette, palette, style
 
 # the key last: it is the longest, and on a small terminal the columns before it matter more
@@ -51,9 +52,9 @@ class EffectLedger(DataTable):
         dim = "dim" if old else ""
         name = f"{e['name']} (g{e['generation']})" if old else e["name"]
         state = Text(e["state"], style=dim or style(colours, EFFECT_TONES.get(e["state"], "")))
-        cells = (Text(name, style=dim), state, Text(str(e["attempts"]), style=dim),
+        cells = (safe(Text(name, style=dim)), state, Text(str(e["attempts"]), style=dim),
                  Text(clock(e["attempted_at"], at), style=dim),
-                 Text(key_window(e, at), style=dim), Text(e["key"], style=dim))
+                 Text(key_window(e, at), style=dim), safe(Text(e["key"], style=dim)))
         return cells, f"{e['generation']}:{e['position']}"
 
     def position_at_cursor(self) -> tuple[int, int] | None:

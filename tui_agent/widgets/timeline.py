@@ -17,6 +17,7 @@ from ..format import clock, cost, duration_ms, usd_narrow
 from ..report import PROVIDERS, live_line
 from ..runtime.clock import now
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus, needs_person
+from .safe import safe
 from .status import NEEDS_YOU, bold_of, mark_of, tone_of
 from .theme import palette, style
 
@@ -311,7 +312,7 @@ class Timeline(OptionList, inherit_bindings=False):
         prompts = []
         for item, shown in zip(self.items, names):
             mark = style(colours, item.tone, item.bold) or None
-            prompt = self._prompt(item, mark, shown, name_w, tag_w, time_w, extra_w, folded)
+            prompt = safe(self._prompt(item, mark, shown, name_w, tag_w, time_w, extra_w, folded))   # names, notes
             prompt.truncate(width, overflow="ellipsis")
             prompts.append(prompt)
         return prompts

@@ -1,0 +1,46 @@
+"""Text that agents, models, tools, services or stored rows control, made safe to show on a terminal: the one
+sanitiser every command's output, the notices and the TUI pass such text through. Pure functions, no Textual.
+
+A terminal acts on some characters instead of showing them: escape sequences (ESC, which starts CSI, OSC such
+as the window title or OSC 52 that writes the clipboard, and the rest), the other C0 controls such as `\\r`,
+DEL, the C1 controls (0x80 to 0x9f: 0x9b is a CSI of its own), and the bidi controls that reorder what follows
+them. `visible` writes each of those as its escape instead, so `\\x1b]0;title\\x07` is printed as those
+characters and the terminal sees nothing to act on; newlines and tabs stay, and nothing is clipped. A lone
+surrogate, which no terminal can be sent (it cannot be encoded), is written as its escape too. `json_text` is
+`json.dumps` with the same characters as `\\uXXXX` escapes, so JSON output decodes to the values unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# C0 but tab and newline, DEL, C1, the bidi controls (ALM, LRM, RLM, LRE..RLO, LRI..PDI) and lone surrogates
+ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SPACES = re.compile(r"\s+")
+
+
+def _escape(found: re.Match) -> str:
+    code = ord(found.group())
+    return "\\r" if code == 0x0D else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as its escape (as Python writes it: `\\x1b`,
+    `\\r`, `\\x9b`, `\\u202e`); newlines, tabs and the length of what is there are kept."""
+    return ACTED_ON.sub(_escape, text)
+
+
+def one_line(text: str | None, limit: int) -> str:
+    """`visible` text for one line (a notice, a progress line, a desktop notification): line breaks and runs of
+    spaces made one space, clipped to `limit` characters with an ellipsis."""
+    text = _SPACES.sub(" ", visible(text or "")).strip()
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def json_text(value: Any, **dumps: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, **dumps)` with every character `visible` would escape written as
+    a `\\uXXXX` escape (json.dumps escapes the C0 ones already): such a character can only stand inside a
+    string there, so the text stays JSON and decodes to the same value; other text stays as it is."""
+    return ACTED_ON.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(value, ensure_ascii=False, **dumps))
