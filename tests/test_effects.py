@@ -6,7 +6,7 @@ import pytest
 from helpers import registry_of
 
 from tui_agent import Agent, RetryPolicy, operate
-from tui_agent.errors import EffectNotDone, UserError
+from tui_agent.errors import EffectNotDone, ParkRun, UserError
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.faults import SimulatedCrash
@@ -31,12 +31,15 @@ class Service:
         self.timeout_after_acting = 0   # how many next requests act, then raise as if the reply was lost
         self.refuse = 0                 # how many next requests refuse (EffectNotDone)
         self.lookup_down = 0            # how many next lookups fail
+        self.closed = False             # refuse (ParkRun) until a person opens it
 
     def send(self, key: str) -> dict:
         self.requests.append(key)
         if self.refuse:
             self.refuse -= 1
             raise EffectNotDone("mailbox full")
+        if self.closed:
+            raise ParkRun("the mailbox is closed until its owner opens it")
         if not (self.dedupe and key in self.memory):
             self.delivered.append(key)
             self.memory[key] = {"id": len(self.delivered)}
@@ -271,6 +274,24 @@ def test_refusals_past_the_retry_policy_fail_the_run(db_path):
     assert len(service.requests) == 3
     assert world.effect(run_id)["state"] == "not_done"
     assert service.delivered == []
+
+
+def test_a_do_that_parks_did_nothing_and_resume_sends_again_with_the_same_key(db_path):
+    service = Service()
+    service.closed = True
+    world = World(db_path, service)
+    run_id = world.start()
+    outcome = world.work(run_id)
+    assert (outcome.status, outcome.reason) == ("parked", "environment")
+    assert outcome.message == f"parked: the mailbox is closed until its owner opens it; then tui-agent resume {run_id}"
+    assert (world.effect(run_id)["state"], service.delivered) == ("not_done", [])
+    assert "send: not done: the mailbox is closed until its owner opens it" in world.messages(run_id)
+    service.closed = False
+    operate.resume(world.store, run_id)
+    assert world.work(run_id).status == "succeeded"
+    row = world.effect(run_id)
+    assert (row["state"], row["attempts"]) == ("confirmed", 2)
+    assert service.requests == ["report:2026-11-28:team"] * 2 and service.delivered == ["report:2026-11-28:team"]
 
 
 def test_a_key_confirmed_by_another_run_is_not_done_again(db_path):
