@@ -5,6 +5,7 @@ worktree and branch and parks when that branch was moved under it; a file it can
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from helpers import later, ok, show_json
+from helpers import later, ok, parked_message, show_json
 
 OLD, NEW = "acme_old", "acme_new"
 
@@ -214,3 +215,71 @@ def test_the_seed_job_rewrites_a_tsx_alias(tui_agent, tmp_path):
     assert "succeeded" in done.stdout
     assert card.read_text() == ('import { cn } from "~/lib/cn";\nimport x from "@/utils/cnx";\n'
                                 'export const Card = () => <div className={cn("a")} />;\n')
+
+
+def printed_git_command(message: str) -> str:
+    """The one git command a park message prints in parentheses, as a user would copy it."""
+    [command] = re.findall(r"\((git -C [^()]*)\)", message)
+    return command
+
+
+def run_printed(message: str) -> None:
+    subprocess.run(printed_git_command(message), shell=True, check=True, capture_output=True)
+
+
+def complete_on_branch(repo: Path, place: dict) -> None:
+    """The branch is the base plus one commit holding the rewrite of every planned file, byte for byte."""
+    from tui_agent.agents.imports_rewrite import rewrite
+
+    branch, base = place["branch"], place["base"]
+    assert len(git("log", "--format=%H", f"{base}..{branch}", cwd=repo).splitlines()) == 1
+    changed = git("diff", "--name-only", base, branch, cwd=repo).splitlines()
+    assert len(changed) == 12
+    for name in changed:
+        before = subprocess.run(["git", "show", f"{base}:{name}"], cwd=repo, capture_output=True, check=True).stdout
+        after = subprocess.run(["git", "show", f"{branch}:{name}"], cwd=repo, capture_output=True, check=True).stdout
+        assert after == rewrite(before, name, OLD, NEW).data != before
+
+
+def finished_after_resume(tui_agent, run_id: str) -> dict:
+    """`resume`, then a worker: the run must succeed; its report."""
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed"), report["events"][-1]
+    return report
+
+
+def foreign_commit(tree: Path) -> None:
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "not the run's", cwd=tree)
+
+
+@pytest.mark.parametrize("change, said", [
+    ("git reset --hard BASE", "was reset to"),
+    ("git commit --amend", "which replaced this run's commit"),
+    ("a foreign commit", "has 1 commit(s) this run did not make"),
+], ids=["reset", "amend", "foreign"])
+def test_a_branch_moved_off_the_runs_commit_parks_it_until_the_branch_is_put_back(tui_agent, repo, change, said):
+    run_id = start(tui_agent, repo)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:16"})   # the commit's
+    assert crashed.returncode == -signal.SIGKILL
+    report = show_json(tui_agent, run_id)
+    place, commit = report["journal"][1]["result"], report["journal"][-1]["result"]
+    assert report["journal"][-1]["name"] == "commit"
+    tree = Path(place["worktree"])
+    if change == "git reset --hard BASE":
+        git("reset", "-q", "--hard", place["base"], cwd=tree)
+    elif change == "git commit --amend":
+        with (tree / "untouched.py").open("a") as extra:
+            extra.write("EXTRA = 1\n")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-a", "--amend", "--no-edit", cwd=tree)
+    else:
+        foreign_commit(tree)
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    message = parked_message(tui_agent, run_id)
+    assert said in message and commit[:12] in message
+    run_printed(message)
+    report = finished_after_resume(tui_agent, run_id)
+    assert report["run"]["result"]["commit"] == commit == git("rev-parse", place["branch"], cwd=repo)
+    complete_on_branch(repo, place)
+

@@ -67,7 +67,7 @@ def refactor_imports(ctx: Context, request: dict) -> dict:
     old, new = settings["from"], settings["to"]
     place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
     if place["git"]:
-        worktree.verify(place, ctx.run_id)   # on every turn: never a silent rewrite of the wrong tree
+        worktree.verify(place, ctx.lineage)   # on every turn: never a silent rewrite of the wrong tree
     names = ctx.step("find-files", _files, place["tree"], old)
     ctx.plan(total_steps=len(names) + 4)
     rewritten = []
@@ -79,8 +79,11 @@ def refactor_imports(ctx: Context, request: dict) -> dict:
     if not place["git"]:
         return result
     prefix = f"{place['sub']}/" if place["sub"] else ""
-    commit = ctx.step("commit", worktree.commit_once, place, ctx.run_id, [prefix + n for n in names],
+    instead = (f"to commit the branch as it is, fork from the commit step (tui-agent fork {ctx.run_id} "
+               f"--from-step {ctx.position})")
+    commit = ctx.step("commit", worktree.commit_once, place, ctx.lineage, [prefix + n for n in names],
                       f"Rewrite imports of {old} to {new} ({len(names)} files)")
+    worktree.at_commit(place, commit, instead)   # the run names this commit: the branch must be at it
     return {**result, "branch": place["branch"], "commit": commit,
             "merge": f"git -C {place['repo']} merge {place['branch']}"}
 
