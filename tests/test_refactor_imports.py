@@ -244,14 +244,19 @@ def complete_on_branch(repo: Path, place: dict) -> None:
         assert after == rewrite(before, name, OLD, NEW).data != before
 
 
+def recorded_files(report: dict) -> list[str]:
+    """The files whose steps are recorded, in the plan's order."""
+    return [e["name"].removeprefix("file:") for e in file_steps(report)]
+
+
 def six_files_recorded(tui_agent, repo: Path) -> tuple[str, dict, list[str]]:
-    """A run killed after its sixth file's record: its id, its place and its plan."""
+    """A run killed after its sixth file's record: its id, its place and those six files."""
     run_id = start(tui_agent, repo)
     crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:9"})
     assert crashed.returncode == -signal.SIGKILL
     report = show_json(tui_agent, run_id)
     assert len(file_steps(report)) == 6
-    return run_id, report["journal"][1]["result"], report["journal"][2]["result"]
+    return run_id, report["journal"][1]["result"], recorded_files(report)
 
 
 def finished_after_resume(tui_agent, run_id: str) -> dict:
@@ -278,12 +283,12 @@ def foreign_commit(tree: Path) -> None:
 ], ids=["checkout", "deleted", "rm-rf", "foreign", "foreign-reset-hard"])
 def test_a_worktree_changed_behind_the_run_parks_it_and_the_advice_followed_finishes_the_rewrite(
         tui_agent, repo, change, said, follow):
-    run_id, place, plan = six_files_recorded(tui_agent, repo)
+    run_id, place, recorded = six_files_recorded(tui_agent, repo)
     tree = Path(place["worktree"])
     if change == "git checkout -- .":
         git("checkout", "--", ".", cwd=tree)                   # the six rewrites thrown away, the branch unchanged
     elif change == "a deleted file":
-        (tree / plan[1]).unlink()
+        (tree / recorded[1]).unlink()
     elif change == "rm -rf the worktree":
         shutil.rmtree(tree)
     else:
@@ -292,7 +297,7 @@ def test_a_worktree_changed_behind_the_run_parks_it_and_the_advice_followed_fini
     message = parked_message(tui_agent, run_id)
     assert said in message and message.endswith(f"then tui-agent resume {run_id}")
     if change == "a deleted file":
-        assert plan[1] in message
+        assert recorded[1] in message
     assert len(file_steps(show_json(tui_agent, run_id))) == 6   # nothing more written, nothing committed
     assert "Tui-Agent-Run" not in git("log", "--format=%B", f"{place['base']}..{place['branch']}", cwd=repo)
     if follow == "printed":
@@ -337,7 +342,7 @@ def test_a_branch_moved_off_the_runs_commit_parks_it_until_the_branch_is_put_bac
 
 
 def test_a_run_recorded_before_the_digests_is_not_checked_and_says_so(tui_agent, repo, db_path):
-    run_id, place, plan = six_files_recorded(tui_agent, repo)
+    run_id, place, _ = six_files_recorded(tui_agent, repo)
     with sqlite3.connect(db_path) as conn:                      # as an older tui-agent recorded them
         for position, result in conn.execute("SELECT position, result FROM journal_rows WHERE run_id = ? AND "
                                              "name LIKE 'file:%'", (run_id,)).fetchall():
@@ -360,7 +365,7 @@ def test_outside_git_a_file_put_back_parks_the_run_and_a_file_edited_after_its_r
     run_id = start(tui_agent, tree)
     crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:9"})
     assert crashed.returncode == -signal.SIGKILL
-    reverted, edited = show_json(tui_agent, run_id)["journal"][2]["result"][:2]
+    reverted, edited = recorded_files(show_json(tui_agent, run_id))[:2]
     (tree / reverted).write_bytes(before[reverted])              # the user's undo of one rewrite
     own = "// the user's own line\r\n" if edited.endswith(".ts") else "# the user's own line\n"
     with (tree / edited).open("a", newline="") as source:        # and their own work on another
