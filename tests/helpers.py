@@ -49,6 +49,14 @@ def show_json(tui_agent, run_id: str, *prefix_args: str) -> dict:
     return json.loads(ok(tui_agent(*prefix_args, "show", run_id, "--json")).stdout)
 
 
+def parked_message(tui_agent, run_id: str) -> str:
+    """The line a run parked with (reason environment), asserting it is parked so."""
+    report = show_json(tui_agent, run_id)
+    message = report["events"][-1]["message"]
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "environment"), message
+    return message
+
+
 def registry_of(*agents) -> Registry:
     registry = Registry()
     for agent in agents:

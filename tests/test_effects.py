@@ -6,7 +6,7 @@ import pytest
 from helpers import registry_of
 
 from tui_agent import Agent, RetryPolicy, operate
-from tui_agent.errors import EffectNotDone, UserError
+from tui_agent.errors import EffectNotDone, ParkRun, UserError
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.faults import SimulatedCrash
@@ -32,6 +32,7 @@ class Service:
         self.refuse = 0                 # how many next requests refuse (EffectNotDone)
         self.lookup_down = 0            # how many next lookups fail
         self.unreachable = 0            # how many next requests fail before the service acts (a dropped connection)
+        self.closed = False             # refuse (ParkRun) until a person opens it
 
     def send(self, key: str) -> dict:
         self.requests.append(key)
@@ -41,6 +42,8 @@ class Service:
         if self.refuse:
             self.refuse -= 1
             raise EffectNotDone("mailbox full")
+        if self.closed:
+            raise ParkRun("the mailbox is closed until its owner opens it")
         if not (self.dedupe and key in self.memory):
             self.delivered.append(key)
             self.memory[key] = {"id": len(self.delivered)}
@@ -303,6 +306,22 @@ def test_a_do_that_keeps_raising_at_a_deduplicating_service_waits_for_a_person_a
     assert len(service.requests) == 3
     assert world.effect(outcome.run_id)["state"] == "unknown"
     assert "on each of its 3 attempts" in world.messages(outcome.run_id)[-1]
+def test_a_do_that_parks_did_nothing_and_resume_sends_again_with_the_same_key(db_path):
+    service = Service()
+    service.closed = True
+    world = World(db_path, service)
+    run_id = world.start()
+    outcome = world.work(run_id)
+    assert (outcome.status, outcome.reason) == ("parked", "environment")
+    assert outcome.message == f"parked: the mailbox is closed until its owner opens it; then tui-agent resume {run_id}"
+    assert (world.effect(run_id)["state"], service.delivered) == ("not_done", [])
+    assert "send: not done: the mailbox is closed until its owner opens it" in world.messages(run_id)
+    service.closed = False
+    operate.resume(world.store, run_id)
+    assert world.work(run_id).status == "succeeded"
+    row = world.effect(run_id)
+    assert (row["state"], row["attempts"]) == ("confirmed", 2)
+    assert service.requests == ["report:2026-11-28:team"] * 2 and service.delivered == ["report:2026-11-28:team"]
 
 
 def test_a_key_confirmed_by_another_run_is_not_done_again(db_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tui_agent.agents import state_file
-from tui_agent.agents.githost import AlreadyOpen, GitHost
+from tui_agent.agents.githost import AlreadyOpen, GitHost, HeadMoved
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed on this machine")
 
@@ -47,8 +47,9 @@ def test_one_open_pull_request_per_branch(repo):
     assert host.pulls() == [] and host.lookup("feature/a") is None
     before = time.time()
     first = host.open("feature/a", title="Fix a", body="Because.", key="patch:run-1")
-    assert first == {"number": 1, "branch": "feature/a", "base": "main", "title": "Fix a", "body": "Because.",
-                     "state": "open", "key": "patch:run-1", "opened_at": first["opened_at"]}
+    assert first == {"number": 1, "branch": "feature/a", "base": "main", "head": _git(repo, "rev-parse", "feature/a"),
+                     "title": "Fix a", "body": "Because.", "state": "open", "key": "patch:run-1",
+                     "opened_at": first["opened_at"]}
     assert before <= first["opened_at"] <= time.time()
     assert host.lookup("feature/a") == first
     assert host.pulls() == [first]
@@ -94,6 +95,23 @@ def test_a_missing_branch_records_nothing(repo):
         host.open("feature/nope", title="t", body="b")
     assert host.pulls() == []
     assert host.open("feature/a", title="t", body="b")["number"] == 1
+
+
+def test_a_pull_request_for_a_commit_the_branch_is_no_longer_at_is_refused_and_records_nothing(repo):
+    host = GitHost(repo)
+    reviewed = _git(repo, "rev-parse", "feature/a")
+    _git(repo, "checkout", "-q", "feature/a")
+    (repo / "README").write_text("hello\nand one more line\n")
+    _git(repo, "commit", "-q", "-a", "--amend", "--no-edit")          # the message kept, the change not
+    amended = _git(repo, "rev-parse", "feature/a")
+    with pytest.raises(HeadMoved) as refused:
+        host.open("feature/a", title="t", body="b", head=reviewed)
+    assert (refused.value.head, refused.value.found) == (reviewed, amended)
+    assert str(refused.value) == f"branch feature/a is at {amended[:12]}, not at {reviewed[:12]}; nothing was opened"
+    assert host.pulls() == [] and not _state(repo).exists()
+    _git(repo, "reset", "-q", "--hard", reviewed)                       # the branch put back
+    opened = host.open("feature/a", title="t", body="b", head=reviewed)
+    assert (opened["number"], opened["head"]) == (1, reviewed)
 
 
 def test_a_folder_that_is_not_a_repository_is_refused(tmp_path, monkeypatch):

@@ -4,7 +4,9 @@ pull request on the local git host however the workers crash or race."""
 
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from helpers import later, ok, show_json
+from helpers import later, ok, parked_message, paused_worker, show_json
 
 from tui_agent.agents.githost import GitHost
 from tui_agent.agents.patch import oracle_pattern, run_oracle, tools_for
@@ -261,3 +263,117 @@ def test_with_a_key_claude_works_on_any_repository_through_the_same_tools(tui_ag
     assert "mean() is wrong" in (content if isinstance(content, str) else content[0]["text"])
     tree = Path(next(e["result"] for e in report["journal"] if e["name"] == "worktree")["worktree"])
     assert unittest_in(tree).returncode == 0 and unittest_in(other).returncode != 0
+
+
+def reviewed(report: dict) -> tuple[dict, str]:
+    """The run's worktree (its recorded place) and the commit its approval question is about."""
+    entries = {e["name"]: e["result"] for e in report["journal"]}
+    return entries["worktree"], entries["commit"]
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def move(change: str, tree: Path, base: str) -> None:
+    """What a person (or another program) does to the run's branch behind its back."""
+    if change == "git reset --hard BASE":
+        git("reset", "-q", "--hard", base, cwd=tree)
+    elif change == "git commit --amend":                         # one more line, the message and trailer kept
+        with (tree / "calc" / "stats.py").open("a") as source:
+            source.write("UNREVIEWED = True\n")
+        git("commit", "-q", "-a", "--amend", "--no-edit", cwd=tree)
+    else:
+        git("commit", "-q", "--allow-empty", "-m", "not the run's", cwd=tree)
+
+
+def printed(message: str, command: str) -> str:
+    """The one command of this kind (`git -C`, `tui-agent fork`) the message prints in parentheses."""
+    [found] = re.findall(rf"\(({command} [^()]*)\)", message)
+    return found
+
+
+@pytest.mark.parametrize("change, said", [
+    ("git reset --hard BASE", "was reset to"),
+    ("git commit --amend", "which replaced this run's commit"),
+    ("a foreign commit", "has 1 commit(s) this run did not make"),
+], ids=["reset", "amend", "foreign"])
+def test_a_branch_moved_between_the_question_and_the_approval_opens_no_pull_request(tui_agent, tmp_path, change,
+                                                                                     said):
+    run_id, report = waiting_for_approval(tui_agent)
+    place, commit = reviewed(report)
+    question = report["approvals"][0]["question"]
+    assert f"Commit {commit}:" in question and "1 insertion(+), 1 deletion(-)" in question
+    tree, sample = Path(place["worktree"]), tmp_path / "runs.data" / "patch" / "sample"
+    move(change, tree, place["base"])
+    ok(tui_agent("approve", run_id))
+    ok(tui_agent("worker", "--once"))
+    message = parked_message(tui_agent, run_id)
+    assert said in message and commit[:12] in message
+    assert GitHost(sample).pulls() == []                          # nothing opened for what nobody reviewed
+    subprocess.run(printed(message, "git -C"), shell=True, check=True, capture_output=True)   # as a user would
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "returned")
+    [pr] = GitHost(sample).pulls()
+    assert pr["head"] == commit == report["run"]["result"]["commit"] == git("rev-parse", place["branch"], cwd=tree)
+
+
+def test_an_amended_branch_is_asked_about_again_by_a_fork_from_the_commit_step(tui_agent, tmp_path):
+    run_id, report = waiting_for_approval(tui_agent)
+    place, commit = reviewed(report)
+    tree, sample = Path(place["worktree"]), tmp_path / "runs.data" / "patch" / "sample"
+    move("git commit --amend", tree, place["base"])
+    amended = git("rev-parse", "HEAD", cwd=tree)
+    ok(tui_agent("approve", run_id))
+    ok(tui_agent("worker", "--once"))
+    message = parked_message(tui_agent, run_id)
+    fork = ok(tui_agent(*printed(message, "tui-agent fork").split()[1:])).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, fork)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("waiting", "approval"), report["events"][-1]
+    question = report["approvals"][0]["question"]
+    assert f"Commit {amended}:" in question and "2 insertions(+), 1 deletion(-)" in question   # what would ship
+    assert GitHost(sample).pulls() == []
+    ok(tui_agent("approve", fork))
+    ok(tui_agent("worker", "--once"))
+    assert show_json(tui_agent, fork)["run"]["status"] == "succeeded"
+    [pr] = GitHost(sample).pulls()
+    assert pr["head"] == amended
+    assert show_json(tui_agent, run_id)["run"]["status"] == "parked"
+
+
+def test_a_branch_moved_while_the_pull_request_is_opened_is_refused_by_the_host(tui_agent, tmp_path):
+    run_id, report = waiting_for_approval(tui_agent)
+    place, commit = reviewed(report)
+    tree, sample = Path(place["worktree"]), tmp_path / "runs.data" / "patch" / "sample"
+    ok(tui_agent("approve", run_id))
+    with paused_worker("worker", "--once", pause_at="after-attempted") as worker:   # past the guard on the claim
+        move("git commit --amend", tree, place["base"])
+        worker.send_signal(signal.SIGCONT)
+        worker.communicate(timeout=60)
+    message = parked_message(tui_agent, run_id)
+    assert "which replaced this run's commit" in message
+    assert GitHost(sample).pulls() == []
+    effect = show_json(tui_agent, run_id)["effects"][0]
+    assert (effect["name"], effect["state"]) == ("open-pull-request", "not_done")   # the host did nothing
+    subprocess.run(printed(message, "git -C"), shell=True, check=True, capture_output=True)
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert report["run"]["status"] == "succeeded"
+    [pr] = GitHost(sample).pulls()
+    assert pr["head"] == commit and report["effects"][0]["state"] == "confirmed"
+
+
+def test_a_branch_amended_between_the_commit_and_the_question_parks_before_asking(tui_agent, tmp_path):
+    run_id = ok(tui_agent("start", "patch")).stdout.strip()
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:4"})   # the commit's
+    assert crashed.returncode == -9
+    place, commit = reviewed(show_json(tui_agent, run_id))
+    move("git commit --amend", Path(place["worktree"]), place["base"])
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    assert "which replaced this run's commit" in parked_message(tui_agent, run_id)
+    assert show_json(tui_agent, run_id)["approvals"] == []          # never asked about a commit not there

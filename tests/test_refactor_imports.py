@@ -6,6 +6,7 @@ FIFOs and sockets are left alone and listed, and a name that is not UTF-8 parks 
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from helpers import later, ok, show_json
+from helpers import later, ok, parked_message, show_json
 
 OLD, NEW = "acme_old", "acme_new"
 
@@ -170,7 +171,7 @@ def test_in_git_it_works_in_its_own_worktree_and_branch_and_commits_once(tui_age
      "1 commit(s) this run did not make"),
     (["checkout", "-q", "-b", "elsewhere"], "not refactor/"),
 ])
-def test_in_git_a_refactor_branch_moved_elsewhere_parks_the_run(tui_agent, repo, moved, said):
+def test_in_git_a_refactor_branch_moved_elsewhere_parks_the_run_until_it_is_put_back(tui_agent, repo, moved, said):
     run_id = start(tui_agent, repo)
     crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:6"})
     assert crashed.returncode == -signal.SIGKILL
@@ -185,6 +186,9 @@ def test_in_git_a_refactor_branch_moved_elsewhere_parks_the_run(tui_agent, repo,
     if moved[0] != "reset":
         assert {k: v for k, v in snapshot(Path(place["worktree"])).items() if not k.startswith(".git")} == {
             k: v for k, v in before.items() if not k.startswith(".git")}
+    run_printed(report["events"][-1]["message"])                # then the advice, as a user would follow it
+    finished_after_resume(tui_agent, run_id)
+    complete_on_branch(repo, place)
 
 
 def test_a_file_that_does_not_parse_parks_the_run_and_resume_finishes_after_the_fix(tui_agent, tmp_path):
@@ -216,6 +220,167 @@ def test_the_seed_job_rewrites_a_tsx_alias(tui_agent, tmp_path):
     assert "succeeded" in done.stdout
     assert card.read_text() == ('import { cn } from "~/lib/cn";\nimport x from "@/utils/cnx";\n'
                                 'export const Card = () => <div className={cn("a")} />;\n')
+
+
+def printed_git_command(message: str) -> str:
+    """The one git command a park message prints in parentheses, as a user would copy it."""
+    [command] = re.findall(r"\((git -C [^()]*)\)", message)
+    return command
+
+
+def run_printed(message: str) -> None:
+    subprocess.run(printed_git_command(message), shell=True, check=True, capture_output=True)
+
+
+def complete_on_branch(repo: Path, place: dict) -> None:
+    """The branch is the base plus one commit holding the rewrite of every planned file, byte for byte."""
+    from tui_agent.agents.imports_rewrite import rewrite
+
+    branch, base = place["branch"], place["base"]
+    assert len(git("log", "--format=%H", f"{base}..{branch}", cwd=repo).splitlines()) == 1
+    changed = git("diff", "--name-only", base, branch, cwd=repo).splitlines()
+    assert len(changed) == 12
+    for name in changed:
+        before = subprocess.run(["git", "show", f"{base}:{name}"], cwd=repo, capture_output=True, check=True).stdout
+        after = subprocess.run(["git", "show", f"{branch}:{name}"], cwd=repo, capture_output=True, check=True).stdout
+        assert after == rewrite(before, name, OLD, NEW).data != before
+
+
+def recorded_files(report: dict) -> list[str]:
+    """The files whose steps are recorded, in the plan's order."""
+    return [e["name"].removeprefix("file:") for e in file_steps(report)]
+
+
+def six_files_recorded(tui_agent, repo: Path) -> tuple[str, dict, list[str]]:
+    """A run killed after its sixth file's record: its id, its place and those six files."""
+    run_id = start(tui_agent, repo)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:9"})
+    assert crashed.returncode == -signal.SIGKILL
+    report = show_json(tui_agent, run_id)
+    assert len(file_steps(report)) == 6
+    return run_id, report["journal"][1]["result"], recorded_files(report)
+
+
+def finished_after_resume(tui_agent, run_id: str) -> dict:
+    """`resume`, then a worker: the run must succeed; its report."""
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed"), report["events"][-1]
+    return report
+
+
+def foreign_commit(tree: Path) -> None:
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "not the run's", cwd=tree)
+
+
+@pytest.mark.parametrize("change, said, follow", [
+    ("git checkout -- .", "6 of the 6 files this run recorded no longer hold what it wrote there: 6 are back to "
+     "their content from before the rewrite", "resume"),
+    ("a deleted file", "is gone; put back its committed content (git -C", "printed"),
+    ("rm -rf the worktree", "is gone; restore it (git -C", "printed"),
+    ("a foreign commit", "has 1 commit(s) this run did not make", "printed"),
+    ("a foreign commit, removed with git reset --hard HEAD~1", "has 1 commit(s) this run did not make",
+     "reset --hard HEAD~1"),
+], ids=["checkout", "deleted", "rm-rf", "foreign", "foreign-reset-hard"])
+def test_a_worktree_changed_behind_the_run_parks_it_and_the_advice_followed_finishes_the_rewrite(
+        tui_agent, repo, change, said, follow):
+    run_id, place, recorded = six_files_recorded(tui_agent, repo)
+    tree = Path(place["worktree"])
+    if change == "git checkout -- .":
+        git("checkout", "--", ".", cwd=tree)                   # the six rewrites thrown away, the branch unchanged
+    elif change == "a deleted file":
+        (tree / recorded[1]).unlink()
+    elif change == "rm -rf the worktree":
+        shutil.rmtree(tree)
+    else:
+        foreign_commit(tree)
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    message = parked_message(tui_agent, run_id)
+    assert said in message and message.endswith(f"then tui-agent resume {run_id}")
+    if change == "a deleted file":
+        assert recorded[1] in message
+    assert len(file_steps(show_json(tui_agent, run_id))) == 6   # nothing more written, nothing committed
+    assert "Tui-Agent-Run" not in git("log", "--format=%B", f"{place['base']}..{place['branch']}", cwd=repo)
+    if follow == "printed":
+        run_printed(message)
+    elif follow == "reset --hard HEAD~1":
+        git("reset", "-q", "--hard", "HEAD~1", cwd=tree)        # drops the commit and the six rewrites with it
+    report = finished_after_resume(tui_agent, run_id)
+    complete_on_branch(repo, place)
+    assert report["run"]["result"]["commit"] == git("rev-parse", place["branch"], cwd=repo)
+    again = [e["message"] for e in report["events"] if e["message"].startswith("rewrote again")]
+    assert len(again) == (0 if change == "a foreign commit" else 1)   # reset --keep kept the rewrites
+
+
+@pytest.mark.parametrize("change, said", [
+    ("git reset --hard BASE", "was reset to"),
+    ("git commit --amend", "which replaced this run's commit"),
+    ("a foreign commit", "has 1 commit(s) this run did not make"),
+], ids=["reset", "amend", "foreign"])
+def test_a_branch_moved_off_the_runs_commit_parks_it_until_the_branch_is_put_back(tui_agent, repo, change, said):
+    run_id = start(tui_agent, repo)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:16"})   # the commit's
+    assert crashed.returncode == -signal.SIGKILL
+    report = show_json(tui_agent, run_id)
+    place, commit = report["journal"][1]["result"], report["journal"][-1]["result"]
+    assert report["journal"][-1]["name"] == "commit"
+    tree = Path(place["worktree"])
+    if change == "git reset --hard BASE":
+        git("reset", "-q", "--hard", place["base"], cwd=tree)
+    elif change == "git commit --amend":
+        with (tree / "untouched.py").open("a") as extra:
+            extra.write("EXTRA = 1\n")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-a", "--amend", "--no-edit", cwd=tree)
+    else:
+        foreign_commit(tree)
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    message = parked_message(tui_agent, run_id)
+    assert said in message and commit[:12] in message
+    run_printed(message)
+    report = finished_after_resume(tui_agent, run_id)
+    assert report["run"]["result"]["commit"] == commit == git("rev-parse", place["branch"], cwd=repo)
+    complete_on_branch(repo, place)
+
+
+def test_a_run_recorded_before_the_digests_is_not_checked_and_says_so(tui_agent, repo, db_path):
+    run_id, place, _ = six_files_recorded(tui_agent, repo)
+    with sqlite3.connect(db_path) as conn:                      # as an older tui-agent recorded them
+        for position, result in conn.execute("SELECT position, result FROM journal_rows WHERE run_id = ? AND "
+                                             "name LIKE 'file:%'", (run_id,)).fetchall():
+            old = {k: v for k, v in json.loads(result).items() if k != "sha256"}
+            conn.execute("UPDATE journal_rows SET result = ? WHERE run_id = ? AND position = ?",
+                         (json.dumps(old), run_id, position))
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    report = show_json(tui_agent, run_id)
+    assert (report["run"]["status"], report["run"]["reason"]) == ("succeeded", "check_passed")
+    assert any(e["message"] == "6 of the files this run recorded have no content digest (recorded by an older "
+               "tui-agent), so they are not checked against the tree" for e in report["events"])
+    complete_on_branch(repo, place)
+    assert "reproduced" in ok(tui_agent("replay", run_id)).stdout    # the replay writes no event
+
+
+def test_outside_git_a_file_put_back_parks_the_run_and_a_file_edited_after_its_rewrite_is_the_users(tui_agent,
+                                                                                                  tmp_path):
+    tree = make_tree(tmp_path / "tree", 12)
+    before = snapshot(tree)
+    run_id = start(tui_agent, tree)
+    crashed = tui_agent("worker", "--once", env={"TUI_AGENT_CRASH_AT": "after-step-commit:9"})
+    assert crashed.returncode == -signal.SIGKILL
+    reverted, edited = recorded_files(show_json(tui_agent, run_id))[:2]
+    (tree / reverted).write_bytes(before[reverted])              # the user's undo of one rewrite
+    own = "// the user's own line\r\n" if edited.endswith(".ts") else "# the user's own line\n"
+    with (tree / edited).open("a", newline="") as source:        # and their own work on another
+        source.write(own)
+    ok(tui_agent("worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
+    message = parked_message(tui_agent, run_id)
+    assert f"1 of the 6 files this run recorded no longer holds what it wrote there: 1 is back to its content " \
+           f"from before the rewrite ({reverted})" in message and edited not in message
+    ok(tui_agent("resume", run_id))
+    ok(tui_agent("worker", "--once"))
+    assert show_json(tui_agent, run_id)["run"]["status"] == "succeeded"
+    assert NEW in (tree / reverted).read_text() and (tree / edited).read_bytes().endswith(own.encode())
+
 
 
 def special_tree(root: Path, outside: Path) -> dict[str, str]:

@@ -91,6 +91,9 @@ class _Cassette(Context):
     def _recorded_name(self, position: int) -> str | None:
         return self._entries[position][1] if position < len(self._entries) else None
 
+    def event(self, message: str) -> None:
+        """Nothing: a replay writes no event (the database is opened query-only)."""
+
     def _next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
         position = self._position
         recorded = self._recorded_name(position)

@@ -2,10 +2,11 @@
 
 It behaves like a real host, so the effect ledger has something honest to reconcile
 against: it refuses a second open pull request for the same branch (AlreadyOpen,
-carrying the one it has), and `lookup(branch)` answers which one is open. The pull
-requests of a repository are one JSON file in the repository's git common dir, so
-every worktree of the repository sees one host and the user's working tree gets no
-new file.
+carrying the one it has), and `lookup(branch)` answers which one is open. A pull
+request is for one commit (`head`), and opening one for a commit the branch is no
+longer at is refused (HeadMoved). The pull requests of a repository are one JSON
+file in the repository's git common dir, so every worktree of the repository sees
+one host and the user's working tree gets no new file.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ class AlreadyOpen(Exception):
         self.pr = pr
 
 
+class HeadMoved(Exception):
+    """The branch is not at the commit the pull request was to be opened for; `found` is where it is."""
+
+    def __init__(self, branch: str, head: str, found: str) -> None:
+        super().__init__(f"branch {branch} is at {found[:12]}, not at {head[:12]}; nothing was opened")
+        self.branch, self.head, self.found = branch, head, found
+
+
 class GitHost:
     """The pull requests of one repository; safe for several processes at once (flock)."""
 
@@ -43,21 +52,27 @@ class GitHost:
         self._state_path = home / "pulls.json"
         self._lock_path = home / "pulls.lock"
 
-    def open(self, branch: str, *, title: str, body: str, base: str = "main", key: str | None = None) -> dict:
-        """Open a pull request for `branch`, numbered 1, 2, ... per repository. An open one for the branch
-        already there raises AlreadyOpen; a branch the repository does not have raises ValueError. Either
-        way nothing is recorded."""
+    def open(self, branch: str, *, title: str, body: str, base: str = "main", key: str | None = None,
+             head: str | None = None) -> dict:
+        """Open a pull request for `branch` at the commit it is at (recorded as `head`), numbered 1, 2, ... per
+        repository. With `head`, only if the branch is at that commit (the one a person reviewed): the branch is
+        read and the pull request recorded under the host's lock, one act, and a branch elsewhere raises
+        HeadMoved. An open one for the branch already there raises AlreadyOpen; a branch the repository does not
+        have raises ValueError. Whatever is raised, nothing is recorded."""
         with self._locked():
             pulls = self._load()
             for pr in pulls:
                 if pr["branch"] == branch and pr["state"] == "open":
                     raise AlreadyOpen(pr)
             try:
-                git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=self.repo)
+                found = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", cwd=self.repo)
             except GitFailed:
                 raise ValueError(f"no branch {branch!r} in {self.repo}") from None
+            if head is not None and found != head:
+                raise HeadMoved(branch, head, found)
             pr = {"number": max((p["number"] for p in pulls), default=0) + 1, "branch": branch, "base": base,
-                  "title": title, "body": body, "state": "open", "key": key, "opened_at": time.time()}
+                  "head": found, "title": title, "body": body, "state": "open", "key": key,
+                  "opened_at": time.time()}
             self._save([*pulls, pr])
             return pr
 

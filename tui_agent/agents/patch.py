@@ -1,6 +1,8 @@
 """patch: a coding agent that works one bug on a branch of its own, with the model and tools scoped to its
 worktree, until the tests the worker may not edit pass; then it commits, waits for a person's approval, and
-opens one pull request on the local git host (an effect keyed by what it means: `pr:<repo>:<branch>`).
+opens one pull request on the local git host (an effect keyed by what it means: `pr:<repo>:<branch>`). The
+approval is for one commit (its id is in the question): the pull request is opened only while the branch is
+at it, or the run parks saying what changed.
 
 patch-night starts one keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
 
@@ -18,7 +20,7 @@ from ..runtime.context import Context
 from ..runtime.tools import tool
 from . import worktree
 from .files import NotRegular, parts_of, read_regular, shown, walked, write_atomic
-from .githost import AlreadyOpen, GitHost
+from .githost import AlreadyOpen, GitHost, HeadMoved
 from .patch_sample import SAMPLE_MARK, sample_repo, script
 
 NAME, NIGHT = "patch", "patch-night"
@@ -174,7 +176,7 @@ def patch(ctx: Context, request: dict) -> dict:
         raise ParkRun(f"without ANTHROPIC_API_KEY, Patch works only on its sample repository; set the key on the "
                       f"worker so Claude works on {settings['repo']}")
     place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
-    worktree.verify(place, ctx.run_id)
+    worktree.verify(place, ctx.lineage)
     tree, oracle, command = Path(place["worktree"]), oracle_pattern(settings["oracle"]), settings["test_command"]
 
     def check(ctx: Context, messages: list[dict]) -> tuple[bool, str, int]:
@@ -190,15 +192,21 @@ def patch(ctx: Context, request: dict) -> dict:
         raise PermanentError(f"the tests still fail after {done['turns']} turns ({done['stopped']})")
     summary = done["final"]["content"][0].get("text", "") if done["final"]["content"] else ""
     title = f"Fix: {settings['issue_text'].splitlines()[0].lstrip('# ').strip()}"
-    commit = ctx.step("commit", worktree.commit_once, place, ctx.run_id, None, f"{title}\n\n{summary}")
+    again = (f"to be asked again about the branch as it is, fork from the commit step (tui-agent fork "
+             f"{ctx.run_id} --from-step {ctx.position})")
+    commit = ctx.step("commit", worktree.commit_once, place, ctx.lineage, None, f"{title}\n\n{summary}")
+    worktree.at_commit(place, commit, again)   # on every pass: the question and the pull request are for it
     stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
     ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "
-                                      f"The tests pass.\n{stat}")
+                                      f"The tests pass.\nCommit {commit}:\n{stat}")
     host = GitHost(Path(place["repo"]))
 
     def open_pr(key: str) -> dict:
+        """The pull request for the reviewed commit alone: the host opens it only while the branch is there."""
         try:
-            return host.open(place["branch"], title=title, body=summary, base=place["onto"], key=key)
+            return host.open(place["branch"], title=title, body=summary, base=place["onto"], key=key, head=commit)
+        except HeadMoved as e:
+            raise worktree.off_commit(place, commit, e.found, again) from None
         except AlreadyOpen as e:   # a racing worker, or our own send before a crash: here it is
             return {**e.pr, "already_open": True}
 

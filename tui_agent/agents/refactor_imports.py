@@ -1,6 +1,8 @@
 """refactor-imports: rewrite every import of one module to another across a tree, one journaled step per
 file. In a git repository it works in a worktree and branch of its own and commits once at the end; a crash
-at any moment leaves each file old or new, and the run goes on from the next file not recorded."""
+at any moment leaves each file old or new, and the run goes on from the next file not recorded. Every claim
+checks the recorded files still hold what their steps wrote (recorded_files.py) and that the branch is where
+the run left it, and parks naming what differs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from ..runtime.context import Context
 from . import worktree
 from .files import NotRegular, is_utf8, read_regular, shown, left_alone_line, sources, write_atomic
 from .imports_rewrite import EXTENSIONS, Unworkable, language, mentions, rewrite
+from .recorded_files import RecordedFiles, sha256
 
 NAME = "refactor-imports"
 
@@ -73,17 +76,20 @@ def _rewrite_file(tree: str, name: str, old: str, new: str) -> dict:
     except Unworkable as e:
         raise ParkRun(f"{name}: {e}; fix it") from None
     if not done.changes:
-        return {"path": name, "status": "already done", "imports": 0}
+        return {"path": name, "status": "already done", "imports": 0, "sha256": sha256(done.data)}
     write_atomic(Path(tree), name, done.data)
-    return {"path": name, "status": "rewritten", "imports": done.changes, "diff": done.diff}
+    return {"path": name, "status": "rewritten", "imports": done.changes, "diff": done.diff,
+            "sha256": sha256(done.data)}
 
 
 def refactor_imports(ctx: Context, request: dict) -> dict:
     settings = ctx.step("settings", _settings, request)
     old, new = settings["from"], settings["to"]
     place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
+    recorded = RecordedFiles(ctx, place, old, new)   # on every claim: never a partial rewrite committed or checked
     if place["git"]:
-        worktree.verify(place, ctx.run_id)   # on every turn: never a silent rewrite of the wrong tree
+        with recorded.parking():
+            worktree.verify(place, ctx.lineage)   # on every turn: never a silent rewrite of the wrong tree
     plan = ctx.step("find-files", _files, place["tree"], old)
     # a list: a plan recorded before links and other entries were told apart
     names, left = (plan, {}) if isinstance(plan, list) else (plan["files"], plan["left_alone"])
@@ -93,14 +99,28 @@ def refactor_imports(ctx: Context, request: dict) -> dict:
     rewritten = []
     for i, name in enumerate(names):
         ctx.plan(next_input=names[i + 1] if i + 1 < len(names) else None)   # saved with this file's record
-        if ctx.step(f"file:{name}", _rewrite_file, place["tree"], name, old, new)["status"] == "rewritten":
+        replayed = ctx.replaying
+        if not replayed:
+            recorded.settle()
+        done = ctx.step(f"file:{name}", _rewrite_file, place["tree"], name, old, new)
+        if replayed:
+            recorded.add(done)
+        if done["status"] == "rewritten":
             rewritten.append(name)
     result = {"tree": place["tree"], "files": names, "rewritten": len(rewritten)}
     if not place["git"]:
+        recorded.settle()
         return result
+    if not ctx.replaying:
+        recorded.settle()   # before the commit is made: it must hold every rewrite
     prefix = f"{place['sub']}/" if place["sub"] else ""
-    commit = ctx.step("commit", worktree.commit_once, place, ctx.run_id, [prefix + n for n in names],
+    instead = (f"to commit the branch as it is, fork from the commit step (tui-agent fork {ctx.run_id} "
+               f"--from-step {ctx.position})")
+    commit = ctx.step("commit", worktree.commit_once, place, ctx.lineage, [prefix + n for n in names],
                       f"Rewrite imports of {old} to {new} ({len(names)} files)")
+    with recorded.parking():
+        worktree.at_commit(place, commit, instead)   # the run names this commit: the branch must be at it
+    recorded.settle()
     return {**result, "branch": place["branch"], "commit": commit,
             "merge": f"git -C {place['repo']} merge {place['branch']}"}
 

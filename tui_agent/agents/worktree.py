@@ -1,10 +1,13 @@
 """A coding agent's own git worktree and branch: made once from HEAD, recorded, and checked on every resume,
-so a run never rewrites a tree that is not the one it started on."""
+so a run never rewrites a tree that is not the one it started on, nor names (or ships) a commit its branch
+is no longer at. Each park says what differs and the git command that puts it back."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import ParkRun, PermanentError
@@ -70,43 +73,84 @@ def _on_branch(path: Path) -> str | None:
         return None
 
 
-def _own_commits(place: dict, run_id: str) -> tuple[list[str], list[str]]:
-    """The commits on the branch since its base: (this run's, anyone else's)."""
+def _own_commits(place: dict, runs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The commits on the branch since its base, newest first: (those of `runs`, anyone else's)."""
     log = git("log", "--format=%H%x00%B%x01", f"{place['base']}..{place['branch']}", cwd=Path(place["worktree"]))
     own, other = [], []
     for record in filter(None, (r.strip() for r in log.split("\x01"))):
         sha, _, body = record.partition("\x00")
-        (own if f"{TRAILER}: {run_id}" in body else other).append(sha)
+        (own if any(f"{TRAILER}: {run}" in body for run in runs) else other).append(sha)
     return own, other
 
 
-def verify(place: dict, run_id: str) -> None:
-    """Park the run (reason environment, naming what differs) unless the worktree is still there, on its branch,
-    and the branch is its base plus only this run's commits. The user's own branch moving on is normal."""
-    tree = Path(place["worktree"])
+def verify(place: dict, runs: Sequence[str]) -> None:
+    """Park the run (reason environment, naming what differs and the command that puts it back) unless the
+    worktree is still there, on its branch, and the branch is its base plus only commits of `runs` (the run and
+    the runs it was forked from: Context.lineage). The user's own branch moving on is normal."""
+    tree, branch, base = Path(place["worktree"]), place["branch"], place["base"]
     if not tree.is_dir():
-        raise ParkRun(f"the worktree {tree} is gone; restore it (git worktree add {tree} {place['branch']}) or "
-                      "start a new run")
-    branch = _on_branch(tree)
-    if branch != place["branch"]:
-        raise ParkRun(f"the worktree {tree} is on {branch or 'a detached HEAD'}, not {place['branch']}; check out "
-                      f"{place['branch']} there again")
-    try:
-        git("merge-base", "--is-ancestor", place["base"], place["branch"], cwd=tree)
-        _, other = _own_commits(place, run_id)
-    except GitFailed:
-        raise ParkRun(f"the branch {place['branch']} no longer starts at {place['base'][:12]} (it was reset or "
-                      "rebased elsewhere); put it back or start a new run") from None
+        repo = shlex.quote(place["repo"])
+        raise ParkRun(f"the worktree {tree} is gone; restore it (git -C {repo} worktree prune && git -C {repo} "
+                      f"worktree add {shlex.quote(str(tree))} {shlex.quote(branch)}) or start a new run")
+    on = _on_branch(tree)
+    if on != branch:
+        raise ParkRun(f"the worktree {tree} is on {on or 'a detached HEAD'}, not {branch}; check out {branch} "
+                      f"there again (git -C {shlex.quote(str(tree))} checkout {shlex.quote(branch)})")
+    if not _is_ancestor(base, branch, tree):
+        raise ParkRun(f"the branch {branch} no longer starts at {base[:12]} (it was reset or rebased elsewhere); "
+                      f"put it back (git -C {shlex.quote(str(tree))} reset --keep {base}) or start a new run")
+    _, other = _own_commits(place, runs)
     if other:
-        raise ParkRun(f"the branch {place['branch']} has {len(other)} commit(s) this run did not make "
-                      f"({other[0][:12]}); remove them or start a new run")
+        below = git("rev-parse", f"{other[-1]}^", cwd=tree)
+        raise ParkRun(f"the branch {branch} has {len(other)} commit(s) this run did not make ({other[0][:12]}); "
+                      f"remove them, keeping the files as the run left them (git -C {shlex.quote(str(tree))} "
+                      f"reset --keep {below}), or start a new run")
 
 
-def commit_once(place: dict, run_id: str, paths: list[str] | None, message: str) -> str:
-    """Commit `paths` (relative to the worktree; None: every change) once: a second call, after a crash, finds
-    this run's commit."""
+def at_commit(place: dict, commit: str, instead: str) -> None:
+    """A live guard, run on every pass (never journaled: a recorded "yes" would replay after the branch moved):
+    park unless the branch is at `commit`, the one this run made and recorded (and a person may have reviewed).
+    The message says what changed and how to put the branch back; `instead` is the other way on (a fork)."""
+    try:
+        found = git("rev-parse", "--verify", "--quiet", f"refs/heads/{place['branch']}^{{commit}}",
+                    cwd=Path(place["worktree"]))
+    except GitFailed:
+        found = None
+    if found != commit:
+        raise off_commit(place, commit, found, instead)
+
+
+def off_commit(place: dict, commit: str, found: str | None, instead: str) -> ParkRun:
+    """The park for a branch found at `found` (None: gone) where this run left it at `commit`."""
+    tree, branch = Path(place["worktree"]), place["branch"]
+    back = f"git -C {shlex.quote(str(tree))} reset --hard {commit}"
+    if found is None:
+        what = f"the branch {branch} is gone"
+        back = f"git -C {shlex.quote(place['repo'])} branch {shlex.quote(branch)} {commit}"
+    elif _is_ancestor(found, commit, tree):
+        what = f"the branch {branch} was reset to {found[:12]}: this run's commit {commit[:12]} is no longer on it"
+    elif _is_ancestor(commit, found, tree):
+        count = git("rev-list", "--count", f"{commit}..{found}", cwd=tree)
+        what = f"the branch {branch} has {count} commit(s) after this run's commit {commit[:12]} ({found[:12]})"
+    else:
+        what = (f"the branch {branch} is at {found[:12]}, which replaced this run's commit {commit[:12]} "
+                "(amended or rebased)")
+    return ParkRun(f"{what}; {instead}, or put the branch back at {commit[:12]} ({back})")
+
+
+def _is_ancestor(older: str, newer: str, cwd: Path) -> bool:
+    try:
+        git("merge-base", "--is-ancestor", older, newer, cwd=cwd)
+        return True
+    except GitFailed:   # not an ancestor, or a commit git no longer has
+        return False
+
+
+def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, message: str) -> str:
+    """Commit `paths` (relative to the worktree; None: every change) once, marked as the commit of `runs[0]`: a
+    second call, after a crash, finds the newest commit of `runs` (the run, or a run it was forked from)."""
     tree = Path(place["worktree"])
-    own, _ = _own_commits(place, run_id)
+    own, _ = _own_commits(place, runs)
     if own:
         return own[0]
     identity = [] if _configured(tree) else ["-c", "user.name=tui-agent", "-c", "user.email=tui-agent@localhost"]
@@ -114,7 +158,7 @@ def commit_once(place: dict, run_id: str, paths: list[str] | None, message: str)
         git("add", "-A", cwd=tree)
     for start in range(0, len(paths or ()), 500):
         git("add", "--", *paths[start:start + 500], cwd=tree)
-    git(*identity, "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{TRAILER}: {run_id}", cwd=tree)
+    git(*identity, "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{TRAILER}: {runs[0]}", cwd=tree)
     return git("rev-parse", "HEAD", cwd=tree)
 
 

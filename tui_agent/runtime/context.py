@@ -35,7 +35,7 @@ from ..store.journal import (
     record_soft,
     write_entry,
 )
-from ..store.runs import check_fence, create_run, record_model
+from ..store.runs import check_fence, create_run, lineage, record_model
 from . import loop, waits
 from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
 from .budget import BudgetMeter
@@ -108,6 +108,7 @@ class Context:
         self._plateau = PlateauDetector(agent.plateau or DEFAULT_PLATEAU) if agent else None
         self._journal_inputs = agent.journal_inputs if agent else False
         self._control = control
+        self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._soft_position = soft_position
         self._last_at = claim.claimed_at
@@ -125,6 +126,14 @@ class Context:
     @property
     def total_steps(self) -> int | None:
         return self._checkpoint.total_steps
+
+    @property
+    def lineage(self) -> tuple[str, ...]:
+        """This run's id, then the run it was forked from, that one's parent and so on: a fork replays its
+        parent's recorded work, so what those runs made (a commit marked with their id) is this run's own too."""
+        if self._lineage is None:
+            self._lineage = lineage(self._store, self.run_id)
+        return self._lineage
 
     def plan(self, total_steps: int | None = None, revision: int | None = None, next_input: Any = _UNSET) -> None:
         """Declare the run's expected length, plan revision or next input; saved with the next step."""
@@ -449,6 +458,13 @@ class Context:
         """What `save_artifact` kept, from any machine (FileNotFoundError when nothing is there)."""
         return artifacts.read(self._store, where).decode("utf-8")
 
+    def event(self, message: str) -> None:
+        """Add a line to the run's events (`show`, the TUI's run screen), fenced: what the agent noticed and did
+        outside its journal, such as a check it makes on every claim. Not journaled: a replay passing the same
+        call adds it again."""
+        with self.write() as conn:
+            add_event(conn, self.run_id, self.clock.now(), "agent", message, self.worker, self.fence)
+
     def progress(self, value: Any) -> None:
         """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed
         run counts on. The same value `Plateau.repeats` times in a row is a plateau (an agent without a
@@ -497,6 +513,9 @@ class Context:
                service: str | None = None) -> Any:
         """Change the world outside the run at most once per key (see runtime/effects.py).
 
+        `do` raising `ParkRun` says the service did nothing and will not until a person fixes what the message
+        names (a branch that moved from the commit a person approved): the effect goes back to `not_done` and the
+        run parks; `resume` attempts it again with the same key.
         `do(key)` or `do(key, token)`: a second positional parameter receives the attempt's token (run id,
         generation, fence), so a service that records tokens can refuse an attempt older than one it has
         seen from this run (raise `runtime.effects.StaleAttempt`: this worker then stops, as when the

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EffectNotDone
+from ..errors import EffectNotDone, ParkRun
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from ..store import FenceRefused
 from ..store.effects import (
@@ -143,6 +143,9 @@ class _Effect:
         try:
             value = self.call()
         except FenceRefused:  # StaleAttempt: the service saw a newer attempt of this run; this worker lost it
+            raise
+        except ParkRun as e:   # the service did nothing, and will not until a person fixes what `do` names
+            self.transition(row, EffectState.NOT_DONE, f"not done: {e}")
             raise
         except EffectNotDone as e:
             if self.spent(row):

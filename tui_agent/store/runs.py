@@ -292,6 +292,17 @@ def get_run(store: Store, run_id: str) -> dict:
     return found
 
 
+def lineage(store: Store, run_id: str) -> tuple[str, ...]:
+    """`run_id`, the run it was forked from, that run's parent and so on to the first: the runs whose recorded
+    work a fork carries on (one indexed read per generation of forks)."""
+    found = [run_id]
+    while True:
+        row = store.conn.execute("SELECT parent_id FROM runs WHERE id = ?", (found[-1],)).fetchone()
+        if row is None or row[0] is None or row[0] in found:
+            return tuple(found)
+        found.append(row[0])
+
+
 def last_finished(store: Store, agent: str, count: int) -> list[str]:
     """The ids of an agent's `count` most recently finished runs (succeeded or failed), newest first."""
     return [row[0] for row in store.conn.execute(
