@@ -3,6 +3,11 @@ modal with the diff when it diverges, whose button selects the entry where it di
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 from helpers import click, key, open_run, registry_of, start_and_work, tui
 
 from tui_agent import Agent
@@ -97,3 +102,47 @@ async def test_the_palette_on_the_run_screen_offers_replay_diff_and_edit_for_the
         await key(pilot, "end")
         titles = [str(hit.text) async for hit in RunCommands(screen).discover()]
         assert not any(title.startswith("Edit") for title in titles), titles
+
+
+_LOOPING_REPLAY = textwrap.dedent("""
+    import asyncio, sys, time
+    from helpers import key, open_run, recorded_toasts, registry_of, start_and_work, tui
+    from tui_agent import Agent
+    from tui_agent.store import open_store
+
+    def recorded(ctx, request):
+        return ctx.step("a", lambda: 1)
+
+    def loops(ctx, request):   # the code as it is now: it never returns after its last journaled call
+        ctx.step("a", lambda: 1)
+        while True:
+            time.sleep(0.05)
+
+    store = open_store(sys.argv[1])
+    run_id = start_and_work(store, registry_of(Agent(name="x", run=recorded)), "x", {}).run_id
+
+    async def main():
+        toasts = []
+        async with tui(store.path, toasts=toasts) as (app, pilot):
+            app.registry = registry_of(Agent(name="x", run=loops))
+            await open_run(app, pilot, run_id)
+            await key(pilot, "R")
+            await pilot.pause(0.5)
+            await key(pilot, "R")   # a second R while the first still runs
+            print(toasts[-1], flush=True)
+
+    asyncio.run(main())
+    print("quit", flush=True)
+""")
+
+
+def test_quitting_while_rs_agent_code_never_returns_ends_the_process(tmp_path):
+    """The replay's thread is a daemon: code stuck in a loop neither holds the TUI open at quit nor is started
+    twice."""
+    tests = Path(__file__).resolve().parent
+    done = subprocess.run([sys.executable, "-c", _LOOPING_REPLAY, str(tmp_path / "runs.db")], cwd=tests,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said, quit_ = done.stdout.splitlines()
+    assert "is still running: the agent's code has not returned" in said
+    assert quit_ == "quit"

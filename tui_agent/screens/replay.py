@@ -1,8 +1,12 @@
 """`R` on the run screen: replay the run with the agent's current code (tui_agent.replay), in a thread that
 only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast. The replay runs on the
-database itself and nothing bounds it: a thread cannot be stopped (README, "What a replay isolates and bounds")."""
+database itself and nothing bounds it: a thread cannot be stopped (README, "What a replay isolates and bounds").
+It is a daemon thread of its own, not one of Textual's workers (whose executor's threads are joined when the
+process exits), so agent code that never returns cannot keep the TUI from quitting."""
 
 from __future__ import annotations
+
+import threading
 
 from textual.app import ComposeResult
 from textual.widgets import Label, Static
@@ -14,8 +18,15 @@ from ..widgets.safe import safe
 from .modals import Dialog
 
 
+def start_replay(screen, run_id: str) -> threading.Thread:
+    """The replay of `run_id` started in a daemon thread that posts its outcome to `screen`."""
+    thread = threading.Thread(target=replay_in_thread, args=(screen, run_id), name=f"replay {run_id}", daemon=True)
+    thread.start()
+    return thread
+
+
 def replay_in_thread(screen, run_id: str) -> None:
-    """The worker's body: never touches a widget, only posts the outcome to `screen`."""
+    """The thread's body: never touches a widget, only posts the outcome to `screen`."""
     app = screen.app
     try:
         screen.post_message(Replayed(run_id, replay=replay_run(app.db_path, app.registry, run_id)))

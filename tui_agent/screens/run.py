@@ -47,7 +47,7 @@ from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
 from .modals import GotoModal
-from .replay import DivergenceModal, replay_in_thread, reproduced_line
+from .replay import DivergenceModal, reproduced_line, start_replay
 from .situation import situation
 
 PAGE = 100                   # rows a list reads at a time; it holds three pages at most
@@ -89,6 +89,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.compact = True
         self.pane = "budget"
         self._arranged = False
+        self._replaying = None               # the thread of the replay `R` started, while its code runs
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -416,8 +417,13 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         open_diff(self.app, self.run_id)
 
     def action_replay(self) -> None:
+        if self._replaying is not None and self._replaying.is_alive():
+            self.notify(f"the replay of {self.run_id} is still running: the agent's code has not returned (a "
+                        "loop after its last journaled call?); tui-agent replay stops it after --timeout",
+                        severity="warning")
+            return
         self.notify(f"replaying {self.run_id} with the current code of {self.view['run']['agent']}")
-        self.run_worker(lambda: replay_in_thread(self, self.run_id), thread=True, group="replay", exclusive=True)
+        self._replaying = start_replay(self, self.run_id)
 
     def on_replayed(self, message: Replayed) -> None:
         if message.error is not None:
