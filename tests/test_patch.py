@@ -336,6 +336,7 @@ def test_an_amended_branch_is_asked_about_again_by_a_fork_from_the_commit_step(t
     assert (report["run"]["status"], report["run"]["reason"]) == ("waiting", "approval"), report["events"][-1]
     question = report["approvals"][0]["question"]
     assert f"Commit {amended}:" in question and "2 insertions(+), 1 deletion(-)" in question   # what would ship
+    assert "tests-on-commit" in [e["name"] for e in report["journal"]], "the tests were run on the amended commit"
     assert GitHost(sample).pulls() == []
     ok(tui_agent("approve", fork))
     ok(tui_agent("worker", "--once"))
@@ -343,6 +344,23 @@ def test_an_amended_branch_is_asked_about_again_by_a_fork_from_the_commit_step(t
     [pr] = GitHost(sample).pulls()
     assert pr["head"] == amended
     assert show_json(tui_agent, run_id)["run"]["status"] == "parked"
+
+
+def test_a_fork_of_a_branch_amended_to_fail_its_tests_parks_instead_of_asking(tui_agent, tmp_path):
+    run_id, report = waiting_for_approval(tui_agent)
+    place, _ = reviewed(report)
+    tree, sample = Path(place["worktree"]), tmp_path / "runs.data" / "patch" / "sample"
+    with (tree / "calc" / "stats.py").open("a") as source:       # an amendment that breaks the fix
+        source.write("def mean(values):\n    return 0\n")
+    git("commit", "-q", "-a", "--amend", "--no-edit", cwd=tree)
+    ok(tui_agent("approve", run_id))
+    ok(tui_agent("worker", "--once"))
+    fork = ok(tui_agent(*printed(parked_message(tui_agent, run_id), "tui-agent fork").split()[1:])).stdout.strip()
+    ok(tui_agent("worker", "--once"))
+    message = parked_message(tui_agent, fork)
+    assert "the tests fail on commit" in message and message.endswith(f"then tui-agent resume {fork}")
+    assert show_json(tui_agent, fork)["approvals"] == [], "never asked about a commit whose tests fail"
+    assert GitHost(sample).pulls() == []
 
 
 def test_a_branch_moved_while_the_pull_request_is_opened_is_refused_by_the_host(tui_agent, tmp_path):

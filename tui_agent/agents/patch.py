@@ -94,6 +94,18 @@ def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) ->
             "output": output}
 
 
+def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, command: list[str]) -> dict:
+    """The oracle run on the committed tree; a failure parks the run (the step is not recorded, so resume runs
+    the tests again): no question claims that tests pass which were never run on what it would ship."""
+    result = run_oracle(tree, base, oracle, command)
+    if not result["passed"]:
+        last = result["output"].strip().splitlines()[-1:] or ["no output"]
+        raise ParkRun(f"the tests fail on commit {commit}, which the branch holds (exit {result['exit_code']}: "
+                      f"{last[0]}); fix the branch (git -C {tree} commit --amend), or fork from an earlier step "
+                      "for the fix to be worked again")
+    return {"passed": True, "passing": result["passing"]}
+
+
 def _passing(output: str) -> int:
     """How many tests passed, from unittest's or pytest's summary (0 when it cannot tell)."""
     pytest_passed = re.search(r"(\d+) passed", output)
@@ -196,6 +208,8 @@ def patch(ctx: Context, request: dict) -> dict:
              f"{ctx.run_id} --from-step {ctx.position})")
     commit = ctx.step("commit", worktree.commit_once, place, ctx.lineage, None, f"{title}\n\n{summary}")
     worktree.at_commit(place, commit, again)   # on every pass: the question and the pull request are for it
+    if len(ctx.lineage) > 1:   # a fork's loop verdict is its parent's, on a tree this commit may have changed
+        ctx.step("tests-on-commit", _tests_pass_on, tree, commit, place["base"], oracle, command)
     stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
     ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "
                                       f"The tests pass.\nCommit {commit}:\n{stat}")
