@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .base import Store, on_server
+from .environment import stop_for_os
 
 ENV = "TUI_AGENT_DATA"
 IN_TABLE = "artifact:"   # how an artifact kept in the table is named for a person: artifact:<relative path>
@@ -42,7 +43,9 @@ def save(store: Store, relative: str, data: bytes) -> str:
     """Keep an artifact durably before anything refers to it (a journal row, a run's result); returns `where` it
     is. A file is fsynced, then renamed into place; a row is committed in a transaction of its own before the
     row that names it, or in the caller's open one (a fork's edited entry commits with its journal row). A
-    crash in between leaves an artifact nothing names, which the retry writes over at the same path."""
+    crash in between leaves an artifact nothing names, which the retry writes over at the same path. A file
+    that cannot be written (a full disk, a file-size limit, a read-only folder) is the environment's stop, with
+    no part of it (nor a folder made for it) left behind."""
     root = folder(store)
     if root is None:
         params = (relative, data, len(data), time.time())
@@ -52,13 +55,24 @@ def save(store: Store, relative: str, data: bytes) -> str:
             store.write_one(_UPSERT, params)
         return where(store, relative)
     target = root / relative
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    made = [parent for parent in (target.parent, *target.parent.parents)
+            if parent.is_relative_to(root) and parent != root and not parent.exists()]
     tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    try:
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as e:   # a full disk, a file-size limit, a read-only folder: nothing of it is left behind
+        tmp.unlink(missing_ok=True)
+        for parent in made:   # the deepest first
+            try:
+                parent.rmdir()
+            except OSError:
+                pass
+        raise stop_for_os(e, target) or e from e
     return str(target)
 
 
