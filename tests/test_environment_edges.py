@@ -1,13 +1,19 @@
-"""The fault catalogue's promises at the edges (issue 36 part 7), each through the console script: on a full disk,
-or under a file-size limit, a large result is exit 4 with the disk-full line, no run fails for it and nothing
-partial is left."""
+"""The fault catalogue's promises at the edges (issue 36 part 7), each through the console script: on a full disk
+reads keep working, a write is exit 4 with the disk-full line, no run fails for it and nothing partial is left; a
+read-only folder keeps reads working; a file another program holds with locking_mode=EXCLUSIVE is busy (exit
+4)."""
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers import later, ok, show_json
-from test_environment import _fill, _limited, _one_line, small_disk  # noqa: F401 (a fixture)
+from helpers import dump, later, ok, show_json
+from test_doctor import damage, sha256
+from test_environment import _fill, _limited, _one_line, _read_only, _writable, small_disk  # noqa: F401 (a fixture)
 
 # A step whose result (400 kB of JSON) is kept as an artifact file, then a step that reads it back.
 BIG_STEP = '''
@@ -28,6 +34,20 @@ def run(ctx, request):
 BIG = Agent(name="big", run=run)
 '''
 
+# Another program that takes the file with locking_mode=EXCLUSIVE and keeps it until its stdin closes.
+HOLDER = '''
+import sqlite3
+import sys
+
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+conn.execute("BEGIN EXCLUSIVE")
+conn.execute("COMMIT")
+print("held", flush=True)
+sys.stdin.read()
+'''
+
+
 def _files(folder: Path) -> set[Path]:
     return set(folder.rglob("*"))
 
@@ -38,6 +58,45 @@ def _limit(size: int) -> dict:
 
 
 # -- a full disk ---------------------------------------------------------------------------------
+
+
+def test_on_a_full_disk_reads_keep_working_and_doctor_says_full_not_damaged(tui_agent, small_disk):
+    """A disk with no room at all: SQLite cannot make the -shm a reader needs beside the file (where there is no
+    tmpfs to fill, a file-size limit refuses it the same way)."""
+    folder, mounted = small_disk
+    db = folder / "runs.db"
+    done = ok(tui_agent("--db", str(db), "run", "hello"))
+    run_id = done.stdout.split()[0]
+    queued = ok(tui_agent("--db", str(db), "start", "hello")).stdout.strip()
+    before = dump(db)
+    filler = _fill(folder, leave=0) if mounted else None
+    size = 0 if mounted else 1024
+
+    def command(*args: str):
+        return _limited(tui_agent, _limit(size) if size else {}, "--db", str(db), *args)
+
+    listed = ok(command("ls"))
+    assert run_id in listed.stdout and queued in listed.stdout
+    assert json.loads(ok(command("show", run_id, "--json")).stdout)["run"]["status"] == "succeeded"
+    assert [w["state"] for w in json.loads(ok(command("workers", "--all", "--json")).stdout)] == ["stopped"]
+    line = _one_line(command("start", "hello"))
+    assert "could not be written" in line and "disk is full" in line, line
+
+    found = json.loads(command("doctor", "--json").stdout)
+    checks = {c["name"]: c for c in found["checks"]}
+    assert not [c for c in found["checks"] if "damaged" in c["detail"]], found
+    assert [name for name, c in checks.items() if not c["ok"]] == (["disk"] if mounted else []), found
+    assert not [c for c in found["checks"] if c["advice"] and "sqlite3" in c["advice"]], found
+    if filler:
+        filler.unlink()
+    assert dump(db) == before
+
+    if mounted:   # a damaged file on a full disk: recovering it starts with making room for the copy
+        damage(db, "runs")
+        _fill(folder, leave=0)
+        advice = {c["name"]: c for c in json.loads(tui_agent("--db", str(db), "doctor", "--json").stdout)["checks"]
+                  }["integrity"]["advice"]
+        assert advice.index("free space there first") < advice.index("1) Stop"), advice
 
 
 def test_fork_edit_of_a_large_result_on_a_full_disk_is_one_line_and_leaves_nothing_partial(tui_agent, small_disk,
@@ -81,3 +140,48 @@ def test_a_large_step_result_under_a_file_size_limit_keeps_the_run_resumable(tui
     ok(tui_agent("--agents", str(agents), "worker", "--once", env={"TUI_AGENT_NOW": later(120)}))
     report = show_json(tui_agent, run_id, "--agents", str(agents))
     assert (report["run"]["status"], report["run"]["result"]) == ("succeeded", {"size": 400_000}), report["events"]
+
+
+# -- a read-only folder, a lock kept by another program --------------------------------------------
+
+
+def test_in_a_read_only_folder_reads_keep_working_and_writes_are_exit_4(tui_agent, tmp_path):
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    db = folder / "runs.db"
+    run_id = ok(tui_agent("--db", str(db), "run", "hello")).stdout.split()[0]
+    before = sha256(db)
+    assert sorted(os.listdir(folder)) == ["runs.data", "runs.db"]   # no -wal or -shm: a reader must make them
+    _read_only(folder)
+    try:
+        assert run_id in ok(tui_agent("--db", str(db), "ls")).stdout
+        assert show_json(tui_agent, run_id, "--db", str(db))["run"]["status"] == "succeeded"
+        ok(tui_agent("--db", str(db), "workers", "--all"))
+        for args in (["start", "hello"], ["cancel", run_id]):
+            line = _one_line(tui_agent("--db", str(db), *args))
+            assert f"{db} is read-only" in line, line
+        found = json.loads(tui_agent("--db", str(db), "doctor", "--json").stdout)
+        assert [c["name"] for c in found["checks"] if not c["ok"]] == ["permissions"], found
+        assert sorted(os.listdir(folder)) == ["runs.data", "runs.db"]
+    finally:
+        _writable(folder)
+    assert sha256(db) == before
+
+
+def test_a_file_another_program_keeps_with_locking_mode_exclusive_is_busy_exit_4(tui_agent, db_path):
+    run_id = ok(tui_agent("run", "hello")).stdout.split()[0]
+    before = dump(db_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        commands = [["ls"], ["show", run_id], ["start", "hello"], ["worker", "--once"]]
+        with ThreadPoolExecutor(len(commands)) as pool:   # each waits out the busy timeout: all at once
+            for args, done in zip(commands, pool.map(lambda args: tui_agent(*args), commands)):
+                line = _one_line(done)
+                assert f"{db_path} is busy" in line and "locking_mode=EXCLUSIVE" in line, (args, line)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert run_id in ok(tui_agent("ls")).stdout
+    assert dump(db_path) == before

@@ -168,6 +168,10 @@ def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
         return Check(name, False, f"it cannot be opened read-only ({text})",
                      "check that you may read the file and its folder (ls -l): SQLite also needs the -wal and "
                      "-shm files beside it, or the right to make them")
+    if code.startswith(("SQLITE_IOERR", "SQLITE_FULL")) and shutil.disk_usage(path.parent).free < DISK_LOW:
+        return Check(name, False, f"it cannot be read while the disk that holds it is full ({text}): SQLite makes "
+                     "the -wal and -shm files beside it to read it", "free space on that disk, then run `tui-agent "
+                     "doctor` again; nothing committed is lost")
     return Check(name, False, f"SQLite could not read it ({text})",
                  "run `tui-agent doctor --full`; if this repeats, treat the file as damaged: " + recover_advice(path))
 
