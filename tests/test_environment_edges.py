@@ -1,19 +1,47 @@
-"""The fault catalogue's promises at the edges (issue 36 part 7), each through the console script: on a full disk
-reads keep working, a write is exit 4 with the disk-full line, no run fails for it and nothing partial is left; a
-read-only folder keeps reads working; a file another program holds with locking_mode=EXCLUSIVE is busy (exit
-4)."""
+"""The fault catalogue's promises at the edges (issue 36 part 7), each through the console script: a damaged page
+anywhere is refused before the first write of every command that writes, and the file is checked once per state
+of it, not before every command; on a full disk reads keep working, a write is exit 4 with the disk-full line, no
+run fails for it and nothing partial is left; a read-only folder keeps reads working; a file another program
+holds with locking_mode=EXCLUSIVE is busy (exit 4); a copy that fails leaves no target behind."""
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 from helpers import dump, later, ok, show_json
-from test_doctor import damage, sha256
+from test_doctor import damage, quick_check_fails, sha256
 from test_environment import _fill, _limited, _one_line, _read_only, _writable, small_disk  # noqa: F401 (a fixture)
+
+from tui_agent.store.integrity import VERDICT
+
+# Logs every quick_check any connection of the process runs: the count says how often a command read every page.
+TRACER = '''
+import os
+import sqlite3
+
+_connect = sqlite3.connect
+
+
+def _note(statement):
+    if "quick_check" in statement:
+        with open(os.environ["QUICK_CHECK_LOG"], "a") as log:
+            log.write(statement + "\\n")
+
+
+def connect(*args, **kwargs):
+    conn = _connect(*args, **kwargs)
+    conn.set_trace_callback(_note)
+    return conn
+
+
+sqlite3.connect = connect
+'''
 
 # A step whose result (400 kB of JSON) is kept as an artifact file, then a step that reads it back.
 BIG_STEP = '''
@@ -49,12 +77,68 @@ sys.stdin.read()
 
 
 def _files(folder: Path) -> set[Path]:
-    return set(folder.rglob("*"))
+    return {p for p in folder.rglob("*") if p.name != VERDICT}
 
 
 def _limit(size: int) -> dict:
     """For `_limited`: a file-size limit for the command (a fresh dict each time: `_limited` takes it out)."""
     return {"TUI_AGENT_TEST_FSIZE": str(size)}
+
+
+# -- a damaged page ------------------------------------------------------------------------------
+
+
+def test_a_damaged_page_past_the_header_is_refused_before_every_write_and_the_file_is_unchanged(tui_agent, db_path):
+    """The effects table's page: not read by start, run or schedule add, which used to write around it."""
+    for _ in range(2):
+        ok(tui_agent("run", "hello"))
+    queued = ok(tui_agent("start", "hello")).stdout.strip()
+    damage(db_path, "effects", offset=0)
+    assert quick_check_fails(db_path)
+    before = sha256(db_path)
+    for args in (["start", "hello"], ["run", "hello"],
+                 ["schedule", "add", "nightly", "--agent", "hello", "--cron", "0 2 * * *"],
+                 ["cancel", queued], ["fork", queued, "--from-step", "0"], ["worker", "--once"]):
+        line = _one_line(tui_agent(*args))
+        assert f"{db_path} is damaged (quick_check: " in line, (args, line)
+        assert "tui-agent doctor" in line, line
+        assert sha256(db_path) == before, args
+
+
+def test_the_file_is_checked_once_per_state_and_again_after_a_write_error(tui_agent, tmp_path, db_path,
+                                                                         monkeypatch):
+    """Counted: every quick_check any command runs is logged (a sitecustomize wraps sqlite3.connect)."""
+    tracer = tmp_path / "tracer"
+    tracer.mkdir()
+    (tracer / "sitecustomize.py").write_text(TRACER)
+    log = tmp_path / "quick_checks.log"
+    monkeypatch.setenv("PYTHONPATH", f"{tracer}{os.pathsep}{os.environ['PYTHONPATH']}")
+    monkeypatch.setenv("QUICK_CHECK_LOG", str(log))
+
+    def checks() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    queued = ok(tui_agent("start", "hello")).stdout.strip()
+    assert checks() == 1   # the new file, before its first write
+    for args in (["start", "hello"], ["cancel", queued], ["run", "hello"], ["ls"], ["worker", "--once"],
+                 ["schedule", "add", "nightly", "--agent", "hello", "--cron", "0 2 * * *"]):
+        ok(tui_agent(*args))
+        assert checks() == 1, (args, "each writer left the file in a state it knew to be intact")
+
+    with closing(sqlite3.connect(db_path)) as conn, conn:   # another program writes: a state no verdict is for
+        conn.execute("UPDATE runs SET updated_at = updated_at + 1")
+    ok(tui_agent("start", "hello"))
+    assert checks() == 2
+    ok(tui_agent("start", "hello"))
+    assert checks() == 2
+
+    # a write that fails (its WAL outgrows a file-size limit) forgets the verdict: the next writer checks again
+    line = _one_line(_limited(tui_agent, _limit(64 * 1024), "start", "hello", "--input",
+                              json.dumps({"name": "x" * 100_000})))
+    assert "disk is full" in line, line
+    assert checks() == 2, "the state it met was known"
+    ok(tui_agent("start", "hello"))
+    assert checks() == 3
 
 
 # -- a full disk ---------------------------------------------------------------------------------
@@ -185,3 +269,30 @@ def test_a_file_another_program_keeps_with_locking_mode_exclusive_is_busy_exit_4
         holder.wait(timeout=10)
     assert run_id in ok(tui_agent("ls")).stdout
     assert dump(db_path) == before
+
+
+# -- copy ------------------------------------------------------------------------------------------
+
+
+def test_a_copy_refused_or_failing_halfway_leaves_no_target(tui_agent, tmp_path, small_disk):
+    source = tmp_path / "source.db"
+    run_id = ok(tui_agent("--db", str(source), "run", "hello")).stdout.split()[0]
+    damaged = tmp_path / "damaged.db"
+    ok(tui_agent("--db", str(damaged), "run", "hello"))
+    damage(damaged, "effects", offset=0)
+    target = tmp_path / "copy.db"
+    line = _one_line(tui_agent("copy", "--from", str(damaged), "--to", str(target)))
+    assert f"{damaged} is damaged" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == []
+
+    # the source is fine, the target's disk has no room for an artifact of 3 MB: the copy fails halfway
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps("x" * 3_000_000))
+    ok(tui_agent("--db", str(source), "fork", run_id, "--edit", "0", "--result", f"@{edited}"))
+    folder, mounted = small_disk
+    target = folder / "copy.db"
+    line = _one_line(_limited(tui_agent, {} if mounted else _limit(1024 * 1024), "copy", "--from", str(source),
+                              "--to", str(target)))
+    assert "disk is full" in line, line
+    assert list(folder.iterdir()) == []
+    assert "copied 2 runs" in ok(tui_agent("copy", "--from", str(source), "--to", str(tmp_path / "copy.db"))).stdout

@@ -18,13 +18,13 @@ from urllib.parse import quote
 
 import platformdirs
 
-from . import wal
+from . import integrity, wal
 from .base import Connection, Cursor, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
+    BUSY,
     FULL,
     READ_ONLY,
     EnvironmentStop,
-    check_intact,
     schema_mismatch,
     stop_for,
     stop_for_os,
@@ -205,7 +205,7 @@ class _Write(Write):
 
 class SqliteStore(Store):
     """The per-user SQLite file: one connection in autocommit mode; writers use `write()` (or `write_one`), the
-    first of which refuses a file that can only be read as it is (`as_it_is`)."""
+    first of which refuses a damaged file (store/integrity.py) or one that can only be read as it is (`as_it_is`)."""
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor
@@ -213,7 +213,7 @@ class SqliteStore(Store):
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         super().__init__()
-        self._unchecked = True                     # no write yet: the first one checks the store (_first_write)
+        self._unchecked = True                     # no write yet: the first one checks the file (_first_write)
         self.cannot_write: EnvironmentStop | None = None
         self.path = Path(path)
         self.label = self.path.name
@@ -255,9 +255,10 @@ class SqliteStore(Store):
             self.conn.execute("PRAGMA journal_mode=WAL")   # ours always is: no write to ask
 
     def _first_write(self) -> None:
-        """Before this connection's first write: the stop a file read as it is meets."""
+        """Before this connection's first write: the stop a file read as it is meets, or a damaged file's."""
         if self.cannot_write is not None:
             raise EnvironmentStop(self.cannot_write.kind, str(self.cannot_write))
+        self.refuse_damaged()
         self._unchecked = False
 
     def write(self) -> _Write:
@@ -272,7 +273,11 @@ class SqliteStore(Store):
         return super().write_one(sql, params)
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
+        """The environment's reason for an error on this connection; one that is not a held lock (read-only, full,
+        damaged) also forgets the file's verdict, so the next writer checks it again."""
         stop = stop_for(error, self.path)
+        if stop is not None and stop.kind != BUSY:
+            integrity.forget(self.path, self.data_dir)
         if stop is None and "no such" in str(error):   # a table or column missing: a bug of ours, or a changed file
             try:   # a connection of its own: ours may be closed already, or inside a failed transaction
                 with closing(read_only(self.path)) as ro:
@@ -305,10 +310,12 @@ class SqliteStore(Store):
     def wait_at_most(self, ms: int) -> None:
         self.conn.execute(f"PRAGMA busy_timeout={ms}")
 
+    def refuse_damaged(self) -> None:
+        integrity.verify(self.conn, self.path, self.data_dir)
+
     def check_intact(self) -> None:
         if self._unchecked:
             self._first_write()
-        check_intact(self.conn, self.path)
         missing = differences(self.conn)   # a worker writes every column: tables another program changed are refused
         if missing:
             raise schema_mismatch(self.path, missing)

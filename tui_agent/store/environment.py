@@ -78,13 +78,6 @@ def stop_for_os(error: OSError, path: Path) -> EnvironmentStop | None:
     return None
 
 
-def check_intact(conn: sqlite3.Connection, path: Path) -> None:
-    """A worker's first act, before it writes anything: a file that fails `quick_check` is refused (a write
-    into a damaged b-tree spreads the damage). It reads every page once, so it is not for the step path."""
-    try:
-        found = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        found = str(e)
-    if found != "ok":
-        first = " ".join(found.replace("*** in database main ***", "").split())  # one line of it
-        raise EnvironmentStop(DAMAGED, _message(DAMAGED, path, RuntimeError(f"quick_check: {first}")))
+def damaged(path: Path, why: str) -> EnvironmentStop:
+    """The stop for a file found damaged (a failed check, not a SQLite error): `why` says what was found."""
+    return EnvironmentStop(DAMAGED, _message(DAMAGED, path, RuntimeError(why)))
