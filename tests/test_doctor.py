@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -106,6 +110,38 @@ def test_a_damaged_page_is_named_with_recover_advice_and_the_file_is_not_changed
     assert f"sqlite3 {db_path} .recover | sqlite3 " in advice, advice
     assert "will not write" in advice, advice
     assert sha256(db_path) == before
+
+
+def test_the_recovery_steps_doctor_prints_work_when_followed_as_written(tui_agent, db_path, tmp_path):
+    """A person pastes each command of the advice, in its order, into a shell where tui-agent is on PATH. Step 2's
+    .recover needs a shell built with sqlite_dbpage; where it says 'SQL logic error' (Debian's, say), the advice's
+    .dump takes its place. Afterwards the database in place is healthy, holds the runs whose pages were intact and
+    takes new runs; the damaged file is kept as it was."""
+    database_with_runs(db_path, count=300)
+    damage(db_path, "events")
+    assert quick_check_fails(db_path)
+    before = sha256(db_path)
+    advice = report(tui_agent("doctor", "--json"))["by_name"]["integrity"]["advice"]
+    recover, dump_instead, check, put_in_place = re.findall(r"`([^`]+)`", advice)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+
+    def shell(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "PATH": path}, timeout=120)
+
+    done = shell(recover)
+    if "SQL logic error" in done.stderr:
+        done = shell(dump_instead)
+    assert done.returncode == 0, done.stderr
+    checked = shell(check)
+    assert checked.returncode == 0 and checked.stdout.strip().endswith("healthy"), checked.stdout + checked.stderr
+    assert shell(put_in_place).returncode == 0
+    assert not Path(f"{db_path}-wal").exists()   # nothing to move aside
+    assert sha256(Path(f"{db_path}.damaged")) == before
+
+    assert len(json.loads(tui_agent("ls", "--json").stdout)) == 300
+    assert tui_agent("run", "hello").returncode == 0
+    assert tui_agent("doctor").returncode == 0
 
 
 def test_a_missing_database_is_said_and_not_created(invoke, tmp_path):

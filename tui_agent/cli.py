@@ -733,7 +733,7 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
     journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the
     target keeps them)."""
-    from .copying import copy_database, open_source, open_target
+    from .copying import copy_database, open_source, target_for_copy
 
     shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
 
@@ -748,9 +748,8 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     source = open_source(source_where, session.durability)
     _OPENED.append(source)
     try:
-        target = open_target(target_where, session.durability)
-        _OPENED.append(target)
-        try:
+        with target_for_copy(target_where, session.durability) as target:
+            _OPENED.append(target)
             started = time.monotonic()
             counts = copy_database(source, target, progress)
             if shown["any"] and shown["tty"]:
@@ -762,8 +761,6 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
                      if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
             echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
                  f"{target.path} in {time.monotonic() - started:.1f} s")
-        finally:
-            target.close()
     finally:
         source.close()
     return EXIT_OK

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from .store import DatabaseError, Store, StoreError, artifacts, open_store
 from .store.base import is_url
-from .store.db import read_only
+from .store.db import data_dir_for, read_only
 from .store.schema import SCHEMA_VERSION
 from .store.schema_postgres import statements
 
@@ -127,6 +128,7 @@ def open_source(where: str, durability: str = "full") -> Store:
     store = open_store(where, durability, create=False)
     try:
         _refuse_version(store.path, store.found_version)
+        store.refuse_damaged()   # before the target is made: a damaged source leaves nothing behind
         store.read_only()
     except BaseException:
         store.close()
@@ -138,6 +140,35 @@ def open_target(where: str, durability: str = "full") -> Store:
     """The database to copy into, made if missing (an older one is refused, not migrated)."""
     _refuse_older(where)
     return open_store(where, durability, create=True)
+
+
+@contextmanager
+def target_for_copy(where: str, durability: str = "full") -> Iterator[Store]:
+    """`open_target` for the block that copies into it, closed after; when the block (or the open) fails, a file
+    this made is removed again, with its -wal, -shm and data folder, so a failed copy leaves no empty database
+    behind (a server's database is not ours to drop: the copy's rolled-back transaction left it empty)."""
+    made: list[Path] = []
+    if not is_url(where) and not Path(where).exists():
+        made = [Path(where), Path(f"{where}-wal"), Path(f"{where}-shm")]
+        if not data_dir_for(Path(where)).exists():
+            made.append(data_dir_for(Path(where)))
+    target = None
+    try:
+        target = open_target(where, durability)
+        yield target
+    except BaseException:
+        if target is not None:
+            target.close()
+            target = None
+        for path in made:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        raise
+    finally:
+        if target is not None:
+            target.close()
 
 
 # --- checks ---------------------------------------------------------------------------------------------------

@@ -28,6 +28,21 @@ if TYPE_CHECKING:
 GRACE_S = 30.0
 
 
+class _ThreadStore:
+    """A pool thread's own store, closed by that thread as it ends and its locals go: a sqlite3 connection can be
+    closed only in the thread that made it, and one left to the garbage collector (a connection is in a reference
+    cycle with its statement cache) closes only after the process recorded the state it left the file in (the last
+    close moves the WAL into the file; store/integrity.py)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def __del__(self) -> None:
+        self.store.close()
+
+
 def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
@@ -60,10 +75,10 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     dropped: list[Claim] = []   # runs given up while the database held them up: handed back when it answers
 
     def work(claim: Claim, control) -> Outcome:
-        if not hasattr(local, "store"):
-            local.store = open_store(db_path, durability)
+        if not hasattr(local, "own"):
+            local.own = _ThreadStore(open_store(db_path, durability))
         try:
-            return execute(local.store, registry, claim, control=control)
+            return execute(local.own.store, registry, claim, control=control)
         finally:
             heartbeat.drop(claim)
 
@@ -147,5 +162,6 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             attending.join(timeout=attendant.timeout_s + 1)
         heartbeat.close()
         store.close()
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=not active, cancel_futures=True)   # idle threads end, closing their stores; a run still
+        # at work cannot be waited for
     return outcomes, len(late)

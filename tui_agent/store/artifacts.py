@@ -21,6 +21,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from .base import Store, on_server
+from .environment import stop_for_os
 
 ENV = "TUI_AGENT_DATA"
 IN_TABLE = "artifact:"   # how an artifact kept in the table is named for a person: artifact:<relative path>
@@ -77,7 +78,9 @@ def save(store: Store, relative: str, data: bytes) -> str:
     """Keep an artifact durably before anything refers to it (a journal row, a run's result); returns `where` it
     is. A file is fsynced, then renamed into place; a row is committed in a transaction of its own before the
     row that names it, or in the caller's open one (a fork's edited entry commits with its journal row). A
-    crash in between leaves an artifact nothing names, which the retry writes over at the same path."""
+    crash in between leaves an artifact nothing names, which the retry writes over at the same path. A file
+    that cannot be written (a full disk, a file-size limit, a read-only folder) is the environment's stop, with
+    no part of it (nor a folder made for it) left behind."""
     relative = confined(store, relative)
     root = folder(store)
     if root is None:
@@ -88,14 +91,25 @@ def save(store: Store, relative: str, data: bytes) -> str:
             store.write_one(_UPSERT, params)
         return where(store, relative)
     target = root / relative
-    parent = Path(_inside(root, target.parent))
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    parent = Path(_inside(root, target.parent))   # outside the try: a refusal is not the environment's stop
+    made = [above for above in (parent, *parent.parents)
+            if above.is_relative_to(root) and above != root and not above.exists()]
     tmp = parent / (target.name + ".tmp")
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666), "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, parent / target.name)
+    try:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666), "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, parent / target.name)
+    except OSError as e:   # a full disk, a file-size limit, a read-only folder: nothing of it is left behind
+        tmp.unlink(missing_ok=True)
+        for made_folder in made:   # the deepest first
+            try:
+                made_folder.rmdir()
+            except OSError:
+                pass
+        raise stop_for_os(e, target) or e from e
     return str(target)
 
 

@@ -188,8 +188,13 @@ class Store:
         """How long a statement waits for a held lock before the environment's BUSY stop."""
         raise NotImplementedError
 
+    def refuse_damaged(self) -> None:
+        """Raise the environment's DAMAGED stop for a damaged database, reading it only (a server checks its own
+        pages); a SQLite store's first write does this itself."""
+
     def check_intact(self) -> None:
-        """A worker's first act, before it writes anything: refuse a damaged database (a server checks its own)."""
+        """A worker's first act, before it writes anything: refuse a damaged database, and tables another program
+        changed (a server checks its own pages)."""
 
     def checkpoint(self) -> bool:
         """Shrink the write-ahead log at an idle moment; True when it was emptied (a server keeps its own)."""

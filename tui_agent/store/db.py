@@ -18,11 +18,13 @@ from urllib.parse import quote
 
 import platformdirs
 
-from . import wal
-from .base import Connection, Store, StoreError, Write, dict_rows, is_url
+from . import integrity, wal
+from .base import Connection, Cursor, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
+    BUSY,
+    FULL,
+    READ_ONLY,
     EnvironmentStop,
-    check_intact,
     schema_mismatch,
     stop_for,
     stop_for_os,
@@ -48,10 +50,40 @@ def data_dir_for(path: Path) -> Path:
     return path.with_name(path.stem + ".data") if path.suffix else path.with_name(path.name + ".data")
 
 
+def _uri(path: str | os.PathLike) -> str:
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+
+
 def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:
     """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
-    closing would drop this process's POSIX locks on the file (see `_read_version`)."""
-    return sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout_s)
+    closing would drop this process's POSIX locks on the file (see `_read_version`). Where SQLite cannot make the
+    WAL's index beside the file (`as_it_is`), the file is read as it is."""
+    conn, _ = as_it_is(sqlite3.connect(_uri(path), uri=True, timeout=timeout_s), Path(path))
+    return conn
+
+
+def as_it_is(conn: sqlite3.Connection, path: Path) -> tuple[sqlite3.Connection, EnvironmentStop | None]:
+    """`conn` after its first read, and None. Every reader of a WAL file makes the WAL's index (`-shm`, `-wal`)
+    beside it; in a read-only folder or on a full disk it cannot. When that is why the read failed and no `-wal`
+    with frames is there (so the file alone holds every commit), a connection that reads the file as it is
+    (SQLite's `immutable`: no index, no locks) instead, and the stop (read-only, full) a write would meet: reads
+    keep working, writes stop with the environment's line. Any other error is raised, `conn` closed."""
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()
+        return conn, None
+    except sqlite3.Error as e:
+        conn.close()
+        stop = stop_for(e, path)
+        if stop is None or stop.kind not in (READ_ONLY, FULL) or _wal_has_frames(path):
+            raise
+        return sqlite3.connect(_uri(path) + "&immutable=1", uri=True, isolation_level=None), stop
+
+
+def _wal_has_frames(path: Path) -> bool:
+    try:
+        return os.stat(f"{path}-wal").st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def _read_version(path: Path) -> int:
@@ -64,22 +96,10 @@ def _read_version(path: Path) -> int:
     if path.stat().st_size == 0:
         raise StoreError(f"{path} is an empty file, not a tui-agent database; remove it or pass another --db")
     try:
-        ro = read_only(path)
+        with closing(read_only(path, BUSY_TIMEOUT_MS / 1000)) as ro:
+            row = ro.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.Error as e:
-        raise StoreError(f"{path} cannot be opened read-only ({e}); check its permissions") from None
-    try:
-        row = ro.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.OperationalError as e:
-        if "no such table" in str(e):
-            raise StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); "
-                             "pass another --db") from None
-        raise StoreError(f"{path} cannot be read ({e})") from None
-    except sqlite3.DatabaseError as e:
-        if "malformed" in str(e):  # a SQLite header, then a damaged page: a file of ours that broke
-            raise stop_for(e, path) from None
-        raise StoreError(f"{path} is not a SQLite database; pass another --db") from None
-    finally:
-        ro.close()
+        raise _unreadable(e, path) from None
     if row is None or not str(row[0]).isdigit():
         raise StoreError(f"{path} has no schema version in its meta table; it is not tui-agent's")
     version = int(row[0])
@@ -87,6 +107,24 @@ def _read_version(path: Path) -> int:
         raise StoreError(f"{path} has schema version {version}, newer than this tui-agent understands "
                          f"({SCHEMA_VERSION}); upgrade tui-agent")
     return version
+
+
+def _unreadable(error: sqlite3.Error, path: Path) -> Exception:
+    """Why the file's schema version could not be read: not ours (exit 2), or the environment's (exit 4: held
+    by another program past the busy timeout, a full disk, a damaged page after a SQLite header)."""
+    name, text = getattr(error, "sqlite_errorname", "") or "", str(error)
+    if "no such table" in text:
+        return StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); pass another --db")
+    if name.startswith("SQLITE_NOTADB") or "not a database" in text:
+        return StoreError(f"{path} is not a SQLite database; pass another --db")
+    if name.startswith("SQLITE_CANTOPEN") and not os.access(path, os.R_OK):
+        return StoreError(f"{path} cannot be opened read-only ({error}); check its permissions")
+    stop = stop_for(error, path)
+    if stop is not None:
+        return stop
+    if isinstance(error, sqlite3.OperationalError):
+        return StoreError(f"{path} cannot be read ({error})")
+    return StoreError(f"{path} is not a SQLite database; pass another --db")
 
 
 def _migrate(conn: sqlite3.Connection, start: int) -> None:
@@ -166,7 +204,8 @@ class _Write(Write):
 
 
 class SqliteStore(Store):
-    """The per-user SQLite file: one connection in autocommit mode; writers use `write()`."""
+    """The per-user SQLite file: one connection in autocommit mode; writers use `write()` (or `write_one`), the
+    first of which refuses a damaged file (store/integrity.py) or one that can only be read as it is (`as_it_is`)."""
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor
@@ -174,6 +213,8 @@ class SqliteStore(Store):
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         super().__init__()
+        self._unchecked = True                     # no write yet: the first one checks the file (_first_write)
+        self.cannot_write: EnvironmentStop | None = None
         self.path = Path(path)
         self.label = self.path.name
         self.durability = durability
@@ -204,20 +245,39 @@ class SqliteStore(Store):
             raise
 
     def _connect(self, durability: str) -> None:
-        self.conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        self.conn, self.cannot_write = as_it_is(conn, self.path)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
         self.conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-        if self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # ours always is: no write to ask
-            self.conn.execute("PRAGMA journal_mode=WAL")
+        if self.cannot_write is None and self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            self.conn.execute("PRAGMA journal_mode=WAL")   # ours always is: no write to ask
+
+    def _first_write(self) -> None:
+        """Before this connection's first write: the stop a file read as it is meets, or a damaged file's."""
+        if self.cannot_write is not None:
+            raise EnvironmentStop(self.cannot_write.kind, str(self.cannot_write))
+        self.refuse_damaged()
+        self._unchecked = False
 
     def write(self) -> _Write:
         """A writer's transaction: BEGIN IMMEDIATE, so a busy database waits instead of failing halfway."""
+        if self._unchecked:
+            self._first_write()
         return _Write(self)
 
+    def write_one(self, sql: str, params: tuple) -> Cursor:
+        if self._unchecked:
+            self._first_write()
+        return super().write_one(sql, params)
+
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
+        """The environment's reason for an error on this connection; one that is not a held lock (read-only, full,
+        damaged) also forgets the file's verdict, so the next writer checks it again."""
         stop = stop_for(error, self.path)
+        if stop is not None and stop.kind != BUSY:
+            integrity.forget(self.path, self.data_dir)
         if stop is None and "no such" in str(error):   # a table or column missing: a bug of ours, or a changed file
             try:   # a connection of its own: ours may be closed already, or inside a failed transaction
                 with closing(read_only(self.path)) as ro:
@@ -250,8 +310,12 @@ class SqliteStore(Store):
     def wait_at_most(self, ms: int) -> None:
         self.conn.execute(f"PRAGMA busy_timeout={ms}")
 
+    def refuse_damaged(self) -> None:
+        integrity.verify(self.conn, self.path, self.data_dir)
+
     def check_intact(self) -> None:
-        check_intact(self.conn, self.path)
+        if self._unchecked:
+            self._first_write()
         missing = differences(self.conn)   # a worker writes every column: tables another program changed are refused
         if missing:
             raise schema_mismatch(self.path, missing)

@@ -168,21 +168,38 @@ def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
         return Check(name, False, f"it cannot be opened read-only ({text})",
                      "check that you may read the file and its folder (ls -l): SQLite also needs the -wal and "
                      "-shm files beside it, or the right to make them")
+    if code.startswith(("SQLITE_IOERR", "SQLITE_FULL")) and shutil.disk_usage(path.parent).free < DISK_LOW:
+        return Check(name, False, f"it cannot be read while the disk that holds it is full ({text}): SQLite makes "
+                     "the -wal and -shm files beside it to read it", "free space on that disk, then run `tui-agent "
+                     "doctor` again; nothing committed is lost")
     return Check(name, False, f"SQLite could not read it ({text})",
                  "run `tui-agent doctor --full`; if this repeats, treat the file as damaged: " + recover_advice(path))
 
 
 def recover_advice(path: Path) -> str:
-    """How to save what can still be read from a damaged file, keeping the damaged one."""
+    """How to save what can still be read from a damaged file, keeping the damaged one; every command in it is
+    one a person can paste (tests/test_doctor.py follows them)."""
     db, new = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}.recovered{path.suffix}")))
     aside = shlex.quote(f"{path}.damaged")
     return (f"tui-agent will not write to a damaged file; keep it, and recover what can still be read into a new "
-            f"one. 1) Stop every worker, timer and TUI that uses it. 2) With SQLite's shell (3.29 or newer, built "
-            f"with the sqlite_dbpage table; if it says 'SQL logic error', use the one from sqlite.org): "
-            f"`sqlite3 {db} .recover | sqlite3 {new}`. 3) Check the copy: `chmod 600 {new} && tui-agent --db {new} "
-            f"doctor --full`. 4) Put it in place, keeping the damaged file: `mv {db} {aside} && mv {new} {db}`; if "
+            f"one. {_room_for_a_copy(path)}1) Stop every worker, timer and TUI that uses it. 2) With SQLite's "
+            f"shell: `sqlite3 {db} .recover | sqlite3 {new}`; a shell built without the sqlite_dbpage table "
+            f"(older than 3.29, or a distribution's) says 'SQL logic error' there: then `rm -f {new} && sqlite3 "
+            f"{db} .dump | sed 's/^ROLLBACK; -- due to errors$/COMMIT;/' | sqlite3 {new}` instead (it saves less "
+            f"of a damaged table). 3) Check the copy: `chmod 600 {new} && tui-agent --db {new} doctor --full`. "
+            f"4) Put it in place, keeping the damaged file: `mv {db} {aside} && mv {new} {db}`; if "
             f"{shlex.quote(f'{path}-wal')} is still there, move it aside too (SQLite would apply a stale -wal to the "
             "new file). The data folder stays where it is, so artifacts and the outbox still resolve.")
+
+
+def _room_for_a_copy(path: Path) -> str:
+    """The step before the others when the disk that holds the file has no room for the copy made beside it."""
+    need = sum(f.stat().st_size for f in (path, Path(f"{path}-wal")) if f.exists())
+    free = shutil.disk_usage(path.parent).free
+    if free > need:
+        return ""
+    return (f"0) The copy is made beside it and needs up to {_size(need)}, but that disk has {_size(free)} free: "
+            "free space there first. ")
 
 
 def _wal(path: Path) -> Check:

@@ -1,5 +1,5 @@
 """When the environment, not the user, stops a command on a database of ours: another program holds
-the write lock past the busy timeout, the file (or its folder) is read-only, the disk is full, or
+its lock past the busy timeout, the file (or its folder) is read-only, the disk is full, or
 the file is damaged. Each is one line naming the file and what to do (the CLI's exit 4), never a
 traceback, and never a reason to fail a run: nothing committed is lost."""
 
@@ -42,8 +42,9 @@ def _kind(error: sqlite3.Error) -> str | None:
 
 def _message(kind: str, path: Path, error: BaseException) -> str:
     if kind == BUSY:
-        return (f"{path} is busy: another program has held its write lock past the busy timeout (a sqlite3 "
-                "shell, a backup?); nothing was lost; run the command again when it lets go")
+        return (f"{path} is busy: another program has held its lock past the busy timeout (a sqlite3 shell, a "
+                "backup, a program that keeps it with locking_mode=EXCLUSIVE?); nothing was lost; run the command "
+                "again when it lets go")
     if kind == READ_ONLY:
         return (f"{path} is read-only for this user (or its folder is); nothing was written; make it writable "
                 "(chmod u+w) or pass another --db")
@@ -84,13 +85,6 @@ def stop_for_os(error: OSError, path: Path) -> EnvironmentStop | None:
     return None
 
 
-def check_intact(conn: sqlite3.Connection, path: Path) -> None:
-    """A worker's first act, before it writes anything: a file that fails `quick_check` is refused (a write
-    into a damaged b-tree spreads the damage). It reads every page once, so it is not for the step path."""
-    try:
-        found = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        found = str(e)
-    if found != "ok":
-        first = " ".join(found.replace("*** in database main ***", "").split())  # one line of it
-        raise EnvironmentStop(DAMAGED, _message(DAMAGED, path, RuntimeError(f"quick_check: {first}")))
+def damaged(path: Path, why: str) -> EnvironmentStop:
+    """The stop for a file found damaged (a failed check, not a SQLite error): `why` says what was found."""
+    return EnvironmentStop(DAMAGED, _message(DAMAGED, path, RuntimeError(why)))

@@ -199,21 +199,33 @@ def _stat(pid: int) -> list[str]:
 
 
 def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
-    """Inside a write: the workers that may still be running on this database (not stopped; on this host, a
-    process still there; elsewhere, as still_sending judges a sender: a heartbeat silent for fewer than
-    REMOTE_SILENT_LEASES leases, by the lease clock)."""
+    """Inside a write: the workers that may still be running on this database (not stopped), each named with how
+    to find it. On this host a row with its process's start time is judged by the process (still there); one
+    without it (an older tui-agent's row) cannot tell its process from a later one given the same pid (pid 1 is
+    always there), so it is judged as a worker on another host is, as still_sending judges a sender: by its
+    heartbeat, silent for fewer than REMOTE_SILENT_LEASES leases (by the lease clock), and then its pid too."""
     at, host = lease_now(conn, now), this_host()
-    rows = dict_rows(conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name"))   # any version's
-    return [w["name"] for w in rows if (process_alive(w["pid"], w.get("pid_started")) if w["host"] == host
-                                         else at - w["heartbeat_at"] < REMOTE_SILENT_LEASES * (w["lease_s"] or 0))]
+    found = []
+    for w in dict_rows(conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name")):   # any version's
+        here, started = w["host"] == host, w.get("pid_started")
+        if here and started is not None:
+            if process_alive(w["pid"], started):
+                found.append(f"{w['name']} (pid {w['pid']} on this host)")
+            continue
+        left = REMOTE_SILENT_LEASES * (w["lease_s"] or 0) - (at - w["heartbeat_at"])
+        if left > 0 and (not here or process_alive(w["pid"], None)):
+            where = "this host" if here else w["host"]
+            found.append(f"{w['name']} (pid {w['pid']} on {where}; if it has stopped, it counts as gone once its "
+                         f"heartbeat has been silent for {REMOTE_SILENT_LEASES} leases, in {left:.0f} s)")
+    return found
 
 
 def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
     """Inside the migrating write, before it: a migration older code does not survive (schema.STOPS_OLDER) is
     refused while a worker may still be running that code, so none of its runs fails; nothing is changed."""
     versions = [v for v in STOPS_OLDER if found < v <= SCHEMA_VERSION]
-    if versions and (names := still_running(conn, now)):
+    if versions and (workers := still_running(conn, now)):
         raise EnvironmentStop(BUSY, f"{where} must be upgraded to schema version {max(versions)} for this tui-agent, "
-                              f"and worker {', '.join(names[:3])} of an older tui-agent may still be running on it "
+                              f"and worker {', '.join(workers[:3])} of an older tui-agent may still be running on it "
                               "(its runs would fail); stop it (Ctrl-C where it runs) and run the command again; "
                               "nothing was changed")
