@@ -51,7 +51,7 @@ def data_dir_for(path: Path) -> Path:
 def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:
     """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
     closing would drop this process's POSIX locks on the file (see `_read_version`)."""
-    return sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout_s)
+    return sqlite3.connect(f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro", uri=True, timeout=timeout_s)
 
 
 def _read_version(path: Path) -> int:
