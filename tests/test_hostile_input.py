@@ -1,19 +1,24 @@
-"""Hostile input at the door (README, "When input or the environment is bad"): text that is not Unicode (a lone
-surrogate, as JavaScript's JSON.stringify writes for a string cut in half, or a byte of the command line that is
-not UTF-8), JSON nested past Python's recursion limit, integers past its 4,300-digit limit, and numbers in options
-past what a column holds. At the door each is one line and exit 2 with the database unchanged."""
+"""Hostile input at the door, and hostile values already in the store (README, "When input or the environment is
+bad"): text that is not Unicode (a lone surrogate, as JavaScript's JSON.stringify writes for a string cut in half,
+or a byte of the command line that is not UTF-8), JSON nested past Python's recursion limit, integers past its
+4,300-digit limit, and numbers in options past what a column holds. At the door each is one line and exit 2 with
+the database unchanged; a value of that class already stored (an older version's, another program's) fails its
+one run, or disables its one schedule, and the worker goes on."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import shutil
+import signal
+import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import click
 import pytest
-from helpers import dump, ok, work
+from helpers import dump, ok, show_json, until, work
 
 from tui_agent import operate
 from tui_agent.cli import cli
@@ -202,3 +207,133 @@ def test_a_path_may_hold_any_bytes_the_file_system_allows(tui_agent, tmp_path):
         assert json.loads(get_run(store, run_id)["result"])["greeting"] == "Hello, Ada!"
     finally:
         store.close()
+
+
+# -- values already in the store ---------------------------------------------------------------------------------
+
+BAD_TEXT = {"surrogate": SURROGATE, "deep": DEEP, "huge": HUGE}
+WHY = {"surrogate": "it holds a lone surrogate (\\udfff) at $.x", "deep": "it is nested too deeply to be read",
+       "huge": "it holds an integer of more than 4,300 digits", "bytes": "it holds bytes that are not UTF-8 text"}
+
+
+def _write(store, sql: str, value) -> None:
+    with store.write() as conn:
+        conn.execute(sql, value)
+
+
+def _seed_bad_values(database) -> dict:
+    """As an older tui-agent or another program could have left it: runs whose request, budget or recorded result
+    cannot be read, schedules whose input cannot be read (each kind), a good run and a good schedule, all due."""
+    store, registry = open_store(database), load_registry()
+    on_sqlite = isinstance(database, Path)
+    kinds = [*BAD_TEXT, *(["bytes"] if on_sqlite else [])]   # a server refuses bytes that are not UTF-8
+    raw = {kind: (text, "?") for kind, text in BAD_TEXT.items()} | {"bytes": (b'{"x": "\xff"}', "CAST(? AS TEXT)")}
+    seeded = {"runs": {}, "schedules": {}}
+    try:
+        for kind in kinds:
+            value, cast = raw[kind]
+            run_id, _ = operate.start(store, registry, "hello", {"name": kind})
+            _write(store, f"UPDATE runs SET request = {cast} WHERE id = ?", (value, run_id))
+            seeded["runs"][run_id] = f"runs.request cannot be read: {WHY[kind]}"
+            operate.schedule_add(store, registry, f"bad-{kind}", "hello", "* * * * *")
+            _write(store, f"UPDATE schedules SET input = {cast} WHERE name = ?", (value, f"bad-{kind}"))
+            seeded["schedules"][f"bad-{kind}"] = f"schedules.input cannot be read: {WHY[kind]}"
+        budget_run, _ = operate.start(store, registry, "hello", {})
+        _write(store, "UPDATE runs SET budget = ? WHERE id = ?", (HUGE, budget_run))
+        seeded["runs"][budget_run] = f"runs.budget cannot be read: {WHY['huge']}"
+        finished, _ = operate.start(store, registry, "hello", {})
+        work(store, registry, finished)
+        replaying = operate.fork(store, finished, 2)     # its worker replays #0 and #1 from the journal
+        for table in ("journal_rows", "journal_tail"):   # the view `journal` is the two
+            _write(store, f"UPDATE {table} SET result = ? WHERE run_id = ? AND position = 0", (DEEP, replaying))
+        seeded["runs"][replaying] = f"journal.result of #0 'greet' cannot be read: {WHY['deep']}"
+        seeded["good_run"] = operate.start(store, registry, "hello", {"name": "Bob"})[0]
+        operate.schedule_add(store, registry, "good", "hello", "* * * * *")
+        with store.write() as conn:   # all due now, with a fire inside the last two minutes
+            conn.execute("UPDATE schedules SET counts_from = ?, next_fire_at = 0", (time.time() - 120,))
+    finally:
+        store.close()
+    return seeded
+
+
+def _assert_each_failed_or_disabled(database, seeded: dict, tui_agent) -> None:
+    store = open_store(database)
+    try:
+        for run_id, said in seeded["runs"].items():
+            row = store.conn.execute("SELECT status, reason, error FROM runs WHERE id = ?", (run_id,)).fetchone()
+            assert tuple(row[:2]) == ("failed", "error") and said in row[2], (run_id, row)
+        good = store.conn.execute("SELECT status FROM runs WHERE id = ?", (seeded["good_run"],)).fetchone()[0]
+        assert good == "succeeded", "the worker went on to the next run"
+        for name, said in seeded["schedules"].items():
+            enabled = store.conn.execute("SELECT enabled FROM schedules WHERE name = ?", (name,)).fetchone()[0]
+            events = [m for (m,) in store.conn.execute("SELECT message FROM events WHERE schedule = ? AND kind = ?",
+                                                        (name, "disabled"))]
+            assert enabled == 0 and len(events) == 1 and said in events[0], (name, enabled, events)
+            assert f"tui-agent schedule rm {name}" in events[0]
+        fired = store.conn.execute("SELECT r.status FROM events e JOIN runs r ON r.id = e.run_id"
+                                   " WHERE e.schedule = 'good' AND e.kind = 'fired'").fetchall()
+        assert fired and all(status == "succeeded" for (status,) in fired), "the good schedule fired and was worked"
+    finally:
+        store.close()
+    disabled = set(seeded["schedules"])
+    if "bad-bytes" in disabled:   # a row SQLite cannot hand back as text: `schedule ls` names it, `rm` removes it
+        assert "schedules.input cannot be read" in _one_line(tui_agent("schedule", "ls"), 2)
+        ok(tui_agent("schedule", "rm", "bad-bytes"))
+        disabled.remove("bad-bytes")
+    listed = {s["name"]: s for s in json.loads(ok(tui_agent("schedule", "ls", "--json")).stdout)}
+    assert {name for name, s in listed.items() if not s["enabled"]} == disabled
+    assert [listed[name]["input"] for name in sorted(disabled)] == [None] * len(disabled), "shown as unreadable"
+
+
+def test_a_worker_that_meets_values_it_cannot_read_fails_those_runs_disables_those_schedules_and_goes_on(
+        tui_agent, database):
+    seeded = _seed_bad_values(database)
+    done = ok(tui_agent("worker", "--once"))
+    assert "Traceback" not in done.stderr, done.stderr
+    for run_id, said in seeded["runs"].items():
+        assert f"{run_id} failed (error): {said}" in done.stdout, done.stdout
+    for run_id, said in seeded["runs"].items():   # what failed it can be looked at, the request shown as null
+        if said.startswith("runs.request") and ("surrogate" in said or "deeply" in said):
+            assert show_json(tui_agent, run_id)["run"]["request"] is None
+    _assert_each_failed_or_disabled(database, seeded, tui_agent)
+
+
+@pytest.mark.sqlite_only   # the same tick as the worker's, and the same serve(once=True)
+def test_tick_disables_the_schedules_it_cannot_read_and_fires_the_rest(tui_agent, database):
+    seeded = _seed_bad_values(database)
+    done = ok(tui_agent("tick", "--work"))
+    assert "Traceback" not in done.stderr, done.stderr
+    _assert_each_failed_or_disabled(database, seeded, tui_agent)
+
+
+def test_a_long_running_worker_keeps_running_past_values_it_cannot_read(spawn, tui_agent, database, tmp_path):
+    seeded = _seed_bad_values(database)
+    worker = spawn("worker", "--lease", "5", label="worker")
+    store = open_store(database)
+    try:
+        until("every seeded run to end", lambda: store.conn.execute(
+            "SELECT count(*) FROM runs WHERE status NOT IN ('succeeded', 'failed')").fetchone()[0] == 0
+            and store.conn.execute("SELECT count(*) FROM events WHERE kind = 'fired'").fetchone()[0] > 0,
+            deadline_s=60, why=lambda: worker.poll())
+    finally:
+        store.close()
+    assert worker.poll() is None, "the worker is still running"
+    later = ok(tui_agent("start", "hello")).stdout.strip()
+    until("the next run to be worked", lambda: show_json(tui_agent, later)["run"]["status"] == "succeeded",
+          deadline_s=30)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    assert "Traceback" not in (tmp_path / "worker.err").read_text()
+    _assert_each_failed_or_disabled(database, seeded, tui_agent)
+
+
+def test_schedule_fire_on_an_input_it_cannot_read_disables_it_in_one_line(tui_agent, db_path):
+    seeded = _seed_bad_values(db_path)
+    line = _one_line(tui_agent("schedule", "fire", "bad-surrogate"), 2)
+    assert line == ("tui-agent: bad-surrogate: not fired: " + seeded["schedules"]["bad-surrogate"]
+                    + ", half of a character; the schedule is disabled")
+    conn = sqlite3.connect(db_path)
+    try:
+        assert conn.execute("SELECT enabled FROM schedules WHERE name = 'bad-surrogate'").fetchone() == (0,)
+    finally:
+        conn.close()

@@ -838,6 +838,8 @@ def schedule_fire(session: Session, name: str) -> int:
     """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
     stderr what happened (started, held until the previous run ends, or skipped)."""
     fired = operate.schedule_fire(session.existing_store, session.registry, name)
+    if fired.disabled is not None:
+        raise UserError(str(fired))
     for run_id in fired.started:
         click.echo(run_id)
     click.echo(str(fired), err=True)

@@ -1,4 +1,5 @@
-"""JSON that a person types, read strictly, and JSON for scripts, written strictly.
+"""JSON that a person types, read strictly, JSON for scripts, written strictly, and JSON the store holds, read
+so that a value no one can use is named instead of raised.
 
 Python's json reads NaN, Infinity and 1e999 (as inf) and writes them back as bare NaN and Infinity,
 which no other JSON reader accepts. The CLI and the TUI both read through `parse_json`, so a
@@ -7,7 +8,8 @@ what would be stored and then break whoever reads it: text that is not Unicode (
 JavaScript's JSON.stringify writes for a string cut in half, or a byte of a command line that is not UTF-8),
 nesting deeper than MAX_DEPTH (Python's own reader gives up at about 1,000 levels, fewer on a deep stack) and
 integers of more than MAX_DIGITS digits (Python refuses to read them). `check_value` holds a value made in
-Python (the TUI's, an agent's) to the same rule.
+Python (the TUI's, an agent's) to the same rule; `read_stored` reads a stored value that was not (an older
+version's, another program's), raising Unreadable, which names the field, for one that cannot be used.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import math
 import re
 from typing import Any
 
-from .errors import UserError
+from .errors import Unreadable, UserError
 
 EXAMPLE = "pass an object such as '{\"name\": \"Ada\"}'"
 RESULT_EXAMPLE = "pass what the service returned, such as '{\"message_id\": \"<...>\"}'"  # an effect's result
@@ -138,6 +140,37 @@ def check_value(value: Any, source: str) -> Any:
     problem = value_problem(value)
     if problem is not None:
         raise _refused(source, *problem)
+    return value
+
+
+def unreadable(error: BaseException, field: str) -> Unreadable | None:
+    """What `error`, raised while a stored value was decoded or parsed, says about the value, as Unreadable naming
+    `field`; None for any other error (a bug stays one): not UTF-8, too deep for Python's reader, an integer
+    longer than Python reads (the only ValueError json raises that is not a JSONDecodeError)."""
+    if isinstance(error, UnicodeDecodeError):
+        return Unreadable(field, f"it holds bytes that are not UTF-8 text ({error.reason} at byte {error.start})")
+    if isinstance(error, RecursionError):
+        return Unreadable(field, "it is nested too deeply to be read")
+    if isinstance(error, ValueError) and not isinstance(error, json.JSONDecodeError):
+        return Unreadable(field, f"it holds an integer of more than {MAX_DIGITS:,} digits")
+    return None
+
+
+def read_stored(text: str, field: str) -> Any:
+    """A JSON value the store holds, as written (NaN included: rows from before input was read strictly hold it),
+    or Unreadable naming `field` when it cannot be used: too deep to parse, an integer too long, a lone surrogate
+    (no store can take it back: every write of it would fail)."""
+    try:
+        value = json.loads(text, parse_int=_bounded_int)
+    except (RecursionError, ValueError) as e:
+        found = unreadable(e, field)
+        if found is None:
+            raise
+        raise found from None
+    if _SURROGATE_ESCAPE.search(text):
+        problem = value_problem(value, max_depth=None)
+        if problem is not None:
+            raise Unreadable(field, f"it holds {problem[0]}")
     return value
 
 
