@@ -131,12 +131,16 @@ async def _press_e_on_entry_1(db_path, run_id: str) -> list[str]:
     ("keep", "the same as the recorded one: nothing to fork"),
     ("fail", "exited with status 3; nothing was forked"),
     ("not-a-reply", '"content" must be a list of blocks'),
+    ("deep", "holds arrays and objects nested deeper than 200 levels, which cannot be stored and read back"),
+    ("surrogate", "holds a lone surrogate (\\udfff) at $.content[0].text, half of a character"),
 ])
 async def test_what_e_refuses_is_a_toast_and_forks_nothing(store, tmp_path, private_tmp, editor_runs,
                                                            monkeypatch, action, toast):
     registry = registry_of(decider(Counter(), []))
     parent = start_and_work(store, registry, "decider", {})
-    text = {"invalid": '{"role": "assistant"\n  "content": []}', "not-a-reply": '{"role": "assistant", "content": 1}'}
+    text = {"invalid": '{"role": "assistant"\n  "content": []}', "not-a-reply": '{"role": "assistant", "content": 1}',
+            "deep": '{"role": "assistant", "content": ' + "[" * 1500 + "]" * 1500 + "}",   # past Python's reader
+            "surrogate": '{"role": "assistant", "content": [{"type": "text", "text": "\\udfff"}]}'}
     command, record = make_editor(tmp_path, replacement(tmp_path, text[action]) if action in text else action)
     monkeypatch.setenv("EDITOR", command)
     toasts = await _press_e_on_entry_1(store.path, parent.run_id)

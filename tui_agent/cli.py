@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from . import notify, operate, output_file
+from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
 from .models import Unresolved
@@ -148,11 +149,19 @@ def _parse_input(text: str) -> Any:
     if text.startswith("@"):
         path = Path(text[1:])
         source = f"--input {text}"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
+        text = _read_text(path, source)
     return parse_json(text, source, " or @file.json")
+
+
+def _read_text(path: Path, source: str) -> str:
+    """A file named on the command line (any name the file system allows), as UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{source}: cannot read {path} ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{source}: {path} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") \
+            from None
 
 
 def _table(columns: tuple[tuple[str, int], ...], rows: list[tuple]) -> None:
@@ -197,7 +206,7 @@ def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> 
                    "folder either way.")
 @click.option("--durability", envvar="TUI_AGENT_DURABILITY", type=click.Choice(["full", "normal"]), default="full",
               show_default=True, help="full: a committed step survives power loss; normal: faster, survives crashes.")
-@click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True,
+@click.option("--agents", "agent_modules", envvar="TUI_AGENT_AGENTS", multiple=True, type=VERBATIM,
               metavar="MODULE|FILE.py",
               help="Register every Agent at the top level of a module (found here too) or a .py file "
                    "(comma-separated, repeatable).")
@@ -251,22 +260,23 @@ def agents(session: Session) -> int:
     return EXIT_OK
 
 
-input_option = click.option("--input", "input_text", default="{}", metavar="JSON|@FILE",
+input_option = click.option("--input", "input_text", default="{}", type=VERBATIM, metavar="JSON|@FILE",
                             help="The request: a JSON object, or @path to a file holding one.")
-key_option = click.option("--key", default=None, help="A run key: starting twice with one key gives one run.")
-budget_option = click.option("--budget", "budget_specs", multiple=True, metavar="NAME=VALUE",
+key_option = click.option("--key", default=None, type=TEXT,
+                          help="A run key: starting twice with one key gives one run.")
+budget_option = click.option("--budget", "budget_specs", multiple=True, type=TEXT, metavar="NAME=VALUE",
                              help="A ceiling for this run, e.g. cost_usd=0.50 or steps=100 (repeatable); "
                                   "unbounded opts out of the default ceilings (10000 steps, 24h running, "
                                   "$5 priced cost, 2M input tokens).")
-note_option = click.option("--note", default=None, help="Why (kept in the run's events).")
-model_option = click.option("--model", default="default", show_default=True, metavar="SPEC",
+note_option = click.option("--note", default=None, type=TEXT, help="Why (kept in the run's events).")
+model_option = click.option("--model", default="default", show_default=True, type=TEXT, metavar="SPEC",
                             help="The model provider: default (anthropic when the worker has ANTHROPIC_API_KEY, "
                                  "else the agent's built-in script), scripted (offline, built-in script), "
                                  "scripted:FILE, anthropic (Claude; needs ANTHROPIC_API_KEY) or anthropic:MODEL_ID.")
 
 
 @cli.command()
-@click.argument("agent")
+@click.argument("agent", type=TEXT)
 @input_option
 @key_option
 @model_option
@@ -341,12 +351,12 @@ def _report_outcome(outcome: Outcome) -> int:
 
 
 @cli.command()
-@click.argument("agent")
+@click.argument("agent", type=TEXT)
 @input_option
 @key_option
 @model_option
 @budget_option
-@click.option("--lease", type=click.FloatRange(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
+@click.option("--lease", type=Number(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds this process holds the run before another worker may take it.")
 @click.pass_obj
 def run(session: Session, agent: str, input_text: str, key: str | None, model: str, budget_specs: tuple[str, ...],
@@ -383,10 +393,10 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
 def _notify_options(command):
     """--notify and --remind-after, the same on `worker` and `tick`."""
     command = click.option(
-        "--remind-after", type=click.FloatRange(min=0), default=notify.REMIND_AFTER_H, show_default=True,
+        "--remind-after", type=Number(min=0), default=notify.REMIND_AFTER_H, show_default=True,
         metavar="HOURS", help="Remind once of a run that has needed a person this long (0: never).")(command)
     return click.option(
-        "--notify", "notify_cmd", default=None, metavar="CMD",
+        "--notify", "notify_cmd", default=None, type=VERBATIM, metavar="CMD",
         help="Run CMD (split like shell words, run without a shell) once per event that needs a person, the "
              "event as JSON on stdin; each event goes to one process's CMD.")(command)
 
@@ -406,12 +416,12 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 
 @cli.command()
 @click.option("--once", is_flag=True, help="Work every due run, then exit (for a timer).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True, help="Runs worked at once.")
-@click.option("--lease", type=click.FloatRange(min=0.3), default=DEFAULT_LEASE_S, show_default=True,
+@click.option("--concurrency", type=Whole(min=1), default=1, show_default=True, help="Runs worked at once.")
+@click.option("--lease", type=Number(min=0.3), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds a claim lasts without a heartbeat; heartbeats come every third of it.")
-@click.option("--grace", type=click.FloatRange(min=0), default=GRACE_S, show_default=True,
+@click.option("--grace", type=Number(min=0), default=GRACE_S, show_default=True,
               help="On SIGTERM or SIGINT, seconds to let each run finish its current step.")
-@click.option("--name", default=None, help="This worker's name (default: a short random one).")
+@click.option("--name", default=None, type=TEXT, help="This worker's name (default: a short random one).")
 @_notify_options
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
@@ -492,15 +502,15 @@ def _print_diagnosis(found: Diagnosis) -> None:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
-@click.argument("effect_ref", metavar="EFFECT")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("effect_ref", metavar="EFFECT", type=TEXT)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
               help="It did not happen: do it again, same key.")
 @click.option("--ask", "decisions", flag_value="ask", multiple=True,
               help="Have the next worker look the key up at the service.")
 @click.option("--abandon", "decisions", flag_value="abandon", multiple=True, help="Give up: cancel the run.")
-@click.option("--result", "result_text", default=None, metavar="JSON",
+@click.option("--result", "result_text", default=None, type=VERBATIM, metavar="JSON",
               help="With --happened: what it returned, e.g. '{\"message_id\": \"<...>\"}'.")
 @note_option
 @click.pass_obj
@@ -541,7 +551,7 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
 @click.pass_obj
@@ -553,7 +563,7 @@ def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
 @note_option
 @click.pass_obj
 def park(session: Session, run_ref: str, note: str | None) -> int:
@@ -563,7 +573,7 @@ def park(session: Session, run_ref: str, note: str | None) -> int:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
 @note_option
 @click.pass_obj
 def cancel(session: Session, run_ref: str, note: str | None) -> int:
@@ -573,7 +583,7 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
 @click.pass_obj
@@ -586,13 +596,13 @@ def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[st
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN")
-@click.option("--from-step", "from_step", type=click.IntRange(min=0), default=None, metavar="N",
+@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.option("--from-step", "from_step", type=Whole(min=0), default=None, metavar="N",
               help="Keep positions before N; run N and everything after anew.")
-@click.option("--edit", "edit_at", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("--edit", "edit_at", type=Whole(min=0), default=None, metavar="N",
               help="Keep positions before N, put an edited copy of entry N's result (a step or model reply) in "
                    "its place, and run everything after it anew. Opens $VISUAL or $EDITOR (else vi) on it as JSON.")
-@click.option("--result", "result_text", default=None, metavar="JSON|@FILE",
+@click.option("--result", "result_text", default=None, type=VERBATIM, metavar="JSON|@FILE",
               help="With --edit: the new result itself, as JSON or @path to a file holding it (no editor).")
 @click.pass_obj
 def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | None, result_text: str | None) -> int:
@@ -614,10 +624,7 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
         source = "the edited result"
     elif result_text.startswith("@"):
         source = f"--result {result_text}"
-        try:
-            text = Path(result_text[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"{source}: cannot read {result_text[1:]} ({getattr(e, 'strerror', None) or e})") from None
+        text = _read_text(Path(result_text[1:]), source)
     else:
         text, source = result_text, "--result"
     value = editing.parse_edited(text, source)
@@ -627,8 +634,8 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
 
 
 @cli.command("diff")
-@click.argument("a_ref", metavar="A")
-@click.argument("b_ref", metavar="B")
+@click.argument("a_ref", metavar="A", type=TEXT)
+@click.argument("b_ref", metavar="B", type=TEXT)
 @click.option("--all", "every_entry", is_flag=True,
               help="Print every entry, a page at a time (default: a window around the first divergence).")
 @json_option("One JSON object, its entries streamed")
@@ -654,7 +661,7 @@ def db_group() -> None:
 
 
 @db_group.command("init")
-@click.argument("where", metavar="[FILE|URL]", required=False)
+@click.argument("where", metavar="[FILE|URL]", required=False, type=VERBATIM)
 @click.pass_obj
 def db_init(session: Session, where: str | None) -> int:
     """Make our schema in an empty database (or say it is there already); a database of someone else's is
@@ -672,7 +679,7 @@ def db_init(session: Session, where: str | None) -> int:
 
 
 @db_group.command("migrate")
-@click.argument("where", metavar="[FILE|URL]", required=False)
+@click.argument("where", metavar="[FILE|URL]", required=False, type=VERBATIM)
 @click.pass_obj
 def db_migrate(session: Session, where: str | None) -> int:
     """Bring an existing database up to this tui-agent's schema version (a newer one is refused)."""
@@ -698,7 +705,7 @@ def _print_places(store: Store) -> None:
 
 
 @cli.command()
-@click.argument("name", metavar="PATH")
+@click.argument("name", metavar="PATH", type=TEXT)
 @click.option("-o", "--output", metavar="FILE", type=click.Path(dir_okay=False),
               help="Save it to FILE, a new one (--force replaces one that exists).")
 @click.option("--force", is_flag=True, help="With -o: replace FILE if it exists, whole or not at all.")
@@ -725,8 +732,9 @@ def artifact(session: Session, name: str, output: str | None, force: bool) -> in
 
 
 @cli.command("copy")
-@click.option("--from", "source_where", required=True, metavar="FILE|URL", help="The database to copy (read only).")
-@click.option("--to", "target_where", required=True, metavar="FILE|URL",
+@click.option("--from", "source_where", required=True, type=VERBATIM, metavar="FILE|URL",
+              help="The database to copy (read only).")
+@click.option("--to", "target_where", required=True, type=VERBATIM, metavar="FILE|URL",
               help="A new or empty database to copy into (made if missing).")
 @click.pass_obj
 def copy_command(session: Session, source_where: str, target_where: str) -> int:
@@ -772,16 +780,16 @@ def schedule() -> None:
 
 
 @schedule.command("add")
-@click.argument("name")
-@click.option("--agent", required=True, help="The agent each fire runs.")
-@click.option("--cron", required=True, help="Five cron fields, read in --tz: '0 2 * * *' is 02:00 daily.")
-@click.option("--tz", default="UTC", show_default=True, help="The zone the cron expression is read in.")
+@click.argument("name", type=TEXT)
+@click.option("--agent", required=True, type=TEXT, help="The agent each fire runs.")
+@click.option("--cron", required=True, type=TEXT, help="Five cron fields, read in --tz: '0 2 * * *' is 02:00 daily.")
+@click.option("--tz", default="UTC", show_default=True, type=TEXT, help="The zone the cron expression is read in.")
 @input_option
 @click.option("--missed", type=click.Choice(MISSED), default="once", show_default=True,
               help="Fires missed while nothing ran (the laptop was off): start none, the latest, or all.")
 @click.option("--overlap", type=click.Choice(OVERLAP), default="skip", show_default=True,
               help="When the previous run is unfinished at a fire: drop it, hold one until it finishes, or start.")
-@click.option("--grace", type=click.FloatRange(min=0), default=SCHEDULE_GRACE_S / 60, show_default=True,
+@click.option("--grace", type=Number(min=0), default=SCHEDULE_GRACE_S / 60, show_default=True,
               help="Minutes after its time a fire still counts as on time.")
 @model_option
 @click.pass_obj
@@ -814,7 +822,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
 
 
 @schedule.command("rm")
-@click.argument("name")
+@click.argument("name", type=TEXT)
 @click.pass_obj
 def schedule_rm(session: Session, name: str) -> int:
     """Remove a schedule (its runs stay)."""
@@ -824,7 +832,7 @@ def schedule_rm(session: Session, name: str) -> int:
 
 
 @schedule.command("enable")
-@click.argument("name")
+@click.argument("name", type=TEXT)
 @click.pass_obj
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
@@ -834,7 +842,7 @@ def schedule_enable(session: Session, name: str) -> int:
 
 
 @schedule.command("disable")
-@click.argument("name")
+@click.argument("name", type=TEXT)
 @click.pass_obj
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
@@ -844,12 +852,14 @@ def schedule_disable(session: Session, name: str) -> int:
 
 
 @schedule.command("fire")
-@click.argument("name")
+@click.argument("name", type=TEXT)
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
     """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
     stderr what happened (started, held until the previous run ends, or skipped)."""
     fired = operate.schedule_fire(session.existing_store, session.registry, name)
+    if fired.disabled is not None:
+        raise UserError(str(fired))
     for run_id in fired.started:
         echo(run_id)
     echo(str(fired), err=True)
@@ -880,7 +890,7 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
 
 @cli.command()
 @json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command")
-@click.option("--after", "after_id", type=click.IntRange(min=0), default=None, metavar="ID",
+@click.option("--after", "after_id", type=Whole(min=0), default=None, metavar="ID",
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
@@ -963,7 +973,7 @@ def _step_line(s: dict) -> str:
 
 
 @cli.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="RUN", type=TEXT)
 @click.option("--steps", type=click.Choice(["all"]), default=None,
               help=f"all: print every step (default: the first and last {SHOWN_ENDS}, and a count between).")
 @json_option("One JSON object, streamed")
@@ -1090,13 +1100,13 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", required=False)
-@click.option("--agent", "agent_name", default=None, help="With --last: whose runs to replay.")
-@click.option("--last", type=click.IntRange(min=1), default=None, metavar="N",
+@click.argument("run_ref", metavar="RUN", required=False, type=TEXT)
+@click.option("--agent", "agent_name", default=None, type=TEXT, help="With --last: whose runs to replay.")
+@click.option("--last", type=Whole(min=1), default=None, metavar="N",
               help="Replay the agent's N most recently finished runs (a check before releasing new code).")
-@click.option("--agents", "more_modules", multiple=True, metavar="MODULE|FILE.py",
+@click.option("--agents", "more_modules", multiple=True, type=VERBATIM, metavar="MODULE|FILE.py",
               help="The agent code to replay with, as the global --agents.")
-@click.option("--timeout", "timeout_s", type=click.IntRange(1, 86_400), default=60, show_default=True,
+@click.option("--timeout", "timeout_s", type=Whole(1, 86_400), default=60, show_default=True,
               metavar="SECONDS", help="Stop the agent's code after this long (exit 1); with --last, all the runs' together.")
 @click.option("--on-copy", is_flag=True, hidden=True)   # the child replay_copy starts: --db is the copy
 @json_option("One JSON object (an array with --last)")

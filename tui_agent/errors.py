@@ -22,6 +22,15 @@ class UserError(TuiAgentError):
     """A mistake a user can fix (a bad option, an unknown run, a refused decision)."""
 
 
+class Unreadable(TuiAgentError):
+    """A stored value that cannot be decoded, encoded or parsed (written by an older version, or another program):
+    `field` names it (`runs.request`). A worker fails that one run (or disables that schedule) and goes on."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field} cannot be read: {why}")
+        self.field, self.why = field, why
+
+
 class EnvironmentStop(TuiAgentError):
     """The environment, not the user, stopped a command on our database; `kind` says why (busy, read-only, full,
     damaged: store/environment.py decides which). Nothing committed is lost, so it is never a run's failure.

@@ -292,8 +292,8 @@ def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
     agent = registry.get(run["agent"])
     entries = load_entries(store, run["id"], run["generation"])
     at = now()
-    claim = Claim(run["id"], run["agent"], run["request"], run["code_version"], run["generation"], run["attempt"],
-                  run["fence"], "replay", float("inf"), at)
+    claim = Claim(run["id"], run["agent"], run["code_version"], run["generation"], run["attempt"], run["fence"],
+                  "replay", float("inf"), at)
     ctx = _Cassette(store, claim, json.loads(run["request"]), run["artifact_dir"], load_checkpoint(store, run["id"]),
                     entries, _provider(run, agent), agent=agent, registry=registry, check_inputs=agent.journal_inputs)
     done = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}

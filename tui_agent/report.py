@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from typing import Any
 
+from .errors import Unreadable
 from .forecast import forecast
 from .format import in_zone, usd_exact
 from .paging import every
@@ -47,6 +49,7 @@ from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
 from .store.workers import workers_listing
+from .strict_json import read_stored
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
@@ -128,9 +131,19 @@ def _zoned_iso(at: float | None, tz: str) -> str | None:
     return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
 
 
+def _shown(text: str, field: str) -> Any:
+    """A stored JSON value as shown; None for one that cannot be read, whose run fails (or schedule is disabled)
+    saying why when a worker meets it."""
+    try:
+        return read_stored(text, field)
+    except Unreadable:
+        return None
+
+
 def schedules_report(store: Store) -> list[dict]:
     """Each schedule with its fire times in its own zone."""
-    return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"], "input": json.loads(r["input"]),
+    return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"],
+             "input": _shown(r["input"], "schedules.input"),
              "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
              "next_fire": _zoned_iso(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
              "last_fire": _zoned_iso(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
@@ -189,7 +202,7 @@ def run_view(store: Store, run_id: str) -> dict:
     run = get_run(store, run_id)
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
-    shown_run.update(request=json.loads(run["request"]), budget=json.loads(run["budget"] or "{}"),
+    shown_run.update(request=_shown(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=artifacts.where(store, run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None)

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ParkRun
+from ..errors import ParkRun, Unreadable
 from ..models import (
     Provider,
     Unresolved,
@@ -165,7 +165,11 @@ class Context:
         _, recorded, result, artifact = self._entries[position]
         if recorded != name:
             raise CodeChanged(position, recorded, name)
-        value = decode(self._store, result, artifact)
+        try:
+            value = decode(self._store, result, artifact)
+        except Unreadable as e:   # recorded by an older version, or changed by another program
+            where = f" (the artifact {artifact})" if artifact else ""
+            raise Unreadable(f"journal.result of #{position} {recorded!r}{where}", e.why) from None
         if self._on_step is not None:
             self._on_step(self, position, name, True)
         if position == self._soft_position:

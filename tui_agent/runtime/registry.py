@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..models import provider_for
+from ..strict_json import check_value
 from .agent import Agent, run_budget
 from .tracebacks import agent_frames, innermost
 
@@ -57,6 +58,7 @@ class Registry:
         agent = self.get(agent_name)
         if not isinstance(request, dict):
             raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
+        check_value(request, "the input")
         provider_for(model, agent.script)
         return {"agent": agent.name, "agent_version": agent.version, "code_version": agent.code_version,
                 "request": json.dumps(request, ensure_ascii=False),

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..store import artifacts
 from ..store.base import Store
+from ..strict_json import unreadable
 
 ARTIFACT_THRESHOLD = 32 * 1024  # bytes of JSON; above this a result is kept as an artifact
 
@@ -64,10 +65,18 @@ def parse(encoded: str) -> Any:
     return _DECODE(encoded)[0]
 
 
-def decode(store: Store, result: str | None, artifact: str | None) -> Any:
-    if artifact is not None:
-        return parse(artifacts.load(store, artifact).decode("utf-8"))
-    return None if result is None else parse(result)
+def decode(store: Store, result: str | None, artifact: str | None, field: str = "a recorded result") -> Any:
+    """A recorded result, inline or in its artifact; one that an older version or another program wrote and that
+    cannot be read raises Unreadable naming `field`."""
+    try:
+        if artifact is not None:
+            return parse(artifacts.load(store, artifact).decode("utf-8"))
+        return None if result is None else parse(result)
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        found = unreadable(e, field)
+        if found is None:
+            raise
+        raise found from None
 
 
 def place(store: Store, artifact_dir: str, label: str, encoded: str) -> tuple[None, str]:

@@ -9,7 +9,6 @@ start one run; missed fires and overlapping runs follow the schedule's policies.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,12 +17,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
-from ..errors import UserError
+from ..errors import Unreadable, UserError
 from ..states import TERMINAL, needs_person
 from ..store import Store
 from ..store import schedules as table
 from ..store.events import add_schedule_event
 from ..store.runs import insert_run
+from ..strict_json import read_stored, value_problem
 from .clock import iso, now
 from .registry import Registry
 
@@ -107,16 +107,40 @@ def fire_key(name: str, at: float) -> str:
 
 
 def tick(store: Store, registry: Registry, names: list[str] | None = None) -> list[str]:
-    """Fire what is due of the schedules whose agent this process knows; returns the runs started."""
+    """Fire what is due of the schedules whose agent this process knows; returns the runs started. A schedule
+    whose stored input no run can be made of is disabled, with an event saying why, and the others fire."""
     started = []
     for name in names if names is not None else table.due_names(store, now()):
         with store.write() as conn:
-            schedule = table.get(conn, name)
-            if schedule["enabled"] and schedule["agent"] in registry.names():
-                at = now()
-                base = max(schedule["last_fire_at"] or 0.0, schedule["counts_from"])
-                started += _fire(conn, schedule, registry, list(fires(schedule["cron"], schedule["tz"], base, at)), at)
+            try:
+                schedule = table.get(conn, name)
+                if not (schedule["enabled"] and schedule["agent"] in registry.names()):
+                    continue
+                request = _request(schedule)
+            except Unreadable as e:
+                _disable(conn, name, e)
+                continue
+            at = now()
+            base = max(schedule["last_fire_at"] or 0.0, schedule["counts_from"])
+            started += _fire(conn, schedule, request, registry, list(fires(schedule["cron"], schedule["tz"], base, at)),
+                             at)
     return started
+
+
+def _request(schedule: dict) -> dict:
+    """The input each fire's run gets, or Unreadable when no run can be made of it: a value that cannot be read
+    back (an older version stored one), or one nested deeper than an input may be now."""
+    request = read_stored(schedule["input"], "schedules.input")
+    problem = value_problem(request)
+    if problem is not None:
+        raise Unreadable("schedules.input", f"it holds {problem[0]}")
+    return request
+
+
+def _disable(conn, name: str, unreadable: Unreadable) -> None:
+    table.update(conn, name, enabled=0)
+    add_schedule_event(conn, name, now(), "disabled", f"disabled: {unreadable}; no run can be made of it: remove "
+                       f"it (tui-agent schedule rm {name}) and add it again with an input that can be read")
 
 
 @dataclass(frozen=True)
@@ -129,8 +153,11 @@ class Fired:
     held_by: str | None = None
     held_status: str | None = None
     overlap: str | None = None
+    disabled: Unreadable | None = None
 
     def __str__(self) -> str:
+        if self.disabled is not None:
+            return f"{self.name}: not fired: {self.disabled}; the schedule is disabled"
         said = [f"started {run_id}" for run_id in self.started]
         if self.held_by and self.overlap == "wait":
             said.append(f"held until {self.held_by} ends (overlap=wait: it starts then)")
@@ -142,18 +169,24 @@ class Fired:
 def fire_now(store: Store, registry: Registry, name: str) -> Fired:
     """`schedule fire NAME`: one fire at this instant, through the overlap policy like any other."""
     with store.write() as conn:
-        schedule = table.get(conn, name)
-        registry.get(schedule["agent"])
+        try:
+            schedule = table.get(conn, name)
+            registry.get(schedule["agent"])
+            request = _request(schedule)
+        except Unreadable as e:
+            _disable(conn, name, e)
+            return Fired(name, [], disabled=e)
         at = now()
         waited = schedule["pending_fire_at"] is not None and _previous_done(conn, schedule)
-        started = _fire(conn, schedule, registry, [at], at, manual=True)
+        started = _fire(conn, schedule, request, registry, [at], at, manual=True)
         if len(started) > waited:      # this fire started a run
             return Fired(name, started)
         previous = table.run_status(conn, schedule["last_run_id"])
         return Fired(name, started, schedule["last_run_id"], previous[0] if previous else None, schedule["overlap"])
 
 
-def _fire(conn, schedule: dict, registry: Registry, due: list[float], at: float, manual: bool = False) -> list[str]:
+def _fire(conn, schedule: dict, request: dict, registry: Registry, due: list[float], at: float,
+          manual: bool = False) -> list[str]:
     name = schedule["name"]
     missed = [f for f in due if at - f > schedule["grace_s"]]
     if missed:
@@ -167,12 +200,12 @@ def _fire(conn, schedule: dict, registry: Registry, due: list[float], at: float,
     started = []
     pending = schedule["pending_fire_at"]
     if pending is not None and _previous_done(conn, schedule):
-        started += _start(conn, schedule, registry, pending, at, "the previous run finished")
+        started += _start(conn, schedule, request, registry, pending, at, "the previous run finished")
         schedule["last_run_id"], pending = started[-1], None
     for fire in due:
         previous = table.run_status(conn, schedule["last_run_id"])
         if previous is None or previous[0] in TERMINAL or schedule["overlap"] == "allow":
-            started += _start(conn, schedule, registry, fire, at, "fired by hand" if manual else None)
+            started += _start(conn, schedule, request, registry, fire, at, "fired by hand" if manual else None)
             schedule["last_run_id"] = started[-1]
             continue
         held = f"the fire at {iso(fire)}"
@@ -201,8 +234,9 @@ def _previous_done(conn, schedule: dict) -> bool:
     return previous is None or previous[0] in TERMINAL
 
 
-def _start(conn, schedule: dict, registry: Registry, fire: float, at: float, why: str | None = None) -> list[str]:
-    fields = registry.run_fields(schedule["agent"], json.loads(schedule["input"]), schedule.get("model") or "scripted")
+def _start(conn, schedule: dict, request: dict, registry: Registry, fire: float, at: float,
+           why: str | None = None) -> list[str]:
+    fields = registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted")
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
     if created:
         add_schedule_event(conn, schedule["name"], at, "fired",

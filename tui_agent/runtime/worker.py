@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ParkRun
+from ..errors import ParkRun, Unreadable
 from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
@@ -17,6 +16,7 @@ from ..store.journal import load_checkpoint, load_entries, load_usage
 from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
+from ..strict_json import read_stored
 from .budget import BudgetMeter
 from .clock import CLOCK, Clock, clock_time
 from .context import Context, StepObserver
@@ -66,7 +66,6 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
     time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases)."""
     agent = registry.get(claim.agent)
-    run = get_run(store, claim.run_id)
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
     # runs and the run goes on, with the step's result kept in memory; past that, the run is dropped as a crash
@@ -90,19 +89,24 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         return Outcome(claim.run_id, status, reason, result, error, message)
 
     try:
-        if run["code_version"] != agent.code_version:
-            _note_new_code(store, claim, run, agent, clock.now())
-        checkpoint = load_checkpoint(store, claim.run_id)
-        if checkpoint.schema_version != CHECKPOINT_SCHEMA:
-            return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
-                          f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
-                          f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
-        used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
-        ctx = Context(store, claim, json.loads(claim.request), run["artifact_dir"], checkpoint,
-                      load_entries(store, claim.run_id, claim.generation),
+        try:
+            run = get_run(store, claim.run_id)
+            request = read_stored(run["request"], "runs.request")
+            limits = read_stored(run["budget"] or "{}", "runs.budget")
+            if run["code_version"] != agent.code_version:
+                _note_new_code(store, claim, run, agent, clock.now())
+            checkpoint = load_checkpoint(store, claim.run_id)
+            if checkpoint.schema_version != CHECKPOINT_SCHEMA:
+                return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
+                              f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
+                              f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
+            used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
+            entries = load_entries(store, claim.run_id, claim.generation)
+        except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
+            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
+        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries,
                       provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
-                      BudgetMeter(json.loads(run["budget"] or "{}"), used, soft_dimensions), soft_position, clock,
-                      registry)
+                      BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)
@@ -112,7 +116,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
         except ParkRun as e:
             return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: {e}; then tui-agent resume {claim.run_id}")
-        except (StepFailed, ResultNotJSON) as e:
+        except (StepFailed, ResultNotJSON, Unreadable) as e:   # Unreadable: a recorded entry an older version wrote
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e), raised=e)
         except (FenceRefused, EnvironmentStop):
             raise

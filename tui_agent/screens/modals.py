@@ -249,10 +249,10 @@ class GotoModal(Dialog):
 
     def answer(self) -> int | None:
         text = self.query_one("#position", Input).value.strip()
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):   # isdigit alone takes "²", which int() refuses
             self.notify("type a position: a whole number from 0", severity="error")
             return None
-        return int(text)
+        return int(text) if len(text) <= 19 else self.entries   # past any run's end: its last entry
 
 
 class NewRunModal(Dialog):
@@ -294,7 +294,7 @@ class PredictModal(Dialog):
         said = []
         for field in ("emails", "fetches"):
             text = self.query_one(f"#{field}", Input).value.strip()
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit() and len(text) <= 9):
                 self.notify(f"give the {field} as a whole number, such as 1", severity="warning")
                 self.query_one(f"#{field}", Input).focus()
                 return None

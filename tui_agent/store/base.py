@@ -6,13 +6,15 @@ which database it is talking to."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import EnvironmentStop, UserError
+from ..errors import EnvironmentStop, Unreadable, UserError
 from .environment import BUSY
 
 # The error every store raises: sqlite3's own, and for PostgreSQL a subclass of it (postgres.PostgresError), so a
@@ -38,6 +40,23 @@ def on_server(conn: Connection) -> bool:
 
 def is_url(where: str | os.PathLike) -> bool:
     return isinstance(where, str) and where.startswith(URL_SCHEMES)
+
+
+_UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
+
+
+@contextmanager
+def decoding(table: str) -> Iterator[None]:
+    """Inside: a TEXT value that is not UTF-8 raises Unreadable naming `table.column`. SQLite keeps whatever
+    bytes another program gives it; Python's sqlite3 cannot read them back and says so in an OperationalError.
+    A PostgreSQL server refuses such bytes when they are written."""
+    try:
+        yield
+    except sqlite3.OperationalError as e:
+        found = _UNDECODABLE.match(str(e))
+        if found is None:
+            raise
+        raise Unreadable(f"{table}.{found.group(1)}", "it holds bytes that are not UTF-8 text") from None
 
 
 class FenceRefused(Exception):

@@ -51,7 +51,7 @@ def data_dir_for(path: Path) -> Path:
 
 
 def _uri(path: str | os.PathLike) -> str:
-    return f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+    return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro"   # the file system's bytes, any of them
 
 
 def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:

@@ -150,8 +150,8 @@ def next_in_doubt(store: Store, run_id: str, generation: int, after: int) -> int
 def find_effect(store: Store, run_id: str, generation: int, ref: str) -> dict:
     """The run's effect named `ref`, or at position `ref` when a name repeats."""
     rows = [r for r in effects_for(store, run_id) if r["generation"] == generation]
-    if ref.isdigit():
-        matches = [r for r in rows if r["position"] == int(ref)]
+    if ref.isascii() and ref.isdigit():   # compared as text: int() refuses "²" and numbers past 4,300 digits
+        matches = [r for r in rows if str(r["position"]) == (ref.lstrip("0") or "0")]
     else:
         matches = [r for r in rows if r["name"] == ref]
     if len(matches) == 1:

@@ -7,7 +7,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .base import FOR_UPDATE, DatabaseError, FenceRefused, Store, for_update, on_server
+from ..strict_json import read_stored
+from .base import FOR_UPDATE, DatabaseError, FenceRefused, Store, decoding, for_update, on_server
 from .environment import ConnectionLost
 
 
@@ -90,9 +91,10 @@ def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
 
 def load_entries(store: Store, run_id: str, generation: int) -> list[tuple[int, str, str | None, str | None]]:
     """(position, name, result JSON, artifact path) for one generation, in position order."""
-    return store.conn.execute("SELECT position, name, result, artifact FROM journal"
-                              " WHERE run_id = ? AND generation = ? ORDER BY position",
-                              (run_id, generation)).fetchall()
+    with decoding("journal"):
+        return store.conn.execute("SELECT position, name, result, artifact FROM journal"
+                                  " WHERE run_id = ? AND generation = ? ORDER BY position",
+                                  (run_id, generation)).fetchall()
 
 
 def recorded_inputs(store: Store, run_id: str, generation: int, position: int) -> str | None:
@@ -208,7 +210,7 @@ def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None,
         " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints_now WHERE run_id = ?",
         (run_id,)).fetchone()
     names = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
-    return dict(zip(names, row[:8])), row[8], json.loads(row[9] or "[]")
+    return dict(zip(names, row[:8])), row[8], read_stored(row[9] or "[]", "checkpoints.soft_dimensions")
 
 
 def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:

@@ -15,6 +15,7 @@ from .base import (
     FenceRefused,
     Store,
     StoreError,
+    decoding,
     dict_rows,
     for_update,
     on_server,
@@ -37,7 +38,6 @@ class Claim:
 
     run_id: str
     agent: str
-    request: str
     code_version: str | None
     generation: int
     attempt: int
@@ -132,7 +132,7 @@ _DUE = (
     f" OR (status = '{RunStatus.WAITING}' AND reason IN ({_listed(SELF_WAKING)}) AND wake_at <= :now)"
     f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now))"
 )
-_CLAIM_COLUMNS = "id, agent, request, code_version, generation, attempt, fence, status, worker"
+_CLAIM_COLUMNS = "id, agent, code_version, generation, attempt, fence, status, worker"
 
 
 TAKEOVER_LOOP = 5  # takeovers without a new journal entry before a run is parked instead of claimed again
@@ -147,7 +147,7 @@ def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
 
 def _loops(conn: sqlite3.Connection, row: tuple) -> bool:
     """Whether a due run (a claim's row) is in a takeover loop, to be parked rather than claimed."""
-    return row[7] == RunStatus.RUNNING and _takeovers_since_progress(conn, row[0]) >= TAKEOVER_LOOP
+    return row[6] == RunStatus.RUNNING and _takeovers_since_progress(conn, row[0]) >= TAKEOVER_LOOP
 
 
 def db_clock(conn: sqlite3.Connection) -> float | None:
@@ -172,7 +172,7 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
           lease_at: float | None = None) -> Claim | None:
     """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's."""
     lease_at = now if lease_at is None else lease_at
-    run_id, agent, request, code_version, generation, attempt, fence, status, previous = row
+    run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
         park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
              f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
@@ -187,11 +187,11 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
         add_event(conn, run_id, now, "takeover", f"lease of {previous} expired; {claimed}", worker, fence)
-        return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
+        return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
         add_event(conn, run_id, now, "woke", "woke: its wait is over")
     add_event(conn, run_id, now, "claimed", claimed, worker, fence)
-    return Claim(run_id, agent, request, code_version, generation, attempt, fence, worker, lease_s, now)
+    return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
 Clock = Callable[[], float]
@@ -286,7 +286,8 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
 
 
 def get_run(store: Store, run_id: str) -> dict:
-    found = one_row(store.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)))
+    with decoding("runs"):
+        found = one_row(store.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)))
     if found is None:
         raise RunNotFound(f"no run {run_id}")
     return found

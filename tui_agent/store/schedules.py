@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .base import Store, one_row
+from .base import Store, decoding, one_row
 from .runs import RunNotFound
 
 
@@ -17,10 +17,15 @@ def add(store: Store, row: dict) -> None:
 
 
 def get(conn: sqlite3.Connection, name: str) -> dict:
-    row = one_row(conn.execute("SELECT * FROM schedules WHERE name = ?", (name,)))
+    with decoding("schedules"):
+        row = one_row(conn.execute("SELECT * FROM schedules WHERE name = ?", (name,)))
     if row is None:
-        raise RunNotFound(f"no schedule named {name!r}; see tui-agent schedule ls")
+        raise _missing(name)
     return row
+
+
+def _missing(name: str) -> RunNotFound:
+    return RunNotFound(f"no schedule named {name!r}; see tui-agent schedule ls")
 
 
 def update(conn: sqlite3.Connection, name: str, **fields) -> None:
@@ -29,13 +34,15 @@ def update(conn: sqlite3.Connection, name: str, **fields) -> None:
 
 
 def remove(store: Store, name: str) -> None:
+    """Remove it, whatever its row holds (one whose input cannot be read is removed as any other)."""
     with store.write() as conn:
-        get(conn, name)
-        conn.execute("DELETE FROM schedules WHERE name = ?", (name,))
+        if conn.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount != 1:
+            raise _missing(name)
 
 
 def listing(store: Store) -> list[dict]:
-    return list(store.query("SELECT * FROM schedules ORDER BY name"))
+    with decoding("schedules"):
+        return list(store.query("SELECT * FROM schedules ORDER BY name"))
 
 
 def due_names(store: Store, now: float) -> list[str]:
