@@ -10,6 +10,7 @@ from helpers import (
     SIZE,
     click,
     key,
+    rendered,
     screen_of,
     select,
     selected,
@@ -70,6 +71,17 @@ async def test_the_situation_strip_names_the_selected_run(demo):
         assert "a approves" in strip(app)
         await select(pilot, roles["parked on cost"])
         assert "raise it with b" in strip(app)
+
+
+@pytest.mark.layout_only
+async def test_the_strip_keeps_its_key_on_screen_whatever_the_question(demo):
+    """Patch's question runs to several lines (the commit and its diff stat): the key that answers it stays
+    inside the strip's rows at 80x24, where a hint after the question would be cut off."""
+    db, roles = demo
+    async with tui(db, size=(80, 24)) as (app, pilot):
+        await select(pilot, roles["patch waiting for approval"])
+        assert "\n" in strip(app).split("asks", 1)[1], "the question itself takes several lines"
+        assert any("a approves or denies" in line for line in rendered(app))
 
 
 async def test_p_parks_and_r_resumes_with_the_cursor_on_the_same_run(demo):

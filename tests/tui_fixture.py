@@ -55,6 +55,10 @@ def build_once(folder: Path) -> tuple[dict[str, str], object]:
         for name in ("TUI_AGENT_DB", "TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY",
                      "TUI_AGENT_DATA"):
             env.delenv(name, raising=False)
+        for who in ("AUTHOR", "COMMITTER"):   # Patch's commits, whose ids its question shows: the same everywhere
+            env.setenv(f"GIT_{who}_NAME", "tui-agent")
+            env.setenv(f"GIT_{who}_EMAIL", "tui-agent@localhost")
+            env.setenv(f"GIT_{who}_DATE", "2026-11-29T13:00:00+00:00")
         time.tzset()
         try:
             roles = build_fixture(folder)

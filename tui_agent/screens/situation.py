@@ -60,7 +60,7 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
         return f"{head} · waits for a decision on an effect · c reconciles"
     if status == RunStatus.WAITING and reason == Reason.APPROVAL:
         question = pending_approval(store, run_id, run["generation"])
-        return f"{head} · asks: {question['question'] if question else '?'}\na approves or denies"
+        return f"{head} · asks (a approves or denies): {question['question'] if question else '?'}"
     if dimension:
         stop = budget_stop(store, run_id, raise_with="b")
         if stop:
