@@ -126,7 +126,8 @@ def test_a_lookup_only_takeover_waits_for_the_paused_sender_and_the_world_sees_o
     assert f"{run_id} was taken by another worker or a person" in out, out
     ticked = ok(tui_agent("tick", "--work"))
     seen = _run(db_path, run_id)
-    assert (seen["run"]["status"], seen["run"]["reason"]) == ("succeeded", "check_passed"), (seen["run"], ticked)
+    assert (seen["run"]["status"], seen["run"]["reason"]) == ("succeeded", "check_passed"), \
+        (seen["run"], out, ticked, seen["events"])
     assert any("w-a let go of the run" in e["message"] for e in seen["events"]), seen["events"]
     assert any(e["kind"] == "queued" and "let go" in e["message"] for e in seen["events"]), seen["events"]
     assert _emails(db_path) == 1

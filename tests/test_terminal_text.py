@@ -247,7 +247,7 @@ async def test_the_tui_shows_hostile_text_as_text_on_every_widget(db_path):
     async with tui(db_path, notifications=True) as (app, pilot):
         app.desktop = lambda notice: None
         for run_id, says in ((parked, "parked (environment)"), (failed, "failed (error): ValueError:"),
-                             (asking, "asks:")):
+                             (asking, "asks (a approves or denies):")):
             await select_run(pilot, run_id)
             assert says in look(app) and (run_id == parked or SHOWN in seen[-1]), seen[-1]   # the situation strip
         await key(pilot, "a")
