@@ -27,6 +27,8 @@ from .report import (
     iso_times,
     live_line,
     report_lists,
+    retry_said,
+    retry_wait,
     run_view,
     runs_listing,
     schedules_report,
@@ -588,10 +590,13 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 @budget_option
 @click.pass_obj
 def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
-    """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
+    """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
+    retry tries again now."""
     limits = operate.parse_budget(budget_specs, "--budget")
-    run_id = operate.resume(session.existing_store, run_ref, restart, limits)
-    echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
+    store = session.existing_store
+    before = get_run(store, resolve_run(store, run_ref))
+    run_id = operate.resume(store, run_ref, restart, limits)
+    echo(f"{run_id}: {operate.resumed(before, restart)}; a worker will pick it up")
     return EXIT_OK
 
 
@@ -936,7 +941,14 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
              r["worker"] or "-", _age(r["created_at"])) for r in rows])
+    for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
+        if r["retry"]:
+            echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
     return EXIT_OK
+
+
+def _retrying(wait: dict) -> str:
+    return retry_said(wait, now()) + (f"; the last: {wait['last_error']}" if wait["last_error"] else "")
 
 
 SHOWN_ENDS = 20   # steps `show` prints at each end of a run; --steps all prints every one
@@ -998,7 +1010,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
     total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
     echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
-    if r["error"]:
+    if wait := retry_wait(r, cp.get("step_attempts")):
+        echo(f"retry     {_retrying(wait)}; tui-agent resume {r['id']} tries now")
+    elif r["error"]:
         echo(f"error     {r['error']}")
     if r["traceback"]:
         echo(f"raised at {innermost(r['traceback'])}  (every frame: show --json)")

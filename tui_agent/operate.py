@@ -18,7 +18,7 @@ from .errors import UserError
 from .format import usd_exact
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
-from .runtime.clock import now
+from .runtime.clock import clock_time, now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
@@ -39,7 +39,7 @@ from .store.approvals import pending as pending_approval
 from .store.base import reopening
 from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
-from .store.journal import load_usage
+from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
     EditedEntry,
     cancel,
@@ -136,14 +136,16 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
-    if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and _waits_on_harness(run["reason"])):
+    if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and (
+            _waits_on_harness(run["reason"]) or run["reason"] == Reason.RETRY)):
         return None
     waits_for = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}.get(run["reason"] or "")
     if run["status"] == RunStatus.WAITING and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
     if run["status"] in TERMINAL:
         return "it has ended; " + _how_to_go_on(run)
-    return "it is not parked (resume continues a parked run, or one stopped by its budget or a plateau)"
+    return ("it is not parked (resume continues a parked run, or one stopped by its budget or a plateau, and tries a "
+            "run waiting to retry now)")
 
 
 def _how_to_go_on(run: dict) -> str:
@@ -343,9 +345,22 @@ def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
     return run["id"]
 
 
+def _retrying(run: dict) -> bool:
+    return (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RETRY)
+
+
+def resumed(run: dict, restart: bool = False) -> str:
+    """What `resume` does to `run` (as it was before), said the same way by the CLI and the TUI."""
+    if restart:
+        return "restarted from zero"
+    return "tries again now (it was waiting to retry)" if _retrying(run) else "resumed"
+
+
 def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
     """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
-    ceilings with `budget`; with `restart`, from zero in a new journal generation."""
+    ceilings with `budget`; with `restart`, from zero in a new journal generation. A parked run's step gets a fresh
+    set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is queued now:
+    its next attempt is made at once, counted on from the attempts it made."""
     who, at = _person(), now()
     with store.write() as conn:
         run = _current(store, run_ref, why_not_restart if restart else why_not_resume)
@@ -362,7 +377,12 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
         if restart:
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
+        elif _retrying(run):
+            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"{who} asked for the next attempt now (it was "
+                    f"waiting to retry until {clock_time(run['wake_at'])})", at)
         else:
+            if run["status"] == RunStatus.PARKED:
+                record_failed_attempt(conn, run["id"], 0, at)
             requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}", at)
     return run["id"]
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from .errors import Unreadable
 from .forecast import forecast
-from .format import in_zone, usd_exact
+from .format import countdown, in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
-from .runtime.clock import iso, now
+from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.liveness import worker_state
 from .runtime.results import decode
-from .states import TERMINAL, ahead_s, budget_dimension
+from .states import TERMINAL, Reason, RunStatus, ahead_s, budget_dimension
 from .store import Store as Store
 from .store import artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
@@ -152,8 +152,34 @@ def schedules_report(store: Store) -> list[dict]:
             for r in schedule_listing(store)]
 
 
+def retry_wait(run: dict, step_attempts: int | None) -> dict | None:
+    """For a run waiting to retry a step (None for any other), as `ls --json` gives it (`retry`): the attempt it
+    makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one), when (`next_try_at`, ISO;
+    `run` may hold its `wake_at` as epoch seconds or ISO), and how the last one failed (`last_error`)."""
+    if (run["status"], run["reason"]) != (RunStatus.WAITING, Reason.RETRY):
+        return None
+    due = run["wake_at"]
+    return {"attempt": (step_attempts or 0) + 1, "next_try_at": iso(due) if isinstance(due, float) else due,
+            "last_error": run["error"]}
+
+
+def retry_said(wait: dict, at: float | None = None) -> str:
+    """`attempt 4 at 10:24:31 (in 2m 05s)`: a run's next try (`retry_wait`), as every screen says it; without `at`
+    (a line that is not redrawn as time passes) no countdown."""
+    due = parse_instant(wait["next_try_at"])
+    said = f"attempt {wait['attempt']} at {clock_time(due)}"
+    if at is None:
+        return said
+    return f"{said} ({f'in {countdown(due - at)}' if due > at else 'due now'})"
+
+
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    return [iso_times(row) for row in list_runs(store, status)]
+    """`ls --json`'s rows, newest first: each run with its checkpoint's step counts, and `retry` (`retry_wait`)."""
+    rows = []
+    for row in list_runs(store, status):
+        wait = retry_wait(row, row.pop("step_attempts"))
+        rows.append({**iso_times(row), "retry": wait})
+    return rows
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:

@@ -90,12 +90,26 @@ def bounds_of(limits: dict) -> str:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential back-off with full jitter, for temporary errors only. A back-off longer than
-    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker."""
+    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker.
+
+    `attempts` bounds every temporary error. With `patience_s`, an error that says the service is not reachable
+    (`NotReachable`, `ConnectionError`, `TimeoutError`) is retried past `attempts` for as long as the step has been
+    failing less than `patience_s` seconds, its back-off growing to `cap_s`; when that runs out the run is parked
+    with reason `environment` (resume it once the service is back), never failed. None: no patience, `attempts`
+    alone decides. An agent without a policy of its own gets `DEFAULT_RETRY`, which has six hours of it."""
 
     attempts: int = 3
     base_s: float = 1.0
     cap_s: float = 60.0
     wait_over_s: float = 30.0
+    patience_s: float | None = None
+
+
+PATIENCE_S = 6 * 3600.0
+# What an agent without a `retry` of its own gets: three quick attempts for any temporary error, and for a service
+# that is not reachable, six hours of patience with a back-off growing to five minutes (a run waiting to retry is
+# not running, so its `wall_s` does not bound the wait: the patience does).
+DEFAULT_RETRY = RetryPolicy(cap_s=300.0, patience_s=PATIENCE_S)
 
 
 @dataclass(eq=False)
@@ -106,7 +120,7 @@ class Agent:
     run: Callable[..., Any]
     version: str = "1"
     budget: Budget = field(default_factory=Budget)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy | None = None   # None: DEFAULT_RETRY, with its patience for a service not reachable
     check: Callable[..., bool] | None = None
     degrade: Callable[..., Any] | None = None
     script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str

@@ -31,15 +31,14 @@ from ..store.journal import (
     Usage,
     add_entry,
     add_step,
-    record_failed_attempt,
     record_soft,
     write_entry,
 )
 from ..store.runs import check_fence, create_run, lineage, record_model
 from . import loop, waits
-from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
+from .agent import BUDGET_DIMENSIONS, DEFAULT_RETRY, Agent
 from .budget import BudgetMeter
-from .clock import CLOCK, Clock
+from .clock import CLOCK, Clock, clock_time
 from .control import RunControl
 from .effects import perform
 from .faults import crash_point
@@ -49,7 +48,7 @@ from .plateau import DEFAULT_PLATEAU, PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
-from .retry import backoff_s, is_temporary
+from .retry import after_failure, failing_since, patience_ran_out, record_retry
 from .tools import Tool
 
 _UNSET = object()
@@ -103,7 +102,7 @@ class Context:
         self._inside: str | None = None        # the step whose function is running: it may not journal
         self._on_step = on_step
         self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
-        self._retry = agent.retry if agent else RetryPolicy()
+        self._retry = (agent.retry if agent else None) or DEFAULT_RETRY
         self._degrade = agent.degrade if agent else None
         self._plateau = PlateauDetector(agent.plateau or DEFAULT_PLATEAU) if agent else None
         self._journal_inputs = agent.journal_inputs if agent else False
@@ -198,9 +197,10 @@ class Context:
     def _attempt(self, position: int, name: str, call: Callable[..., Any],
                  failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
                  kwargs: Mapping[str, Any] = _NO_KWARGS) -> tuple[Any, int, float, float]:
-        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
-        started_at, duration). Failed attempts are committed, so a crash does not reset the count;
-        `failed(conn, error)` adds to that commit."""
+        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy (runtime/retry.py
+        `after_failure`); returns (value, attempts, started_at, duration). Failed attempts are committed, so a crash
+        does not reset the count; `failed(conn, error)` adds to that commit. A service still unreachable when the
+        policy's patience runs out parks the run (reason environment): resuming it tries the step again."""
         attempts = self._checkpoint.step_attempts
         self._checkpoint.step_attempts = 0
         while True:
@@ -212,27 +212,37 @@ class Context:
                 raise   # a person looks first: not a failed attempt
             except Exception as e:
                 attempts += 1
-                again = is_temporary(e) and attempts < self._retry.attempts
-                asked = getattr(e, "retry_after_s", None)  # the service's own retry-after wins over our back-off
-                delay = asked if asked is not None else backoff_s(self._retry, attempts)
-                if again or failed is not None:
+                retry = after_failure(self._retry, e, attempts, lambda: self._failing_s(attempts))
+                if retry.again or failed is not None:
                     at = self.clock.now()
                     with self.write(at) as conn:
                         if failed is not None:
                             failed(conn, e)
-                        if again:
-                            record_failed_attempt(conn, self.run_id, attempts, at)
-                            add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
-                                      f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
-                if not again:
+                        if retry.again:
+                            record_retry(conn, self.run_id, name, attempts, e, retry.delay_s, at, self.worker,
+                                         self.fence)
+                said = f"step {position} {name!r} raised {type(e).__name__}: {e}"
+                if retry.out_of_patience:
+                    raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, patience_ran_out(
+                        self._retry, retry, f"step {position} {name!r}", attempts, e, self.run_id), error=said) from e
+                if not retry.again:
                     raise StepFailed(position, name, e, attempts) from e
-                self._back_off(name, attempts, delay)
+                self._back_off(name, attempts, retry.delay_s, said)
 
-    def _back_off(self, name: str, attempts: int, delay: float) -> None:
-        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long."""
+    def _failing_s(self, attempts: int) -> float:
+        """How long the step of failed attempt `attempts` (the newest, not recorded yet) has been failing."""
+        at = self.clock.now()
+        since = failing_since(self._store.conn, self.run_id, attempts - 1)
+        return at - (at if since is None else since)
+
+    def _back_off(self, name: str, attempts: int, delay: float, error: str | None = None) -> None:
+        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long. `error`:
+        how the attempt failed, kept with the waiting run for the screens."""
         if delay > self._retry.wait_over_s:
-            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
-                          wake_at=self.clock.now() + delay) from None
+            wake_at = self.clock.now() + delay
+            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} at {clock_time(wake_at)}, "
+                          f"after a {delay:.0f}s back-off" + (f"; the last: {error}" if error else ""),
+                          wake_at=wake_at, error=error) from None
         if self._control is not None:
             self._control.pause(delay)
         else:

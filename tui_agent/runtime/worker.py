@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ParkRun, Unreadable
@@ -111,7 +111,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)
         except Suspend as e:
-            return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
+            # its message says the wait or the park; a retry's last failure (`e.error`) is kept on the run alone
+            return replace(settle(e.status, e.reason, e.message, wake_at=e.wake_at, error=e.error), error=None)
         except CodeChanged as e:
             return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
         except ParkRun as e:

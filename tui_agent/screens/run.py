@@ -28,6 +28,8 @@ from ..report import (
     iso_times,
     last_event,
     next_for_person,
+    retry_said,
+    retry_wait,
     run_view,
     timeline_page,
     with_artifact,
@@ -231,6 +233,9 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         line.append(f" · {run['agent']} v{run['agent_version']} · ")
         line.append_text(badge(run["status"], run["reason"], palette(self.app)))
         line.append(f" · attempt {run['attempt']}")
+        if wait := retry_wait(run, report["checkpoint"].get("step_attempts")):
+            line.append(f" · next try: {retry_said(wait)}" + (f" · the last: {wait['last_error']}"
+                                                             if wait["last_error"] else ""))
         if run.get("worker"):
             line.append(f" · {run['worker']}")
         if run.get("parent_id"):

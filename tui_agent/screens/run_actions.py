@@ -53,8 +53,10 @@ def _why_not_resume(app: TuiAgentApp, run: dict) -> str | None:
 
 
 def resume(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    if _applies(app, run_id, _why_not_resume):
-        app.act(operate.resume, app.store, run_id, done=f"{run_id} resumed; a worker will pick it up")
+    """`r`: a parked run goes on where it stopped; a run waiting to retry tries again now."""
+    run = _applies(app, run_id, _why_not_resume)
+    if run:
+        app.act(operate.resume, app.store, run_id, done=f"{run_id} {operate.resumed(run)}; a worker will pick it up")
 
 
 def park(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:

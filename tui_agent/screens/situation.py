@@ -15,11 +15,13 @@ from ..report import (
     in_doubt,
     last_event_like,
     pending_approval,
+    retry_said,
+    retry_wait,
     workers_listing,
 )
 from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
-from ..states import SELF_WAKING, Reason, RunStatus, WorkerState, budget_dimension
+from ..states import Reason, RunStatus, WorkerState, budget_dimension
 
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
@@ -72,9 +74,12 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     if reason == Reason.PLATEAU:
         last = last_event_like(store.conn, run_id, "%plateau%") or ""
         return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
-    if status == RunStatus.WAITING and reason in SELF_WAKING:
-        return f"{head} · {'sleeping' if reason == Reason.SLEEP else 'backing off'} until {iso(run['wake_at'])}; " \
-               "a worker wakes it then"
+    if status == RunStatus.WAITING and reason == Reason.RETRY:
+        wait = retry_wait(run, checkpoint_for(store, run_id).get("step_attempts"))
+        last = f"\nthe last: {wait['last_error']}" if wait["last_error"] else ""
+        return lambda at: f"{head} · waiting to retry: {retry_said(wait, at)}; a worker tries then, r tries now{last}"
+    if status == RunStatus.WAITING and reason == Reason.SLEEP:
+        return f"{head} · sleeping until {iso(run['wake_at'])}; a worker wakes it then"
     if status == RunStatus.PARKED:
         return f"{head} · parked ({reason}){': ' + run['error'] if run['error'] else ''}\nr resumes it"
     if status == RunStatus.RUNNING:

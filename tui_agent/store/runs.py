@@ -312,11 +312,11 @@ def last_finished(store: Store, agent: str, count: int) -> list[str]:
 
 
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
-    """Runs newest first, with their checkpoint's step counts."""
+    """Runs newest first, with their checkpoint's step counts and failed attempts of the step at hand."""
     where = "WHERE r.status = ?" if status else ""
     return list(store.query(
         "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
-        " r.updated_at, r.finished_at, c.current_step, c.total_steps"
+        " r.updated_at, r.finished_at, r.wake_at, r.error, c.current_step, c.total_steps, c.step_attempts"
         f" FROM runs r LEFT JOIN checkpoints_now c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
         (status,) if status else (),
     ))

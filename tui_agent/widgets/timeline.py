@@ -14,7 +14,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ..format import clock, cost, duration_ms, usd_narrow
-from ..report import PROVIDERS, live_line
+from ..report import PROVIDERS, live_line, retry_said, retry_wait
 from ..runtime.clock import now
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus, needs_person
 from .safe import safe
@@ -152,8 +152,10 @@ def _pending(view: dict, beside: dict, recorded: set[int]) -> TimelineItem | Non
         return asking
     failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
     name = failing.group(1) if failing else "next step"
-    if status in (RunStatus.PARKED, RunStatus.WAITING) and reason:
-        label = reason if reason != Reason.RETRY else f"retry after {checkpoint.get('step_attempts') or 0} attempt(s)"
+    if wait := retry_wait(run, checkpoint.get("step_attempts")):
+        label = f"waiting to retry: {retry_said(wait)}"
+    elif status in (RunStatus.PARKED, RunStatus.WAITING) and reason:
+        label = reason
     elif status == RunStatus.RUNNING and run.get("worker"):
         label = f"running on {run['worker']}"
     else:
