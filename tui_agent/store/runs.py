@@ -61,8 +61,10 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
 
 
 def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
-               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names)."""
+               budget: str, model: str, now: float, run_key: str | None = None,
+               script: str | None = None) -> tuple[str, bool]:
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names).
+    `script`: a `scripted:FILE` model's replies (JSON), kept with the run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -73,11 +75,11 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
             return row[0], False
     run_id = _new_id(conn)
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, script, status,"
         " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
-        (run_id, agent, agent_version, code_version, request, run_key, budget, model, RunStatus.QUEUED, Reason.NEW,
-         f"artifacts/{run_id}", now, now),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
+        (run_id, agent, agent_version, code_version, request, run_key, budget, model, script, RunStatus.QUEUED,
+         Reason.NEW, f"artifacts/{run_id}", now, now),
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
@@ -416,9 +418,9 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
     name = _edited_name(conn, parent, from_step) if edited else None
     goes_on = from_step + 1 if edited else from_step
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, script, status, reason,"
         " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
-        " SELECT ?, agent, agent_version, code_version, request, budget, model, ?, ?, 0, 0, 1, id, ?,"
+        " SELECT ?, agent, agent_version, code_version, request, budget, model, script, ?, ?, 0, 0, 1, id, ?,"
         " ?, ?, ? FROM runs WHERE id = ?",
         (run_id, RunStatus.QUEUED, Reason.NEW, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"
