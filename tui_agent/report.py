@@ -48,6 +48,7 @@ from .store.runs import runs_page as runs_page
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
+from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
 

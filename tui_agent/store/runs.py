@@ -214,14 +214,30 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
                   {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
 
 
+def _due_read(store: Store, now: float) -> tuple[str, tuple]:
+    """_DUE for a plain read (not a claim) and its parameters: on a server its clock judges leases, read in the
+    statement."""
+    server = on_server(store.conn)
+    return (_DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?"),
+            (now,) if server else (now, now))
+
+
 def any_due(store: Store, agents: list[str], now: float) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
     marks = ", ".join("?" for _ in agents)
-    server = on_server(store.conn)   # its clock judges leases, read in this statement
-    sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
-    params = (now, *agents) if server else (now, now, *agents)
+    sql, params = _due_read(store, now)
     return bool(agents) and store.conn.execute(
-        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", params).fetchone() is not None
+        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (*params, *agents)).fetchone() is not None
+
+
+def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str, int, int]]:
+    """The agents not among `agents` that have due runs, each with how many are due and how many of those are
+    queued (the others woke, or their lease ran out), by name: what a worker that knows only `agents` leaves."""
+    sql, params = _due_read(store, now)
+    others = f" AND agent NOT IN ({', '.join('?' for _ in agents)})" if agents else ""
+    return [(agent, due, queued) for agent, due, queued in store.conn.execute(
+        f"SELECT agent, count(*), sum(CASE WHEN status = '{RunStatus.QUEUED}' THEN 1 ELSE 0 END) FROM runs"
+        f" WHERE {sql}{others} GROUP BY agent ORDER BY agent", (*params, *agents))]
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
