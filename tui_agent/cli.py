@@ -900,12 +900,13 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
 
 
 @cli.command()
-@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command")
+@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command, superseded")
 @click.option("--after", "after_id", type=Whole(min=0), default=None, metavar="ID",
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
-    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c)."""
+    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c); a call
+    whose need has passed when it is read (decided, resumed, ended) is not printed (--json: marked superseded)."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = _stop_on_signals()   # either ends it quietly, exit 0
@@ -914,7 +915,10 @@ def watch(session: Session, as_json: bool, after_id: int | None) -> int:
         while not stop.is_set():
             for notice in notices.after(store, cursor):
                 cursor = notice["id"]
-                echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
+                if as_json:   # the history too, each marked: a script may want what has passed
+                    echo(notify.json_line(notify.event(notice)))
+                elif not notice["superseded"]:
+                    echo(notify.line(notice))
             sys.stdout.flush()
             stop.wait(notify.POLL_S)
     except KeyboardInterrupt:
