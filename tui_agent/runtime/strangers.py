@@ -25,7 +25,6 @@ class Strangers:
         self.said: set[str] = set()
 
     def look(self, store: Store, at: float) -> None:
-        for agent, due, queued in due_of_others(store, self.known, at):
-            if agent not in self.said:
-                self.said.add(agent)
-                self.say(line(self.worker, agent, due, queued))
+        for agent, due, queued in due_of_others(store, [*self.known, *self.said], at):   # the said are not counted
+            self.said.add(agent)
+            self.say(line(self.worker, agent, due, queued))
