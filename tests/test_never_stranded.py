@@ -141,7 +141,7 @@ def test_a_long_running_worker_says_it_once_and_keeps_working_what_it_knows(spaw
     hello = ok(cli(tmp_path, "start", "hello", "--input", '{"delay_s": 0}')).stdout.strip()
     until("the worker to work the run it knows", lambda: report(tmp_path, hello)["run"]["status"] == "succeeded")
     ok(cli(tmp_path, *AGENTS, "start", "triage"))            # a third: the agent was said already
-    time.sleep(1.5)                                           # several polls
+    time.sleep(strangers.LOOK_EVERY_S + 1.5)                  # it looked again since
     assert worker.poll() is None
     assert err.read_text().count("does not know") == 1, err.read_text()
     worker.send_signal(signal.SIGTERM)

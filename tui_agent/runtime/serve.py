@@ -129,7 +129,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                 requeue_released(store, now())  # runs held back for a paused sender that has let go
                 claimed = claim_due()
                 if not claimed and strangers is not None:
-                    strangers.look(store, now())
+                    strangers.look(store, now(), force=once and not active)
                 if not claimed and not active and once:
                     store.checkpoint()  # exiting is an idle moment: shrink the WAL
                 elif not claimed and not active:
