@@ -99,9 +99,12 @@ class TuiAgentApp(App):
 
     def call_you(self) -> None:
         """Each run that came to need a person (or is reminded of) since the last look: the bell, a desktop
-        notification where the platform has one, and a toast, once per notice."""
+        notification where the platform has one, and a toast, once per notice; none for a notice whose need has
+        passed by now (decided, resumed, ended)."""
         for notice in notices.after(self.reader, self.notice_cursor):
             self.notice_cursor = notice["id"]
+            if notice["superseded"]:
+                continue
             self.bell()
             self.desktop(notice)
             self.notify(f"{notify.state_of(notice)}: {one_line(notice['message'], 160)} "

@@ -378,7 +378,7 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
              ("" if row["status"] in TERMINAL else "; another worker has it"))
         return exit_code(row["status"])
     progress = ProgressLine()
-    heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
+    heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease, agents=[])   # it claims no other run
     try:
         outcome = execute(store, registry, claim, progress, heartbeat.hold(claim))
     except KeyboardInterrupt:  # ctrl+c: hand the run back now rather than when the lease runs out
@@ -428,8 +428,10 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
            notify_cmd: str | None, remind_after: float) -> int:
-    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due."""
+    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
+    of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
     name = name or worker_name()
+    strangers: list[str] = []
     attendant = _attendant(name, notify_cmd, remind_after)
     store = session.store  # validates the database before anything starts
     stop = _stop_on_signals()
@@ -438,16 +440,24 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
              "SIGTERM or ctrl+c stops it", err=True)
     outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
                      lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
-                     attendant=attendant,
+                     attendant=attendant, on_stranger=_saying(strangers),
                      on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
                                              f"fence {c.fence})", err=True))
-    if once and not outcomes:
+    if once and not outcomes and not strangers:
         echo(f"{name}: no run is due", err=True)
     if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_OK)
-    return EXIT_OK
+    return EXIT_ENVIRONMENT if once and strangers else EXIT_OK
+
+
+def _saying(said: list[str]) -> Callable[[str], None]:
+    """A line on due runs this process leaves (runtime/strangers.py), said on stderr and kept in `said`."""
+    def say(line: str) -> None:
+        said.append(line)
+        echo(line, err=True)
+    return say
 
 
 @cli.command()
@@ -879,6 +889,7 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     """Fire due schedules (and with --work, work due runs), then exit: for cron or a systemd timer."""
     attendant = _attendant(f"tick-{worker_name()}", notify_cmd, remind_after)
     store = session.store
+    strangers: list[str] = []
     stop = _stop_on_signals()   # as a worker: the step in hand finishes, the notices not sent are handed back
     for run_id in schedule_tick(store, session.registry):
         echo(f"started {run_id}", err=True)
@@ -886,20 +897,21 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
         echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
         outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
-                            stop=stop, on_outcome=_report_outcome)
-        if not outcomes:
+                            stop=stop, on_outcome=_report_outcome, on_stranger=_saying(strangers))
+        if not outcomes and not strangers:
             echo("no run is due", err=True)
     attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
-    return EXIT_OK
+    return EXIT_ENVIRONMENT if strangers else EXIT_OK
 
 
 @cli.command()
-@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command")
+@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command, superseded")
 @click.option("--after", "after_id", type=Whole(min=0), default=None, metavar="ID",
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
-    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c)."""
+    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c); a call
+    whose need has passed when it is read (decided, resumed, ended) is not printed (--json: marked superseded)."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = _stop_on_signals()   # either ends it quietly, exit 0
@@ -908,7 +920,10 @@ def watch(session: Session, as_json: bool, after_id: int | None) -> int:
         while not stop.is_set():
             for notice in notices.after(store, cursor):
                 cursor = notice["id"]
-                echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
+                if as_json:   # the history too, each marked: a script may want what has passed
+                    echo(notify.json_line(notify.event(notice)))
+                elif not notice["superseded"]:
+                    echo(notify.line(notice))
             sys.stdout.flush()
             stop.wait(notify.POLL_S)
     except KeyboardInterrupt:

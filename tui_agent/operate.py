@@ -491,13 +491,15 @@ def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: 
                  grace_s: float = schedule.GRACE_S, model: str = "default") -> dict:
     """A new schedule; fires before now never count."""
     schedule.check_name(name)
-    registry.run_fields(agent, request if request is not None else {}, model)   # the agent, input and model are usable
+    # the agent, input and model are usable; a scripted:FILE's replies are kept, for a fire in any folder
+    script = registry.run_fields(agent, request if request is not None else {}, model)["script"]
     schedule.check_cron(cron)
     schedule.zone(tz)
     at = now()
     row = {"name": name, "agent": agent, "cron": cron, "tz": tz, "input": json.dumps(request or {}),
            "missed": missed, "overlap": overlap, "grace_s": grace_s, "enabled": 1, "counts_from": at,
-           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at, "model": model}
+           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at, "model": model,
+           "script": script}
     schedules_table.add(store, row)
     return row
 

@@ -48,6 +48,7 @@ from .store.runs import runs_page as runs_page
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
+from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
 
@@ -231,7 +232,8 @@ def run_view(store: Store, run_id: str) -> dict:
     shown_run.update(request=_shown(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=artifacts.where(store, run["artifact_dir"]),
-                     traceback=json.loads(run["traceback"]) if run["traceback"] else None)
+                     traceback=json.loads(run["traceback"]) if run["traceback"] else None,
+                     script=_shown(run["script"], "runs.script") if run["script"] else None)
     budget = budget_of(run, checkpoint)
     budget["possibly_billed_usd"] = possibly_billed(store, run, now())
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}

@@ -50,8 +50,9 @@ class Waiting:
 
 class Heartbeat:
     def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
-                 waiting: Waiting | None = None) -> None:
-        self.worker, self.lease_s = worker, lease_s
+                 waiting: Waiting | None = None, agents: list[str] | None = None) -> None:
+        """`agents`: the agents whose runs this worker claims, kept with its row (store.workers.register)."""
+        self.worker, self.lease_s, self.agents = worker, lease_s, agents
         self.waiting = waiting or Waiting(worker)
         self._held: dict[str, tuple[int, RunControl]] = {}
         self._lock = threading.Lock()
@@ -89,7 +90,7 @@ class Heartbeat:
         """The thread: its own connection (SQLite's Python objects stay in the thread that made them)."""
         try:
             store = open_store(db_path, durability)
-            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now())
+            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now(), self.agents)
         except BaseException as e:
             self._failure = e
             self._ready.set()

@@ -129,11 +129,14 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
 
 def _request(schedule: dict) -> dict:
     """The input each fire's run gets, or Unreadable when no run can be made of it: a value that cannot be read
-    back (an older version stored one), or one nested deeper than an input may be now."""
+    back (an older version stored one), or one nested deeper than an input may be now. A `scripted:FILE` model's
+    kept replies are read here too (into `schedule["replies"]`), so one that cannot be read disables it the same
+    way."""
     request = read_stored(schedule["input"], "schedules.input")
     problem = value_problem(request)
     if problem is not None:
         raise Unreadable("schedules.input", f"it holds {problem[0]}")
+    schedule["replies"] = read_stored(schedule["script"], "schedules.script") if schedule.get("script") else None
     return request
 
 
@@ -236,7 +239,8 @@ def _previous_done(conn, schedule: dict) -> bool:
 
 def _start(conn, schedule: dict, request: dict, registry: Registry, fire: float, at: float,
            why: str | None = None) -> list[str]:
-    fields = registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted")
+    fields = registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted",
+                                 replies=schedule["replies"])
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
     if created:
         add_schedule_event(conn, schedule["name"], at, "fired",

@@ -20,6 +20,7 @@ from .clock import now
 from .heartbeat import Heartbeat, Waiting
 from .registry import Registry
 from .schedule import tick
+from .strangers import Strangers
 from .worker import DEFAULT_LEASE_S, DROPPED, WAITED_OUT, Outcome, execute
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
           on_outcome: Callable[[Outcome], None] | None = None,
-          attendant: Attendant | None = None) -> tuple[list[Outcome], int]:
+          attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None
+          ) -> tuple[list[Outcome], int]:
     """Work due runs until `stop` is set (or, with `once`, until none is due and all are done).
     Returns the outcomes and how many runs were still inside a step when the grace period ended
     (their threads cannot be stopped, so the caller should exit the process). `attendant` (reminders, and
@@ -56,14 +58,16 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     A database busy past its timeout, or whose server is away, is waited out for as long as it lasts, said once
     (`Waiting`); each run's writes wait for it while its lease allows (execute), and a run dropped meanwhile is
     handed back once the database answers. With `once`, it ends the worker instead (the command's one line,
-    exit 4) when no run is in hand."""
+    exit 4) when no run is in hand. `on_stranger` hears, once per agent, a line on due runs of an agent this
+    worker does not know (runtime/strangers.py), looked for whenever a poll claims nothing."""
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
     store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     waiting = Waiting(name)
-    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting)
+    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting, registry.names())
+    strangers = Strangers(name, registry.names(), on_stranger) if on_stranger is not None else None
     attending = None
     if attendant is not None and not once:
         attending = threading.Thread(target=attendant.run, args=(db_path, durability, stop),
@@ -124,6 +128,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                 tick(store, registry)  # one running worker is enough for schedules too
                 requeue_released(store, now())  # runs held back for a paused sender that has let go
                 claimed = claim_due()
+                if not claimed and strangers is not None:
+                    strangers.look(store, now(), force=once and not active)
                 if not claimed and not active and once:
                     store.checkpoint()  # exiting is an idle moment: shrink the WAL
                 elif not claimed and not active:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ParkRun, Unreadable
+from ..errors import ParkRun, Unreadable, UserError
 from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
@@ -64,8 +64,9 @@ class Outcome:
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
             control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
-    time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases)."""
-    agent = registry.get(claim.agent)
+    time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases). A run
+    whose agent or model this worker cannot set up (an agent it does not know, a script file it cannot find) is
+    parked with reason `environment`, saying what is missing, never left claimed."""
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
     # runs and the run goes on, with the step's result kept in memory; past that, the run is dropped as a crash
@@ -93,6 +94,13 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             run = get_run(store, claim.run_id)
             request = read_stored(run["request"], "runs.request")
             limits = read_stored(run["budget"] or "{}", "runs.budget")
+            replies = read_stored(run["script"], "runs.script") if run["script"] else None
+            try:
+                agent = registry.get(claim.agent)
+                provider = provider_for(run["model"] or "scripted", agent.script, replies)
+            except UserError as e:   # what this worker lacks for the run, not the run's failure: it waits for a person
+                return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: worker {claim.worker} cannot set up "
+                              f"the run: {e}; then tui-agent resume {claim.run_id}")
             if run["code_version"] != agent.code_version:
                 _note_new_code(store, claim, run, agent, clock.now())
             checkpoint = load_checkpoint(store, claim.run_id)
@@ -104,8 +112,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             entries = load_entries(store, claim.run_id, claim.generation)
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
-        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries,
-                      provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
+        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries, provider, on_step, agent, control,
                       BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry)
         try:
             result = agent.run(ctx, ctx.request)

@@ -13,6 +13,7 @@ from ..report import (
     checkpoint_for,
     get_run,
     in_doubt,
+    knows,
     last_event_like,
     pending_approval,
     retry_said,
@@ -26,10 +27,25 @@ from ..states import Reason, RunStatus, WorkerState, budget_dimension
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
 
-def workers_alive(store: Store) -> int:
-    """How many workers are alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
+def _alive(store: Store) -> list[dict]:
+    """The workers alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
     at = now()
-    return sum(worker_state(w, at) == WorkerState.ALIVE for w in workers_listing(store))
+    return [w for w in workers_listing(store) if worker_state(w, at) == WorkerState.ALIVE]
+
+
+def workers_alive(store: Store) -> int:
+    return len(_alive(store))
+
+
+def who_claims(store: Store, agent: str) -> str:
+    """What the strip says of who will claim a due run of `agent`: a live worker that knows the agent (a row an
+    older worker wrote knows every agent), else why none will."""
+    alive = _alive(store)
+    if not alive:
+        return f"\n{NO_WORKER}"
+    if not any(knows(w, agent) for w in alive):
+        return f"\nno running worker knows agent {agent!r}: start one with --agents MODULE, the module that defines it"
+    return "; a worker will claim it"
 
 
 def situation(store: Store, run_id: str) -> str:
@@ -88,7 +104,7 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
         return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
                f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
     if status == RunStatus.QUEUED:
-        claims = "; a worker will claim it" if workers_alive(store) else f"\n{NO_WORKER}"
+        claims = who_claims(store, run["agent"])
         return lambda at: f"{head} · queued ({reason}) {minutes_ago(run['created_at'], at)}{claims}"
     if status == RunStatus.FAILED:
         return f"{head} · failed ({reason}): {run['error'] or ''}"

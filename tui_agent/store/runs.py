@@ -61,8 +61,10 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
 
 
 def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
-               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names)."""
+               budget: str, model: str, now: float, run_key: str | None = None,
+               script: str | None = None) -> tuple[str, bool]:
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names).
+    `script`: a `scripted:FILE` model's replies (JSON), kept with the run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -73,11 +75,11 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
             return row[0], False
     run_id = _new_id(conn)
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, script, status,"
         " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
-        (run_id, agent, agent_version, code_version, request, run_key, budget, model, RunStatus.QUEUED, Reason.NEW,
-         f"artifacts/{run_id}", now, now),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
+        (run_id, agent, agent_version, code_version, request, run_key, budget, model, script, RunStatus.QUEUED,
+         Reason.NEW, f"artifacts/{run_id}", now, now),
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
@@ -212,14 +214,30 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
                   {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
 
 
+def _due_read(store: Store, now: float) -> tuple[str, tuple]:
+    """_DUE for a plain read (not a claim) and its parameters: on a server its clock judges leases, read in the
+    statement."""
+    server = on_server(store.conn)
+    return (_DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?"),
+            (now,) if server else (now, now))
+
+
 def any_due(store: Store, agents: list[str], now: float) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
     marks = ", ".join("?" for _ in agents)
-    server = on_server(store.conn)   # its clock judges leases, read in this statement
-    sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
-    params = (now, *agents) if server else (now, now, *agents)
+    sql, params = _due_read(store, now)
     return bool(agents) and store.conn.execute(
-        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", params).fetchone() is not None
+        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (*params, *agents)).fetchone() is not None
+
+
+def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str, int, int]]:
+    """The agents not among `agents` that have due runs, each with how many are due and how many of those are
+    queued (the others woke, or their lease ran out), by name: what a worker that knows only `agents` leaves."""
+    sql, params = _due_read(store, now)
+    others = f" AND agent NOT IN ({', '.join('?' for _ in agents)})" if agents else ""
+    return [(agent, due, queued) for agent, due, queued in store.conn.execute(
+        f"SELECT agent, count(*), sum(CASE WHEN status = '{RunStatus.QUEUED}' THEN 1 ELSE 0 END) FROM runs"
+        f" WHERE {sql}{others} GROUP BY agent ORDER BY agent", (*params, *agents))]
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
@@ -416,9 +434,9 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
     name = _edited_name(conn, parent, from_step) if edited else None
     goes_on = from_step + 1 if edited else from_step
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, script, status, reason,"
         " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
-        " SELECT ?, agent, agent_version, code_version, request, budget, model, ?, ?, 0, 0, 1, id, ?,"
+        " SELECT ?, agent, agent_version, code_version, request, budget, model, script, ?, ?, 0, 0, 1, id, ?,"
         " ?, ?, ? FROM runs WHERE id = ?",
         (run_id, RunStatus.QUEUED, Reason.NEW, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"

@@ -322,6 +322,8 @@ MIGRATIONS: dict[int, list[str]] = {
     10: [ARTIFACTS],
     11: [JOURNAL_TAIL, *V11_JOURNAL, _checkpoints_now("journal_tail")],
     12: ["ALTER TABLE workers ADD COLUMN host_id text; ALTER TABLE workers ADD COLUMN agents text"],
+    13: ["ALTER TABLE runs ADD COLUMN script text; ALTER TABLE schedules ADD COLUMN script text;"
+         " ALTER TABLE notices ADD COLUMN superseded bigint"],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.

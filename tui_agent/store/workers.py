@@ -3,6 +3,7 @@ run's fence, and touches the worker's row; it writes no event."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -28,9 +29,11 @@ def this_host() -> str:
     return os.environ.get("TUI_AGENT_HOST") or socket.gethostname()
 
 
-def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float) -> None:
+def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
+             agents: list[str] | None = None) -> None:
     """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    for this worker, and the names of the agents whose runs it claims (`agents`; None, as an older worker's row,
+    counts as every agent). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
     `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
     first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
     PostgreSQL)."""
@@ -43,11 +46,13 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
             conn.execute("DELETE FROM meta WHERE key = ?", (_SKEW + old,))
         _record_skew(conn, name, now, at)
         conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
-                     " stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (name) DO UPDATE"
-                     " SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
+                     " stopped_at, pid_started, agents) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT (name)"
+                     " DO UPDATE SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
                      " lease_s = excluded.lease_s, started_at = excluded.started_at,"
-                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started",
-                     (name, pid, host, concurrency, lease_s, now, at, process_start(pid)))
+                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started,"
+                     " agents = excluded.agents",
+                     (name, pid, host, concurrency, lease_s, now, at, process_start(pid),
+                      None if agents is None else json.dumps(sorted(agents), ensure_ascii=False)))
 
 
 def _record_skew(conn: sqlite3.Connection, name: str, own: float, server: float) -> None:
@@ -115,12 +120,28 @@ def workers_listing(store: Store) -> list[dict]:
         for row in store.query("SELECT key, value FROM meta WHERE key LIKE ?", (_SKEW + "%",))}
     for worker in workers:
         worker["runs"] = [r for r in held if r["worker"] == worker["name"]]
+        worker["agents"] = _agents(worker["agents"])
         skew = worker["clock_skew_s"] = skews.get(worker["name"])
         if judged_at is not None:
             worker["judged_at"], worker["server_heartbeat_at"] = judged_at, worker["heartbeat_at"]
             if skew is not None:   # shown as the worker's own clock stamped it, as a SQLite file stores it
                 worker["heartbeat_at"] += skew
     return workers
+
+
+def _agents(stored: str | None) -> list[str] | None:
+    """A row's `agents` as a list; None (every agent) for an older worker's row, or one another program spoiled."""
+    try:
+        found = json.loads(stored) if stored else None
+    except ValueError:
+        return None
+    return found if isinstance(found, list) and all(isinstance(a, str) for a in found) else None
+
+
+def knows(worker: dict, agent: str) -> bool:
+    """Whether a worker (a `workers_listing` row) claims runs of `agent`: an older worker's row says nothing, and
+    counts as knowing every agent."""
+    return worker["agents"] is None or agent in worker["agents"]
 
 
 def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> None:
