@@ -47,6 +47,11 @@ def test_reconcile_modal(roles, snap_compare):
     assert snap_compare(app(), press=["j", "c"], terminal_size=(120, 34))
 
 
+def test_reconcile_modal_at_80x24(roles, snap_compare):
+    # compact: the facts, every choice, both fields and the buttons on the screen at once
+    assert snap_compare(app(), press=["j", "c"], terminal_size=(80, 24))
+
+
 def test_approve_modal(roles, snap_compare):
     # Patch's question at the top: open the pull request? with the diff stat and the tests' result
     assert snap_compare(app(), press=["a"], terminal_size=(120, 30))

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
 
@@ -23,12 +23,20 @@ from ..states import IN_DOUBT
 from ..strict_json import parse_json
 from ..widgets.safe import safe
 
+SHORT_BELOW = 30   # rows: on a shorter terminal a dialog is compact (app.tcss, `.-short .dialog`)
+
 
 class Dialog(ModalScreen):
     """A modal with a title, a body and two buttons named by what they do (`DO`, `DONT`: never a bare
-    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one."""
+    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one.
 
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+    The title and the buttons stay on the screen; a body taller than the screen scrolls between them (to the
+    focused field by itself, page up and page down otherwise)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close"),
+                Binding("pageup", "scroll_body(-1)", "Scroll up", show=False),
+                Binding("pagedown", "scroll_body(1)", "Scroll down", show=False)]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_BELOW, "-tall")]
     TITLE = ""
     DO = "Confirm"
     DONT = "Close"
@@ -36,7 +44,8 @@ class Dialog(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(safe(self.TITLE), classes="title")      # it may name an effect, a run's question
-            yield from self.body()
+            with VerticalScroll(classes="dialog-body", can_focus=False):   # the focus goes to its fields
+                yield from self.body()
             with Horizontal(classes="buttons"):
                 yield Button(self.DO, variant="primary", id="confirm")
                 yield Button(self.DONT, id="cancel")
@@ -65,6 +74,10 @@ class Dialog(ModalScreen):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def action_scroll_body(self, pages: int) -> None:
+        body = self.query_one(".dialog-body", VerticalScroll)
+        body.scroll_relative(y=pages * max(1, body.scrollable_content_region.height - 1), animate=False)
 
 
 class ConfirmModal(Dialog):
