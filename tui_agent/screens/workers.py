@@ -15,7 +15,7 @@ from ..format import ago, skew
 from ..format import column_span as span
 from ..report import workers_listing
 from ..runtime.clock import now
-from ..runtime.liveness import HOST, label, worker_state
+from ..runtime.liveness import label, on_this_host, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
 from ..widgets.safe import safe
@@ -199,7 +199,7 @@ class WorkersScreen(TableScreen):
         return f"signal {-code}" if code < 0 else f"code {code}"
 
     def _process(self, worker: dict) -> subprocess.Popen | None:
-        if worker["host"] != HOST:
+        if not on_this_host(worker):
             return None
         return next((p for p in self.app.spawned if p.pid == worker["pid"]), None)
 
@@ -238,7 +238,7 @@ class WorkersScreen(TableScreen):
             self.notify(f"{worker['name']} has {'stopped' if state == WorkerState.STOPPED else 'gone'} already",
                         severity="warning")
             return None
-        if worker["host"] != HOST:
+        if not on_this_host(worker):
             self.notify(f"{worker['name']} runs on {worker['host']}; stop it there", severity="warning")
             return None
         return worker
