@@ -17,13 +17,14 @@ import click
 from . import notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
     approvals_of,
     budget_stop,
+    held_by_gone,
     iso_times,
     live_line,
     report_lists,
@@ -445,6 +446,9 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
                                              f"fence {c.fence})", err=True))
     if once and not outcomes and not strangers:
         echo(f"{name}: no run is due", err=True)
+    for held in held_by_gone(store, session.registry.names()) if once else ():
+        echo(f"{name}: {held['id']} ({held['agent']}) is {held_by(held['worker'], held['claimable_in_s'])}; "
+             "run worker --once again then", err=True)
     if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
@@ -483,9 +487,16 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
     _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown), ("RUNS", 0)),
            [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
              *([clock or "-"] * shown),
-             ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
+             ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
                        for r in row["runs"]) or "-") for row, clock in zip(rows, clocks)])
     return EXIT_OK
+
+
+def _lease_left(worker: dict, held: dict) -> str:
+    """A held run's lease as `workers` says it: never negative; a dead worker's run says when it is claimable."""
+    if worker["state"] == WorkerState.DEAD:
+        return claimable(held["claimable_in_s"])
+    return f"lease {held['lease_left_s']:g}s" if held["lease_left_s"] > 0 else "lease expired, claimable now"
 
 
 @cli.command()
@@ -955,7 +966,7 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
     _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
-             r["worker"] or "-", _age(r["created_at"])) for r in rows])
+             _holder(r), _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
         if r["retry"]:
             echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
@@ -964,6 +975,13 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
 
 def _retrying(wait: dict) -> str:
     return retry_said(wait, now()) + (f"; the last: {wait['last_error']}" if wait["last_error"] else "")
+
+
+def _holder(run: dict) -> str:
+    """The WORKER cell of `ls`: a worker whose process is gone says so, and when its run is claimable."""
+    if run["holder_gone"]:
+        return f"{run['worker']}, gone; {claimable(run['claimable_in_s'])}"
+    return run["worker"] or "-"
 
 
 SHOWN_ENDS = 20   # steps `show` prints at each end of a run; --steps all prints every one
@@ -1016,6 +1034,8 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     r, cp = report["run"], report["checkpoint"]
     echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
          + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
+    if r["holder_gone"]:
+        echo(f"worker    {held_by(r['worker'], r['claimable_in_s'])}")
     echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
         echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .format import usd_exact
+from .format import held_by, usd_exact
+from .report import with_holders
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
 from .runtime.clock import clock_time, now
@@ -49,6 +50,7 @@ from .store.runs import (
     recorded_positions,
     requeue,
     resolve_run,
+    takeover_why,
 )
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
@@ -136,9 +138,15 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
+    """A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably
+    gone from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
     if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and (
             _waits_on_harness(run["reason"]) or run["reason"] == Reason.RETRY)):
         return None
+    if run["status"] == RunStatus.RUNNING and run.get("claimable_in_s") == 0:
+        return None
+    if run["status"] == RunStatus.RUNNING and run.get("holder_gone"):
+        return f"it is {held_by(run['worker'], run['claimable_in_s'])} (then a worker takes it over)"
     waits_for = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}.get(run["reason"] or "")
     if run["status"] == RunStatus.WAITING and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
@@ -210,9 +218,13 @@ def _refuse(store: Store, run: dict, why: str) -> UserError:
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
-def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it."""
+def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
+             held: bool = False) -> dict:
+    """Inside the action's write: the run as it is now, refused unless the action applies to it; with `held`,
+    with what can be told of its holder (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
+    if held:
+        run = with_holders(store, [run])[0]
     why = why_not(run) if why_not else None
     if why:
         raise _refuse(store, run, why)
@@ -363,10 +375,14 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
     its next attempt is made at once, counted on from the attempts it made."""
     who, at = _person(), now()
     with store.write() as conn:
-        run = _current(store, run_ref, why_not_restart if restart else why_not_resume)
+        run = _current(store, run_ref, why_not_restart if restart else why_not_resume, held=True)
         why = None if restart or not budget else why_not_ceiling(budget, load_usage(store, run["id"])[0])
         if why:
             raise _refuse(store, run, why)
+        taken = takeover_why(conn, run, at) if run["status"] == RunStatus.RUNNING and not restart else None
+        if run["status"] == RunStatus.RUNNING and not restart and taken is None:
+            raise _refuse(store, run, f"{run['worker']}'s process is gone, but what was left of its process group "
+                          "survived SIGKILL: its lease decides")
         if budget:
             before = json.loads(run["budget"] or "{}")
             after = raised_budget(before, budget)
@@ -383,7 +399,8 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
         else:
             if run["status"] == RunStatus.PARKED:
                 record_failed_attempt(conn, run["id"], 0, at)
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}", at)
+            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}" + (f": {taken}" if taken
+                                                                                          else ""), at)
     return run["id"]
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ..store import Claim, EnvironmentStop, open_store
 from ..store.environment import BUSY, UNREACHABLE
-from ..store.workers import beat, register, stopped, this_host
+from ..store.host import this_host
+from ..store.workers import beat, register, stopped
 from .clock import now
 from .control import RunControl
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..format import minutes_ago
+from ..format import held_by, minutes_ago
 from ..report import (
     Store,
     budget_stop,
@@ -18,6 +18,7 @@ from ..report import (
     pending_approval,
     retry_said,
     retry_wait,
+    with_holders,
     workers_listing,
 )
 from ..runtime.clock import iso, now
@@ -57,6 +58,21 @@ def situation_over_time(store: Store, run_id: str) -> Callable[[float], str]:
     advance on a timer without reading the database again."""
     said = _said(store, run_id)
     return said if callable(said) else lambda at: said
+
+
+def _held(store: Store, head: str, step: str, run: dict) -> Callable[[float], str]:
+    """A running run nobody works: its worker's process is gone from this host, or its lease ran out; when a
+    claim may take it, counting down."""
+    until, alive = now() + run["claimable_in_s"], workers_alive(store)
+
+    def said(at: float) -> str:
+        left = until - at
+        held = held_by(run["worker"], left) if run["holder_gone"] else \
+            f"held by {run['worker']}, whose lease ran out; claimable now"
+        then = "a worker takes it over then" if left > 0 else "a worker takes it over at its next look" if alive \
+            else NO_WORKER
+        return f"{head} · {held} · {step}\n{then}; p parks it, x cancels it"
+    return said
 
 
 def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
@@ -101,8 +117,12 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     if status == RunStatus.RUNNING:
         cp = checkpoint_for(store, run_id)
         total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
-        return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
-               f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
+        step = f"step {cp.get('current_step', 0)}{total} · attempt {run['attempt']}"
+        run = with_holders(store, [run])[0]
+        if run["holder_gone"] or run["claimable_in_s"] == 0:
+            return _held(store, head, step, run)
+        return f"{head} · worked by {run['worker']} · {step}\np parks it, x cancels it (its worker stops at its " \
+               "next write)"
     if status == RunStatus.QUEUED:
         claims = who_claims(store, run["agent"])
         return lambda at: f"{head} · queued ({reason}) {minutes_ago(run['created_at'], at)}{claims}"

@@ -22,6 +22,8 @@ from .base import (
     one_row,
 )
 from .events import add_event
+from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
+from .host import this_host_id
 from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -171,8 +173,9 @@ def lease_now(conn: sqlite3.Connection, local: float) -> float:
 
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
-          lease_at: float | None = None) -> Claim | None:
-    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's."""
+          lease_at: float | None = None, why: str | None = None) -> Claim | None:
+    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's. `why`:
+    why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
@@ -188,7 +191,8 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     )
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
-        add_event(conn, run_id, now, "takeover", f"lease of {previous} expired; {claimed}", worker, fence)
+        said = f"{previous}: {why}" if why else f"lease of {previous} expired"
+        add_event(conn, run_id, now, "takeover", f"{said}; {claimed}", worker, fence)
         return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
         add_event(conn, run_id, now, "woke", "woke: its wait is over")
@@ -206,12 +210,13 @@ def _at(now: float | Clock) -> float:
 
 
 def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run)."""
+    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run); with none due, a run
+    of theirs whose holder is verifiably gone from this host (store/holders.py)."""
     if not agents:
         return None
     marks = ", ".join(f":a{i}" for i in range(len(agents)))
-    return _claim(store, f"{_DUE} AND agent IN ({marks}) ORDER BY created_at LIMIT 1",
-                  {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
+    return _claim(store, f"agent IN ({marks})", {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s,
+                  now)
 
 
 def _due_read(store: Store, now: float) -> tuple[str, tuple]:
@@ -223,11 +228,27 @@ def _due_read(store: Store, now: float) -> tuple[str, tuple]:
 
 
 def any_due(store: Store, agents: list[str], now: float) -> bool:
-    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
+    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock: one
+    statement, which also lists this host's workers that hold live leases on runs of `agents`, so a run whose
+    holder is verifiably gone counts as due (their processes are probed, nothing is killed)."""
+    if not agents:
+        return False
     marks = ", ".join("?" for _ in agents)
     sql, params = _due_read(store, now)
-    return bool(agents) and store.conn.execute(
-        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", (*params, *agents)).fetchone() is not None
+    lease_sql = SERVER_NOW if on_server(store.conn) else "?"   # a server's clock judges leases, in the statement
+    held = HELD_HERE.format(lease_now=lease_sql, host_id="?")
+    lease = () if on_server(store.conn) else (now,)
+    rows = dict_rows(store.conn.execute(
+        f"SELECT NULL AS name, NULL AS pid, NULL AS host, NULL AS host_id, NULL AS pid_started, NULL AS pgid FROM"
+        f" (SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1) AS due"
+        f" UNION ALL {held} AND r.agent IN ({marks})",
+        (*params, *agents, *lease, this_host_id(), *agents)))
+    held_rows = []
+    for row in rows:
+        if row["name"] is None:
+            return True
+        held_rows.append(row)
+    return bool(takeable_rows(held_rows))
 
 
 def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str, int, int]]:
@@ -241,24 +262,60 @@ def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
-    """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
-    return _claim(store, f"id = :id AND {_DUE}", {"id": run_id}, worker, lease_s, now)
+    """Claim this run if it is due, or held by a worker verifiably gone from this host; None when it is not
+    (another worker holds it, or it ended)."""
+    return _claim(store, "id = :id", {"id": run_id}, worker, lease_s, now)
 
 
-def _claim(store: Store, where: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
+def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """A claim is a shared write (store.write_shared): on a server the SELECT locks the run's row and passes over
     rows another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
-    that one is done again in an exclusive write."""
+    that one is done again in an exclusive write. `pick`: which runs (a condition on the run's columns)."""
     for exclusive in (False, True):
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
             lease_at = lease_now(conn, at)
-            row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {where}{for_update(conn, skip_locked=True)}",
-                               {**params, "now": at, "lease_now": lease_at}).fetchone()
+            values = {**params, "now": at, "lease_now": lease_at}
+            row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND {pick} ORDER BY created_at"
+                               f" LIMIT 1{for_update(conn, skip_locked=True)}", values).fetchone()
+            why = None
+            if row is None:
+                row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
-                return row and _take(conn, row, worker, lease_s, at, lease_at)
+                return row and _take(conn, row, worker, lease_s, at, lease_at, why)
+
+
+def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
+    """Inside a claim's write: the oldest picked run held, with a live lease, by a worker of this host whose
+    process is verifiably gone, once what was left of its process group is killed (store/holders.py), and why it
+    may be taken; (None, None) when there is none."""
+    held = HELD_HERE.format(lease_now=":lease_now", host_id=":host_id")
+    rows = dict_rows(conn.execute(f"{held} AND {pick}",
+                                  {**values, "host_id": this_host_id()}))
+    for holder_row, holder in takeable_rows(rows):
+        why = clear(holder_row, holder)
+        if why is None:
+            continue
+        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE status = '{RunStatus.RUNNING}' AND worker ="
+                           f" :holder AND lease_expires_at > :lease_now AND {pick} ORDER BY created_at LIMIT 1"
+                           f"{for_update(conn, skip_locked=True)}", {**values, "holder": holder_row["name"]}).fetchone()
+        if row is not None:
+            return row, why
+    return None, None
+
+
+def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
+    """Inside a write, for a running run: why a claim may take it now (its holder is verifiably gone from this
+    host, what was left of its process group killed first; or its lease is over), or None when it may not."""
+    row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
+    if holder.takeable:
+        why = clear(row, holder)
+        return why and f"{run['worker']}: {why}"
+    if (run["lease_expires_at"] or 0) <= lease_now(conn, now):
+        return f"the lease of {run['worker']} expired"
+    return None
 
 
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
@@ -330,11 +387,13 @@ def last_finished(store: Store, agent: str, count: int) -> list[str]:
 
 
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
-    """Runs newest first, with their checkpoint's step counts and failed attempts of the step at hand."""
+    """Runs newest first, with their checkpoint's step counts, failed attempts of the step at hand and their lease
+    (a running run's)."""
     where = "WHERE r.status = ?" if status else ""
     return list(store.query(
-        "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
-        " r.updated_at, r.finished_at, r.wake_at, r.error, c.current_step, c.total_steps, c.step_attempts"
+        "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.lease_expires_at,"
+        " r.created_at, r.updated_at, r.finished_at, r.wake_at, r.error, c.current_step, c.total_steps,"
+        " c.step_attempts"
         f" FROM runs r LEFT JOIN checkpoints_now c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
         (status,) if status else (),
     ))

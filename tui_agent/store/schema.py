@@ -416,11 +416,14 @@ def _v11(db: sqlite_utils.Database) -> None:
 def _v12(db: sqlite_utils.Database) -> None:
     """What a worker's row says of where it runs and what it can run. `host_id`: the host as its processes see
     it (the hostname with the boot id and the pid namespace, which tell a container or a rebooted machine of the
-    same name apart), so that a worker on the same host can tell that another's process is verifiably gone.
-    `agents`: the names of the agents it knows (a JSON list), so that a run no worker knows can be said. Both
-    are NULL in a row an older tui-agent wrote: its lease decides, and it is taken to know every agent."""
+    same name apart), so that a worker on the same host can tell that another's process is verifiably gone;
+    `pgid`: its process group, so that what its steps started can be found and ended before its runs are taken
+    over (store/holders.py). `agents`: the names of the agents it knows (a JSON list), so that a run no worker
+    knows can be said. All are NULL in a row an older tui-agent wrote: its lease decides, and it is taken to know
+    every agent."""
     db["workers"].add_column("host_id", str)
     db["workers"].add_column("agents", str)
+    db["workers"].add_column("pgid", int)
 
 
 def _v13(db: sqlite_utils.Database) -> None:
