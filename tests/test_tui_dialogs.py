@@ -29,7 +29,7 @@ import tui_agent.widgets
 from tui_agent import operate
 from tui_agent.replay import DIFF_LINES, Divergence, Replay
 from tui_agent.runtime.clock import now
-from tui_agent.runtime.liveness import HOST
+from tui_agent.store.host import this_host
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.diff import PickRunModal
 from tui_agent.screens.help import HelpScreen
@@ -131,7 +131,7 @@ def with_schedule(db: Path) -> None:
 def with_a_worker_here(db: Path) -> None:
     """A worker row for this very process: alive on this host, so K offers to kill it (the test never says yes)."""
     store = open_store(db)
-    register(store, "w-here", os.getpid(), HOST, 1, 60, now())
+    register(store, "w-here", os.getpid(), this_host(), 1, 60, now())
     store.close()
 
 
