@@ -108,6 +108,29 @@ def test_a_schedule_keeps_its_script_so_a_fire_in_another_folder_runs_on_it(tmp_
     assert report(elsewhere, run_id)["run"]["result"] == {"said": "scheduled reply"}
 
 
+def test_a_schedule_whose_script_file_is_gone_is_disabled_saying_so_and_the_others_fire(tmp_path):
+    """A schedule added before the replies were kept with it reads its `scripted:FILE` at each fire: the file gone
+    (or a worker in another folder) disables that schedule with an event, and tick and the worker go on."""
+    here, elsewhere = folders(tmp_path)
+    (here / "replies.json").write_text(json.dumps(["scheduled reply"]))
+    ok(cli(here, *AGENTS, "schedule", "add", "daily", "--agent", "asking-model", "--cron", "0 2 * * *",
+           "--model", "scripted:replies.json"))
+    ok(cli(here, "schedule", "add", "hi", "--agent", "hello", "--cron", "0 2 * * *"))
+    with sqlite3.connect(os.environ["TUI_AGENT_DB"]) as conn:   # as a tui-agent before schema 13 kept it, both due
+        conn.execute("UPDATE schedules SET script = NULL, next_fire_at = 0, counts_from = 0")
+
+    ticked = ok(cli(elsewhere, *AGENTS, "tick", "--work"))
+    assert "Traceback" not in ticked.stderr, ticked.stderr
+    listed = {s["name"]: s for s in json.loads(ok(cli(here, "schedule", "ls", "--json")).stdout)}
+    assert (listed["daily"]["enabled"], listed["hi"]["enabled"]) == (False, True)
+    with sqlite3.connect(os.environ["TUI_AGENT_DB"]) as conn:
+        said = conn.execute("SELECT message FROM events WHERE schedule = 'daily' AND kind = 'disabled'").fetchall()
+        fired = conn.execute("SELECT count(*) FROM events WHERE schedule = 'hi' AND kind = 'fired'").fetchone()[0]
+    [(message,)] = said
+    assert "replies.json" in message and "tui-agent schedule enable daily" in message, message
+    assert fired == 1
+
+
 # -- never silent: due runs of an agent this worker does not know ---------------------------------------------------
 
 STRANGER = "2 queued runs of 'triage', which this worker does not know: start it with --agents MODULE"
