@@ -53,6 +53,12 @@ class TemporaryError(Exception):
         self.retry_after_s = retry_after_s
 
 
+class StepTimedOut(TemporaryError):
+    """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
+    temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
+    (runtime/deadlines.py)."""
+
+
 class PermanentError(Exception):
     """Trying again will not help (a bad request, a missing source): the step fails at once."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -203,21 +203,29 @@ def _at(now: float | Clock) -> float:
     return now() if callable(now) else now
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run)."""
+def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
+               avoid: Collection[str] = ()) -> Claim | None:
+    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run), none of `avoid` (the
+    runs this process still has a thread inside a call of, which it gave up on: runtime/deadlines.py)."""
     if not agents:
         return None
     marks = ", ".join(f":a{i}" for i in range(len(agents)))
-    return _claim(store, f"{_DUE} AND agent IN ({marks}) ORDER BY created_at LIMIT 1",
-                  {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
+    params = {f"a{i}": name for i, name in enumerate(agents)}
+    if avoid:
+        params.update({f"v{i}": run_id for i, run_id in enumerate(avoid)})
+        marks += ") AND id NOT IN (" + ", ".join(f":v{i}" for i in range(len(avoid)))
+    return _claim(store, f"{_DUE} AND agent IN ({marks}) ORDER BY created_at LIMIT 1", params, worker, lease_s, now)
 
 
-def any_due(store: Store, agents: list[str], now: float) -> bool:
+def any_due(store: Store, agents: list[str], now: float, avoid: Collection[str] = ()) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
     marks = ", ".join("?" for _ in agents)
     server = on_server(store.conn)   # its clock judges leases, read in this statement
     sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
     params = (now, *agents) if server else (now, now, *agents)
+    if avoid:
+        marks += ") AND id NOT IN (" + ", ".join("?" for _ in avoid)
+        params += tuple(avoid)
     return bool(agents) and store.conn.execute(
         f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", params).fetchone() is not None
 
@@ -272,17 +280,27 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
     locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
     ids are displays' cursors, so those commit one at a time, in id order."""
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
-        check_fence(conn, claim.run_id, claim.fence, now, None)
-        conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
-        fold(conn, claim.run_id)
-        conn.execute(
-            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
-            " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
-            (status, reason, result, result_artifact, error, traceback, wake_at,
-             now if status in TERMINAL else None, claim.run_id),
-        )
-        add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
-        record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
+        settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
+               result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
+
+
+def settle(conn: sqlite3.Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
+           result: str | None = None, result_artifact: str | None = None, error: str | None = None,
+           wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None,
+           handed_on: bool = False) -> None:
+    """`settle_run` inside a write of the caller's. `handed_on`: the run's own thread may still write (it is
+    inside a call the worker gave up on, runtime/deadlines.py), so the fence grows and refuses it."""
+    check_fence(conn, claim.run_id, claim.fence, now, None)
+    conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
+    fold(conn, claim.run_id)
+    conn.execute(
+        "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
+        " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = ?",
+        (status, reason, result, result_artifact, error, traceback, wake_at,
+         now if status in TERMINAL else None, int(handed_on), claim.run_id),
+    )
+    add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+    record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
 
 
 def get_run(store: Store, run_id: str) -> dict:
