@@ -110,7 +110,8 @@ class Deadlines:
         except FenceRefused:
             return   # taken meanwhile (a person, another lease): the heartbeat says so to the run's control
         except EnvironmentStop:
-            return   # the database held up (busy, its server away), or worse: tried again at the next look
+            return   # the database held up, or unusable: the next look tries again (the worker's loop stops the
+            # process for what does not pass)
         if handed is None:
             return   # the call returned in time after all
         self._let_go(control.claim)
@@ -123,8 +124,8 @@ class Deadlines:
 
 def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[str, str, str] | None:
     """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence;
-    returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was recorded
-    first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
+    returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was
+    recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
     ctx = flight.ctx
     run = claim.run_id
     with store.write() as conn:
@@ -161,7 +162,8 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
                message=f"{flight.name}: attempt {attempts + 1} after a {delay:.1f}s back-off, by a worker process "
                        "with no thread left inside this run", **ended)
         return (f"{flight.what} of {run} was still running after {waited}, its deadline: attempt {attempts} counts "
-                f"as failed (StepTimedOut) and the run waits {delay:.1f}s to retry"), RunStatus.WAITING, Reason.RETRY
+                f"as failed (StepTimedOut) and the run waits {delay:.1f}s to retry, in a worker process with no thread "
+                "inside it"), RunStatus.WAITING, Reason.RETRY
 
 
 def _made_it(conn, claim: Claim, flight: InFlight) -> bool:
