@@ -109,8 +109,9 @@ def _set_part_writes_status(text: str) -> bool:
 
 
 def test_every_status_write_is_one_the_notices_know():
-    """All status writes of runs go through these four functions; settle_run and park (through _transition) are
-    the ones that can make a run need a person, and they record a notice. A new one fails here until it does too."""
+    """All status writes of runs go through these four functions; settle (settle_run's, and the deadline watcher's
+    hand-on) and park (through _transition) are the ones that can make a run need a person, and they record a
+    notice. A new one fails here until it does too."""
     writers = set()
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -125,10 +126,10 @@ def test_every_status_write_is_one_the_notices_know():
                     texts.append(node.value)
             if any(_set_part_writes_status(t) for t in texts):
                 writers.add(f"{path.relative_to(PACKAGE)}:{fn.name}")
-    assert writers == {"store/runs.py:_take", "store/runs.py:settle_run", "store/runs.py:_transition",
+    assert writers == {"store/runs.py:_take", "store/runs.py:settle", "store/runs.py:_transition",
                        "store/workers.py:release"}
     source = (PACKAGE / "store" / "runs.py").read_text()
-    for name in ("settle_run", "park"):
+    for name in ("settle", "park"):
         body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
         assert "record_notice(conn" in body, name
 

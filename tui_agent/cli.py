@@ -38,6 +38,7 @@ from .report import (
     workers_report,
 )
 from .runtime.clock import now, parse_instant
+from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
 from .runtime.registry import Registry, load_registry
@@ -65,6 +66,7 @@ from .states import (
     RunStatus,
     WorkerState,
     exit_code,
+    needs_person,
 )
 from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
 from .store.base import on_server
@@ -380,8 +382,10 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         return exit_code(row["status"])
     progress = ProgressLine()
     heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease, agents=[])   # it claims no other run
+    control = heartbeat.hold(claim)
+    control.on_given_up = lambda given: _leave_the_step(progress, given)
     try:
-        outcome = execute(store, registry, claim, progress, heartbeat.hold(claim))
+        outcome = execute(store, registry, claim, progress, control)
     except KeyboardInterrupt:  # ctrl+c: hand the run back now rather than when the lease runs out
         progress.done()
         release(store, claim.run_id, claim.fence, claim.worker, "interrupted with ctrl+c", now())
@@ -391,6 +395,19 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         progress.done()
         heartbeat.close()
     return _report_outcome(outcome)
+
+
+def _leave_the_step(progress: ProgressLine, control: RunControl) -> None:
+    """`run`'s run was handed on while its thread was inside a call that does not return (its deadline passed, or a
+    person took the run): that thread cannot be stopped, so this process ends, leaving it behind."""
+    progress.done()
+    status, reason = control.given_up_as or (None, None)
+    goes_on = status in (RunStatus.WAITING, RunStatus.QUEUED) and not needs_person(status, reason)
+    echo(f"{control.given_up}; this process leaves that call behind and exits"
+         + (" (tui-agent worker --once goes on with the run)" if goes_on else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_WAITING if status is None else exit_code(status))
 
 
 def _notify_options(command):
@@ -439,21 +456,23 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
     if not once:
         echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
              "SIGTERM or ctrl+c stops it", err=True)
-    outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
-                     lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
-                     attendant=attendant, on_stranger=_saying(strangers),
-                     on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
-                                             f"fence {c.fence})", err=True))
-    if once and not outcomes and not strangers:
+    outcomes, left_behind, spent = serve(
+        store.path, session.durability, session.registry, name, concurrency=concurrency, lease_s=lease, once=once,
+        grace_s=grace, stop=stop, on_outcome=_report_outcome, attendant=attendant, on_stranger=_saying(strangers),
+        on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, fence {c.fence})",
+                                err=True))
+    if once and not outcomes and not left_behind and not strangers:
         echo(f"{name}: no run is due", err=True)
     for held in held_by_gone(store, session.registry.names()) if once else ():
         echo(f"{name}: {held['id']} ({held['agent']}) is {held_by(held['worker'], held['claimable_in_s'])}; "
              "run worker --once again then", err=True)
-    if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
+    # stopped by itself (a supervisor starts a fresh one), or --once left due runs of agents it does not know
+    code = EXIT_ENVIRONMENT if spent or (once and strangers) else EXIT_OK
+    if left_behind:  # threads inside calls that outlived their runs (handed back): they cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_OK)
-    return EXIT_ENVIRONMENT if once and strangers else EXIT_OK
+        os._exit(code)
+    return code
 
 
 def _saying(said: list[str]) -> Callable[[str], None]:
@@ -907,10 +926,16 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     for run_id in requeue_released(store, now()):
         echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
-        outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
-                            stop=stop, on_outcome=_report_outcome, on_stranger=_saying(strangers))
-        if not outcomes and not strangers:
+        outcomes, left_behind, _ = serve(store.path, session.durability, session.registry, worker_name(),
+                                         once=True, stop=stop, on_outcome=_report_outcome,
+                                         on_stranger=_saying(strangers))
+        if not outcomes and not left_behind and not strangers:
             echo("no run is due", err=True)
+        if left_behind:   # threads inside calls that outlived their runs (handed back) cannot be stopped
+            attendant.last_pass(store, stop)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_ENVIRONMENT if strangers else EXIT_OK)
     attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
     return EXIT_ENVIRONMENT if strangers else EXIT_OK
 

@@ -59,6 +59,10 @@ class NotReachable(TemporaryError):
     service is away for a while (a closed lid, a VPN reconnecting), so the retry policy's patience applies: it is
     retried for a length of time (`RetryPolicy.patience_s`), not a number of attempts. The built-in
     `ConnectionError` and `TimeoutError` are of this class too (runtime/retry.py `is_unreachable`)."""
+class StepTimedOut(TemporaryError):
+    """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
+    temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
+    (runtime/deadlines.py)."""
 
 
 class PermanentError(Exception):

@@ -112,9 +112,16 @@ PATIENCE_S = 6 * 3600.0
 DEFAULT_RETRY = RetryPolicy(cap_s=300.0, patience_s=PATIENCE_S)
 
 
+# How long a step, a model call or a tool may run before its run is handed back to be retried elsewhere, unless
+# the agent says otherwise (`Agent(step_timeout_s=...)`, None: no deadline) or the call does (`ctx.within`).
+DEFAULT_STEP_TIMEOUT_S = 3600.0
+
+
 @dataclass(eq=False)
 class Agent:
-    """A named, versioned definition: `run(ctx, request)` plus its budget, retries and check."""
+    """A named, versioned definition: `run(ctx, request)` plus its budget, retries and check. `step_timeout_s`
+    bounds each step, model call and tool call (runtime/deadlines.py): one still running then counts as a failed
+    attempt (`StepTimedOut`) and its run is handed back; None means no deadline."""
 
     name: str
     run: Callable[..., Any]
@@ -127,6 +134,7 @@ class Agent:
     plateau: Plateau | None = None
     description: str = ""
     journal_inputs: bool = False  # journal a digest of each step's arguments, so a replay can compare them
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S
 
     @cached_property
     def code_version(self) -> str:

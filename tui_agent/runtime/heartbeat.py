@@ -1,7 +1,9 @@
 """One heartbeat thread per worker process: every third of the lease it renews each lease the
 worker holds, carrying that run's fence. A refused renewal means another worker or a person took
-the run, so that run's code is told to stop at its next journaled call. `Waiting` is the one line a
-worker says while the database holds it up."""
+the run, so that run's code is told to stop at its next journaled call (and a run inside a call is
+given up: runtime/control.py). The heartbeat also starts the process's deadline watcher
+(runtime/deadlines.py), which watches the same runs. `Waiting` is the one line a worker says while
+the database holds it up."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..store.host import this_host
 from ..store.workers import beat, register, stopped
 from .clock import now
 from .control import RunControl
+from .deadlines import Deadlines
 
 
 class Waiting:
@@ -67,6 +70,7 @@ class Heartbeat:
         self._ready.wait()
         if self._failure is not None:
             raise self._failure
+        self._deadlines = Deadlines(db_path, durability, self.controls, self.drop)
 
     @property
     def healthy(self) -> bool:
@@ -74,7 +78,7 @@ class Heartbeat:
         return self._thread.is_alive() and not self._stop.is_set()
 
     def hold(self, claim: Claim) -> RunControl:
-        control = RunControl(claim.claimed_at + claim.lease_s)
+        control = RunControl(claim.claimed_at + claim.lease_s, claim)
         with self._lock:
             self._held[claim.run_id] = (claim.fence, control)
         return control
@@ -145,5 +149,6 @@ class Heartbeat:
             self._complained = True
 
     def close(self) -> None:
+        self._deadlines.close()
         self._stop.set()
         self._thread.join()

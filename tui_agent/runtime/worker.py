@@ -61,6 +61,17 @@ class Outcome:
     message: str | None = None
 
 
+def refused(store: Store, run_id: str, error: str) -> Outcome:
+    """The outcome of a run another worker or a person took from this one: what the run is now."""
+    try:
+        message = standing(store, get_run(store, run_id))
+    except EnvironmentStop as stop:
+        if stop.kind not in WAITED_OUT:
+            raise
+        message = f"could not be read now ({_HELD_UP[stop.kind]})"
+    return Outcome(run_id, REFUSED, None, error=error, message=message)
+
+
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
             control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
@@ -150,13 +161,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             if stop.kind not in WAITED_OUT:
                 raise
             # still busy, or away: a run held back for our send goes on when this process ends instead
-        try:
-            message = standing(store, get_run(store, claim.run_id))
-        except EnvironmentStop as stop:
-            if stop.kind not in WAITED_OUT:
-                raise
-            message = f"could not be read now ({_HELD_UP[stop.kind]})"
-        return Outcome(claim.run_id, REFUSED, None, error=str(e), message=message)
+        return refused(store, claim.run_id, str(e))
     except EnvironmentStop as e:
         if e.kind not in WAITED_OUT:
             raise  # read-only, full or damaged: this worker stops writing altogether

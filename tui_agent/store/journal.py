@@ -133,6 +133,12 @@ def write_entry(store: Store, run_id: str, generation: int, position: int, fence
                 return
 
 
+def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> bool:
+    """Inside a write: whether the journal holds an entry at (run, generation, position), by any fence."""
+    return conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                        (run_id, generation, position)).fetchone() is not None
+
+
 def committed_entry(store: Store, run_id: str, generation: int, position: int, fence: int) -> bool:
     """Whether the journal holds the entry at (run, generation, position) written under `fence`. On a server the
     run's row is locked first, which waits for a transaction that still holds it (a cut write's, if its session

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -209,14 +209,28 @@ def _at(now: float | Clock) -> float:
     return now() if callable(now) else now
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run); with none due, a run
-    of theirs whose holder is verifiably gone from this host (store/holders.py)."""
+def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
+               avoid: Collection[str] = ()) -> Claim | None:
+    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run), none of `avoid` (the
+    runs this process still has a thread inside a call of, which it gave up on: runtime/deadlines.py); with none
+    due, a run of theirs whose holder is verifiably gone from this host (store/holders.py)."""
     if not agents:
         return None
-    marks = ", ".join(f":a{i}" for i in range(len(agents)))
-    return _claim(store, f"agent IN ({marks})", {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s,
-                  now)
+    pick, params = _among(agents, avoid)
+    return _claim(store, pick, params, worker, lease_s, now)
+
+
+def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
+    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters: named
+    (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
+    named = mark == ":"
+    agent_marks = ", ".join(f":a{i}" if named else "?" for i in range(len(agents)))
+    pick = f"agent IN ({agent_marks})"
+    if avoid:
+        pick += " AND id NOT IN (" + ", ".join(f":v{i}" if named else "?" for i in range(len(avoid))) + ")"
+    if named:
+        return pick, {**{f"a{i}": a for i, a in enumerate(agents)}, **{f"v{i}": r for i, r in enumerate(avoid)}}
+    return pick, (*agents, *avoid)
 
 
 def _due_read(store: Store, now: float) -> tuple[str, tuple]:
@@ -227,22 +241,23 @@ def _due_read(store: Store, now: float) -> tuple[str, tuple]:
             (now,) if server else (now, now))
 
 
-def any_due(store: Store, agents: list[str], now: float) -> bool:
+def any_due(store: Store, agents: list[str], now: float, avoid: Collection[str] = ()) -> bool:
     """A cheap read before a claim's write transaction, so an idle worker does not take the write lock: one
     statement, which also lists this host's workers that hold live leases on runs of `agents`, so a run whose
-    holder is verifiably gone counts as due (their processes are probed, nothing is killed)."""
+    holder is verifiably gone counts as due (their processes are probed, nothing is killed). `avoid`: as for
+    claim_next."""
     if not agents:
         return False
-    marks = ", ".join("?" for _ in agents)
+    pick, picked = _among(agents, avoid, "?")
     sql, params = _due_read(store, now)
     lease_sql = SERVER_NOW if on_server(store.conn) else "?"   # a server's clock judges leases, in the statement
     held = HELD_HERE.format(lease_now=lease_sql, host_id="?")
     lease = () if on_server(store.conn) else (now,)
     rows = dict_rows(store.conn.execute(
         f"SELECT NULL AS name, NULL AS pid, NULL AS host, NULL AS host_id, NULL AS pid_started, NULL AS pgid FROM"
-        f" (SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1) AS due"
-        f" UNION ALL {held} AND r.agent IN ({marks})",
-        (*params, *agents, *lease, this_host_id(), *agents)))
+        f" (SELECT 1 FROM runs WHERE {sql} AND {pick} LIMIT 1) AS due"
+        f" UNION ALL {held} AND {pick}",
+        (*params, *picked, *lease, this_host_id(), *picked)))
     held_rows = []
     for row in rows:
         if row["name"] is None:
@@ -347,17 +362,27 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
     locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
     ids are displays' cursors, so those commit one at a time, in id order."""
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
-        check_fence(conn, claim.run_id, claim.fence, now, None)
-        conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
-        fold(conn, claim.run_id)
-        conn.execute(
-            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
-            " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
-            (status, reason, result, result_artifact, error, traceback, wake_at,
-             now if status in TERMINAL else None, claim.run_id),
-        )
-        add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
-        record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
+        settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
+               result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
+
+
+def settle(conn: sqlite3.Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
+           result: str | None = None, result_artifact: str | None = None, error: str | None = None,
+           wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None,
+           handed_on: bool = False) -> None:
+    """`settle_run` inside a write of the caller's. `handed_on`: the run's own thread may still write (it is
+    inside a call the worker gave up on, runtime/deadlines.py), so the fence grows and refuses it."""
+    check_fence(conn, claim.run_id, claim.fence, now, None)
+    conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
+    fold(conn, claim.run_id)
+    conn.execute(
+        "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
+        " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = ?",
+        (status, reason, result, result_artifact, error, traceback, wake_at,
+         now if status in TERMINAL else None, int(handed_on), claim.run_id),
+    )
+    add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+    record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
 
 
 def get_run(store: Store, run_id: str) -> dict:
