@@ -1,5 +1,5 @@
-"""The simulator's engine apart from the matrix (test_sim_matrix.py): stepping one boundary at a time, the
-Why, the scenario's own clock and store, the headless command and the handout in docs/."""
+"""The simulator's engine apart from the matrix (test_sim_matrix.py): stepping one boundary at a time and
+stepping back, the Why, the scenario's own clock and store, the headless command and the handout in docs/."""
 
 import json
 from dataclasses import replace
@@ -65,6 +65,33 @@ def test_closing_a_stepper_mid_scenario_ends_its_thread_and_removes_its_store():
     stepper.close()
     assert not stepper._thread.is_alive()
     assert not folder.exists()
+
+
+def test_a_stepper_closed_before_it_started_never_starts():
+    """A held key resets the screen faster than a thread worker starts the stepper it made."""
+    stepper = Stepper(Settings())
+    stepper.close()
+    assert stepper.start() is None and stepper.command(STEP) is None
+    assert stepper._thread.ident is None and stepper.scenario.folder is None
+
+
+def test_given_the_same_presses_a_new_stepper_stops_where_the_first_one_stood():
+    """Step back is the same presses again, less the last: every stop's command, `!` and `n` included."""
+    stepper = Stepper(Settings(crash_at="none"))
+    stepper.start()
+    for command in (STEP, CRASH, STEP):     # crash after fetch sales, then worker 2 starts (`n`)
+        view = stepper.command(command)
+    stepper.close()
+    assert view.stop.label == "fetch sales: recorded, not done again"
+    again = Stepper(stepper.settings, presses=view.presses)
+    same = again.start()
+    again.close()
+    assert view.presses == (STEP, CRASH, STEP) and same.presses == view.presses
+    assert (same.stop, same.workers, same.counts) == (view.stop, view.workers, view.counts)
+    back = Stepper(stepper.settings, presses=view.presses[:-1])
+    before = back.start()
+    back.close()
+    assert before.presses == view.presses[:-1] and before.stop.label == "worker 1 crashed: after fetch sales"
 
 
 def test_a_scenario_never_moves_the_process_clock_nor_leaves_a_watcher_or_an_arm():

@@ -84,7 +84,8 @@ class SimulatorScreen(Screen):
     @work(thread=True, group="simulator")
     def _advance(self, stepper: Stepper, command: str | None) -> None:
         view = stepper.start() if command is None else stepper.command(command)
-        self.post_message(ScenarioAdvanced(stepper, view))
+        if view is not None:   # None: the stepper was closed on the way (a reset)
+            self.post_message(ScenarioAdvanced(stepper, view))
 
     def send(self, command: str) -> None:
         if self._busy or self.stepper is None:
