@@ -259,6 +259,16 @@ async def test_escape_closes_a_dialog_and_never_quits_tui_agent_simulate():
         assert not app.is_running
 
 
+async def test_the_runs_footer_keeps_the_simulators_key_at_80x24(demo):
+    async with tui(demo[0], size=(80, 24)) as (app, pilot):
+        await pilot.pause()
+        assert isinstance(app.screen, RunsScreen)
+        keys = {k.key: k for k in app.screen.query_one(Footer).query(FooterKey)}
+        palette = keys["ctrl+p"].region
+        assert "m" in keys and keys["m"].region.right - 1 <= palette.x
+        assert "m Simulator" in rendered(app)[keys["m"].region.y]
+
+
 async def test_in_the_tui_escape_goes_back_to_the_runs_and_m_returns_to_the_same_scenario(tmp_path):
     async with tui(tmp_path / "runs.db", size=(80, 24)) as (app, pilot):
         assert isinstance(app.screen, RunsScreen)
