@@ -167,7 +167,8 @@ CASES = [
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
     Case("simulator predict", PredictModal, in_simulator("p")),
-    Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(after_crash="ask-person"))),
+    Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(saving="steps", key="saved",
+                                                                                  after_crash="ask-person"))),
 ]
 
 

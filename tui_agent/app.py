@@ -154,10 +154,13 @@ class TuiAgentApp(App):
         self.push_screen(HelpScreen(type(self.screen)))     # that screen's keys come first
 
     def action_simulator(self) -> None:
+        """The Simulator, at the document's defaults the first time, then as it was left (escape goes back)."""
         from .screens.simulator import SimulatorScreen
 
-        if not isinstance(self.screen, SimulatorScreen):
-            self.push_screen(SimulatorScreen())
+        if not self.is_screen_installed("simulator"):
+            self.install_screen(SimulatorScreen(), "simulator")
+        if self.get_screen("simulator") not in self.screen_stack:
+            self.push_screen("simulator")
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

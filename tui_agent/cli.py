@@ -1126,7 +1126,8 @@ def _setting_option(name: str):
 
 @cli.command()
 @click.option("--headless", is_flag=True, help="Execute the scenario once and print what happened (no screen).")
-@click.option("--table", "table", is_flag=True, help="Print the five lessons x every crash point as Markdown.")
+@click.option("--table", "table", is_flag=True,
+              help="Print the lessons (the document's steps, then the further ones) x every crash point as Markdown.")
 @click.option("--all", "whole", is_flag=True, help="With --table: every combination of the settings.")
 @_setting_option("saving")
 @_setting_option("key")
@@ -1136,10 +1137,11 @@ def _setting_option(name: str):
 @_setting_option("restart_after")
 @click.option("--person", type=click.Choice(["happened", "not-done"]), default=None,
               help="Headless: the person's answer whenever the run waits for one (without it: reported waiting).")
-@json_option("Headless: the outcome as JSON: counts, workers, effect_state")
+@json_option("Headless: the outcome as JSON: counts, workers (timeline, effect_states), effect_state, why")
 def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_json: bool, **chosen: str) -> int:
     """Crash it yourself: the nightly report on the real runtime, in a throw-away store, with a crash where
-    you choose (the Simulator screen; never touches your runs)."""
+    you choose (the Simulator screen; never touches your runs). A setting left out is the lesson's default:
+    save nothing, no key, a service that dedupes, send again on doubt, crash after the send, worker 2 now."""
     from .sim import Settings
     from .sim import simulate as execute_scenario
     from .sim.explain import why
@@ -1165,7 +1167,10 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
     for n, rows in enumerate(outcome.workers, 1):
         echo(f"worker {n}" + ("" if n == 1 else f" (starts {settings.describe('restart_after')})"))
         for row in rows or []:
-            echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
+            if row.fate in ("ledger", "found"):   # the email's row in the effect ledger, and the key it holds
+                echo(f"  {row.fate:<13} {row.step} {row.detail}  ({'key ' + row.key if row.key else 'no key'})")
+            else:
+                echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
         if not rows:
             echo("  (nothing to do)")
     echo("  ".join(f"{name.replace('_', ' ')} {count}" for name, count in outcome.counts.items()))

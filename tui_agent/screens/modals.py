@@ -326,10 +326,10 @@ class NewRunModal(Dialog):
 
 
 class PredictModal(Dialog):
-    """Predict, then run: the learner commits to numbers before the scenario says them."""
+    """Predict first: the learner commits to numbers before the scenario says them, then steps or runs it."""
 
-    TITLE = "Predict, then run"
-    DO = "Run it"
+    TITLE = "Predict first"
+    DO = "Predict"
 
     def body(self) -> ComposeResult:
         yield Static("How many emails will the team get, and how many fetches will the two workers make in all?")
