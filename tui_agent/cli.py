@@ -37,7 +37,7 @@ from .report import (
     steps_of,
     workers_report,
 )
-from .runtime.clock import now, parse_instant
+from .runtime.clock import iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
@@ -807,15 +807,71 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
             counts = copy_database(source, target, progress)
             if shown["any"] and shown["tty"]:
                 sys.stderr.write("\r\x1b[2K")
-            runs = counts.pop("runs")
-            kept = counts.pop("artifacts")
-            missing = counts.pop("missing artifacts", 0)
-            parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
-                     if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
-            echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
-                 f"{target.path} in {time.monotonic() - started:.1f} s")
+            echo(f"copied {_counted(counts)} from {source.path} to {target.path} in "
+                 f"{time.monotonic() - started:.1f} s")
     finally:
         source.close()
+    return EXIT_OK
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """What a copy, an export or an import wrote (copying.Tally.counts): `3 runs (40 journal entries, ...)`."""
+    counts = dict(counts)
+    runs, kept, missing = counts.pop("runs"), counts.pop("artifacts"), counts.pop("missing artifacts", 0)
+    parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
+             if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
+    return f"{runs:,} run{'s' * (runs != 1)} ({', '.join(parts)})"
+
+
+def _with_ancestry(carried) -> str:
+    """`r-a and r-b (and r-c, which they were forked from)`: the runs an export or an import carried."""
+    named = " and ".join(carried.named)
+    if not carried.ancestry:
+        return named
+    return f"{named} (and {', '.join(carried.ancestry)}, which {'they were' if len(carried.named) > 1 else 'it was'}" \
+           " forked from)"
+
+
+@cli.command("export")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT)
+@click.option("-o", "--output", required=True, metavar="FILE", type=click.Path(dir_okay=False),
+              help="The SQLite file to write (a new one; --force replaces one that exists).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
+@click.pass_obj
+def export_command(session: Session, run_refs: tuple[str, ...], output: str, force: bool) -> int:
+    """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
+    their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
+    replay, fork), and tui-agent import FILE loads it into another database."""
+    from .exports import export_runs
+
+    done = export_runs(session.existing_store, run_refs, output, force)
+    echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
+         f"{output} show {done.named[0]}, or load it elsewhere with tui-agent import {output}")
+    return EXIT_OK
+
+
+@cli.command("import")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--adopt", is_flag=True, help="Take the runs over (each ended or parked in FILE): they are this "
+              "database's from now on, and their source must not resume them.")
+@click.pass_obj
+def import_command(session: Session, file: str, adopt: bool) -> int:
+    """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
+    are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
+    an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
+    from .exports import open_export
+
+    source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
+    try:
+        done = operate.import_export(session.store, source, meta, file, adopt)
+    finally:
+        source.close()
+    echo(f"imported {_with_ancestry(done)} from {file} (exported from {done.source} at {iso(done.exported_at)}) into "
+         f"{session.store.path}: {_counted(done.counts)}; " + (
+             f"taken over: resume or fork {' and '.join(done.adopted)} here; {done.source} must not resume "
+             f"{'them' if len(done.adopted) > 1 else 'it'} (both would do the pending effects)" if done.adopted else
+             f"to read, diff, replay and fork here, never to resume ({done.source} may still run them); fork one "
+             "to go on here"))
     return EXIT_OK
 
 
@@ -1064,6 +1120,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
         echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
+    if found := report["imported"]:
+        echo(f"imported  from {found['source']} (exported {found['exported_at']}): here to read, diff, replay and "
+             "fork, never to resume")
     for question in approvals_of(store, r["id"]):
         answer = question["decision"] or "waiting for a person"
         echo(f"approval  {question['name']}: {question['question']} -> {answer}")
