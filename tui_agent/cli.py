@@ -17,7 +17,7 @@ import click
 from . import notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, claimable, file_size, held_by, in_zone, pace, skew, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
@@ -872,6 +872,100 @@ def import_command(session: Session, file: str, adopt: bool) -> int:
              f"{'them' if len(done.adopted) > 1 else 'it'} (both would do the pending effects)" if done.adopted else
              f"to read, diff, replay and fork here, never to resume ({done.source} may still run them); fork one "
              "to go on here"))
+    return EXIT_OK
+
+
+@cli.command("worktrees")
+@click.option("--clean", is_flag=True, help="Remove the worktrees whose runs have all ended, after asking (their "
+              "branches stay, so a merged branch can then be deleted with git branch -d).")
+@click.option("--yes", is_flag=True, help="With --clean: remove them without asking (for scripts).")
+@json_option("An array, one object per worktree: worktree, repo, branch, onto, merged, size_bytes, locked, run, "
+             "agent, status, reason, runs, removable")
+@click.pass_obj
+def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -> int:
+    """List the git worktrees the coding agents made (any agent whose run records one), with the run working in each,
+    its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
+    those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
+    ended run (changes no commit holds, a lock)."""
+    from .worktrees import listing
+
+    store = session.existing_store
+    trees = listing(store)
+    if clean:
+        return _clean_worktrees(store, trees, yes)
+    if as_json:
+        _json_out([tree.as_json() for tree in trees])
+        return EXIT_OK
+    if not trees:
+        echo("no worktree of a coding agent's run (patch and refactor-imports make one in a git repository)")
+        return EXIT_OK
+    rows = [(tree.run["id"], tree.run["agent"], tree.branch or "(detached)",
+             tree.run["status"] + (f": {tree.run['reason']}" if tree.run["reason"] else ""),
+             {True: "yes", False: "no", None: "-"}[tree.merged], file_size(tree.size), tree.path) for tree in trees]
+    _table((("RUN", 11), ("AGENT", 16), ("BRANCH", max(len(row[2]) for row in rows)),
+            ("STATE", max(len(row[3]) for row in rows)), ("MERGED", 6), ("SIZE", -9), ("WORKTREE", 0)), rows)
+    return EXIT_OK
+
+
+def _clean_worktrees(store, trees: list, yes: bool) -> int:
+    """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
+    remove each as operate.clean_worktrees decides it again."""
+    from .worktrees import branch_advice, why_not_remove
+
+    if not trees:
+        echo("no worktree of a coding agent's run is left")
+        return EXIT_OK
+    going = [tree for tree in trees if why_not_remove(tree) is None]
+    kept = [(tree, why_not_remove(tree)) for tree in trees if tree not in going]
+    if going and not yes:
+        for tree in going:
+            echo(f"to remove: {tree.path} ({tree.run['id']} {tree.run['status']}, {file_size(tree.size)}; its branch "
+                 f"{tree.branch or '(none)'} stays)")
+        question = f"Remove {len(going)} worktree(s), {file_size(sum(tree.size for tree in going))} in all?"
+        try:
+            if not click.confirm(question, default=False, err=True):
+                echo("nothing was removed")
+                going = []
+        except click.Abort:   # no answer to read (a script): nothing is removed unasked
+            raise UserError(f"--clean would remove {len(going)} worktree(s) and read no answer; nothing was "
+                            "removed; add --yes to remove them without asking") from None
+    done = operate.clean_worktrees(store, going) + kept
+    for tree, why in done:
+        echo(f"removed {tree.path} ({tree.run['id']} {tree.run['status']}); {branch_advice(tree)}" if why is None
+             else f"kept {tree.path}: {why}")
+    ended_but_kept = [tree for tree, why in done if why and all(r["status"] in TERMINAL for r in tree.runs)]
+    return EXIT_NOT_SUCCEEDED if ended_but_kept else EXIT_OK
+
+
+@cli.command()
+@click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="The repository (any folder in it); default: every one this database's coding runs worked in.")
+@json_option("An array of pull requests: repo, number, state, branch, base, head, title, body, key, opened_at, "
+             "closed_at (when closed)")
+@click.pass_obj
+def pulls(session: Session, repo: str | None, as_json: bool) -> int:
+    """List the pull requests on the local git host (what patch opens, kept in the repository's
+    .git/tui-agent/pulls.json), oldest first."""
+    from .worktrees import pulls as pulls_of, repositories
+
+    repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
+    try:
+        found = pulls_of(repos)
+    except ValueError as e:
+        raise UserError(f"--repo {repo}: {e}") from None
+    if as_json:
+        _json_out([{k: iso(v) if k in ("opened_at", "closed_at") else v for k, v in pr.items()} for pr in found])
+        return EXIT_OK
+    if not found:
+        echo(f"no pull request in {repo}" if repo else "no pull request: no coding run of this database opened one "
+             "(--repo DIR names a repository)")
+        return EXIT_OK
+    at = now()
+    many = len({pr["repo"] for pr in found}) > 1
+    _table((("#", -4), ("STATE", 6), ("BRANCH", max(len(pr["branch"]) for pr in found)), ("BASE", 10), ("HEAD", 12), ("OPENED", -10),
+            *([("REPO", 30)] * many), ("TITLE", 0)),
+           [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
+             ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import worktrees
 from .errors import UserError
 from .exports import Carried, import_runs
 from .format import held_by, usd_exact
@@ -57,6 +58,7 @@ from .store.runs import (
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
+from .worktrees import Worktree
 
 
 def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
@@ -520,6 +522,31 @@ def import_export(store: Store, source: Store, meta: dict, file: str, adopt: boo
     """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
     `adopt`, take the runs it was made of over (exports.py)."""
     return import_runs(source, meta, store, file, adopt, _person())
+
+
+def remove_worktree(store: Store, run_ref: str) -> Worktree:
+    """Remove the worktree RUN names, once every run that goes on in it has ended; its branch stays
+    (worktrees.py). Refused, with nothing removed, while a run may still need it or it holds uncommitted changes."""
+    run = get_run(store, resolve_run(store, run_ref))
+    tree = worktrees.of_run(store, run["id"])
+    if tree is None:
+        raise _refuse(store, run, "it names no worktree that git knows (git worktree list)")
+    try:
+        return worktrees.remove(store, tree, _person(), now())
+    except ValueError as e:
+        raise _refuse(store, run, f"its worktree {tree.path} stays: {e}") from None
+
+
+def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree, str | None]]:
+    """Remove each of the worktrees (worktrees.listing) whose runs, read again, have all ended (`tui-agent worktrees
+    --clean`): each with None when it was removed, else why it stays."""
+    done = []
+    for tree in trees:
+        try:
+            done.append((worktrees.remove(store, tree, _person(), now()), None))
+        except ValueError as e:
+            done.append((tree, str(e)))
+    return done
 
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",

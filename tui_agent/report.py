@@ -54,6 +54,8 @@ from .store.schedules import schedule_events as schedule_events
 from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
+from .worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
+from .worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at", "exported_at",
