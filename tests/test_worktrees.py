@@ -146,3 +146,14 @@ async def test_a_coding_runs_screen_shows_its_worktree_and_W_removes_it_after_as
         await pilot.click("#confirm")
         await pilot.pause()
         assert not tree.exists() and "worktree removed; its branch patch/issue-mean-is-wrong stays" in toasts[-1]
+
+
+@pytest.mark.postgres
+def test_a_postgres_databases_coding_runs_worktrees_are_listed_and_cleaned(tui_agent, repo, pg_url):
+    run_id = ok(tui_agent("--db", pg_url, "start", "refactor-imports", "--input",
+                          json.dumps({"root": str(repo), "from": "acme_old", "to": "acme_new"}))).stdout.strip()
+    ok(tui_agent("--db", pg_url, "worker", "--once"))
+    [tree] = json.loads(ok(tui_agent("--db", pg_url, "worktrees", "--json")).stdout)
+    assert (tree["run"], tree["status"], tree["repo"], tree["removable"]) == (run_id, "succeeded", str(repo), True)
+    assert "removed " in ok(tui_agent("--db", pg_url, "worktrees", "--clean", "--yes")).stdout
+    assert not Path(tree["worktree"]).exists() and tree["branch"] in git("branch", cwd=repo).stdout
