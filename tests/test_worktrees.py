@@ -121,6 +121,8 @@ def test_pulls_lists_the_local_hosts_pull_requests(tui_agent, repo, tmp_path):
     not_git.mkdir()
     refused = tui_agent("pulls", "--repo", str(not_git))
     assert refused.returncode == 2 and "is not a git repository" in refused.stderr
+    shutil.rmtree(sample)                                               # a repository the runs named is gone
+    assert "no pull request: no coding run" in ok(tui_agent("pulls")).stdout
 
 
 async def test_a_coding_runs_screen_shows_its_worktree_and_W_removes_it_after_asking_once_it_has_ended(

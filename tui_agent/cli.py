@@ -952,7 +952,7 @@ def pulls(session: Session, repo: str | None, as_json: bool) -> int:
     try:
         found = pulls_of(repos)
     except ValueError as e:
-        raise UserError(f"--repo {repo}: {e}") from None
+        raise UserError(f"--repo {repo}: {e}" if repo else str(e)) from None
     if as_json:
         _json_out([{k: iso(v) if k in ("opened_at", "closed_at") else v for k, v in pr.items()} for pr in found])
         return EXIT_OK

@@ -184,8 +184,9 @@ def branch_advice(tree: Worktree) -> str:
 
 
 def repositories(store: Store) -> list[str]:
-    """The repositories the runs' worktrees name, whether or not git still lists the worktrees."""
-    return sorted({place["repo"] for place, _ in _named(store).values()})
+    """The repositories the runs' worktrees name that are still there, whether or not git still lists the
+    worktrees."""
+    return sorted({place["repo"] for place, _ in _named(store).values() if os.path.isdir(place["repo"])})
 
 
 def pulls(repos: list[str]) -> list[dict]:
