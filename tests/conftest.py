@@ -219,10 +219,11 @@ def invoke():
 def tui_agent():
     """Run the CLI in a real subprocess (needed for crash points and TUI_AGENT_NOW)."""
 
-    def _run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    def _run(*args: str, env: dict | None = None, timeout: float = 60,
+             input: str | None = None) -> subprocess.CompletedProcess:   # input: its stdin (else the test's)
         full_env = {**os.environ, **(env or {})}
         return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True,
-                              env=full_env, timeout=timeout, cwd=ROOT)
+                              env=full_env, timeout=timeout, cwd=ROOT, input=input)
 
     return _run
 

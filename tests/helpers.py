@@ -273,6 +273,13 @@ def dump(db) -> list[str]:
         store.close()
 
 
+def portable(value, data_dir: str):
+    """A report with where the database keeps its artifacts (its own data folder, or artifact: for a table's rows)
+    written as <data>/: what legitimately differs between two copies of a run."""
+    text = json.dumps(value, sort_keys=True).replace('"artifact:', '"<data>/')
+    return json.loads(text.replace(json.dumps(data_dir)[1:-1], "<data>"))
+
+
 def data_dir(database: Path | str) -> Path:
     """The data folder of the database at `database` (a SQLite file, or a PostgreSQL URL), as its store names it:
     where agents keep their outbox, fetch log and keys (beside the file on SQLite, per machine under

@@ -17,7 +17,7 @@ import click
 from . import notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, claimable, file_size, held_by, in_zone, pace, skew, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
@@ -37,7 +37,7 @@ from .report import (
     steps_of,
     workers_report,
 )
-from .runtime.clock import now, parse_instant
+from .runtime.clock import iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
@@ -807,15 +807,165 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
             counts = copy_database(source, target, progress)
             if shown["any"] and shown["tty"]:
                 sys.stderr.write("\r\x1b[2K")
-            runs = counts.pop("runs")
-            kept = counts.pop("artifacts")
-            missing = counts.pop("missing artifacts", 0)
-            parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
-                     if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
-            echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
-                 f"{target.path} in {time.monotonic() - started:.1f} s")
+            echo(f"copied {_counted(counts)} from {source.path} to {target.path} in "
+                 f"{time.monotonic() - started:.1f} s")
     finally:
         source.close()
+    return EXIT_OK
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """What a copy, an export or an import wrote (copying.Tally.counts): `3 runs (40 journal entries, ...)`."""
+    counts = dict(counts)
+    runs, kept, missing = counts.pop("runs"), counts.pop("artifacts"), counts.pop("missing artifacts", 0)
+    parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
+             if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
+    return f"{runs:,} run{'s' * (runs != 1)} ({', '.join(parts)})"
+
+
+def _with_ancestry(carried) -> str:
+    """`r-a and r-b (and r-c, which they were forked from)`: the runs an export or an import carried."""
+    named = " and ".join(carried.named)
+    if not carried.ancestry:
+        return named
+    return f"{named} (and {', '.join(carried.ancestry)}, which {'they were' if len(carried.named) > 1 else 'it was'}" \
+           " forked from)"
+
+
+@cli.command("export")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT)
+@click.option("-o", "--output", required=True, metavar="FILE", type=click.Path(dir_okay=False),
+              help="The SQLite file to write (a new one; --force replaces one that exists).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
+@click.pass_obj
+def export_command(session: Session, run_refs: tuple[str, ...], output: str, force: bool) -> int:
+    """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
+    their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
+    replay, fork), and tui-agent import FILE loads it into another database."""
+    from .exports import export_runs
+
+    done = export_runs(session.existing_store, run_refs, output, force)
+    echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
+         f"{output} show {done.named[0]}, or load it elsewhere with tui-agent import {output}")
+    return EXIT_OK
+
+
+@cli.command("import")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--adopt", is_flag=True, help="Take the runs over (each ended or parked in FILE): they are this "
+              "database's from now on, and their source must not resume them.")
+@click.pass_obj
+def import_command(session: Session, file: str, adopt: bool) -> int:
+    """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
+    are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
+    an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
+    from .exports import open_export
+
+    source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
+    try:
+        done = operate.import_export(session.store, source, meta, file, adopt)
+    finally:
+        source.close()
+    echo(f"imported {_with_ancestry(done)} from {file} (exported from {done.source} at {iso(done.exported_at)}) into "
+         f"{session.store.path}: {_counted(done.counts)}; " + (
+             f"taken over: resume or fork {' and '.join(done.adopted)} here; {done.source} must not resume "
+             f"{'them' if len(done.adopted) > 1 else 'it'} (both would do the pending effects)" if done.adopted else
+             f"to read, diff, replay and fork here, never to resume ({done.source} may still run them); fork one "
+             "to go on here"))
+    return EXIT_OK
+
+
+@cli.command("worktrees")
+@click.option("--clean", is_flag=True, help="Remove the worktrees whose runs have all ended, after asking (their "
+              "branches stay, so a merged branch can then be deleted with git branch -d).")
+@click.option("--yes", is_flag=True, help="With --clean: remove them without asking (for scripts).")
+@json_option("An array, one object per worktree: worktree, repo, branch, onto, merged, size_bytes, locked, run, "
+             "agent, status, reason, runs, removable")
+@click.pass_obj
+def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -> int:
+    """List the git worktrees the coding agents made (any agent whose run records one), with the run working in each,
+    its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
+    those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
+    ended run (changes no commit holds, a lock)."""
+    from .worktrees import listing
+
+    store = session.existing_store
+    trees = listing(store)
+    if clean:
+        return _clean_worktrees(store, trees, yes)
+    if as_json:
+        _json_out([tree.as_json() for tree in trees])
+        return EXIT_OK
+    if not trees:
+        echo("no worktree of a coding agent's run (patch and refactor-imports make one in a git repository)")
+        return EXIT_OK
+    rows = [(tree.run["id"], tree.run["agent"], tree.branch or "(detached)",
+             tree.run["status"] + (f": {tree.run['reason']}" if tree.run["reason"] else ""),
+             {True: "yes", False: "no", None: "-"}[tree.merged], file_size(tree.size), tree.path) for tree in trees]
+    _table((("RUN", 11), ("AGENT", 16), ("BRANCH", max(len(row[2]) for row in rows)),
+            ("STATE", max(len(row[3]) for row in rows)), ("MERGED", 6), ("SIZE", -9), ("WORKTREE", 0)), rows)
+    return EXIT_OK
+
+
+def _clean_worktrees(store, trees: list, yes: bool) -> int:
+    """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
+    remove each as operate.clean_worktrees decides it again."""
+    from .worktrees import branch_advice, why_not_remove
+
+    if not trees:
+        echo("no worktree of a coding agent's run is left")
+        return EXIT_OK
+    going = [tree for tree in trees if why_not_remove(tree) is None]
+    kept = [(tree, why_not_remove(tree)) for tree in trees if tree not in going]
+    if going and not yes:
+        for tree in going:
+            echo(f"to remove: {tree.path} ({tree.run['id']} {tree.run['status']}, {file_size(tree.size)}; its branch "
+                 f"{tree.branch or '(none)'} stays)")
+        question = f"Remove {len(going)} worktree(s), {file_size(sum(tree.size for tree in going))} in all?"
+        try:
+            if not click.confirm(question, default=False, err=True):
+                echo("nothing was removed")
+                going = []
+        except click.Abort:   # no answer to read (a script): nothing is removed unasked
+            raise UserError(f"--clean would remove {len(going)} worktree(s) and read no answer; nothing was "
+                            "removed; add --yes to remove them without asking") from None
+    done = operate.clean_worktrees(store, going) + kept
+    for tree, why in done:
+        echo(f"removed {tree.path} ({tree.run['id']} {tree.run['status']}); {branch_advice(tree)}" if why is None
+             else f"kept {tree.path}: {why}")
+    ended_but_kept = [tree for tree, why in done if why and all(r["status"] in TERMINAL for r in tree.runs)]
+    return EXIT_NOT_SUCCEEDED if ended_but_kept else EXIT_OK
+
+
+@cli.command()
+@click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="The repository (any folder in it); default: every one this database's coding runs worked in.")
+@json_option("An array of pull requests: repo, number, state, branch, base, head, title, body, key, opened_at, "
+             "closed_at (when closed)")
+@click.pass_obj
+def pulls(session: Session, repo: str | None, as_json: bool) -> int:
+    """List the pull requests on the local git host (what patch opens, kept in the repository's
+    .git/tui-agent/pulls.json), oldest first."""
+    from .worktrees import pulls as pulls_of, repositories
+
+    repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
+    try:
+        found = pulls_of(repos)
+    except ValueError as e:
+        raise UserError(f"--repo {repo}: {e}" if repo else str(e)) from None
+    if as_json:
+        _json_out([{k: iso(v) if k in ("opened_at", "closed_at") else v for k, v in pr.items()} for pr in found])
+        return EXIT_OK
+    if not found:
+        echo(f"no pull request in {repo}" if repo else "no pull request: no coding run of this database opened one "
+             "(--repo DIR names a repository)")
+        return EXIT_OK
+    at = now()
+    many = len({pr["repo"] for pr in found}) > 1
+    _table((("#", -4), ("STATE", 6), ("BRANCH", max(len(pr["branch"]) for pr in found)), ("BASE", 10), ("HEAD", 12), ("OPENED", -10),
+            *([("REPO", 30)] * many), ("TITLE", 0)),
+           [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
+             ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
     return EXIT_OK
 
 
@@ -1064,6 +1214,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
         echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
+    if found := report["imported"]:
+        echo(f"imported  from {found['source']} (exported {found['exported_at']}): here to read, diff, replay and "
+             "fork, never to resume")
     for question in approvals_of(store, r["id"]):
         answer = question["decision"] or "waiting for a person"
         echo(f"approval  {question['name']}: {question['question']} -> {answer}")

@@ -199,6 +199,14 @@ def count(value: float) -> str:
     return f"{value:g}"
 
 
+def file_size(size: int) -> str:
+    """Bytes on disk as a person reads them: 812 B, 16.2 MB (powers of 1,000, as `du --si` says)."""
+    for step, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if size >= step:
+            return f"{size / step:.1f} {unit}"
+    return f"{size} B"
+
+
 def amount(dimension: str, value: float | None) -> str:
     """A budget figure in its dimension's unit: $0.19 (cost_usd), 3m 20s (wall_s), else a count."""
     if value is None:

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import worktrees
 from .errors import UserError
+from .exports import Carried, import_runs
 from .format import held_by, usd_exact
 from .report import with_holders
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
-from .runtime.clock import clock_time, now
+from .runtime.clock import clock_time, iso, now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
@@ -40,6 +42,7 @@ from .store.approvals import pending as pending_approval
 from .store.base import reopening
 from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
+from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
     EditedEntry,
@@ -55,6 +58,7 @@ from .store.runs import (
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
+from .worktrees import Worktree
 
 
 def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
@@ -218,14 +222,25 @@ def _refuse(store: Store, run: dict, why: str) -> UserError:
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
+def why_not_imported(found: dict | None) -> str | None:
+    """Every action but a fork refuses a run imported from another database (store/imported.py: `found`)."""
+    if found is None:
+        return None
+    return (f"it was imported from {found['source']} (exported {iso(found['exported_at'])}) to be read, diffed, "
+            "replayed and forked here, not to be run or decided on: its source may still run it, and both would do "
+            "its pending effects; fork it to go on here, or take an ended or parked run over with tui-agent import "
+            "FILE --adopt")
+
+
 def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
-             held: bool = False) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it; with `held`,
-    with what can be told of its holder (report.with_holders)."""
+             held: bool = False, forking: bool = False) -> dict:
+    """Inside the action's write: the run as it is now, refused unless the action applies to it (an imported run:
+    only `forking`); with `held`, with what can be told of its holder (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
-    why = why_not(run) if why_not else None
+    why = None if forking else why_not_imported(imported(store.conn, run["id"]))
+    why = why or (why_not(run) if why_not else None)
     if why:
         raise _refuse(store, run, why)
     return run
@@ -407,7 +422,7 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
 def fork(store: Store, run_ref: str, from_step: int) -> str:
     """A new run that keeps the parent's journal before `from_step` and runs the rest anew."""
     with store.write() as conn:
-        parent = _current(store, run_ref)
+        parent = _current(store, run_ref, forking=True)
         why = why_not_fork(recorded_positions(conn, parent["id"], parent["generation"]), from_step)
         if why:
             raise _refuse(store, parent, why)
@@ -487,7 +502,7 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
     except ResultNotJSON as e:
         raise UserError(str(e)) from None
     with store.write() as conn:
-        parent = _current(store, run_ref)
+        parent = _current(store, run_ref, forking=True)
         row = entry_at(conn, parent["id"], parent["generation"], position)
         if row is None:
             raise _refuse(store, parent, f"it has no entry #{position} to edit")
@@ -501,6 +516,37 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
         large = len(encoded) > ARTIFACT_THRESHOLD
         edit = EditedEntry(encoded, (lambda *where: place(store, *where)) if large else None, _person())
         return fork_run(conn, parent, position, now(), edited=edit)
+
+
+def import_export(store: Store, source: Store, meta: dict, file: str, adopt: bool = False) -> Carried:
+    """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
+    `adopt`, take the runs it was made of over (exports.py)."""
+    return import_runs(source, meta, store, file, adopt, _person())
+
+
+def remove_worktree(store: Store, run_ref: str) -> Worktree:
+    """Remove the worktree RUN names, once every run that goes on in it has ended; its branch stays
+    (worktrees.py). Refused, with nothing removed, while a run may still need it or it holds uncommitted changes."""
+    run = get_run(store, resolve_run(store, run_ref))
+    tree = worktrees.of_run(store, run["id"])
+    if tree is None:
+        raise _refuse(store, run, "it names no worktree that git knows (git worktree list)")
+    try:
+        return worktrees.remove(store, tree, _person(), now())
+    except ValueError as e:
+        raise _refuse(store, run, f"its worktree {tree.path} stays: {e}") from None
+
+
+def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree, str | None]]:
+    """Remove each of the worktrees (worktrees.listing) whose runs, read again, have all ended (`tui-agent worktrees
+    --clean`): each with None when it was removed, else why it stays."""
+    done = []
+    for tree in trees:
+        try:
+            done.append((worktrees.remove(store, tree, _person(), now()), None))
+        except ValueError as e:
+            done.append((tree, str(e)))
+    return done
 
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",

@@ -32,6 +32,7 @@ from .store.events import event_count, last_event_like
 from .store.events import events_page as events_page
 from .store.events import last_event as last_event
 from .store.holders import claimable_in, judge
+from .store.imported import imported
 from .store.holders import with_holders as holders_with
 from .store.journal import (
     PAGE,
@@ -53,9 +54,12 @@ from .store.schedules import schedule_events as schedule_events
 from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
+from .worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
+from .worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
-          "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
+          "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at", "exported_at",
+          "imported_at")
 
 
 PROVIDERS = {"anthropic": "Claude", "scripted": "scripted"}
@@ -239,7 +243,9 @@ def effect_shown(row: dict) -> dict:
     return iso_times(shown)
 
 
-REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls")
+# `imported`: where the run was imported from (tui-agent import), or null for a run of this database's own
+REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls",
+               "imported")
 
 
 def run_view(store: Store, run_id: str) -> dict:
@@ -260,9 +266,11 @@ def run_view(store: Store, run_id: str) -> dict:
     if shown_checkpoint.get("next_input") is not None:
         shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
     effects, doubtful = effect_counts(store, run_id, run["generation"])
+    found = imported(store.conn, run_id)
     return {"run": iso_times(shown_run), "checkpoint": iso_times(shown_checkpoint), "budget": budget,
             "counts": {"entries": recorded_positions(store.conn, run_id, run["generation"]),
-                       "events": event_count(store, run_id), "effects": effects, "in_doubt": doubtful}}
+                       "events": event_count(store, run_id), "effects": effects, "in_doubt": doubtful},
+            "imported": found and iso_times(found)}
 
 
 def step_of(row: dict) -> dict:
@@ -298,8 +306,10 @@ def events_of(store: Store, run_id: str) -> Iterator[dict]:
 
 
 def approvals_of(store: Store, run_id: str) -> Iterator[dict]:
+    """The run's questions as `show --json` lists them: without the database's own row number (as events and
+    effects), which an import draws anew."""
     rows = every(lambda after, limit, _: approvals_page(store, run_id, after, limit), _by_position)
-    return (iso_times(row) for row in rows)
+    return (iso_times({k: v for k, v in row.items() if k != "id"}) for row in rows)
 
 
 def calls_of(store: Store, run_id: str) -> Iterator[dict]:

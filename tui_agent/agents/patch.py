@@ -68,11 +68,7 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
     except worktree.GitFailed as e:   # most often: another run of the same bug holds the branch in its worktree
         raise ParkRun(f"cannot make a worktree on {branch} ({e}); another run of this bug may hold the branch: "
                       "finish or cancel it") from None
-    try:
-        onto = worktree.git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=top)
-    except worktree.GitFailed:   # a detached HEAD: the pull request goes onto main
-        onto = "main"
-    return {**made, "onto": onto}
+    return {**made, "onto": worktree.current_branch(top) or "main"}   # a detached HEAD: onto main
 
 
 def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> dict:

@@ -167,3 +167,45 @@ def _configured(tree: Path) -> bool:
         return bool(git("config", "user.email", cwd=tree))
     except GitFailed:
         return False
+
+
+def listed(repo: Path) -> list[dict]:
+    """Every worktree git knows of the repository `repo` is in (`git worktree list --porcelain`), the main one
+    first: {worktree, head, branch (None: detached), locked, prunable} each."""
+    found, entry = [], None
+    for line in git("worktree", "list", "--porcelain", cwd=repo).splitlines() + [""]:
+        word, _, value = line.partition(" ")
+        if word == "worktree":
+            entry = {"worktree": value, "head": None, "branch": None, "locked": False, "prunable": False}
+        elif entry is not None and word in ("HEAD", "branch"):
+            entry["head" if word == "HEAD" else "branch"] = value.removeprefix("refs/heads/")
+        elif entry is not None and word in ("locked", "prunable"):
+            entry[word] = True
+        elif not line and entry is not None:
+            found.append(entry)
+            entry = None
+    return found
+
+
+def current_branch(repo: Path) -> str | None:
+    """The branch the repository's main working tree is on (None: a detached HEAD)."""
+    try:
+        return git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo)
+    except GitFailed:
+        return None
+
+
+def merged(repo: Path, branch: str, into: str) -> bool:
+    """Whether every commit of `branch` is on `into`, so `git branch -d` deletes it."""
+    return _is_ancestor(f"refs/heads/{branch}", f"refs/heads/{into}", repo)
+
+
+def changes(tree: Path) -> list[str]:
+    """What the worktree holds that no commit does (`git status --porcelain` lines, untracked files included)."""
+    return git("status", "--porcelain", cwd=tree).splitlines()
+
+
+def remove(repo: Path, tree: Path) -> None:
+    """Remove the worktree `tree` (its files and git's record of it), keeping its branch; git refuses one that
+    holds changes no commit does, or is locked (GitFailed)."""
+    git("worktree", "remove", str(tree), cwd=repo)

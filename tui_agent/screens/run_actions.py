@@ -15,9 +15,19 @@ from textual.binding import Binding
 
 from .. import editing, operate
 from ..errors import UserError
-from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view, with_holders
+from ..format import file_size
+from ..report import (
+    get_run,
+    in_doubt,
+    pending_approval,
+    recorded_positions,
+    run_view,
+    with_holders,
+    worktree_of,
+)
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
+from ..worktrees import branch_advice, why_not_remove
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:
@@ -210,6 +220,27 @@ def edit_fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -
 
     app.push_screen(ConfirmModal(f"Fork {run_id} with #{position} {name} edited?", question, "Fork it",
                                  "Don't fork"), confirmed)
+
+
+def remove_worktree(app: TuiAgentApp, run_id: str) -> None:
+    """`W` on a coding run's screen: its worktree removed once every run working in it has ended, asked first
+    (operate.remove_worktree, as `tui-agent worktrees --clean` does for each); the branch stays."""
+    tree = worktree_of(app.reader, run_id)
+    why = "it names no worktree that git knows" if tree is None else why_not_remove(tree)
+    if why:
+        app.notify(f"{run_id}: {'its worktree stays: ' if tree else ''}{why}", severity="warning")
+        return
+    merged = f", merged into {tree.onto}" if tree.merged else f", not merged into {tree.onto}" if tree.onto else ""
+    question = (f"{tree.path} ({file_size(tree.size)}) is deleted. Its branch {tree.branch} stays in {tree.repo}"
+                f"{merged}, so it can still be merged or deleted (git branch -d).")
+
+    def confirmed(yes: bool | None) -> None:
+        if yes:
+            app.act(operate.remove_worktree, app.store, run_id,
+                    done=lambda removed: f"{run_id}: worktree removed; {branch_advice(removed)}")
+
+    app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
+                    confirmed)
 
 
 def new_run(app: TuiAgentApp) -> None:

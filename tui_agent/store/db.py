@@ -19,6 +19,7 @@ from urllib.parse import quote
 import platformdirs
 
 from . import integrity, wal
+from .artifacts import kept_in_table
 from .base import Connection, Cursor, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
     BUSY,
@@ -240,6 +241,7 @@ class SqliteStore(Store):
                     if current < SCHEMA_VERSION:
                         refuse_migration_while_running(self.conn, self.path, current, time.time())
                         _migrate(self.conn, current)
+            self.artifacts_in_table = kept_in_table(self.conn)
         except sqlite3.Error as e:
             self.raise_stop(e)
             raise

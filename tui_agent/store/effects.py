@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from .base import Store, one_row, positioned_page
+from .imported import NOT_IMPORTED
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
 
@@ -36,7 +37,7 @@ def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[
     """Other runs that wait (reason reconcile) before attempting `key` because it was in doubt here."""
     return [r[0] for r in conn.execute(
         "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = ?"
-        " AND r.status = ? AND r.reason = ? AND e.run_id != ?",
+        f" AND r.status = ? AND r.reason = ? AND e.run_id != ? AND r.{NOT_IMPORTED}",
         (key, EffectState.INTENDED, RunStatus.WAITING, Reason.RECONCILE, except_run))]
 
 
@@ -81,7 +82,8 @@ def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
 
 
 _HELD_BACK = ("SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id WHERE r.status = ?"
-              " AND r.reason = ? AND e.generation = r.generation AND e.state = ? AND e.waits_for IS NOT NULL")
+              " AND r.reason = ? AND e.generation = r.generation AND e.state = ? AND e.waits_for IS NOT NULL"
+              f" AND r.{NOT_IMPORTED}")
 _HELD_BACK_PARAMS = (RunStatus.WAITING, Reason.RECONCILE, EffectState.UNKNOWN)
 
 

@@ -24,6 +24,7 @@ from .base import (
 from .events import add_event
 from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
 from .host import this_host_id
+from .imported import NOT_IMPORTED
 from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -130,11 +131,12 @@ def _listed(values: tuple[str, ...]) -> str:
 
 
 # A sleep or a back-off wakes by the run's own clock (`:now`: a scenario's, or the process's, which tests move); a
-# lease expires by the lease clock (`:lease_now`: the server's on PostgreSQL, where several machines judge it).
+# lease expires by the lease clock (`:lease_now`: the server's on PostgreSQL, where several machines judge it). A
+# run imported from another database is never due here (store/imported.py).
 _DUE = (
     f"(status = '{RunStatus.QUEUED}'"
     f" OR (status = '{RunStatus.WAITING}' AND reason IN ({_listed(SELF_WAKING)}) AND wake_at <= :now)"
-    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now))"
+    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now)) AND {NOT_IMPORTED}"
 )
 _CLAIM_COLUMNS = "id, agent, code_version, generation, attempt, fence, status, worker"
 
@@ -314,7 +316,8 @@ def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple
         if why is None:
             continue
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE status = '{RunStatus.RUNNING}' AND worker ="
-                           f" :holder AND lease_expires_at > :lease_now AND {pick} ORDER BY created_at LIMIT 1"
+                           f" :holder AND lease_expires_at > :lease_now AND {pick} AND {NOT_IMPORTED}"
+                           " ORDER BY created_at LIMIT 1"
                            f"{for_update(conn, skip_locked=True)}", {**values, "holder": holder_row["name"]}).fetchone()
         if row is not None:
             return row, why

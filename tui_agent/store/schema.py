@@ -438,8 +438,22 @@ def _v13(db: sqlite_utils.Database) -> None:
     db["notices"].add_column("superseded", int)
 
 
+def _v14(db: sqlite_utils.Database) -> None:
+    """Runs another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked,
+    never resumed: the source may still run them, and both would do their pending effects. No worker claims a run
+    that has a row here and no person's action moves it (store/imported.py). A run taken over with `import
+    --adopt` has none."""
+    db.execute("""
+        CREATE TABLE imported_runs (
+            run_id TEXT PRIMARY KEY REFERENCES runs(id),
+            source TEXT NOT NULL,        -- the database it was exported from, as `export` named it
+            exported_at REAL NOT NULL,
+            imported_at REAL NOT NULL
+        ) WITHOUT ROWID""")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13]
+                                                             _v12, _v13, _v14]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

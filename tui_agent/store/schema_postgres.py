@@ -304,6 +304,14 @@ CREATE TABLE artifacts (
     created_at double precision NOT NULL
 )"""
 
+IMPORTED_RUNS = """
+CREATE TABLE imported_runs (
+    run_id text PRIMARY KEY REFERENCES runs (id),
+    source text NOT NULL,
+    exported_at double precision NOT NULL,
+    imported_at double precision NOT NULL
+)"""
+
 # Version 9, the first on PostgreSQL, frozen (it is history): in the order SQLite's migrations create them.
 FIRST: list[str] = [
     META, RUNS, RUNS_INDEXES, CHECKPOINTS, JOURNAL, EFFECTS, EFFECTS_INDEXES, WORKERS, APPROVALS,
@@ -325,6 +333,7 @@ MIGRATIONS: dict[int, list[str]] = {
          " ALTER TABLE workers ADD COLUMN pgid bigint"],
     13: ["ALTER TABLE runs ADD COLUMN script text; ALTER TABLE schedules ADD COLUMN script text;"
          " ALTER TABLE notices ADD COLUMN superseded bigint"],
+    14: [IMPORTED_RUNS],   # schema._v14
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.
