@@ -155,7 +155,7 @@ def _zoned_iso(at: float | None, tz: str) -> str | None:
     return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
 
 
-def _shown(text: str, field: str) -> Any:
+def shown_stored(text: str, field: str) -> Any:
     """A stored JSON value as shown; None for one that cannot be read, whose run fails (or schedule is disabled)
     saying why when a worker meets it."""
     try:
@@ -167,7 +167,7 @@ def _shown(text: str, field: str) -> Any:
 def schedules_report(store: Store) -> list[dict]:
     """Each schedule with its fire times in its own zone."""
     return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"],
-             "input": _shown(r["input"], "schedules.input"),
+             "input": shown_stored(r["input"], "schedules.input"),
              "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
              "next_fire": _zoned_iso(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
              "last_fire": _zoned_iso(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
@@ -255,11 +255,11 @@ def run_view(store: Store, run_id: str) -> dict:
     run = with_holders(store, [get_run(store, run_id)])[0]
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
-    shown_run.update(request=_shown(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
+    shown_run.update(request=shown_stored(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=artifacts.where(store, run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None,
-                     script=_shown(run["script"], "runs.script") if run["script"] else None)
+                     script=shown_stored(run["script"], "runs.script") if run["script"] else None)
     budget = budget_of(run, checkpoint)
     budget["possibly_billed_usd"] = possibly_billed(store, run, now())
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}
