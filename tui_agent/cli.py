@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import notify, operate, output_file
+from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
@@ -543,9 +543,75 @@ def _print_diagnosis(found: Diagnosis) -> None:
     echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
 
 
+def many_options(command):
+    """`--where FILTER`, `--dry-run` and `--yes`: an action on every run the filter words select."""
+    for option in reversed((
+            click.option("--where", default=None, type=TEXT, metavar="FILTER",
+                         help="Instead of RUN: every run these filter words select, as the TUI's filter takes them "
+                              "(\"status:queued agent:hello since:3d\"), each decided in its own transaction."),
+            click.option("--dry-run", is_flag=True, help="With --where: say which runs it would act on, and why not "
+                                                         "on the others; change nothing."),
+            click.option("--yes", is_flag=True, help="With --where: act without asking first (for scripts)."))):
+        command = option(command)
+    return command
+
+
+def _many(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> bool:
+    """Whether the command acts on the runs --where selects (True) or on RUN; a usage error when it is unclear."""
+    context = click.get_current_context()
+    if where is None:
+        if run_ref is None:
+            raise click.UsageError("name a RUN, or choose runs with --where FILTER", context)
+        if dry_run or yes:
+            raise click.UsageError("--dry-run and --yes go with --where FILTER", context)
+        return False
+    if run_ref is not None:
+        raise click.UsageError("give a RUN or --where FILTER, not both", context)
+    return True
+
+
+def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
+    """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
+    some were refused, each named on a line of its own under the summary."""
+    chosen = filters.parse(where)
+    problem = chosen.problem()
+    if problem:
+        raise UserError(f"--where {where!r}: {problem}")
+    store = session.existing_store
+    run_ids = [run["id"] for run in filters.matching(store, chosen)]
+    if not run_ids:
+        echo(f"no run matches {chosen.words!r}; nothing to do")
+        return EXIT_OK
+    preview = operate.bulk_preview(store, run_ids, (action,))[action]
+    would = f"{action} {len(preview.done)} of the {len(run_ids)} run{'s' * (len(run_ids) != 1)} matching " \
+            f"{chosen.words!r}"
+    if dry_run:
+        echo(f"would {would}" + (":" if preview.done else ""))
+        for run_id in preview.done:
+            echo(f"  {run_id}")
+        if preview.refused:
+            echo(f"{len(preview.refused)} would be refused:")
+            for line in preview.refused:
+                echo(f"  {line}")
+        return EXIT_OK
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"--where selects {len(run_ids)} runs; pass --yes to {action} them without a question, "
+                            "or --dry-run to see which")
+        refused = f" ({len(preview.refused)} would be refused)" if preview.refused else ""
+        if not click.confirm(f"{would}{refused}?", default=False, err=True):
+            echo("nothing changed", err=True)
+            return EXIT_OK
+    decided = operate.bulk(store, action, run_ids, note)
+    echo(decided.summary())
+    for line in decided.refused:
+        echo(f"  {line}")
+    return EXIT_NOT_SUCCEEDED if decided.refused else EXIT_OK
+
+
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
-@click.argument("effect_ref", metavar="EFFECT", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("effect_ref", metavar="EFFECT", type=TEXT, required=False)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
               help="It did not happen: do it again, same key.")
@@ -555,13 +621,23 @@ def _print_diagnosis(found: Diagnosis) -> None:
 @click.option("--result", "result_text", default=None, type=VERBATIM, metavar="JSON",
               help="With --happened: what it returned, e.g. '{\"message_id\": \"<...>\"}'.")
 @note_option
+@many_options
 @click.pass_obj
-def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[str, ...], result_text: str | None,
-              note: str | None) -> int:
-    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position)."""
+def reconcile(session: Session, run_ref: str | None, effect_ref: str | None, decisions: tuple[str, ...],
+              result_text: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
+    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position). With
+    --where FILTER instead of RUN EFFECT, --ask for each selected run's last effect in doubt."""
     decision = _one_decision(decisions)
     if result_text is not None and decision != "happened":
         raise UserError("--result goes with --happened only")
+    if _many(run_ref, where, dry_run, yes):
+        if decision != "ask" or effect_ref is not None:
+            raise click.UsageError("--where goes with --ask alone: whether an effect happened is decided one run "
+                                   "at a time (tui-agent reconcile RUN EFFECT --happened | --not-done | --abandon)",
+                                   click.get_current_context())
+        return _bulk(session, "reconcile-ask", where, dry_run, yes, note)
+    if effect_ref is None:
+        raise click.UsageError("name the EFFECT after the RUN (its name, or its position)", click.get_current_context())
     store = session.existing_store
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
@@ -593,45 +669,63 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
+@many_options
 @click.pass_obj
-def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
+def approve(session: Session, run_ref: str | None, deny: bool, note: str | None, where: str | None, dry_run: bool,
+            yes: bool) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "deny" if deny else "approve", where, dry_run, yes, note)
     run_id = operate.approve(session.existing_store, run_ref, deny, note)
     echo(f"{run_id}: {operate.answered(deny)}")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def park(session: Session, run_ref: str, note: str | None) -> int:
+def park(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
     """Stop a run so a person can look at it; resume continues it."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "park", where, dry_run, yes, note)
     echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def cancel(session: Session, run_ref: str, note: str | None) -> int:
+def cancel(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
+           yes: bool) -> int:
     """End a run for good."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "cancel", where, dry_run, yes, note)
     echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
+@many_options
 @click.pass_obj
-def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
+def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: tuple[str, ...], where: str | None,
+           dry_run: bool, yes: bool) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
     retry tries again now."""
+    if _many(run_ref, where, dry_run, yes):
+        if restart or budget_specs:
+            raise click.UsageError("--where resumes runs where they stopped; --restart and --budget take one RUN",
+                                   click.get_current_context())
+        return _bulk(session, "resume", where, dry_run, yes, None)
     limits = operate.parse_budget(budget_specs, "--budget")
     store = session.existing_store
     before = get_run(store, resolve_run(store, run_ref))

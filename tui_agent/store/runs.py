@@ -595,17 +595,28 @@ NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
 
 
 def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
-              needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
+              needs_person: bool | None = None, before: tuple[float, str] | None = None,
+              agent: str | None = None, since: float | None = None, until: float | None = None) -> list[dict]:
     """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
     as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
     (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
     order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
     A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
-    their own index and sorts them, a cost that grows with how many runs have that status."""
+    their own index and sorts them, a cost that grows with how many runs have that status. `agent` (its exact
+    name), `since` and `until` (when the run was made: since <= created_at < until) narrow it further."""
     where, params = [], []
     if status:
         where.append("r.status = ?")
         params.append(status)
+    if agent:
+        where.append("r.agent = ?")
+        params.append(agent)
+    if since is not None:
+        where.append("r.created_at >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("r.created_at < ?")
+        params.append(until)
     if text:
         where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
         params += [f"{text}%", f"%{text}%", f"%{text}%"]
