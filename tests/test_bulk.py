@@ -9,17 +9,13 @@ import re
 import time
 
 import pytest
-from helpers import dump, key, ok, screen_of, tui, until, work
+from helpers import crashed_into_doubt, dump, key, ok, screen_of, tui, until, work
 
 from tui_agent import operate
-from tui_agent.runtime import faults
-from tui_agent.runtime.clock import now
-from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.modals import BulkModal
 from tui_agent.store import open_store
-from tui_agent.runtime.worker import execute
-from tui_agent.store.runs import claim_run, events_for, get_run, list_runs
+from tui_agent.store.runs import events_for, get_run, list_runs
 
 SUMMARY = re.compile(r"(\D+) (\d+) of (\d+) runs?(?:; (\d+) refused:)?")
 
@@ -125,15 +121,7 @@ def test_reconcile_ask_asks_about_each_runs_effect_in_doubt_that_has_a_lookup(db
     asked, unasked = (operate.start(store, registry, "ledger", {"key": f"k-{i}", "log": str(log), **extra})[0]
                       for i, extra in enumerate(({"lookup_ttl_s": 0}, {})))
     for run_id in (asked, unasked):
-        faults.arm("after-attempted")
-        with pytest.raises(SimulatedCrash):
-            work(store, registry, run_id, lease_s=1)
-        faults.disarm()
-        store = open_store(db_path)
-    clock.advance(5)
-    for run_id in (asked, unasked):
-        execute(store, registry, claim_run(store, run_id, "w-2", 60, now()))
-        assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("waiting", "reconcile")
+        store = crashed_into_doubt(store, db_path, registry, clock, run_id)
     done = tui_agent("reconcile", "--where", "status:waiting", "--ask", "--yes")
     verb, count, total, refused, lines = summary(done.stdout)
     assert (count, total, refused, done.returncode) == (1, 2, 1, 1)

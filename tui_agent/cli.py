@@ -37,7 +37,7 @@ from .report import (
     steps_of,
     workers_report,
 )
-from .runtime.clock import now, parse_instant
+from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
@@ -70,10 +70,11 @@ from .states import (
 )
 from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
 from .store.base import on_server
+from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
-from .store.runs import claim_run, get_run, resolve_run
+from .store.runs import claim_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
 from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
@@ -290,8 +291,12 @@ model_option = click.option("--model", default="default", show_default=True, typ
 def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    store = session.store
+    run_id, created = start_run(store, session.registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        echo(f"tui-agent: run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass "
+             "another key for a new run)", err=True)
     echo(run_id)
     return EXIT_OK
 
@@ -834,6 +839,35 @@ def db_migrate(session: Session, where: str | None) -> int:
     return EXIT_OK
 
 
+@db_group.command("vacuum")
+@click.option("--yes", is_flag=True, help="Rewrite without asking first.")
+@click.pass_obj
+def db_vacuum(session: Session, yes: bool) -> int:
+    """Give a SQLite file's free pages back to the file system: a file made with incremental auto-vacuum (every new
+    one) in short batches; an older one by rewriting it with it (VACUUM), which holds the write lock for the whole
+    rewrite, so every worker waits, and needs the file's size free twice more (the temporary folder and the
+    database's own); asks first."""
+    store = session.existing_store
+    if on_server(store.conn):
+        echo("nothing to do on PostgreSQL: the server's autovacuum reuses the space that prune frees")
+        return EXIT_OK
+    space = prune_runs.free_space(store)
+    if not space["incremental"] and not yes:
+        question = (f"rewrite {store.path} ({_size(space['file_bytes'])}, {_size(space['free_bytes'])} free inside) "
+                    "with incremental auto-vacuum? Every writer waits until it is done")
+        if not sys.stdin.isatty():
+            raise UserError("db vacuum rewrites the whole file holding the write lock; pass --yes to do it without "
+                            "a question")
+        if not click.confirm(question, default=False, err=True):
+            echo("nothing changed", err=True)
+            return EXIT_OK
+    done = operate.vacuum(store)
+    before, after = done["before"], done["after"]
+    echo(f"{store.path}: {_size(before['file_bytes'])} before, {_size(after['file_bytes'])} now"
+         + ("" if before["incremental"] else "; it gives the pages prune frees back by itself from now on"))
+    return EXIT_OK
+
+
 def _print_places(store: Store) -> None:
     """Where a store keeps what is not rows: artifacts for every machine, the agents' data per machine."""
     root = artifacts.folder(store)
@@ -911,6 +945,112 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     finally:
         source.close()
     return EXIT_OK
+
+
+@cli.command("prune")
+@click.option("--older-than", "older_than", required=True, type=TEXT, metavar="SPAN",
+              help="Remove runs that ended longer ago than this: 30d, 12h, 2w.")
+@click.option("--status", "statuses", default=",".join(operate.PRUNABLE), show_default=True, type=TEXT,
+              metavar="STATUS,...", help="Which ended runs (comma-separated).")
+@click.option("--keep-last", type=Whole(min=0), default=None, metavar="N",
+              help="Keep the N newest of these runs of each agent, however old.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed and kept; change nothing.")
+@click.option("--yes", is_flag=True, help="Remove without asking first (for scripts and timers).")
+@json_option("One JSON object: what was removed (or would be) and what was kept")
+@click.pass_obj
+def prune_command(session: Session, older_than: str, statuses: str, keep_last: int | None, dry_run: bool, yes: bool,
+                  as_json: bool) -> int:
+    """Remove ended runs with their journal, events, effects, model calls, request parts, approvals, notices and
+    artifacts, in short batches that let running workers' commits through. The keys of their confirmed effects
+    and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run
+    that has not ended, one a fork still needs, one with an effect in doubt."""
+    chosen = operate.prune_plan(session.existing_store, filters.parse_span(older_than, "--older-than"),
+                                operate.prune_statuses(statuses), keep_last)
+    store = session.existing_store
+    what = _pruning_said(chosen)
+    if dry_run or not chosen.remove:
+        if as_json:
+            _json_out(_plan_json(chosen))
+        else:
+            echo((f"would remove {what}" if chosen.remove else f"nothing to remove: {what}") + _kept_said(chosen.kept))
+        return EXIT_OK
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UserError(f"prune would remove {len(chosen.remove)} runs; pass --yes to remove them without a "
+                            "question, or --dry-run to see what it would remove")
+        if not click.confirm(f"remove {what}{_kept_said(chosen.kept)}?", default=False, err=True):
+            echo("nothing changed", err=True)
+            return EXIT_OK
+    done = operate.prune(store, chosen, _pruning_progress(len(chosen.remove)))
+    if as_json:
+        _json_out({**_plan_json(chosen), "removed": dict(done.removed), "stayed": dict(done.stayed),
+                   "kept_keys": done.keys, "artifact_bytes": done.artifact_bytes, "batches": done.batches,
+                   "longest_hold_s": round(done.longest_hold_s, 4), "vacuum": done.vacuum})
+        return EXIT_OK
+    removed = sum(done.removed.values())
+    files = f" and {_size(done.artifact_bytes)} of artifact files" if done.artifact_bytes else ""
+    keys = (f"; {done.keys:,} key{'s' * (done.keys != 1)} kept, so a later run with the same meaning still finds "
+            "them" if done.keys else "")
+    echo(f"removed {removed:,} run{'s' * (removed != 1)}{_by_status(done.removed)}{files}{keys}; {done.batches:,} "
+         f"batches, the longest held the write lock {done.longest_hold_s * 1000:.0f} ms")
+    if done.stayed:
+        echo(f"{sum(done.stayed.values())} changed before their turn and stay ("
+             + ", ".join(f"{n} {_STAYED[why]}" for why, n in done.stayed.items()) + ")")
+    if done.vacuum is not None:
+        echo(_vacuum_said(done.vacuum))
+    return EXIT_OK
+
+
+_KEPT = {"newest": "the newest of their agent (--keep-last)", "fork": "a fork still needs",
+         "doubt": "with an effect in doubt (reconcile it first)"}
+_STAYED = {"changed": "resumed or no longer as chosen", "fork": "forked meanwhile", "doubt": "now in doubt"}
+
+
+def _by_status(counts) -> str:
+    return f" ({', '.join(f'{n:,} {status}' for status, n in counts.most_common())})" if counts else ""
+
+
+def _pruning_said(chosen) -> str:
+    count = len(chosen.remove)
+    if not count:
+        return f"no {' or '.join(chosen.chosen)} run ended before {clock_time(chosen.cutoff)}"
+    return f"{count:,} run{'s' * (count != 1)} that ended before {clock_time(chosen.cutoff)}{_by_status(chosen.statuses)}"
+
+
+def _kept_said(kept) -> str:
+    return f"; kept: {', '.join(f'{n:,} {_KEPT[why]}' for why, n in kept.items())}" if kept else ""
+
+
+def _plan_json(chosen) -> dict:
+    return {"cutoff": iso(chosen.cutoff), "statuses": list(chosen.chosen), "remove": chosen.remove,
+            "by_status": dict(chosen.statuses), "kept": dict(chosen.kept)}
+
+
+def _pruning_progress(total: int) -> Callable | None:
+    """`removing: N of M runs` rewritten on a terminal at most twice a second; nothing into a pipe."""
+    if not sys.stderr.isatty():
+        return None
+    shown = {"at": time.monotonic() + 1.0}
+
+    def progress(done) -> None:
+        if time.monotonic() >= shown["at"]:
+            shown["at"] = time.monotonic() + 0.5
+            sys.stderr.write(f"\r\x1b[2Kremoving: {sum(done.removed.values()):,} of {total:,} runs")
+            sys.stderr.flush()
+    return progress
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.1f} KiB" if count >= 1024 else \
+        f"{count:.0f} B"
+
+
+def _vacuum_said(space: dict) -> str:
+    if space["incremental"]:
+        return f"gave {_size(space['returned_bytes'])} back to the file system (the file is {_size(space['file_bytes'])})"
+    return (f"{_size(space['free_bytes'])} are free inside the file, which was made without incremental auto-vacuum "
+            "(by an older tui-agent): tui-agent db vacuum gives them back (it rewrites the file, holding the write "
+            "lock throughout)")
 
 
 @cli.group()

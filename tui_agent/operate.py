@@ -35,6 +35,7 @@ from .states import (
     budget_dimension,
 )
 from .store import Store
+from .store import prune as prune_runs
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
@@ -227,7 +228,7 @@ def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] |
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
-    why = why_not(run) if why_not else None
+    why = "prune is removing it" if run["pruned_at"] is not None else why_not(run) if why_not else None
     if why:
         raise _refuse(store, run, why)
     return run
@@ -469,6 +470,49 @@ def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BU
             else:
                 done[action].append(run_id)
     return {action: Decided(action, tuple(done[action]), tuple(refused[action])) for action in actions}
+
+
+# -- Keeping the database small.
+
+PRUNABLE = (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED)
+
+
+def prune_statuses(text: str) -> tuple[str, ...]:
+    """`succeeded,cancelled`: ended statuses only; a run in any other can still go on."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    wrong = [status for status in chosen if status not in PRUNABLE]
+    if wrong or not chosen:
+        named = f"{', '.join(wrong)} is not an ended status; " if wrong else ""
+        raise UserError(f"--status {text!r}: {named}prune removes only ended runs: name one or more of "
+                        f"{', '.join(PRUNABLE)}, comma-separated")
+    return chosen
+
+
+def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = PRUNABLE,
+               keep_last: int | None = None) -> prune_runs.Plan:
+    """Which ended runs `prune` would remove (those of `statuses` that ended more than `older_than_s` ago, but the
+    newest `keep_last` of each agent, one a fork still needs, one with an effect in doubt), written nowhere."""
+    return prune_runs.plan(store, statuses, now() - older_than_s, keep_last)
+
+
+def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.Pruned], None] | None = None,
+          ) -> prune_runs.Pruned:
+    """Remove the runs of a `prune_plan`, each checked again as its turn comes, in batches that let workers' commits
+    through (store/prune.py); their effects' keys and run keys are kept."""
+    return prune_runs.remove(store, chosen, now(), progress)
+
+
+def vacuum(store: Store) -> dict:
+    """Give a SQLite file's free pages back: with incremental auto-vacuum, in prune's batches; without it, by
+    rewriting the file with it (the write lock for the whole rewrite; the disks must hold the file twice more).
+    Returns the file's free space before and after (store/prune.py free_space)."""
+    before = prune_runs.free_space(store)
+    if before["incremental"]:
+        prune_runs.give_back(store)
+    else:
+        prune_runs.room_to_rewrite(store)
+        prune_runs.rewrite(store)
+    return {"before": before, "after": prune_runs.free_space(store)}
 
 
 def _retrying(run: dict) -> bool:
