@@ -38,9 +38,9 @@ def kinds(store, run_id: str) -> list[str]:
 
 def test_a_bulk_cancel_racing_a_real_worker_cancels_no_run_that_succeeded(database, tui_agent, spawn):
     """Forty short runs; a worker process finishes them four at a time while `cancel --where` goes over all of them
-    (newest first, the worker oldest first), the runs the worker holds among them. Every run ends exactly once: succeeded (one succeeded event, no cancel)
-    or cancelled (one cancelled event, nothing settled after it); the summary counts both, and names each refused
-    run, every one of them a run that had succeeded."""
+    (newest first, the worker oldest first), the runs the worker holds among them. Every run ends exactly once:
+    succeeded (one succeeded event, no cancel) or cancelled (one cancelled event, nothing settled after it); the
+    summary counts both, and names each refused run, every one of them a run that had succeeded."""
     store = open_store(database)
     registry = load_registry()
     ids = [operate.start(store, registry, "hello", {"name": f"n{i}", "delay_s": 0.05})[0] for i in range(40)]
@@ -93,9 +93,9 @@ def test_dry_run_changes_nothing_and_without_yes_or_a_terminal_nothing_is_done(d
     ("approve", ("approve",), "queued"), ("deny", ("approve", "--deny"), "queued"),
     ("park", ("park",), "parked")])
 def test_each_action_acts_on_the_runs_it_applies_to_and_names_the_others(demo, tui_agent, action, args, status):
-    """The demo's waiting nightly reports: one waiting for approval, one asleep and one whose effect is in doubt: approve and
-    deny apply to the first only, park to all three; each run acted on gets its one decision, the others are
-    named with what they are and why not, and the exit is 1 when any is refused."""
+    """The demo's waiting nightly reports: one waiting for approval, one asleep and one whose effect is in doubt:
+    approve and deny apply to the first only, park to all three; each run acted on gets its one decision, the
+    others are named with what they are and why not, and the exit is 1 when any is refused."""
     db, roles = demo
     done = on_demo(tui_agent, db)(*args, "--where", "status:waiting agent:nightly-report", "--note", "bulk", "--yes")
     verb, count, total, refused, lines = summary(done.stdout)

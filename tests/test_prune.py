@@ -132,6 +132,8 @@ def test_a_removed_runs_effect_key_and_run_key_still_count(database, tui_agent, 
     assert again.stdout.strip() == first_id
     assert again.stderr == (f"tui-agent: run key 'nightly' names run {first_id}, which prune removed; nothing new was "
                             "started (pass another key for a new run)\n")
+    worked = ok(tui_agent("--agents", "ledger_agents", "run", "ledger", "--key", "nightly", "--input", request), 2)
+    assert worked.stderr == again.stderr, "run has no run to work: the same line, exit 2"
     other = ok(tui_agent("--agents", "ledger_agents", "start", "ledger", "--input", request)).stdout.strip()
     ok(tui_agent("--agents", "ledger_agents", "worker", "--once"))
     store = open_store(database)

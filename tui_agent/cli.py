@@ -295,10 +295,14 @@ def start(session: Session, agent: str, input_text: str, key: str | None, model:
     run_id, created = start_run(store, session.registry, agent, _parse_input(input_text), key, model,
                                 operate.parse_budget(budget_specs, "--budget"))
     if not created and not run_exists(store, run_id):
-        echo(f"tui-agent: run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass "
-             "another key for a new run)", err=True)
+        echo(f"tui-agent: {_removed_by_prune(key, run_id)}", err=True)
     echo(run_id)
     return EXIT_OK
+
+
+def _removed_by_prune(key: str | None, run_id: str) -> str:
+    return f"run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass another key for a " \
+        "new run)"
 
 
 PROGRESS_CHARS = 200   # of the progress line, which a long step name must not wrap (\r rewrites one line only)
@@ -373,8 +377,10 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
-    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    run_id, created = start_run(store, registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        raise UserError(_removed_by_prune(key, run_id))   # its result went with it: nothing to show or work
     script = registry.get(agent).script
     spec = Unresolved(script).resolve() if model == "default" else model  # what this process will resolve it to
     if (spec or "").startswith("scripted") and script is not None:
