@@ -375,3 +375,31 @@ def test_db_vacuum_without_room_for_the_rewrite_is_one_line_exit_4_and_changes_n
     assert db_path.read_bytes() == before
     assert pragma(db_path, "auto_vacuum") == 0
 
+
+
+def test_a_schedule_of_the_prune_agent_prunes_as_the_command_does(database, clock, tui_agent):
+    """`schedule add --agent prune` (the README's nightly prune): its fire, worked, removes the old ended runs but
+    the newest of their agent, keeps their keys, and is itself a run that ends succeeded with what it did."""
+    store = open_store(database)
+    registry = load_registry()
+    clock.set(now() - 40 * DAY)
+    old = [operate.start(store, registry, "hello", {"delay_s": 0}, key=f"k{n}")[0] for n in range(3)]
+    for run_id in old:
+        work(store, registry, run_id)
+    clock.set(time.time())
+    recent = operate.start(store, registry, "hello", {"delay_s": 0})[0]
+    work(store, registry, recent)
+    newest_old = max(old, key=lambda r: (get_run(store, r)["finished_at"], r))   # the order --keep-last keeps
+    ok(tui_agent("schedule", "add", "tidy", "--agent", "prune", "--cron", "30 3 * * *", "--input",
+                 '{"older_than": "30d", "keep_last": 2}'))
+    ok(tui_agent("schedule", "fire", "tidy"))
+    ok(tui_agent("worker", "--once"))
+    runs = {run["id"]: run for run in json.loads(ok(tui_agent("ls", "--json")).stdout)}
+    (tidy,) = [run_id for run_id, run in runs.items() if run["agent"] == "prune"]
+    assert runs[tidy]["status"] == "succeeded"
+    assert set(runs) == {tidy, recent, newest_old}
+    report = json.loads(ok(tui_agent("show", tidy, "--json")).stdout)
+    assert report["run"]["result"] == {"removed": {"succeeded": 2}, "kept": {"newest": 1}, "kept_keys": 2,
+                                       "artifact_bytes": 0}
+    assert len(list(store.query("SELECT key FROM kept_keys WHERE kind = 'run'"))) == 2
+    store.close()

@@ -956,7 +956,7 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
 @cli.command("prune")
 @click.option("--older-than", "older_than", required=True, type=TEXT, metavar="SPAN",
               help="Remove runs that ended longer ago than this: 30d, 12h, 2w.")
-@click.option("--status", "statuses", default=",".join(operate.PRUNABLE), show_default=True, type=TEXT,
+@click.option("--status", "statuses", default=",".join(prune_runs.PRUNABLE), show_default=True, type=TEXT,
               metavar="STATUS,...", help="Which ended runs (comma-separated).")
 @click.option("--keep-last", type=Whole(min=0), default=None, metavar="N",
               help="Keep the N newest of these runs of each agent, however old.")
@@ -971,7 +971,7 @@ def prune_command(session: Session, older_than: str, statuses: str, keep_last: i
     and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run
     that has not ended, one a fork still needs, one with an effect in doubt."""
     chosen = operate.prune_plan(session.existing_store, filters.parse_span(older_than, "--older-than"),
-                                operate.prune_statuses(statuses), keep_last)
+                                prune_runs.chosen_statuses(statuses), keep_last)
     store = session.existing_store
     what = _pruning_said(chosen)
     if dry_run or not chosen.remove:

@@ -474,21 +474,7 @@ def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BU
 
 # -- Keeping the database small.
 
-PRUNABLE = (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED)
-
-
-def prune_statuses(text: str) -> tuple[str, ...]:
-    """`succeeded,cancelled`: ended statuses only; a run in any other can still go on."""
-    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    wrong = [status for status in chosen if status not in PRUNABLE]
-    if wrong or not chosen:
-        named = f"{', '.join(wrong)} is not an ended status; " if wrong else ""
-        raise UserError(f"--status {text!r}: {named}prune removes only ended runs: name one or more of "
-                        f"{', '.join(PRUNABLE)}, comma-separated")
-    return chosen
-
-
-def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = PRUNABLE,
+def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = prune_runs.PRUNABLE,
                keep_last: int | None = None) -> prune_runs.Plan:
     """Which ended runs `prune` would remove (those of `statuses` that ended more than `older_than_s` ago, but the
     newest `keep_last` of each agent, one a fork still needs, one with an effect in doubt), written nowhere."""

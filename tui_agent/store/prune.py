@@ -24,9 +24,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from ..states import IN_DOUBT, TERMINAL, EffectState
+from ..errors import EnvironmentStop, UserError
+from ..states import IN_DOUBT, TERMINAL, EffectState, RunStatus
 from . import artifacts
-from ..errors import EnvironmentStop
 from .base import DatabaseError, Store, on_server
 from .environment import FULL
 from .runs import request_digest
@@ -36,6 +36,8 @@ PAUSE_MOST_S = 0.11   # the pause after a batch: as long as it held the lock, up
 CHUNK = 250           # rows one statement deletes
 GROUP = 50            # runs whose rows one statement names
 VACUUM_PAGES = 500    # pages one incremental vacuum gives back (2 MiB of 4 KiB pages)
+
+PRUNABLE = (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.FAILED)   # the ended statuses
 
 # A run's rows, table by table, each with the columns that name one row: everything that refers to the run first.
 _ROWS = [("journal_tail", "run_id, generation, position"), ("journal_rows", "run_id, generation, position"),
@@ -67,6 +69,18 @@ class Pruned:
     batches: int = 0
     longest_hold_s: float = 0.0
     vacuum: dict | None = None
+
+
+def chosen_statuses(text: str, what: str = "--status") -> tuple[str, ...]:
+    """`succeeded,cancelled`: ended statuses only; a run in any other can still go on. `what` names where the text
+    came from in the refusal."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    wrong = [status for status in chosen if status not in PRUNABLE]
+    if wrong or not chosen:
+        named = f"{', '.join(wrong)} is not an ended status; " if wrong else ""
+        raise UserError(f"{what} {text!r}: {named}prune removes only ended runs: name one or more of "
+                        f"{', '.join(PRUNABLE)}, comma-separated")
+    return chosen
 
 
 def plan(store: Store, statuses: Collection[str], cutoff: float, keep_last: int | None = None) -> Plan:
