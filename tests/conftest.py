@@ -220,10 +220,11 @@ def tui_agent():
     """Run the CLI in a real subprocess (needed for crash points and TUI_AGENT_NOW)."""
 
     def _run(*args: str, env: dict | None = None, timeout: float = 60,
-             input: str | None = None) -> subprocess.CompletedProcess:   # input: its stdin (else the test's)
+             input: str | None = None) -> subprocess.CompletedProcess:   # input: its stdin (else none to read)
         full_env = {**os.environ, **(env or {})}
         return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True,
-                              env=full_env, timeout=timeout, cwd=ROOT, input=input)
+                              env=full_env, timeout=timeout, cwd=ROOT, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None)
 
     return _run
 

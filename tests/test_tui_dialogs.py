@@ -36,6 +36,7 @@ from tui_agent.screens.help import HelpScreen
 from tui_agent.screens.modals import (
     ApproveModal,
     BudgetModal,
+    BulkModal,
     ConfirmModal,
     GotoModal,
     NewRunModal,
@@ -157,6 +158,7 @@ CASES = [
     Case("deny asks", ConfirmModal, on_runs("a", "down", "enter", "tab", "enter", role="waiting for approval")),
     Case("cancel asks", ConfirmModal, on_runs("x", role="waiting for approval")),
     Case("budget", BudgetModal, on_runs("b", role="parked on cost")),
+    Case("marked runs", BulkModal, on_runs("space", "space", "space", "asterisk", "x", role="outcome unknown")),
     Case("new run", NewRunModal, on_runs("n")),
     Case("help", HelpScreen, on_runs("question_mark")),
     Case("kill asks", ConfirmModal, on_runs("w", "K", before=with_a_worker_here)),

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import notify, operate, output_file
+from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
 from .format import COST_UNKNOWN, age, ago, bar, claimable, file_size, held_by, in_zone, pace, skew, usd_exact
@@ -37,7 +37,7 @@ from .report import (
     steps_of,
     workers_report,
 )
-from .runtime.clock import iso, now, parse_instant
+from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
@@ -70,10 +70,11 @@ from .states import (
 )
 from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
 from .store.base import on_server
+from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
-from .store.runs import claim_run, get_run, resolve_run
+from .store.runs import claim_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
 from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
@@ -290,10 +291,18 @@ model_option = click.option("--model", default="default", show_default=True, typ
 def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    store = session.store
+    run_id, created = start_run(store, session.registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        echo(f"tui-agent: {_removed_by_prune(key, run_id)}", err=True)
     echo(run_id)
     return EXIT_OK
+
+
+def _removed_by_prune(key: str | None, run_id: str) -> str:
+    return f"run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass another key for a " \
+        "new run)"
 
 
 PROGRESS_CHARS = 200   # of the progress line, which a long step name must not wrap (\r rewrites one line only)
@@ -368,8 +377,10 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
-    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    run_id, created = start_run(store, registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        raise UserError(_removed_by_prune(key, run_id))   # its result went with it: nothing to show or work
     script = registry.get(agent).script
     spec = Unresolved(script).resolve() if model == "default" else model  # what this process will resolve it to
     if (spec or "").startswith("scripted") and script is not None:
@@ -543,9 +554,71 @@ def _print_diagnosis(found: Diagnosis) -> None:
     echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
 
 
+def many_options(command):
+    """`--where FILTER`, `--dry-run` and `--yes`: an action on every run the filter words select."""
+    for option in reversed((
+            click.option("--where", default=None, type=TEXT, metavar="FILTER",
+                         help="Instead of RUN: every run these filter words select, as the TUI's filter takes them "
+                              "(\"status:queued agent:hello since:3d\"), each decided in its own transaction."),
+            click.option("--dry-run", is_flag=True, help="With --where: say which runs it would act on, and why not "
+                                                         "on the others; change nothing."),
+            click.option("--yes", is_flag=True, help="With --where: act without asking first (for scripts)."))):
+        command = option(command)
+    return command
+
+
+def _many(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> bool:
+    """Whether the command acts on the runs --where selects (True) or on RUN; a usage error when it is unclear."""
+    context = click.get_current_context()
+    if where is None:
+        if run_ref is None:
+            raise click.UsageError("name a RUN, or choose runs with --where FILTER", context)
+        if dry_run or yes:
+            raise click.UsageError("--dry-run and --yes go with --where FILTER", context)
+        return False
+    if run_ref is not None:
+        raise click.UsageError("give a RUN or --where FILTER, not both", context)
+    return True
+
+
+def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
+    """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
+    some were refused, each named on a line of its own under the summary."""
+    chosen = filters.parse(where)
+    problem = chosen.problem()
+    if problem:
+        raise UserError(f"--where {where!r}: {problem}")
+    store = session.existing_store
+    run_ids = [run["id"] for run in filters.matching(store, chosen)]
+    if not run_ids:
+        echo(f"no run matches {chosen.words!r}; nothing to do")
+        return EXIT_OK
+    preview = operate.bulk_preview(store, run_ids, (action,))[action]
+    would = f"{action} {len(preview.done)} of the {len(run_ids)} run{'s' * (len(run_ids) != 1)} matching " \
+            f"{chosen.words!r}"
+    if dry_run:
+        echo(f"would {would}" + (":" if preview.done else ""))
+        for run_id in preview.done:
+            echo(f"  {run_id}")
+        if preview.refused:
+            echo(f"{len(preview.refused)} would be refused:")
+            for line in preview.refused:
+                echo(f"  {line}")
+        return EXIT_OK
+    refused = f" ({len(preview.refused)} would be refused)" if preview.refused else ""
+    if not yes and not _asked_first(f"{would}{refused}?", f"--where selects {len(run_ids)} runs; pass --yes to "
+                                    f"{action} them without a question, or --dry-run to see which"):
+        return EXIT_OK
+    decided = operate.bulk(store, action, run_ids, note)
+    echo(decided.summary())
+    for line in decided.refused:
+        echo(f"  {line}")
+    return EXIT_NOT_SUCCEEDED if decided.refused else EXIT_OK
+
+
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
-@click.argument("effect_ref", metavar="EFFECT", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("effect_ref", metavar="EFFECT", type=TEXT, required=False)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
               help="It did not happen: do it again, same key.")
@@ -555,13 +628,23 @@ def _print_diagnosis(found: Diagnosis) -> None:
 @click.option("--result", "result_text", default=None, type=VERBATIM, metavar="JSON",
               help="With --happened: what it returned, e.g. '{\"message_id\": \"<...>\"}'.")
 @note_option
+@many_options
 @click.pass_obj
-def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[str, ...], result_text: str | None,
-              note: str | None) -> int:
-    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position)."""
+def reconcile(session: Session, run_ref: str | None, effect_ref: str | None, decisions: tuple[str, ...],
+              result_text: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
+    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position). With
+    --where FILTER instead of RUN EFFECT, --ask for each selected run's last effect in doubt."""
     decision = _one_decision(decisions)
     if result_text is not None and decision != "happened":
         raise UserError("--result goes with --happened only")
+    if _many(run_ref, where, dry_run, yes):
+        if decision != "ask" or effect_ref is not None:
+            raise click.UsageError("--where goes with --ask alone: whether an effect happened is decided one run "
+                                   "at a time (tui-agent reconcile RUN EFFECT --happened | --not-done | --abandon)",
+                                   click.get_current_context())
+        return _bulk(session, "reconcile-ask", where, dry_run, yes, note)
+    if effect_ref is None:
+        raise click.UsageError("name the EFFECT after the RUN (its name, or its position)", click.get_current_context())
     store = session.existing_store
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
@@ -593,45 +676,63 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
+@many_options
 @click.pass_obj
-def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
+def approve(session: Session, run_ref: str | None, deny: bool, note: str | None, where: str | None, dry_run: bool,
+            yes: bool) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "deny" if deny else "approve", where, dry_run, yes, note)
     run_id = operate.approve(session.existing_store, run_ref, deny, note)
     echo(f"{run_id}: {operate.answered(deny)}")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def park(session: Session, run_ref: str, note: str | None) -> int:
+def park(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
     """Stop a run so a person can look at it; resume continues it."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "park", where, dry_run, yes, note)
     echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def cancel(session: Session, run_ref: str, note: str | None) -> int:
+def cancel(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
+           yes: bool) -> int:
     """End a run for good."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "cancel", where, dry_run, yes, note)
     echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
+@many_options
 @click.pass_obj
-def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
+def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: tuple[str, ...], where: str | None,
+           dry_run: bool, yes: bool) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
     retry tries again now."""
+    if _many(run_ref, where, dry_run, yes):
+        if restart or budget_specs:
+            raise click.UsageError("--where resumes runs where they stopped; --restart and --budget take one RUN",
+                                   click.get_current_context())
+        return _bulk(session, "resume", where, dry_run, yes, None)
     limits = operate.parse_budget(budget_specs, "--budget")
     store = session.existing_store
     before = get_run(store, resolve_run(store, run_ref))
@@ -737,6 +838,32 @@ def db_migrate(session: Session, where: str | None) -> int:
         _print_places(store)
     finally:
         store.close()
+    return EXIT_OK
+
+
+@db_group.command("vacuum")
+@click.option("--yes", is_flag=True, help="Rewrite without asking first.")
+@click.pass_obj
+def db_vacuum(session: Session, yes: bool) -> int:
+    """Give a SQLite file's free pages back to the file system: a file made with incremental auto-vacuum (every new
+    one) in short batches; an older one by rewriting it with it (VACUUM), which holds the write lock for the whole
+    rewrite, so every worker waits, and needs the file's size free twice more (the temporary folder and the
+    database's own); asks first."""
+    store = session.existing_store
+    if on_server(store.conn):
+        echo("nothing to do on PostgreSQL: the server's autovacuum reuses the space that prune frees")
+        return EXIT_OK
+    space = prune_runs.free_space(store)
+    if not space["incremental"] and not yes:
+        question = (f"rewrite {store.path} ({_size(space['file_bytes'])}, {_size(space['free_bytes'])} free inside) "
+                    "with incremental auto-vacuum? Every writer waits until it is done")
+        if not _asked_first(question, "db vacuum rewrites the whole file holding the write lock; pass --yes to do "
+                            "it without a question"):
+            return EXIT_OK
+    done = operate.vacuum(store)
+    before, after = done["before"], done["after"]
+    echo(f"{store.path}: {_size(before['file_bytes'])} before, {_size(after['file_bytes'])} now"
+         + ("" if before["incremental"] else "; it gives the pages prune frees back by itself from now on"))
     return EXIT_OK
 
 
@@ -967,6 +1094,120 @@ def pulls(session: Session, repo: str | None, as_json: bool) -> int:
            [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
              ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
     return EXIT_OK
+
+
+@cli.command("prune")
+@click.option("--older-than", "older_than", required=True, type=TEXT, metavar="SPAN",
+              help="Remove runs that ended longer ago than this: 30d, 12h, 2w.")
+@click.option("--status", "statuses", default=",".join(prune_runs.PRUNABLE), show_default=True, type=TEXT,
+              metavar="STATUS,...", help="Which ended runs (comma-separated).")
+@click.option("--keep-last", type=Whole(min=0), default=None, metavar="N",
+              help="Keep the N newest of these runs of each agent, however old.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed and kept; change nothing.")
+@click.option("--yes", is_flag=True, help="Remove without asking first (for scripts and timers).")
+@json_option("One JSON object: what was removed (or would be) and what was kept")
+@click.pass_obj
+def prune_command(session: Session, older_than: str, statuses: str, keep_last: int | None, dry_run: bool, yes: bool,
+                  as_json: bool) -> int:
+    """Remove ended runs with their journal, events, effects, model calls, request parts, approvals, notices and
+    artifacts, in short batches that let running workers' commits through. The keys of their confirmed effects
+    and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run
+    that has not ended, one a fork still needs, one with an effect in doubt."""
+    chosen = operate.prune_plan(session.existing_store, filters.parse_span(older_than, "--older-than"),
+                                prune_runs.chosen_statuses(statuses), keep_last)
+    store = session.existing_store
+    what = _pruning_said(chosen)
+    if dry_run or not chosen.remove:
+        if as_json:
+            _json_out(_plan_json(chosen))
+        else:
+            echo((f"would remove {what}" if chosen.remove else f"nothing to remove: {what}") + _kept_said(chosen.kept))
+        return EXIT_OK
+    if not yes and not _asked_first(f"remove {what}{_kept_said(chosen.kept)}?", f"prune would remove "
+                                    f"{len(chosen.remove)} runs; pass --yes to remove them without a question, or "
+                                    "--dry-run to see what it would remove"):
+        return EXIT_OK
+    done = operate.prune(store, chosen, _pruning_progress(len(chosen.remove)))
+    if as_json:
+        _json_out({**_plan_json(chosen), "removed": dict(done.removed), "stayed": dict(done.stayed),
+                   "kept_keys": done.keys, "artifact_bytes": done.artifact_bytes, "batches": done.batches,
+                   "longest_hold_s": round(done.longest_hold_s, 4), "vacuum": done.vacuum})
+        return EXIT_OK
+    removed = sum(done.removed.values())
+    files = f" and {_size(done.artifact_bytes)} of artifact files" if done.artifact_bytes else ""
+    keys = (f"; {done.keys:,} key{'s' * (done.keys != 1)} kept, so a later run with the same meaning still finds "
+            "them" if done.keys else "")
+    echo(f"removed {removed:,} run{'s' * (removed != 1)}{_by_status(done.removed)}{files}{keys}; {done.batches:,} "
+         f"batches, the longest held the write lock {done.longest_hold_s * 1000:.0f} ms")
+    if done.stayed:
+        echo(f"{sum(done.stayed.values())} changed before their turn and stay ("
+             + ", ".join(f"{n} {_STAYED[why]}" for why, n in done.stayed.items()) + ")")
+    if done.vacuum is not None:
+        echo(_vacuum_said(done.vacuum))
+    return EXIT_OK
+
+
+_KEPT = {"newest": "the newest of their agent (--keep-last)", "fork": "a fork still needs",
+         "doubt": "with an effect in doubt (reconcile it first)"}
+_STAYED = {"changed": "resumed or no longer as chosen", "fork": "forked meanwhile", "doubt": "now in doubt"}
+
+
+def _by_status(counts) -> str:
+    return f" ({', '.join(f'{n:,} {status}' for status, n in counts.most_common())})" if counts else ""
+
+
+def _pruning_said(chosen) -> str:
+    count = len(chosen.remove)
+    if not count:
+        return f"no {' or '.join(chosen.chosen)} run ended before {clock_time(chosen.cutoff)}"
+    return f"{count:,} run{'s' * (count != 1)} that ended before {clock_time(chosen.cutoff)}{_by_status(chosen.statuses)}"
+
+
+def _kept_said(kept) -> str:
+    return f"; kept: {', '.join(f'{n:,} {_KEPT[why]}' for why, n in kept.items())}" if kept else ""
+
+
+def _asked_first(question: str, refusal: str) -> bool:
+    """Whether the person at the terminal says yes to `question` (on stderr, no by default; "nothing changed" when
+    not). Off a terminal nobody can answer, so the action is refused with `refusal`, which names --yes."""
+    if not sys.stdin.isatty():
+        raise UserError(refusal)
+    if click.confirm(question, default=False, err=True):
+        return True
+    echo("nothing changed", err=True)
+    return False
+
+
+def _plan_json(chosen) -> dict:
+    return {"cutoff": iso(chosen.cutoff), "statuses": list(chosen.chosen), "remove": chosen.remove,
+            "by_status": dict(chosen.statuses), "kept": dict(chosen.kept)}
+
+
+def _pruning_progress(total: int) -> Callable | None:
+    """`removing: N of M runs` rewritten on a terminal at most twice a second; nothing into a pipe."""
+    if not sys.stderr.isatty():
+        return None
+    shown = {"at": time.monotonic() + 1.0}
+
+    def progress(done) -> None:
+        if time.monotonic() >= shown["at"]:
+            shown["at"] = time.monotonic() + 0.5
+            sys.stderr.write(f"\r\x1b[2Kremoving: {sum(done.removed.values()):,} of {total:,} runs")
+            sys.stderr.flush()
+    return progress
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.1f} KiB" if count >= 1024 else \
+        f"{count:.0f} B"
+
+
+def _vacuum_said(space: dict) -> str:
+    if space["incremental"]:
+        return f"gave {_size(space['returned_bytes'])} back to the file system (the file is {_size(space['file_bytes'])})"
+    return (f"{_size(space['free_bytes'])} are free inside the file, which was made without incremental auto-vacuum "
+            "(by an older tui-agent): tui-agent db vacuum gives them back (it rewrites the file, holding the write "
+            "lock throughout)")
 
 
 @cli.group()

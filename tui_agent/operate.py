@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +37,18 @@ from .states import (
     budget_dimension,
 )
 from .store import Store
+from .store import prune as prune_runs
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.base import reopening
-from .store.effects import find_effect, set_state, waiting_on_key
+from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
 from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
     EditedEntry,
+    RunNotFound,
     cancel,
     create_run,
     entry_at,
@@ -239,7 +242,8 @@ def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] |
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
-    why = None if forking else why_not_imported(imported(store.conn, run["id"]))
+    why = "prune is removing it" if run["pruned_at"] is not None else None
+    why = why or (None if forking else why_not_imported(imported(store.conn, run["id"])))
     why = why or (why_not(run) if why_not else None)
     if why:
         raise _refuse(store, run, why)
@@ -370,6 +374,147 @@ def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
         run = _current(store, run_ref, why_not_cancel)
         cancel(conn, run["id"], run["status"], _with_note(f"cancelled by {_person()}", note), now())
     return run["id"]
+
+
+# -- Many runs at once: each run decided in its own write by its one-run action above, with that action's rule.
+
+BULK_ACTIONS = ("park", "resume", "cancel", "approve", "deny", "reconcile-ask")
+BULK_DONE = {"park": "parked", "resume": "resumed", "cancel": "cancelled", "approve": "approved", "deny": "denied",
+             "reconcile-ask": "asked the service about"}
+
+
+def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
+    """The effect a reconcile-ask asks the service about (the run's last one in doubt) and why it cannot be asked."""
+    why = why_not_decide(run)
+    if why:
+        return None, why
+    doubtful = in_doubt(store, run["id"], run["generation"])
+    if not doubtful:
+        return None, "it has no effect in doubt"
+    effect = doubtful[-1]
+    if not effect["has_lookup"]:
+        return effect, f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with --happened " \
+            "or --not-done, one run at a time"
+    return effect, None
+
+
+def why_not_bulk(store: Store, action: str, run: dict) -> str | None:
+    """Whether `action` (one of BULK_ACTIONS) applies to `run` as read now: the rule its one-run action checks again
+    inside its own write, so a preview (`--dry-run`, the TUI's count) and the act can differ only by a moment."""
+    if action == "park":
+        return why_not_park(run)
+    if action == "cancel":
+        return why_not_cancel(run)
+    if action == "resume":
+        return why_not_resume(with_holders(store, [run])[0])
+    if action in ("approve", "deny"):
+        return why_not_approve(run, pending_approval(store, run["id"], run["generation"]))
+    return _asked_about(store, run)[1]
+
+
+def _act_on(store: Store, action: str, run_id: str, note: str | None) -> None:
+    if action == "park":
+        park(store, run_id, note)
+    elif action == "cancel":
+        cancel_run(store, run_id, note)
+    elif action == "resume":
+        resume(store, run_id)
+    elif action in ("approve", "deny"):
+        approve(store, run_id, deny=action == "deny", note=note)
+    else:
+        run = get_run(store, resolve_run(store, run_id))
+        effect, why = _asked_about(store, run)
+        if why:
+            raise _refuse(store, run, why)
+        reconcile_ask(store, run_id, str(effect["position"]), note)   # which checks the run and effect again
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a bulk action did: the runs it acted on, and one line for each run it refused (what stood in the way)."""
+
+    action: str
+    done: tuple[str, ...]
+    refused: tuple[str, ...]
+
+    def summary(self) -> str:
+        total = len(self.done) + len(self.refused)
+        said = f"{BULK_DONE[self.action]} {len(self.done)} of {total} run{'s' * (total != 1)}"
+        return said + (f"; {len(self.refused)} refused:" if self.refused else "")
+
+
+def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
+         each: Callable[[str, str | None], None] | None = None) -> Decided:
+    """`action` (one of BULK_ACTIONS) on each of `run_ids` in turn, each in its own write by the same function and
+    rule as one at a time: a run that changed meanwhile (ended, decided, taken) is refused with the one line that
+    says so, never overwritten. `each(run_id, refusal)` hears of every run as it is decided (refusal None: done).
+    What the environment stops (busy, read-only, full) stops the whole action; the runs done by then stay done."""
+    if action not in BULK_ACTIONS:
+        raise UserError(f"{action!r} is not an action for many runs; use one of {', '.join(BULK_ACTIONS)}")
+    done, refused = [], []
+    for run_id in run_ids:
+        try:
+            _act_on(store, action, run_id, note)
+        except UserError as e:
+            refused.append(str(e))
+            if each:
+                each(run_id, str(e))
+            continue
+        done.append(run_id)
+        if each:
+            each(run_id, None)
+    return Decided(action, tuple(done), tuple(refused))
+
+
+def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BULK_ACTIONS) -> dict[str, Decided]:
+    """What `bulk` would do with each of `actions` to `run_ids` as they are now (each run read once), written
+    nowhere: the runs each applies to, and for the others the line that says why not (`--dry-run`, the question
+    asked before acting, the TUI's confirmation)."""
+    done: dict[str, list[str]] = {action: [] for action in actions}
+    refused: dict[str, list[str]] = {action: [] for action in actions}
+    for run_id in run_ids:
+        try:
+            run = get_run(store, run_id)
+        except RunNotFound as e:   # removed since it was selected (pruned)
+            for action in actions:
+                refused[action].append(f"{e}: it was removed meanwhile")
+            continue
+        for action in actions:
+            why = why_not_bulk(store, action, run)
+            if why:
+                refused[action].append(f"{run_id} {standing(store, run)}; {why}")
+            else:
+                done[action].append(run_id)
+    return {action: Decided(action, tuple(done[action]), tuple(refused[action])) for action in actions}
+
+
+# -- Keeping the database small.
+
+def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = prune_runs.PRUNABLE,
+               keep_last: int | None = None) -> prune_runs.Plan:
+    """Which ended runs `prune` would remove (those of `statuses` that ended more than `older_than_s` ago, but the
+    newest `keep_last` of each agent, one a fork still needs, one with an effect in doubt), written nowhere."""
+    return prune_runs.plan(store, statuses, now() - older_than_s, keep_last)
+
+
+def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.Pruned], None] | None = None,
+          ) -> prune_runs.Pruned:
+    """Remove the runs of a `prune_plan`, each checked again as its turn comes, in batches that let workers' commits
+    through (store/prune.py); their effects' keys and run keys are kept."""
+    return prune_runs.remove(store, chosen, now(), progress)
+
+
+def vacuum(store: Store) -> dict:
+    """Give a SQLite file's free pages back: with incremental auto-vacuum, in prune's batches; without it, by
+    rewriting the file with it (the write lock for the whole rewrite; the disks must hold the file twice more).
+    Returns the file's free space before and after (store/prune.py free_space)."""
+    before = prune_runs.free_space(store)
+    if before["incremental"]:
+        prune_runs.give_back(store)
+    else:
+        prune_runs.room_to_rewrite(store)
+        prune_runs.rewrite(store)
+    return {"before": before, "after": prune_runs.free_space(store)}
 
 
 def _retrying(run: dict) -> bool:

@@ -23,6 +23,7 @@ from ..models import (
 from ..models.caching import with_cache_marks
 from ..states import Reason, RunStatus
 from ..store import Claim, Store, artifacts, model_calls
+from ..store import prune as prune_runs
 from ..store.events import add_event
 from ..store.journal import (
     FOLD_EVERY,
@@ -498,6 +499,16 @@ class Context:
         run_id, created = create_run(self._store, now=self.clock.now(), run_key=key,
                                      **self._registry.run_fields(agent, request, model))
         return [run_id, created]
+
+    def prune(self, older_than_s: float, statuses: list[str], keep_last: int | None = None) -> dict:
+        """Remove the ended runs `tui-agent prune` would (store/prune.py: the same choice, batches and kept keys),
+        for the built-in agent `prune` that a schedule runs. Call it from a step, so a replay does not prune again;
+        repeating it after a crash finishes what the first began. Returns what was removed, by status, what stayed
+        and why, and how many keys were kept."""
+        chosen = prune_runs.plan(self._store, statuses, self.clock.now() - older_than_s, keep_last)
+        done = prune_runs.remove(self._store, chosen, self.clock.now())
+        return {"removed": dict(done.removed), "kept": dict(chosen.kept + done.stayed), "kept_keys": done.keys,
+                "artifact_bytes": done.artifact_bytes}
 
     def save_artifact(self, name: str, text: str) -> str:
         """Keep a file meant for the operator (a report) with the run's artifacts, durably; returns where it is, as

@@ -243,6 +243,60 @@ class ReconcileModal(Dialog):
                             "Abandon the run", "Don't abandon")
 
 
+BULK_LABELS = {"park": "Park", "resume": "Resume", "cancel": "Cancel", "approve": "Approve", "deny": "Deny",
+               "reconcile-ask": "Ask the service"}
+
+
+class BulkModal(Dialog):
+    """The marked runs together: how many are marked, and for each action how many of them it applies to (as they
+    are now; each run is checked again as it is acted on). Choosing one and pressing the button is the one
+    confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs; `action` chosen first."""
+
+    DO = "Act on them"
+
+    def __init__(self, marked: int, preview: dict, action: str) -> None:
+        super().__init__()
+        self.TITLE = f"{marked} run{'s' * (marked != 1)} marked"
+        self.marked, self.preview, self.action = marked, preview, action
+
+    def body(self) -> ComposeResult:
+        yield Static("Each run is decided in its own transaction, by the same rule as one at a time.")
+        first = self.action if self.preview[self.action].done else next(
+            (action for action, decided in self.preview.items() if decided.done), None)
+        with Choices(id="action"):
+            for action, decided in self.preview.items():
+                label = f"{BULK_LABELS[action]:<16} {len(decided.done)} of {self.marked}"
+                yield RadioButton(label if decided.done else Text(f"{label}: applies to none", style="dim"),
+                                  id=f"do-{action}", value=action == first, disabled=not decided.done)
+        yield Static(id="refused", classes="warning")
+        yield Input(placeholder="note (optional)", id="note")
+
+    def on_mount(self) -> None:
+        self._show(self.query_one("#action", RadioSet).pressed_button)
+
+    @on(RadioSet.Changed, "#action")
+    def _changed(self, event: RadioSet.Changed) -> None:
+        self._show(event.pressed)
+
+    def _show(self, pressed: RadioButton | None) -> None:
+        """The button says what it does to how many; a line says what stands in the way of the others."""
+        decided = self.preview[pressed.id.removeprefix("do-")] if pressed is not None else None
+        count = len(decided.done) if decided else 0
+        self.query_one("#confirm", Button).label = (f"{BULK_LABELS[decided.action]} {count} run{'s' * (count != 1)}"
+                                                    if decided else self.DO)
+        refused = decided.refused if decided else ()
+        self.query_one("#refused", Static).update(safe(
+            f"not for {len(refused)}: {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+            if refused else ""))
+
+    def answer(self) -> tuple[str, str | None] | None:
+        pressed = self.query_one("#action", RadioSet).pressed_button
+        if pressed is None:
+            self.notify("no action applies to the marked runs", severity="warning")
+            return None
+        return pressed.id.removeprefix("do-"), self.query_one("#note", Input).value.strip() or None
+
+
 class BudgetModal(Dialog):
     """Raise one ceiling of a run, or drop its default ceilings (`unbounded`); the run is resumed with it."""
 

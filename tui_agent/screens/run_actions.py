@@ -28,7 +28,7 @@ from ..report import (
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..worktrees import branch_advice, why_not_remove
-from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
+from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal
 
 if TYPE_CHECKING:
     from ..app import TuiAgentApp
@@ -241,6 +241,34 @@ def remove_worktree(app: TuiAgentApp, run_id: str) -> None:
 
     app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
                     confirmed)
+
+
+SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest stay marked to look at
+
+
+def act_on_marked(app: TuiAgentApp, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
+    """The marked runs together: one confirmation that says how many runs are marked and which of the bulk actions
+    applies to how many of them (operate.py's rules, read now), `action` chosen first; then operate.bulk, each run in
+    its own write, and a toast with the summary and what stood in the way of the others. `after(decided)` hears
+    what was done."""
+    preview = operate.bulk_preview(app.reader, run_ids)
+
+    def chosen(answer: tuple[str, str | None] | None) -> None:
+        if answer is None:
+            return
+        action, note = answer
+        decided = app.act(operate.bulk, app.store, action, run_ids, note, done=_said)
+        if decided is not None:
+            after(decided)
+
+    app.push_screen(BulkModal(len(run_ids), preview, action), chosen)
+
+
+def _said(decided: operate.Decided) -> str:
+    lines = [decided.summary(), *decided.refused[:SHOWN_REFUSALS]]
+    if len(decided.refused) > SHOWN_REFUSALS:
+        lines.append(f"and {len(decided.refused) - SHOWN_REFUSALS} more (still marked)")
+    return "\n".join(lines)
 
 
 def new_run(app: TuiAgentApp) -> None:

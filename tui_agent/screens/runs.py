@@ -4,6 +4,7 @@ the selected run is waiting for and which key acts on it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -12,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
+from ..filters import Filter, matching, parse
 from ..forecast import WINDOW, sparkline
 from ..format import age
 from ..report import busiest_budget, cost_window, counts, runs_page
@@ -19,13 +21,17 @@ from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
 from ..widgets.safe import safe
-from ..widgets.status import STATUSES, badge
+from ..widgets.status import badge
 from ..widgets.theme import Palette, palette, style
 from . import run_actions
 from .situation import situation_over_time, workers_alive
 from .table import TableScreen
 
 PAGE = 200
+MARK = "●"                         # before the id of a marked run
+MARK_LIMIT = 10_000                # `*` marks at most this many runs at once
+BULK_KEYS = {"park": "park", "resume": "resume", "cancel": "cancel", "approve": "approve",
+             "reconcile": "reconcile-ask"}   # a run action's key on marked runs: the bulk action it preselects
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
            ("WORKER", "worker"), ("BUDGET", "budget"), ("BURN", "burn"), ("AGE", "age")]
 NARROW_DROPS = ("worker", "att", "burn")  # left out while the table is too wide, in this order (a running run's
@@ -50,17 +56,6 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
     return columns
 
 
-def parse_filter(text: str) -> tuple[str | None, str | None]:
-    """`status:waiting nightly` -> ("waiting", "nightly")."""
-    status, words = None, []
-    for word in text.split():
-        if word.startswith("status:"):
-            status = word.removeprefix("status:") or None
-        else:
-            words.append(word)
-    return status, " ".join(words) or None
-
-
 class RunsScreen(run_actions.RunActionKeys, TableScreen):
     COLUMNS = COLUMNS
     TABLE_ID = "runs"
@@ -74,6 +69,9 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("s", "schedules", "Schedules"),
         Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("asterisk", "mark_matching", "Mark all", show=False),
+        Binding("U", "unmark", "Unmark all", show=False),
     ]
     # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the
     # strip names the key that acts on the selected run, so the run actions are the first to go.
@@ -81,8 +79,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.status_filter: str | None = None
-        self.text_filter: str | None = None
+        self.filter = Filter()
+        self.marked: set[str] = set()         # the runs an action applies to together (space, *)
         self.needs_first = True
         self.loaded_rows = PAGE               # the rows a reload re-reads: the pages the person scrolled to
         self._rows: list[dict] = []
@@ -92,7 +90,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
+        yield Input(placeholder="filter: status:waiting agent:hello since:3d nightly   (enter applies, escape clears)",
                     id="filter", classes="filter")
 
     def on_mount(self) -> None:
@@ -113,7 +111,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         without one), going on to the next section from its newest when one runs out; and where the page
         after these starts (section and cursor), None when every section ran out."""
         reader, sections = self.app.reader, self._sections()
-        query = {"status": self.status_filter, "text": self.text_filter}
+        query = self.filter.query()
         rows: list[dict] = []
         while True:
             rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
@@ -207,21 +205,19 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
+        shown_id = f"{MARK} {row['id']}" if row["id"] in self.marked else row["id"]
         return dict(zip((key for _, key in COLUMNS), (
-            row["id"], safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
+            shown_id, safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
             safe(row["worker"] or "–"), budget, burn, age(at - row["created_at"]))))
-
-    def _filter_text(self) -> str:
-        return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))
 
     def _summarize(self) -> None:
         figures = counts(self.app.reader)
         alive = workers_alive(self.app.reader)
-        shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
-            self.status_filter or self.text_filter) else ""
+        shown = f" · filter: {self.filter.words}" if self.filter else ""
+        marked = f" · {len(self.marked)} marked" if self.marked else ""
         self.summary.text = (
             f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
-            f"running {figures['running']} · needs you {figures['needs_you']}"
+            f"running {figures['running']} · needs you {figures['needs_you']}{marked}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
 
     def _explain(self) -> None:
@@ -235,11 +231,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._say(now())
 
     def _nothing_shown(self) -> str:
-        if not (self.status_filter or self.text_filter):
+        if not self.filter:
             return "No runs yet: press n to start one."
-        unknown = f": {self.status_filter} is not a status (statuses are: {', '.join(STATUSES)})" if (
-            self.status_filter and self.status_filter not in STATUSES) else ""
-        return f'no run matches "{self._filter_text()}"{unknown}; escape clears the filter'
+        problem = self.filter.problem()
+        return f'no run matches "{self.filter.words}"{f": {problem}" if problem else ""}; escape clears the filter'
 
     def _say(self, at: float) -> None:
         self.strip.text = self._saying(at)
@@ -258,7 +253,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.action_open()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.status_filter, self.text_filter = parse_filter(event.value)
+        acted, chosen = self.app.guard(parse, event.value)   # a time it cannot read: a toast, the filter as it was
+        if not acted:
+            return
+        self.filter = chosen
         self.loaded_rows = PAGE
         self.table.focus()
         self.reload()
@@ -267,6 +265,52 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def run_target(self) -> tuple[str | None, None]:
         return self.selected_id(), None
+
+    def action_run(self, name: str) -> None:
+        """A run action's key: on the marked runs together when any are marked (one confirmation that says which
+        actions apply to how many of them), else on the selected run."""
+        if self.marked and name in BULK_KEYS:
+            run_actions.act_on_marked(self.app, sorted(self.marked), BULK_KEYS[name], self._acted)
+        else:
+            super().action_run(name)
+
+    def _acted(self, decided) -> None:
+        """After a bulk action: the runs it acted on are unmarked (those it refused stay marked, to look at)."""
+        self.marked -= set(decided.done)
+        self.reload()
+
+    def _remark(self, run_ids) -> None:
+        """Show each run's mark as it is now (the ID cell), and the count in the header."""
+        at, colours = now(), palette(self.app)
+        held = {row["id"]: row for row in self._rows}
+        for run_id in run_ids:
+            row = held.get(run_id)
+            if row is not None:
+                self._shown[run_id] = self._cells(row, at, colours)
+                self.table.update_cell(run_id, "id", self._shown[run_id]["id"], update_width=True)
+        self._summarize()
+
+    def action_mark(self) -> None:
+        """Space: mark the selected run (or unmark it), then move to the next."""
+        run_id = self.selected_id()
+        if run_id is None:
+            return
+        self.marked ^= {run_id}
+        self._remark([run_id])
+        self.table.action_cursor_down()
+
+    def action_mark_matching(self) -> None:
+        """`*`: mark every run the filter selects (every run without one), not only the rows loaded."""
+        found = [run["id"] for run in islice(matching(self.app.reader, self.filter), MARK_LIMIT)]
+        self.marked |= set(found)
+        self._remark(found)
+        more = f" (the first {MARK_LIMIT:,}; narrow the filter for the rest)" if len(found) == MARK_LIMIT else ""
+        self.notify(f"{len(self.marked)} marked{more}: r, p, x, a and c act on them together; U unmarks",
+                    timeout=4)
+
+    def action_unmark(self) -> None:
+        unmarked, self.marked = self.marked, set()
+        self._remark(unmarked)
 
     def action_open(self) -> None:
         from .run import RunScreen
@@ -284,7 +328,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         box = self.query_one("#filter", Input)
         box.value = ""
         box.remove_class("-shown")
-        self.status_filter = self.text_filter = None
+        self.filter = Filter()
         self.loaded_rows = PAGE
         self.table.focus()
         self.reload()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import time
 from pathlib import Path, PurePosixPath
@@ -174,3 +175,22 @@ def under(store: Store, relative: str) -> list[str]:
     root = folder(store)
     base = root / confined(store, relative)
     return sorted(str(Path(top, name).relative_to(root)) for top, _, names in os.walk(base) for name in names)
+
+
+def remove_folder(store: Store, artifact_dir: str) -> int:
+    """Delete a run's artifact files (its folder, `artifact_dir`: artifacts/<run id>), for prune; returns how many
+    bytes they held. Nothing to do where the store keeps them in its table (prune deletes those rows) or when the
+    folder is not there. A link is removed, never followed (nor is anything outside the artifacts' folder read)."""
+    root = folder(store)
+    if root is None:
+        return 0
+    path = root / confined(store, artifact_dir)
+    if path.is_symlink():
+        path.unlink()
+        return 0
+    if not path.is_dir():
+        return 0
+    real = Path(_inside(root, path))
+    size = sum(os.lstat(Path(top, name)).st_size for top, _, names in os.walk(real) for name in names)
+    shutil.rmtree(real)
+    return size

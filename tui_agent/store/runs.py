@@ -3,6 +3,7 @@ with a lease and a fence, and fenced status transitions."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Collection
@@ -51,10 +52,19 @@ class Claim:
 
 
 def _new_id(conn: sqlite3.Connection) -> str:
+    """An id no run has, nor had before prune removed it (a kept key still names that run)."""
     while True:
         run_id = f"r-{ids.token(4)}"
-        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ? UNION ALL SELECT 1 FROM kept_keys WHERE run_id = ?",
+                        (run_id, run_id)).fetchone() is None:
             return run_id
+
+
+def request_digest(request: str) -> str:
+    """A digest of a run's request (JSON text) that spacing and field order do not change: what a kept run key
+    compares a new run's request with, once its run is removed."""
+    canonical = json.dumps(json.loads(request), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str) -> tuple[str, bool]:
@@ -66,8 +76,9 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
 def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
                budget: str, model: str, now: float, run_key: str | None = None,
                script: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names).
-    `script`: a `scripted:FILE` model's replies (JSON), kept with the run."""
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names, or
+    named before prune removed it: kept_keys). `script`: a `scripted:FILE` model's replies (JSON), kept with the
+    run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -76,6 +87,15 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
                 raise UserError(f"run key {run_key!r} already names run {row[0]}, which {difference}; pass the "
                                 f"same agent and input to get {row[0]}, or another key for a new run")
             return row[0], False
+        kept = conn.execute("SELECT run_id, name, result FROM kept_keys WHERE kind = 'run' AND key = ?",
+                            (run_key,)).fetchone()
+        if kept:   # its run was removed by prune: the key still names it, so nothing new is started
+            difference = (f"was a run of {kept[1]}, not {agent}" if kept[1] != agent else
+                          "had another input" if kept[2] != request_digest(request) else None)
+            if difference:
+                raise UserError(f"run key {run_key!r} named run {kept[0]} (removed by prune), which {difference}; "
+                                "pass another key for a new run")
+            return kept[0], False
     run_id = _new_id(conn)
     conn.execute(
         "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, script, status,"
@@ -396,6 +416,10 @@ def get_run(store: Store, run_id: str) -> dict:
     return found
 
 
+def run_exists(store: Store, run_id: str) -> bool:
+    return store.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+
 def lineage(store: Store, run_id: str) -> tuple[str, ...]:
     """`run_id`, the run it was forked from, that run's parent and so on to the first: the runs whose recorded
     work a fork carries on (one indexed read per generation of forks)."""
@@ -598,17 +622,28 @@ NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
 
 
 def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
-              needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
+              needs_person: bool | None = None, before: tuple[float, str] | None = None,
+              agent: str | None = None, since: float | None = None, until: float | None = None) -> list[dict]:
     """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
     as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
     (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
     order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
     A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
-    their own index and sorts them, a cost that grows with how many runs have that status."""
+    their own index and sorts them, a cost that grows with how many runs have that status. `agent` (its exact
+    name), `since` and `until` (when the run was made: since <= created_at < until) narrow it further."""
     where, params = [], []
     if status:
         where.append("r.status = ?")
         params.append(status)
+    if agent:
+        where.append("r.agent = ?")
+        params.append(agent)
+    if since is not None:
+        where.append("r.created_at >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("r.created_at < ?")
+        params.append(until)
     if text:
         where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
         params += [f"{text}%", f"%{text}%", f"%{text}%"]

@@ -452,8 +452,31 @@ def _v14(db: sqlite_utils.Database) -> None:
         ) WITHOUT ROWID""")
 
 
+def _v15(db: sqlite_utils.Database) -> None:
+    """The ledger's promise outlives the runs: `kept_keys` holds the key of every confirmed effect, and the
+    idempotency key of every run, of a run `tui-agent prune` removed, so a later run with the same meaning still
+    finds them (store/effects.py `confirmed_with_key`, store/runs.py `insert_run`). `runs.pruned_at`: when prune
+    began removing the run, whose rows then go in batches; nothing acts on it meanwhile (operate.py), and the next
+    prune finishes what an interrupted one began. NULL on every other run."""
+    db.execute("""
+        CREATE TABLE kept_keys (
+            kind TEXT NOT NULL,          -- effect: a confirmed effect's key | run: a run's idempotency key
+            key TEXT NOT NULL,
+            run_id TEXT NOT NULL,        -- the run that confirmed it, or that the key named: removed, so no reference
+            name TEXT,                   -- effect: its name | run: its agent
+            result TEXT,                 -- effect: what was confirmed (JSON) | run: a digest of its request
+            at REAL NOT NULL,            -- when it was confirmed, or the run made
+            kept_at REAL NOT NULL,       -- when prune removed the run
+            PRIMARY KEY (kind, key)
+        ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX kept_keys_run ON kept_keys (run_id)")   # a new run never takes a removed run's id
+    db["runs"].add_column("pruned_at", float)
+    # the forks of a run, found without reading every run: prune keeps a run that a fork still needs
+    db.execute("CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13, _v14]
+                                                             _v12, _v13, _v14, _v15]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

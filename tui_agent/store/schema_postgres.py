@@ -312,6 +312,19 @@ CREATE TABLE imported_runs (
     imported_at double precision NOT NULL
 )"""
 
+# Version 15 (schema._v15): the keys of removed runs' confirmed effects and of their idempotency keys.
+KEPT_KEYS = """
+CREATE TABLE kept_keys (
+    kind text NOT NULL,
+    key text NOT NULL,
+    run_id text NOT NULL,
+    name text,
+    result text,
+    at double precision NOT NULL,
+    kept_at double precision NOT NULL,
+    PRIMARY KEY (kind, key)
+)"""
+
 # Version 9, the first on PostgreSQL, frozen (it is history): in the order SQLite's migrations create them.
 FIRST: list[str] = [
     META, RUNS, RUNS_INDEXES, CHECKPOINTS, JOURNAL, EFFECTS, EFFECTS_INDEXES, WORKERS, APPROVALS,
@@ -334,6 +347,9 @@ MIGRATIONS: dict[int, list[str]] = {
     13: ["ALTER TABLE runs ADD COLUMN script text; ALTER TABLE schedules ADD COLUMN script text;"
          " ALTER TABLE notices ADD COLUMN superseded bigint"],
     14: [IMPORTED_RUNS],   # schema._v14
+    15: [KEPT_KEYS, "CREATE INDEX kept_keys_run ON kept_keys (run_id)",
+         "ALTER TABLE runs ADD COLUMN pruned_at double precision",
+         "CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL"],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.
