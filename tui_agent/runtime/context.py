@@ -114,6 +114,7 @@ class Context:
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._soft_position = soft_position
+        self._programs = 0   # programs run_command started in this claim (names their output files)
         self._last_at = claim.claimed_at
         self._renew_at = claim.claimed_at + claim.lease_s / 2
 
@@ -587,15 +588,17 @@ class Context:
         return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
                        self._step_timeout if timeout_s is _UNSET else timeout_s)
 
-    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None = None,
-                    stdin: str | bytes | None = None, env: Mapping[str, str] | None = None,
-                    timeout_s: float | None | object = _UNSET, output_limit: int = OUTPUT_LIMIT) -> dict:
-        """Run a program as a journaled step, in a process group of its own (see runtime/commands.py): returns
-        {argv, exit, duration_s, stdout, stderr}, the last `output_limit` bytes of each. Past `timeout_s` (default:
-        the agent's `step_timeout_s`) the whole group is killed and the attempt fails (StepTimedOut); so is it
-        when the run is taken away (parked, cancelled) or handed back. Replay returns the recorded result."""
-        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
-        return self._step(name, commands.run, (self._control, list(argv), cwd, stdin, env, timeout, output_limit),
+    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
+                    env: Mapping[str, str] | None = None, timeout_s: float | None,
+                    output_limit: int = OUTPUT_LIMIT) -> dict:
+        """Run a program as a journaled step, without a shell, in a process group of its own (runtime/commands.py):
+        returns {argv, env, exit, duration_s, stdout, stderr, stdout_artifact, stderr_artifact}: the names `env`
+        set (never their values), the last `output_limit` bytes of each stream and where the whole of it is kept.
+        The group and its start time are recorded before the program runs, so the next claim after a worker died
+        kills what is left of it. Past `timeout_s` (None: none) the whole group is killed and the attempt fails
+        (StepTimedOut, a temporary error the retry policy sees); so is it when the run is taken away (parked,
+        cancelled) or handed back. Replay returns the recorded result without running the program."""
+        return self._step(name, commands.run, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
                           _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 

@@ -21,6 +21,7 @@ from .base import (
     on_server,
     one_row,
 )
+from .commands import end_left
 from .events import add_event
 from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
 from .host import this_host_id
@@ -184,6 +185,10 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
              now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
+    if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
+        park(conn, run_id, status, "parked: a program an earlier claim started survived SIGKILL (see the events); "
+             f"end its process group, then tui-agent resume {run_id}", now, reason=Reason.ENVIRONMENT)
+        return None
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
