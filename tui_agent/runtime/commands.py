@@ -161,3 +161,9 @@ def _keep(ctx: Context, relative: str, handle: IO[bytes]) -> str:
 def _tail(file: IO[bytes], limit: int) -> str:
     size = os.fstat(file.fileno()).st_size
     return os.pread(file.fileno(), limit, max(0, size - limit)).decode("utf-8", errors="replace")
+
+
+def started(ctx: Context, position: int, name: str) -> int:
+    """How many programs named `name` were started inside the journaled call at `position`, those a dead worker
+    started included: what was spent on them stays counted."""
+    return sum(row["name"] == name for row in rows.of_position(ctx._store.conn, ctx.run_id, ctx.generation, position))

@@ -529,6 +529,19 @@ class Context:
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 
+    def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
+        """Journal what a program spent that tui-agent cannot see itself (a command-line coding agent's model calls,
+        as it reported them): `model_calls` calls costing `cost_usd` in all (None: nothing was reported, so every
+        call counts as unpriced), of which `unpriced_calls` more had no price. It counts against the budget as a
+        model call's usage does, once: a replay passes it."""
+        position, recorded, _ = self._next(name)
+        if recorded:
+            return
+        unpriced = model_calls if cost_usd is None else unpriced_calls
+        self._record(position, name, "step", {"model_calls": model_calls, "cost_usd": cost_usd,
+                                               "unpriced_calls": unpriced}, self.clock.now(), 0.0,
+                     Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced), cost_usd)
+
     def note(self, name: str, message: str) -> None:
         """Say `message` in the run's events (kind `note`, shown by `show` and the run screen), once: it is
         journaled as a step named `name` with its event in the same commit, so a replay passes it silently."""
