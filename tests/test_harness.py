@@ -12,7 +12,7 @@ import pytest
 from fake_messages import message
 from harness_repo import BRANCH, FAKE, IDS, PY, TASKS, doing_each_task, git, make_repo, module, request, script, \
     snapshot, trailers
-from helpers import later, ok, show_json
+from helpers import later, ok, open_run, rendered, show_json, tui
 
 from tui_agent.agents.githost import GitHost
 
@@ -351,3 +351,16 @@ def test_propose_asks_a_person_then_opens_one_pull_request_for_the_finished_bran
     [pr] = GitHost(repo).pulls()
     assert (pr["branch"], pr["head"]) == (BRANCH, head), pr
     assert report["run"]["result"]["pull_request"] == pr["number"]
+
+
+async def test_the_runs_list_counts_tasks_and_the_timeline_has_a_row_per_iteration_with_its_verdict(tui_agent, db_path):
+    run_id = ok(tui_agent("run", "harness")).stdout.split()[0]
+    async with tui(db_path, size=(200, 50)) as (app, pilot):
+        await pilot.pause()
+        listed = next(line for line in rendered(app) if run_id in line and " harness " in line)
+        await open_run(app, pilot, run_id)
+        rows = [line for line in rendered(app) if " effect " in line]
+    assert " tasks 3/3 " in listed, listed   # the runs list: tasks done of the plan's, in place of steps
+    # the sample's three tasks: 0 -> 2 -> 4 -> 5 unittest tests passing, each a one-file change
+    assert [row.split(" effect ", 1)[1].split(" · ")[:2] for row in rows] == [
+        ["done 0→2", "1f +1 −1"], ["done 2→4", "1f +9"], ["done 4→5", "1f +5"]], rows

@@ -508,7 +508,8 @@ def harness(ctx: Context, request: dict) -> dict:
         ctx.plan(next_input={"task_id": outcome["task_id"], "status": outcome["status"],
                              "idempotency_key": f"harness:{ctx.run_id}:{outcome['task_id']}",
                              "artifacts": [a for a in (outcome.get("commit"), (outcome.get("agent") or {}).get("log"))
-                                           if a], "iteration": iteration})
+                                           if a], "iteration": iteration,
+                             "tasks": [load["done"] + (outcome["status"] == "done"), load["total"]]})
     final = load["check"]
     result = {"branch": place["branch"], "worktree": place["worktree"], "head": load["head"],
               "tasks": {"done": load["done"], "total": load["total"]}, "iterations": loop.iterations,
