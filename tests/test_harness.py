@@ -12,7 +12,7 @@ import pytest
 from fake_messages import message
 from harness_repo import BRANCH, FAKE, IDS, PY, TASKS, doing_each_task, git, make_repo, module, request, script, \
     snapshot, trailers
-from helpers import later, ok, open_run, rendered, show_json, tui
+from helpers import key, later, ok, open_run, rendered, show_json, tui
 
 from tui_agent.agents.githost import GitHost
 
@@ -364,3 +364,23 @@ async def test_the_runs_list_counts_tasks_and_the_timeline_has_a_row_per_iterati
     # the sample's three tasks: 0 -> 2 -> 4 -> 5 unittest tests passing, each a one-file change
     assert [row.split(" effect ", 1)[1].split(" · ")[:2] for row in rows] == [
         ["done 0→2", "1f +1 −1"], ["done 2→4", "1f +9"], ["done 4→5", "1f +5"]], rows
+
+
+async def test_u_on_a_harness_run_waiting_on_a_plateau_commits_a_rule_and_resumes_it(tui_agent, db_path, tmp_path):
+    repo = make_repo(tmp_path, tasks=1)
+    agent = script(tmp_path / "agent", {IDS[0]: [[]]})
+    plateau = {"unchanged": 1, "shrinking": 9, "same_failure": 9}
+    waited = tui_agent("run", "harness", "--input", request(repo, agent, plateau=plateau))
+    assert waited.returncode == 3, (waited.stdout, waited.stderr)
+    run_id = waited.stdout.split()[0]
+    toasts: list[str] = []
+    async with tui(db_path, size=(160, 50), toasts=toasts) as (app, pilot):
+        await open_run(app, pilot, run_id)
+        await key(pilot, "u")
+        app.screen.query_one("#rule").value = "Write pkg/m1.py,  nothing else."
+        await key(pilot, "enter")
+    tree = _worktree(tui_agent, run_id)
+    assert (tree / "RULES.md").read_text() == "# Rules\n- Write pkg/m1.py, nothing else.\n"
+    assert [c["subject"] for c in trailers(repo)] == ["Rule: Write pkg/m1.py, nothing else."]
+    assert show_json(tui_agent, run_id)["run"]["status"] == "queued"
+    assert any(t.startswith(f"{run_id}: rule committed in {tree}") and t.endswith("resumed") for t in toasts), toasts

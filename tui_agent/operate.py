@@ -574,17 +574,26 @@ def stop_worker(pid: int, kill: bool = False) -> None:
 
 # -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
 
+def why_not_harness(run: dict) -> str | None:
+    """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
+    waits or is parked; its worktree is the run's while it is queued or running."""
+    if run["agent"] != "harness":
+        return f"it is a run of {run['agent']}, not of the harness"
+    if run["status"] in TERMINAL:
+        return "it has ended"
+    if run["status"] not in (RunStatus.PARKED, RunStatus.WAITING):
+        return ("its worktree is the run's while it is queued or running: do this when it waits for you, or park "
+                f"it first (tui-agent park {run['id']})")
+    return None
+
+
 def _harness_run(store: Store, run_ref: str) -> tuple[dict, dict, dict]:
     """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
     refused for another agent's run, a run a worker holds, and one that ended."""
     run = get_run(store, resolve_run(store, run_ref))
-    if run["agent"] != "harness":
-        raise _refuse(store, run, f"it is a run of {run['agent']}, not of the harness")
-    if run["status"] in TERMINAL:
-        raise _refuse(store, run, "it has ended")
-    if run["status"] not in (RunStatus.PARKED, RunStatus.WAITING):
-        raise _refuse(store, run, "its worktree is the run's while it is queued or running: do this when it waits "
-                      f"for you, or park it first (tui-agent park {run['id']})")
+    why = why_not_harness(run)
+    if why:
+        raise _refuse(store, run, why)
     recorded = [entry_at(store.conn, run["id"], run["generation"], position) for position in (0, 1)]
     if None in recorded or [row["name"] for row in recorded] != ["settings", "worktree"]:
         raise _refuse(store, run, "it has no worktree yet")
