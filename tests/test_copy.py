@@ -62,8 +62,9 @@ def test_every_table_of_the_schema_is_copied_and_meta_is_not():
     # the journal is its two tables, each copied as it is (a run stopped inside its tail keeps it), not their view
     assert set(names) == {"runs", "checkpoints", "journal_rows", "effects", "workers", "approvals", "events",
                           "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail", "imported_runs",
-                          "kept_keys"}   # the keys of removed runs: the ledger's promise goes with a copy
-    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices"}
+                          "kept_keys",   # the keys of removed runs: the ledger's promise goes with a copy
+                          "commands"}
+    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands"}
 
 
 def test_demo_database_to_postgres_and_back_reads_the_same(demo, pg_url, tmp_path, invoke):

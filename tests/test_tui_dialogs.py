@@ -42,6 +42,7 @@ from tui_agent.screens.modals import (
     NewRunModal,
     PredictModal,
     ReconcileModal,
+    RuleModal,
 )
 from tui_agent.screens.palette import RunCommands
 from tui_agent.screens.replay import DivergenceModal
@@ -149,6 +150,16 @@ async def divergence(demo):
         yield app, pilot
 
 
+@asynccontextmanager
+async def rule(demo):
+    """The harness's rule dialog (`u` opens it on a harness run that waits; the demo has none)."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        app.push_screen(RuleModal())
+        await pilot.pause()
+        yield app, pilot
+
+
 CASES = [
     Case("reconcile", ReconcileModal, on_runs("c", role="outcome unknown")),
     Case("abandon asks", ConfirmModal, on_runs("c", "down", "down", "enter", "tab", "tab", "enter",
@@ -168,6 +179,7 @@ CASES = [
     Case("go to", GotoModal, on_run("succeeded", "g")),
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
+    Case("harness rule", RuleModal, rule),
     Case("simulator predict", PredictModal, in_simulator("p")),
     Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(saving="steps", key="saved",
                                                                                   after_crash="ask-person"))),

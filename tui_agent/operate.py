@@ -761,3 +761,72 @@ def stop_worker(pid: int, kill: bool = False) -> None:
         raise UserError(f"no process {pid}: the worker has already stopped") from None
     except PermissionError:
         raise UserError(f"process {pid} belongs to another user; stop it from there") from None
+
+
+# -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
+
+def why_not_harness(run: dict) -> str | None:
+    """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
+    waits or is parked; its worktree is the run's while it is queued or running."""
+    if run["agent"] != "harness":
+        return f"it is a run of {run['agent']}, not of the harness"
+    if run["status"] in TERMINAL:
+        return "it has ended"
+    if run["status"] not in (RunStatus.PARKED, RunStatus.WAITING):
+        return ("its worktree is the run's while it is queued or running: do this when it waits for you, or park "
+                f"it first (tui-agent park {run['id']})")
+    return None
+
+
+def _harness_run(store: Store, run_ref: str) -> tuple[dict, dict, dict]:
+    """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
+    refused for another agent's run, a run a worker holds, and one that ended."""
+    run = get_run(store, resolve_run(store, run_ref))
+    why = why_not_harness(run)
+    if why:
+        raise _refuse(store, run, why)
+    recorded = [entry_at(store.conn, run["id"], run["generation"], position) for position in (0, 1)]
+    if None in recorded or [row["name"] for row in recorded] != ["settings", "worktree"]:
+        raise _refuse(store, run, "it has no worktree yet")
+    settings, place = (decode(store, row["result"], row["artifact"]) for row in recorded)
+    return run, settings, place
+
+
+def _resumed_if_waiting(store: Store, run: dict) -> str:
+    if why_not_resume(run) is not None:
+        return "it stays as it is"
+    resume(store, run["id"])
+    return "resumed"
+
+
+def harness_rule(store: Store, run_ref: str, text: str) -> str:
+    """Add a rule to a harness run's rulebook (committed in its worktree), then resume the run when it waits for a
+    person (a plateau, a blocked task, a park). Returns what happened, in one line."""
+    from .agents.harness_person import add_rule
+
+    run, settings, place = _harness_run(store, run_ref)
+    commit = add_rule(place, run["id"], settings["rules"], text)
+    with store.write() as conn:
+        add_event(conn, run["id"], now(), "rule", f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
+                  f"{' '.join(text.split())}", _person())
+    return f"{run['id']}: rule committed in {place['worktree']} ({commit[:12]}); {_resumed_if_waiting(store, run)}"
+
+
+def harness_limit(store: Store, run_ref: str, limits: dict[str, int]) -> str:
+    """Raise a harness run's own ceilings (`max_iterations`, `max_files_changed`), kept among its artifacts, then
+    resume it when it waits for a person. Returns what happened, in one line."""
+    from .agents.harness import LIMITS
+    from .store import artifacts
+
+    run, settings, _ = _harness_run(store, run_ref)
+    where = f"{run['artifact_dir']}/{LIMITS}"
+    try:
+        before = json.loads(artifacts.load(store, where))
+    except FileNotFoundError:
+        before = {}
+    after = {**before, **limits}
+    artifacts.save(store, where, json.dumps(after).encode())
+    said = ", ".join(f"{name} {before.get(name, settings[name])} -> {value}" for name, value in limits.items())
+    with store.write() as conn:
+        add_event(conn, run["id"], now(), "limit", f"{_person()} raised the harness's ceilings: {said}", _person())
+    return f"{run['id']}: {said}; {_resumed_if_waiting(store, run)}"

@@ -1,5 +1,6 @@
 """Built-in agents and the services they talk to."""
 
+from .harness import AGENT as HARNESS
 from .hello import AGENT as HELLO
 from .nightly_report import AGENT as NIGHTLY_REPORT
 from .patch import AGENT as PATCH
@@ -7,4 +8,4 @@ from .patch import NIGHT_AGENT as PATCH_NIGHT
 from .prune import AGENT as PRUNE
 from .refactor_imports import AGENT as REFACTOR_IMPORTS
 
-BUILTIN = [HELLO, NIGHTLY_REPORT, REFACTOR_IMPORTS, PATCH, PATCH_NIGHT, PRUNE]
+BUILTIN = [HELLO, NIGHTLY_REPORT, REFACTOR_IMPORTS, PATCH, PATCH_NIGHT, PRUNE, HARNESS]

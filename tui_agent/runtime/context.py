@@ -115,6 +115,7 @@ class Context:
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._soft_position = soft_position
+        self._programs = 0   # programs run_command started in this claim (names their output files)
         self._last_at = claim.claimed_at
         self._renew_at = claim.claimed_at + claim.lease_s / 2
 
@@ -539,6 +540,19 @@ class Context:
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 
+    def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
+        """Journal what a program spent that tui-agent cannot see itself (a command-line coding agent's model calls,
+        as it reported them): `model_calls` calls costing `cost_usd` in all (None: nothing was reported, so every
+        call counts as unpriced), of which `unpriced_calls` more had no price. It counts against the budget as a
+        model call's usage does, once: a replay passes it."""
+        position, recorded, _ = self._next(name)
+        if recorded:
+            return
+        unpriced = model_calls if cost_usd is None else unpriced_calls
+        self._record(position, name, "step", {"model_calls": model_calls, "cost_usd": cost_usd,
+                                               "unpriced_calls": unpriced}, self.clock.now(), 0.0,
+                     Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced), cost_usd)
+
     def note(self, name: str, message: str) -> None:
         """Say `message` in the run's events (kind `note`, shown by `show` and the run screen), once: it is
         journaled as a step named `name` with its event in the same commit, so a replay passes it silently."""
@@ -598,15 +612,17 @@ class Context:
         return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
                        self._step_timeout if timeout_s is _UNSET else timeout_s)
 
-    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None = None,
-                    stdin: str | bytes | None = None, env: Mapping[str, str] | None = None,
-                    timeout_s: float | None | object = _UNSET, output_limit: int = OUTPUT_LIMIT) -> dict:
-        """Run a program as a journaled step, in a process group of its own (see runtime/commands.py): returns
-        {argv, exit, duration_s, stdout, stderr}, the last `output_limit` bytes of each. Past `timeout_s` (default:
-        the agent's `step_timeout_s`) the whole group is killed and the attempt fails (StepTimedOut); so is it
-        when the run is taken away (parked, cancelled) or handed back. Replay returns the recorded result."""
-        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
-        return self._step(name, commands.run, (self._control, list(argv), cwd, stdin, env, timeout, output_limit),
+    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
+                    env: Mapping[str, str] | None = None, timeout_s: float | None,
+                    output_limit: int = OUTPUT_LIMIT) -> dict:
+        """Run a program as a journaled step, without a shell, in a process group of its own (runtime/commands.py):
+        returns {argv, env, exit, duration_s, stdout, stderr, stdout_artifact, stderr_artifact}: the names `env`
+        set (never their values), the last `output_limit` bytes of each stream and where the whole of it is kept.
+        The group and its start time are recorded before the program runs, so the next claim after a worker died
+        kills what is left of it. Past `timeout_s` (None: none) the whole group is killed and the attempt fails
+        (StepTimedOut, a temporary error the retry policy sees); so is it when the run is taken away (parked,
+        cancelled) or handed back. Replay returns the recorded result without running the program."""
+        return self._step(name, commands.run, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
                           _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 

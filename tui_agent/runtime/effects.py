@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EffectNotDone, ParkRun
+from ..errors import EffectDeclined, EffectNotDone, ParkRun
 from ..format import span
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from ..store import FenceRefused
@@ -111,10 +111,15 @@ class _Effect:
 
     def confirm(self, row: dict, value: Any, message: str | None = None, **fields) -> Any:
         """`confirmed`, the result, the journal entry and the checkpoint, in one fenced commit."""
+        return self.finish(row, EffectState.CONFIRMED, value, message, **fields)
+
+    def finish(self, row: dict, state: str, value: Any, message: str | None = None, **fields) -> Any:
+        """The effect's last state (`confirmed`, or `not_done` for a declined `do`), its result, the journal entry
+        and the checkpoint, in one fenced commit."""
         encoded = encode(value, "effect", self.name)
 
         def also(conn):
-            set_state(conn, row["id"], EffectState.CONFIRMED, self.ctx.clock.now(), result=encoded, **fields)
+            set_state(conn, row["id"], state, self.ctx.clock.now(), result=encoded, **fields)
             if message:
                 self.event(conn, message)
 
@@ -152,6 +157,8 @@ class _Effect:
         except ParkRun as e:   # the service did nothing, and will not until a person fixes what `do` names
             self.transition(row, EffectState.NOT_DONE, f"not done: {e}")
             raise
+        except EffectDeclined as e:   # nothing done this time, and what came of it instead is the call's result
+            return self.finish(row, EffectState.NOT_DONE, e.outcome, f"not done: {e}")
         except EffectNotDone as e:
             if self.spent(row):
                 self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); no attempts left")

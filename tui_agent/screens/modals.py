@@ -355,6 +355,25 @@ class GotoModal(Dialog):
         return int(text) if len(text) <= 19 else self.entries   # past any run's end: its last entry
 
 
+class RuleModal(Dialog):
+    """`u` on a harness run that waits for you: one more line for its rulebook, then the run resumes."""
+
+    TITLE = "Add a rule"
+    DO = "Add it and resume"
+
+    def body(self) -> ComposeResult:
+        yield Label("One line for the run's RULES.md, earned by the failure you see: it is committed in the "
+                    "run's worktree, every later iteration reads it, and the run resumes.")
+        yield Input(placeholder="e.g. Do not change pkg/base.py.", id="rule")
+
+    def answer(self) -> str | None:
+        text = " ".join(self.query_one("#rule", Input).value.split())
+        if not text:
+            self.notify("type the rule, one line", severity="error")
+            return None
+        return text
+
+
 class NewRunModal(Dialog):
     """Start a run of an agent with its input."""
 
@@ -366,7 +385,8 @@ class NewRunModal(Dialog):
         self.agents = agents
 
     def body(self) -> ComposeResult:
-        yield Select([(name, name) for name in self.agents], value=self.agents[0], allow_blank=False, id="agent")
+        first = "hello" if "hello" in self.agents else self.agents[0]   # the quickest to try, offline
+        yield Select([(name, name) for name in self.agents], value=first, allow_blank=False, id="agent")
         yield Input(value="{}", placeholder='input as a JSON object, e.g. {"date": "2026-11-29"}', id="input")
 
     def answer(self) -> tuple[str, dict] | None:

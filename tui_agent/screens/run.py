@@ -70,6 +70,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         Binding("e", "edit_fork", "Edit the selected step or reply, then fork", show=False),
         Binding("v", "toggle_json", "JSON"),
         *run_actions.bindings("cancel"),
+        Binding("u", "rule", "Add a rule (a harness run)", show=False),
         Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
         Binding("N", "next_for_person", "Needs you"),
         Binding("d", "diff", "Diff with…", show=False),
@@ -485,6 +486,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         """Not a RUN_ACTIONS entry: it needs the timeline's selected entry, which the runs screen and the
         palette's rule (`why_not(app, run)`) do not have."""
         self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
+
+    def action_rule(self) -> None:
+        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone."""
+        self.app.guard(run_actions.rule, self.app, self.run_id)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:
         """This run, and the timeline's selected position (a fork starts there, a doubtful effect is reconciled)."""

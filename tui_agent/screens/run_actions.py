@@ -28,7 +28,7 @@ from ..report import (
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..worktrees import branch_advice, why_not_remove
-from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal
+from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:
     from ..app import TuiAgentApp
@@ -137,6 +137,18 @@ def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None
             app.act(operate.resume, app.store, run_id, budget=limits, done=lambda _: f"{run_id}: {said}; resumed")
 
     app.push_screen(BudgetModal(run_view(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
+
+
+def rule(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    """`u`: a line for a harness run's RULES.md, committed in its worktree; then the run resumes."""
+    if _applies(app, run_id, lambda app, run: operate.why_not_harness(run)) is None:
+        return
+
+    def chosen(text: str | None) -> None:
+        if text:
+            app.act(operate.harness_rule, app.store, run_id, text, done=lambda said: said)
+
+    app.push_screen(RuleModal(), chosen)
 
 
 def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:

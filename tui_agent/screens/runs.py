@@ -3,6 +3,7 @@ the selected run is waiting for and which key acts on it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from itertools import islice
 
@@ -54,6 +55,18 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
             break
         columns = [(label, key) for label, key in columns if key != dropped]
     return columns
+
+
+def tasks_done(next_input: str | None) -> str | None:
+    """`tasks 3/7` for a run whose checkpoint's next input counts tasks (`{"tasks": [done, total], ...}`, as the
+    harness agent keeps it), else None (the STEP column then shows steps)."""
+    if not next_input or '"tasks"' not in next_input:   # most runs: no JSON read at all
+        return None
+    said = json.loads(next_input)
+    tasks = said.get("tasks") if isinstance(said, dict) else None
+    if not (isinstance(tasks, list) and len(tasks) == 2 and all(isinstance(n, int) for n in tasks)):
+        return None
+    return f"tasks {tasks[0]}/{tasks[1]}"
 
 
 class RunsScreen(run_actions.RunActionKeys, TableScreen):
@@ -197,7 +210,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
             self.reload()
 
     def _cells(self, row: dict, at: float, colours: Palette) -> dict:
-        step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
+        step = tasks_done(row["next_input"]) or (
+            f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else ""))
         busiest = busiest_budget(row)
         # BURN: cost per step of a running run's last WINDOW entries (one bounded read each), oldest left
         burn = Text(sparkline(cost_window(self.app.reader, row["id"], WINDOW)),

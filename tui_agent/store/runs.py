@@ -22,6 +22,7 @@ from .base import (
     on_server,
     one_row,
 )
+from .commands import end_left
 from .events import add_event
 from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
 from .host import this_host_id
@@ -206,6 +207,10 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
              now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
+    if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
+        park(conn, run_id, status, "parked: a program an earlier claim started survived SIGKILL (see the events); "
+             f"end its process group, then tui-agent resume {run_id}", now, reason=Reason.ENVIRONMENT)
+        return None
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
@@ -613,7 +618,7 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
 _PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"
          " r.fork_step, c.current_step,"
          " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
-         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
+         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s, c.next_input"
          " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
 # states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.

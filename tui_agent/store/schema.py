@@ -475,8 +475,38 @@ def _v15(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL")
 
 
+# Version 16: the programs `ctx.run_command` starts (schema_postgres.py makes the same table in its dialect).
+COMMANDS = """
+        CREATE TABLE commands (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            generation INTEGER NOT NULL,
+            position INTEGER NOT NULL,   -- the journaled call it runs inside
+            name TEXT NOT NULL,
+            fence INTEGER NOT NULL,      -- the lease that started it: running under an older one means it was left
+            argv TEXT NOT NULL,          -- JSON list
+            env TEXT NOT NULL,           -- JSON list of the names `env` set, never their values
+            host_id TEXT,                -- store/host.py: the host whose processes pgid names
+            pgid INTEGER NOT NULL,       -- its process group (it leads it: pgid is its pid)
+            pid_started INTEGER,         -- when that process started (host.process_start): a reused pid is not it
+            state TEXT NOT NULL,         -- running | ended | killed | gone
+            exit INTEGER,
+            started_at REAL NOT NULL,
+            ended_at REAL
+        )"""
+COMMANDS_RUNNING = "CREATE INDEX commands_running ON commands (run_id) WHERE state = 'running'"
+
+
+
+def _v16(db: sqlite_utils.Database) -> None:
+    """Each program `ctx.run_command` starts, recorded with its process group and its start time before it runs
+    (store/commands.py), so that the next claim of a run whose worker died kills what is left of it."""
+    db.execute(COMMANDS)
+    db.execute(COMMANDS_RUNNING)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13, _v14, _v15]
+                                                             _v12, _v13, _v14, _v15, _v16]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write
