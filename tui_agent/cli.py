@@ -14,11 +14,27 @@ from typing import Any
 
 import click
 
-from . import notify, operate, output_file
+from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
+from .format import (
+    COST_UNKNOWN,
+    age,
+    ago,
+    bar,
+    claimable,
+    count,
+    held_by,
+    in_zone,
+    pace,
+    skew,
+    spent,
+    tokens,
+    usd,
+    usd_exact,
+)
 from .models import Unresolved
+from .models.pricing import PRICES_DATE
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
@@ -56,6 +72,8 @@ from .runtime.worker import (
     worker_name,
 )
 from .safe_text import json_text, one_line, visible
+from .spend import BY
+from .spend import report as spend_report
 from .states import (
     EXIT_ENVIRONMENT,
     EXIT_NOT_SUCCEEDED,
@@ -974,13 +992,16 @@ def _age(created: str | None) -> str:
     return age(max(0.0, now() - parse_instant(created)) if created else 0.0)
 
 
+WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or instant (local unless zoned)
+
+
 @cli.command("ls")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
               help="Only runs with this status.")
 @json_option("A JSON array")
 @click.pass_obj
 def ls(session: Session, status: str | None, as_json: bool) -> int:
-    """List runs, newest first."""
+    """List runs, newest first, with what each spent."""
     rows = runs_listing(session.existing_store, status)
     if as_json:
         _json_out(rows)
@@ -988,13 +1009,50 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
     if not rows:
         echo("no runs yet; try: tui-agent run hello")
         return EXIT_OK
-    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
+    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
+            ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
-             _holder(r), _age(r["created_at"])) for r in rows])
+             spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
+             _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
         if r["retry"]:
             echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only the model calls sent at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(local time unless it names its zone). Default: every call.")
+@click.option("--by", type=click.Choice(BY), default="day", show_default=True, help="A row per day, agent or model.")
+@click.option("--utc", is_flag=True, help="Days in UTC (default: local time).")
+@click.option("--reprice", is_flag=True,
+              help=f"Price the stored usage by today's table ({PRICES_DATE}) instead of what each run was charged.")
+@json_option("One JSON object: rows, total, daily")
+@click.pass_obj
+def spend(session: Session, since: str | None, by: str, utc: bool, reprice: bool, as_json: bool) -> int:
+    """What the model calls cost, with their tokens, calls and runs: a row per day, agent or model. Each call
+    counts what its run's budget counted (the price when it was answered); what calls in flight when their
+    worker died may have been billed, and calls without a price, are shown apart, never as zero."""
+    at = now()
+    start = filters.instant(since, at, f"--since {since}") if since else None
+    done = spend_report(session.existing_store, at, by, start, utc, reprice)
+    if as_json:
+        _json_out(done)
+        return EXIT_OK
+    days = "UTC days" if utc else "local days"
+    prices = f"priced by today's table ({PRICES_DATE})" if reprice else "as charged"
+    echo(f"spend by {by}{f' since {since}' if since else ''} ({days}; {prices})")
+    if not done["rows"]:
+        echo("no model calls" + (f" since {since}" if since else " yet"))
+        return EXIT_OK
+    rows = [*done["rows"], {by: "total", **done["total"]}]
+    _table(((by.upper(), max(10, *(len(r[by]) for r in rows))), ("COST", -8), ("POSSIBLY BILLED", -15),
+            ("CALLS", -6), ("RUNS", -5), ("INPUT", -8), ("CACHE READ", -10), ("CACHE WRITE", -11), ("OUTPUT", -8)),
+           [(r[by], spent(r["cost_usd"], r["unpriced_calls"], 0), usd(r["possibly_billed_usd"] or None),
+             r["calls"], r["runs"], count(r["input_tokens"]), count(r["cache_read_tokens"]),
+             count(r["cache_write_tokens"]), count(r["output_tokens"])) for r in rows])
     return EXIT_OK
 
 

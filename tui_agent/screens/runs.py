@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
 from ..forecast import WINDOW, sparkline
-from ..format import age
+from ..format import age, spent, tokens
 from ..report import busiest_budget, cost_window, counts, runs_page
 from ..runtime.clock import now
 from ..states import RunStatus
@@ -27,9 +27,11 @@ from .table import TableScreen
 
 PAGE = 200
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
-           ("WORKER", "worker"), ("BUDGET", "budget"), ("BURN", "burn"), ("AGE", "age")]
-NARROW_DROPS = ("worker", "att", "burn")  # left out while the table is too wide, in this order (a running run's
-                                          # strip names the first two); BUDGET and AGE stay
+           ("WORKER", "worker"), ("COST", "cost"), ("TOKENS", "tokens"), ("BUDGET", "budget"), ("BURN", "burn"),
+           ("AGE", "age")]
+# Left out while the table is too wide, in this order (a running run's strip names the first two, a budget's stop
+# the last); ID, AGENT, STATUS, STEP, COST and AGE stay.
+NARROW_DROPS = ("worker", "att", "tokens", "burn", "budget")
 AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
 BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft colour from here
 
@@ -72,12 +74,13 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
+        Binding("dollar_sign", "spend", "Spend", key_display="$"),
         Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     # What a narrow footer keeps longest: the ways to start and to find things; the strip names the key
     # that acts on the selected run, so the run actions are the first to go.
-    FOOTER = ("slash", "n", "w", "s", "r", "p", "x", "c", "a")
+    FOOTER = ("slash", "n", "w", "s", "dollar_sign", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,9 +210,11 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
+        cost = spent(row["cost_usd"], row["unpriced_calls"], row["possibly_billed_usd"])
         return dict(zip((key for _, key in COLUMNS), (
             row["id"], safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
-            safe(row["worker"] or "–"), budget, burn, age(at - row["created_at"]))))
+            safe(row["worker"] or "–"), Text(cost, style="dim") if cost == "–" else cost, tokens(row), budget, burn,
+            age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
         return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))
@@ -306,3 +311,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         from .schedules import SchedulesScreen
 
         self.app.push_screen(SchedulesScreen())
+
+    def action_spend(self) -> None:
+        from .spend import SpendScreen
+
+        self.app.push_screen(SpendScreen())

@@ -583,10 +583,11 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
                         " WHERE run_id = ? AND generation = ?) AS found", (run_id, generation) * 2).fetchone()[0]
 
 
-_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"
-         " r.fork_step, c.current_step,"
-         " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
-         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
+_PAGE = ("SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.lease_expires_at,"
+         " r.created_at, r.updated_at, r.finished_at, r.wake_at, r.error, r.budget, r.parent_id, r.fork_step, r.fence,"
+         " r.generation, c.current_step, c.total_steps, c.step_attempts, c.used_steps, c.used_model_calls,"
+         " c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls, c.used_effects,"
+         " c.used_wall_s, c.unpriced_calls, c.used_cache_read_tokens, c.used_cache_write_tokens"
          " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
 # states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
