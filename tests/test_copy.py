@@ -68,7 +68,8 @@ def test_every_table_of_the_schema_is_copied_and_meta_is_not():
     assert names[0] == "runs" and "meta" not in names
     # the journal is its two tables, each copied as it is (a run stopped inside its tail keeps it), not their view
     assert set(names) == {"runs", "checkpoints", "journal_rows", "effects", "workers", "approvals", "events",
-                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail"}
+                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail",
+                          "saved_filters"}
     assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices"}
 
 

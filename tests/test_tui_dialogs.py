@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import key, open_run, opened, select, tui, work
+from helpers import key, open_run, opened, screen_of, select, tui, work
 from textual.errors import NoWidget
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, RadioButton, RadioSet
@@ -41,6 +41,7 @@ from tui_agent.screens.modals import (
     NewRunModal,
     PredictModal,
     ReconcileModal,
+    SaveFilterModal,
 )
 from tui_agent.screens.palette import RunCommands
 from tui_agent.screens.replay import DivergenceModal
@@ -148,6 +149,18 @@ async def divergence(demo):
         yield app, pilot
 
 
+@asynccontextmanager
+async def saving_a_filter(demo):
+    """The runs list filtered, then "Save the filter" (the palette's command) asks its name."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        screen_of(app).apply_filter("status:waiting agent:nightly-report since:3d cost>:0.0001")
+        await pilot.pause()
+        screen_of(app).save_filter()
+        await pilot.pause()
+        yield app, pilot
+
+
 CASES = [
     Case("reconcile", ReconcileModal, on_runs("c", role="outcome unknown")),
     Case("abandon asks", ConfirmModal, on_runs("c", "down", "down", "enter", "tab", "tab", "enter",
@@ -166,6 +179,7 @@ CASES = [
     Case("go to", GotoModal, on_run("succeeded", "g")),
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
+    Case("save a filter", SaveFilterModal, saving_a_filter),
     Case("simulator predict", PredictModal, in_simulator("p")),
     Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(after_crash="ask-person"))),
 ]

@@ -202,7 +202,7 @@ async def test_slash_filters_by_status_and_escape_clears(demo):
         await pilot.press(*"status:failed", "enter")
         await pilot.pause()
         assert shown_ids(app) == [roles["failed"]]
-        assert "filter: failed" in str(screen_of(app).query_one("#summary").content)
+        assert "filter: status:failed" in str(screen_of(app).query_one("#summary").content)
         assert roles["failed"] in strip(app)
         await key(pilot, "escape")
         assert len(shown_ids(app)) == len(roles)

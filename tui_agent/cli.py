@@ -48,6 +48,7 @@ from .report import (
     retry_wait,
     run_view,
     runs_listing,
+    saved_filters_report,
     schedules_report,
     step_ends,
     steps_of,
@@ -837,6 +838,47 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     return EXIT_OK
 
 
+@cli.group("filter")
+def filter_group() -> None:
+    """Saved filters: a name for the words of a filter (status:failed agent:NAME since:3d ...), which the TUI's
+    palette offers on the runs list."""
+
+
+@filter_group.command("save")
+@click.argument("name", type=TEXT)
+@click.argument("words", type=TEXT)
+@click.pass_obj
+def filter_save(session: Session, name: str, words: str) -> int:
+    """Keep WORDS (one argument: quote them) under NAME, replacing what NAME held."""
+    echo(operate.save_filter(session.store, name, words))
+    return EXIT_OK
+
+
+@filter_group.command("ls")
+@json_option("A JSON array")
+@click.pass_obj
+def filter_ls(session: Session, as_json: bool) -> int:
+    """List the saved filters."""
+    shown = saved_filters_report(session.existing_store)
+    if as_json:
+        _json_out(shown)
+        return EXIT_OK
+    if not shown:
+        echo("no saved filters; save one with: tui-agent filter save NAME 'status:failed since:3d'")
+        return EXIT_OK
+    _table((("NAME", 20), ("WORDS", 0)), [(r["name"], r["words"]) for r in shown])
+    return EXIT_OK
+
+
+@filter_group.command("rm")
+@click.argument("name", type=TEXT)
+@click.pass_obj
+def filter_rm(session: Session, name: str) -> int:
+    """Forget a saved filter."""
+    echo(operate.forget_filter(session.existing_store, name))
+    return EXIT_OK
+
+
 @cli.group()
 def schedule() -> None:
     """Runs started by a cron expression, with missed-run and overlap policies."""
@@ -996,18 +1038,28 @@ WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or insta
 
 
 @cli.command("ls")
-@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
-              help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), multiple=True,
+              help="Only runs with this status (repeatable: any of them).")
+@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.")
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only runs created at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(2026-11-29, 2026-11-29T14:00; local time unless it names its zone).")
+@click.option("--until", type=TEXT, default=None, metavar=WHEN, help="Only runs created before WHEN.")
+@click.option("--text", type=TEXT, default=None, metavar="WORDS",
+              help="Only runs whose id, agent, reason or request holds every one of these words (case aside).")
+@click.option("--limit", type=Whole(min=1), default=None, metavar="N", help="The newest N at most.")
 @json_option("A JSON array")
 @click.pass_obj
-def ls(session: Session, status: str | None, as_json: bool) -> int:
-    """List runs, newest first, with what each spent."""
-    rows = runs_listing(session.existing_store, status)
+def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since: str | None, until: str | None,
+       text: str | None, limit: int | None, as_json: bool) -> int:
+    """List runs, newest first, with what each spent; the options select as the TUI filter's words do."""
+    where = filters.options(status, agent_name, since, until, text)
+    rows = runs_listing(session.existing_store, where, limit)
     if as_json:
         _json_out(rows)
         return EXIT_OK
     if not rows:
-        echo("no runs yet; try: tui-agent run hello")
+        echo(f'no run matches "{where}"' if where else "no runs yet; try: tui-agent run hello")
         return EXIT_OK
     _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
             ("WORKER", 8), ("AGE", 0)),

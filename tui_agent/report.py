@@ -7,12 +7,14 @@ shape (keyset pages for runs of any length) changes in one place."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from .errors import Unreadable
+from .filters import Filter
 from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
 from .paging import every
@@ -47,6 +49,7 @@ from .store.runs import data_version as data_version
 from .store.runs import get_run, lease_now, list_runs
 from .store.runs import recorded_positions as recorded_positions
 from .store.runs import runs_page as page_of_runs
+from .store.saved_filters import listing as saved_filters
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
@@ -160,6 +163,11 @@ def _shown(text: str, field: str) -> Any:
         return None
 
 
+def saved_filters_report(store: Store) -> list[dict]:
+    """Each saved filter (`filter ls --json`, the palette): its name, its words, when it was first saved."""
+    return [iso_times(row) for row in saved_filters(store)]
+
+
 def schedules_report(store: Store) -> list[dict]:
     """Each schedule with its fire times in its own zone."""
     return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"],
@@ -212,10 +220,10 @@ def spent_of(run: dict, held: Held | None) -> dict:
 
 
 def runs_page(store: Store, **query: Any) -> list[dict]:
-    """A page of runs as store/runs.py's runs_page reads it (`limit`, `status`, `text`, `needs_person`,
-    `before`), each row with what it spent (`spent_of`)."""
+    """A page of runs as store/runs.py's runs_page reads it (`where`: a tui_agent.filters.Filter, `limit`,
+    `needs_person`, `before`; its ages counted back from now), each row with what it spent (`spent_of`)."""
     at = now()
-    rows = page_of_runs(store, **query)
+    rows = page_of_runs(store, at=at, **query)
     held = held_by(store, rows, at)
     return [{**row, **spent_of(row, held.get(row["id"]))} for row in rows]
 
@@ -227,14 +235,14 @@ LISTED = ("id", "agent", "agent_version", "status", "reason", "attempt", "worker
           "cache_write_tokens")
 
 
-def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    """`ls --json`'s rows, newest first (of one `status`), each with its checkpoint's step counts, what it spent
-    (`spent_of`), `retry` (`retry_wait`), and for a running run whether its holder is gone and when it is
-    claimable (`with_holders`). Read a page at a time through runs_page's indexes."""
-    rows = every(lambda after, size, _: runs_page(store, status=status, limit=size, before=after),
-                 lambda row: (row["created_at"], row["id"]), page=500)
+def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
+    """`ls --json`'s rows, newest first: the runs `where` selects (`limit` at most), each with its checkpoint's
+    step counts, what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run whether its holder is
+    gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's indexes."""
+    rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
+                 lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
     listed = []
-    for row in with_holders(store, list(rows)):
+    for row in with_holders(store, list(itertools.islice(rows, limit))):
         wait = retry_wait(row, row["step_attempts"])
         listed.append({**iso_times({key: row[key] for key in LISTED}), "retry": wait,
                        "holder_gone": row["holder_gone"], "claimable_in_s": row["claimable_in_s"]})

@@ -12,6 +12,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
+from .. import operate
+from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
 from ..format import age, spent, tokens
 from ..report import busiest_budget, cost_window, counts, runs_page
@@ -19,7 +21,7 @@ from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
 from ..widgets.safe import safe
-from ..widgets.status import STATUSES, badge
+from ..widgets.status import badge
 from ..widgets.theme import Palette, palette, style
 from . import run_actions
 from .situation import situation_over_time, workers_alive
@@ -52,17 +54,6 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
     return columns
 
 
-def parse_filter(text: str) -> tuple[str | None, str | None]:
-    """`status:waiting nightly` -> ("waiting", "nightly")."""
-    status, words = None, []
-    for word in text.split():
-        if word.startswith("status:"):
-            status = word.removeprefix("status:") or None
-        else:
-            words.append(word)
-    return status, " ".join(words) or None
-
-
 class RunsScreen(run_actions.RunActionKeys, TableScreen):
     COLUMNS = COLUMNS
     TABLE_ID = "runs"
@@ -84,8 +75,9 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.status_filter: str | None = None
-        self.text_filter: str | None = None
+        self.where = Filter()                 # what the filter (`/`) selects
+        self.typed = ""                       # the filter as typed, with why it cannot be read (a word it refuses)
+        self.refused: str | None = None
         self.needs_first = True
         self.loaded_rows = PAGE               # the rows a reload re-reads: the pages the person scrolled to
         self._rows: list[dict] = []
@@ -95,8 +87,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
-                    id="filter", classes="filter")
+        yield Input(placeholder="filter: status:waiting agent:NAME since:3d cost>:0.10 words   (enter applies, "
+                                "escape clears)", id="filter", classes="filter")
 
     def on_mount(self) -> None:
         self.reload()
@@ -116,11 +108,12 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         without one), going on to the next section from its newest when one runs out; and where the page
         after these starts (section and cursor), None when every section ran out."""
         reader, sections = self.app.reader, self._sections()
-        query = {"status": self.status_filter, "text": self.text_filter}
+        if self.refused:
+            return [], None
         rows: list[dict] = []
         while True:
             rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
-                              **query)
+                              where=self.where)
             if len(rows) == limit:       # this section may hold more: the next page asks it first
                 return rows, (section, (rows[-1]["created_at"], rows[-1]["id"]))
             if section + 1 == len(sections):
@@ -217,13 +210,12 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
             age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
-        return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))
+        return self.typed.strip() if self.refused else str(self.where)
 
     def _summarize(self) -> None:
         figures = counts(self.app.reader)
         alive = workers_alive(self.app.reader)
-        shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
-            self.status_filter or self.text_filter) else ""
+        shown = f" · filter: {self._filter_text()}" if self.where or self.refused else ""
         self.summary.text = (
             f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
             f"running {figures['running']} · needs you {figures['needs_you']}"
@@ -240,11 +232,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._say(now())
 
     def _nothing_shown(self) -> str:
-        if not (self.status_filter or self.text_filter):
+        if not (self.where or self.refused):
             return "No runs yet: press n to start one."
-        unknown = f": {self.status_filter} is not a status (statuses are: {', '.join(STATUSES)})" if (
-            self.status_filter and self.status_filter not in STATUSES) else ""
-        return f'no run matches "{self._filter_text()}"{unknown}; escape clears the filter'
+        refused = f": {self.refused}" if self.refused else ""
+        return f'no run matches "{self._filter_text()}"{refused}; escape clears the filter'
 
     def _say(self, at: float) -> None:
         self.strip.text = self._saying(at)
@@ -263,7 +254,19 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.action_open()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.status_filter, self.text_filter = parse_filter(event.value)
+        self.apply_filter(event.value)
+
+    def apply_filter(self, text: str) -> None:
+        """Show the runs `text`'s words select (tui_agent/filters.py); words it cannot read show nothing, and
+        the strip says why."""
+        try:
+            self.where, self.refused = parse(text), None
+        except FilterError as e:
+            self.where, self.refused = Filter(), str(e)
+        self.typed = text
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.set_class(bool(text.strip()), "-shown")
         self.loaded_rows = PAGE
         self.table.focus()
         self.reload()
@@ -286,13 +289,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         box.focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.remove_class("-shown")
-        self.status_filter = self.text_filter = None
-        self.loaded_rows = PAGE
-        self.table.focus()
-        self.reload()
+        self.apply_filter("")
 
     def action_sort(self) -> None:
         self.needs_first = not self.needs_first
@@ -311,6 +308,18 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         from .schedules import SchedulesScreen
 
         self.app.push_screen(SchedulesScreen())
+
+    def save_filter(self) -> None:
+        """Ask a name for the filter shown, and keep it under that name (operate.save_filter)."""
+        from .modals import SaveFilterModal
+
+        words = str(self.where)
+
+        def named(name: str | None) -> None:
+            if name:
+                self.app.act(operate.save_filter, self.app.store, name, words, done=lambda said: said)
+
+        self.app.push_screen(SaveFilterModal(words), named)
 
     def action_spend(self) -> None:
         from .spend import SpendScreen

@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..filters import Filter
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
@@ -593,33 +594,66 @@ _PAGE = ("SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, 
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
 NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
                 f" OR (status = '{RunStatus.WAITING}' AND reason NOT IN ({_listed(SELF_WAKING)})))")
+# A filter's text word, in any case, in what a person may look a run up by (LIKE's own characters taken literally)
+_TEXT = ("(lower(r.id) LIKE ? ESCAPE '\\' OR lower(r.agent) LIKE ? ESCAPE '\\'"
+         " OR lower(coalesce(r.reason, '')) LIKE ? ESCAPE '\\' OR lower(r.request) LIKE ? ESCAPE '\\')")
 
 
-def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
+def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
+    """The conditions (on runs r and their checkpoint c) that select the runs `where` names, with their
+    parameters. Status, agent and time each have an index that reads them newest first (schema._v14, and the
+    (created_at, id) one); cost and text are checked on the rows those give."""
+    conditions, params = [], []
+    if where.statuses:
+        conditions.append(f"r.status IN ({', '.join('?' * len(where.statuses))})")
+        params += where.statuses
+    if where.agent:
+        conditions.append("r.agent = ?")
+        params.append(where.agent)
+    since, until = where.instants(at)
+    if since is not None:
+        conditions.append("r.created_at >= ?")
+        params.append(since)
+    if until is not None:
+        conditions.append("r.created_at < ?")
+        params.append(until)
+    if where.cost_above is not None:
+        conditions.append("c.used_cost_usd > ?")
+        params.append(where.cost_above)
+    if where.cost_below is not None:
+        conditions.append("c.used_cost_usd < ?")
+        params.append(where.cost_below)
+    for word in where.words:
+        pattern = "%" + word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(_TEXT)
+        params += [pattern] * 4
+    return conditions, params
+
+
+def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: float = 0.0,
               needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
-    """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
-    as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
-    (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
-    order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
-    A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
-    their own index and sorts them, a cost that grows with how many runs have that status."""
-    where, params = [], []
-    if status:
-        where.append("r.status = ?")
-        params.append(status)
-    if text:
-        where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
-        params += [f"{text}%", f"%{text}%", f"%{text}%"]
+    """The newest `limit` runs that `where` selects (tui_agent/filters.py; `at`, the instant its ages count
+    back from), read in (created_at, id) order through an index, so a page costs the same with 100,000 runs as
+    with ten: the (created_at, id) index, or the (status, ...) or (agent, ...) one when the filter names a status
+    or an agent (its time range then bounds the same index range). `needs_person` selects runs that wait for a
+    person (or all the others). `before`, the (created_at, id) of the last row already held, is a keyset cursor:
+    the `limit` runs after it in this order, read from the index range that starts there (no OFFSET, so a deep
+    page costs as much as the first). Cost and text words are checked on the rows the index gives, newest first,
+    until the page is full: a rare match reads far (bound it with a time word). Several statuses are read
+    through their index and sorted, a cost that grows with how many runs have them."""
+    conditions, params = _chosen(where, at)
     if needs_person is not None:
-        where.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
+        conditions.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
     if before is not None:
         # (created_at, id) < (?, ?) spelled out: the index range starts at `created_at <= ?`, and the OR only
         # skips the rows of the cursor's own instant that it did not already pass (ties are ordered by id).
-        where.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
+        conditions.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
         params += [before[0], before[0], before[1]]
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in order.
-    page = _PAGE.format(index="INDEXED BY runs_needs_person" if needs_person else "")
+    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in
+    # order, unless the filter names a status or an agent, whose own index does.
+    hinted = needs_person and not (where.statuses or where.agent)
+    page = _PAGE.format(index="INDEXED BY runs_needs_person" if hinted else "")
     cursor = store.conn.execute(f"{page}{clause} ORDER BY r.created_at DESC, r.id DESC LIMIT ?", (*params, limit))
     return list(dict_rows(cursor))
 

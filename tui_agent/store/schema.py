@@ -438,8 +438,10 @@ def _v13(db: sqlite_utils.Database) -> None:
     db["notices"].add_column("superseded", int)
 
 
-# Version 14 in both dialects: what a model call used, and the index `spend` reads the calls through.
+# Version 14 in both dialects: what finding runs reads through, and what a model call used.
 V14_INDEXES = [
+    "CREATE INDEX runs_status_created ON runs (status, created_at, id)",
+    "CREATE INDEX runs_agent_created ON runs (agent, created_at, id)",
     "CREATE INDEX model_calls_started ON model_calls (started_at)",
 ]
 V14_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
@@ -447,14 +449,22 @@ V14_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
 
 
 def _v14(db: sqlite_utils.Database) -> None:
-    """Months of runs: `spend` reads the calls through model_calls_started; what each answered model call used,
-    beside its cost: `input_tokens` (every input token, the cached ones included, as the budget counts them),
-    `cache_read_tokens`, `cache_write_tokens` and `usage` (the reply's usage as the API gave it, JSON, which
-    `spend --reprice` prices by today's table), NULL for a call not answered; filled in here from the journal for
-    the calls answered before (a reply kept as an artifact, or that cannot be read, stays NULL: its tokens are not
-    counted)."""
+    """Months of runs: the indexes that the filter's status and agent words read through, newest first and
+    keyset-paged (store/runs.py, runs_page; the time words read the (created_at, id) one), and `spend` through
+    model_calls_started; what each answered model call used, beside its cost: `input_tokens` (every input
+    token, the cached ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and
+    `usage` (the reply's usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL
+    for a call not answered; filled in here from the journal for the calls answered before (a reply kept as an
+    artifact, or that cannot be read, stays NULL: its tokens are not counted). And `saved_filters`: a name for
+    the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
     for statement in V14_COLUMNS + V14_INDEXES:
         db.execute(statement)
+    db.execute("""
+        CREATE TABLE saved_filters (
+            name TEXT PRIMARY KEY,
+            words TEXT NOT NULL,         -- the filter's words, read again each time it is used
+            created_at REAL NOT NULL
+        )""")
     # a valid reply only (json_valid: the CASE keeps json_type from reading one that is not)
     db.execute("""
         UPDATE model_calls SET usage = (

@@ -304,6 +304,13 @@ CREATE TABLE artifacts (
     created_at double precision NOT NULL
 )"""
 
+SAVED_FILTERS = """
+CREATE TABLE saved_filters (
+    name text PRIMARY KEY,
+    words text NOT NULL,
+    created_at double precision NOT NULL
+)"""
+
 # schema._v14's filling in of what the calls answered before it used, from the journal's replies. A reply that
 # PostgreSQL cannot read as JSON (nesting too deep, text another program wrote) leaves its call NULL, as on SQLite:
 # the functions catch the error, in this session's temporary schema, dropped at the end.
@@ -354,7 +361,7 @@ MIGRATIONS: dict[int, list[str]] = {
     13: ["ALTER TABLE runs ADD COLUMN script text; ALTER TABLE schedules ADD COLUMN script text;"
          " ALTER TABLE notices ADD COLUMN superseded bigint"],
     14: [*(column.replace("INTEGER", "bigint").replace("TEXT", "text") for column in V14_COLUMNS), *V14_INDEXES,
-         V14_USAGE],
+         SAVED_FILTERS, V14_USAGE],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.
