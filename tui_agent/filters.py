@@ -12,7 +12,8 @@ The words, in any order (each at most once, except text):
   `2h`, `3d`, `2w`) or an ISO date or instant (`2026-11-29`, `2026-11-29T14:00`), in local time unless it names
   its zone (`...Z`, `+01:00`); a date alone is its midnight, so `since:2026-11-01 until:2026-12-01` is November
 - `cost>:USD`, `cost<:USD`: runs whose budget counted more (less) than USD (a `$` may lead): the cost of their
-  answered model calls and what their calls in flight when a worker died may have been billed
+  answered model calls and the worst case of their calls in flight (a call still being answered counts its
+  reservation until its reply replaces it)
 - any other word: text that the run's id, agent, reason or request holds (case aside); every word must be found.
   A word with a colon that is not one of the above is refused (a misspelt `agnet:` would match nothing); put
   such text in double quotes (`"error:"`).
