@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +75,17 @@ def clock():
     """The process's clock, for a test to move (`set`, `advance`, `freeze`); put back as it was afterwards."""
     with CLOCK.restored():
         yield CLOCK
+
+
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Local time is New York's (UTC-5 in November, UTC-4 in summer): a local day or an ISO date's midnight is not
+    UTC's."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture

@@ -354,3 +354,14 @@ def at_once(work: Callable[[], Any], count: int) -> list[Any]:
         thread.join()
     assert errors == [], errors
     return results
+
+
+class Recording:
+    """A store connection that notes each statement it runs (and runs it)."""
+
+    def __init__(self, conn):
+        self.conn, self.statements = conn, []
+
+    def execute(self, sql, params=()):
+        self.statements.append((sql, params))
+        return self.conn.execute(sql, params)

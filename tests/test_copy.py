@@ -63,8 +63,20 @@ def test_every_table_of_the_schema_is_copied_and_meta_is_not():
     assert set(names) == {"runs", "checkpoints", "journal_rows", "effects", "workers", "approvals", "events",
                           "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail", "imported_runs",
                           "kept_keys",   # the keys of removed runs: the ledger's promise goes with a copy
-                          "commands"}
-    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands"}
+                          "commands", "saved_filters"}
+    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands", "saved_filters"}
+
+
+def test_every_column_of_every_table_is_copied_those_later_migrations_added_too(db_path):
+    """A migration that adds a column (runs.script, model_calls.usage) adds it to what is copied."""
+    open_store(db_path).close()
+    conn = sqlite3.connect(db_path)
+    try:
+        for table in tables():
+            assert table.columns == tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table.name})")), \
+                table.name
+    finally:
+        conn.close()
 
 
 def test_demo_database_to_postgres_and_back_reads_the_same(demo, pg_url, tmp_path, invoke):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import key, open_run, opened, select, tui, work
+from helpers import key, open_run, opened, screen_of, select, tui, work
 from textual.errors import NoWidget
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, RadioButton, RadioSet
@@ -43,6 +43,7 @@ from tui_agent.screens.modals import (
     PredictModal,
     ReconcileModal,
     RuleModal,
+    SaveFilterModal,
 )
 from tui_agent.screens.palette import RunCommands
 from tui_agent.screens.replay import DivergenceModal
@@ -156,6 +157,13 @@ async def rule(demo):
     async with tui(demo[0], size=SMALL) as (app, pilot):
         await pilot.pause()
         app.push_screen(RuleModal())
+async def saving_a_filter(demo):
+    """The runs list filtered, then "Save the filter" (the palette's command) asks its name."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        screen_of(app).apply_filter("status:waiting agent:nightly-report since:3d cost>:0.0001")
+        await pilot.pause()
+        screen_of(app).save_filter()
         await pilot.pause()
         yield app, pilot
 
@@ -180,6 +188,7 @@ CASES = [
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
     Case("harness rule", RuleModal, rule),
+    Case("save a filter", SaveFilterModal, saving_a_filter),
     Case("simulator predict", PredictModal, in_simulator("p")),
     Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(saving="steps", key="saved",
                                                                                   after_crash="ask-person"))),

@@ -242,7 +242,7 @@ async def test_a_refresh_with_the_same_runs_updates_cells_in_place(demo, monkeyp
     from tui_agent.messages import DataChanged
 
     db, roles = demo
-    async with tui(db) as (app, pilot):
+    async with tui(db, size=(140, 40)) as (app, pilot):     # wide enough for the ATT column
         await pilot.pause()
         screen = screen_of(app)
         table = screen.query_one("DataTable")

@@ -17,8 +17,25 @@ import click
 from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, claimable, file_size, held_by, in_zone, pace, skew, usd_exact
+from .format import (
+    COST_UNKNOWN,
+    age,
+    ago,
+    bar,
+    claimable,
+    count,
+    file_size,
+    held_by,
+    in_zone,
+    pace,
+    skew,
+    spent,
+    tokens,
+    usd,
+    usd_exact,
+)
 from .models import Unresolved
+from .models.pricing import PRICES_DATE
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
@@ -32,6 +49,7 @@ from .report import (
     retry_wait,
     run_view,
     runs_listing,
+    saved_filters_report,
     schedules_report,
     step_ends,
     steps_of,
@@ -56,6 +74,8 @@ from .runtime.worker import (
     worker_name,
 )
 from .safe_text import json_text, one_line, visible
+from .spend import BY
+from .spend import report as spend_report
 from .states import (
     EXIT_ENVIRONMENT,
     EXIT_NOT_SUCCEEDED,
@@ -74,7 +94,7 @@ from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
-from .store.runs import claim_run, get_run, resolve_run, run_exists
+from .store.runs import claim_run, each_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
 from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
@@ -585,13 +605,10 @@ def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, n
     """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
     some were refused, each named on a line of its own under the summary."""
     chosen = filters.parse(where)
-    problem = chosen.problem()
-    if problem:
-        raise UserError(f"--where {where!r}: {problem}")
     store = session.existing_store
-    run_ids = [run["id"] for run in filters.matching(store, chosen)]
+    run_ids = [run["id"] for run in each_run(store, chosen, now())]
     if not run_ids:
-        echo(f"no run matches {chosen.words!r}; nothing to do")
+        echo(f"no run matches {str(chosen)!r}; nothing to do")
         return EXIT_OK
     preview = operate.bulk_preview(store, run_ids, (action,))[action]
     would = f"{action} {len(preview.done)} of the {len(run_ids)} run{'s' * (len(run_ids) != 1)} matching " \
@@ -1210,6 +1227,49 @@ def _vacuum_said(space: dict) -> str:
             "lock throughout)")
 
 
+
+
+@cli.group("filter")
+def filter_group() -> None:
+    """Saved filters: a name for the words of a filter (status:failed agent:NAME since:3d ...), which the TUI's
+    palette offers on the runs list."""
+
+
+@filter_group.command("save")
+@click.argument("name", type=TEXT)
+@click.argument("words", type=TEXT)
+@click.pass_obj
+def filter_save(session: Session, name: str, words: str) -> int:
+    """Keep WORDS (one argument: quote them) under NAME, replacing what NAME held."""
+    echo(operate.save_filter(session.store, name, words))
+    return EXIT_OK
+
+
+@filter_group.command("ls")
+@json_option("A JSON array")
+@click.pass_obj
+def filter_ls(session: Session, as_json: bool) -> int:
+    """List the saved filters."""
+    shown = saved_filters_report(session.existing_store)
+    if as_json:
+        _json_out(shown)
+        return EXIT_OK
+    if not shown:
+        echo("no saved filters; save one with: tui-agent filter save NAME 'status:failed since:3d'")
+        return EXIT_OK
+    _table((("NAME", 20), ("WORDS", 0)), [(r["name"], r["words"]) for r in shown])
+    return EXIT_OK
+
+
+@filter_group.command("rm")
+@click.argument("name", type=TEXT)
+@click.pass_obj
+def filter_rm(session: Session, name: str) -> int:
+    """Forget a saved filter."""
+    echo(operate.forget_filter(session.existing_store, name))
+    return EXIT_OK
+
+
 @cli.group()
 def schedule() -> None:
     """Runs started by a cron expression, with missed-run and overlap policies."""
@@ -1365,27 +1425,77 @@ def _age(created: str | None) -> str:
     return age(max(0.0, now() - parse_instant(created)) if created else 0.0)
 
 
+WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or instant (local unless zoned)
+
+
 @cli.command("ls")
-@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
-              help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), multiple=True,
+              help="Only runs with this status (repeatable: any of them).")
+@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.")
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only runs created at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(2026-11-29, 2026-11-29T14:00; local time unless it names its zone).")
+@click.option("--until", type=TEXT, default=None, metavar=WHEN, help="Only runs created before WHEN.")
+@click.option("--text", type=TEXT, default=None, metavar="WORDS",
+              help="Only runs whose id, agent, reason or request holds every one of these words (case aside).")
+@click.option("--limit", type=Whole(min=1), default=None, metavar="N", help="The newest N at most.")
 @json_option("A JSON array")
 @click.pass_obj
-def ls(session: Session, status: str | None, as_json: bool) -> int:
-    """List runs, newest first."""
-    rows = runs_listing(session.existing_store, status)
+def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since: str | None, until: str | None,
+       text: str | None, limit: int | None, as_json: bool) -> int:
+    """List runs, newest first, with what each spent; the options select as the TUI filter's words do."""
+    where = filters.options(status, agent_name, since, until, text)
+    rows = runs_listing(session.existing_store, where, limit)
     if as_json:
         _json_out(rows)
         return EXIT_OK
     if not rows:
-        echo("no runs yet; try: tui-agent run hello")
+        echo(f'no run matches "{where}"' if where else "no runs yet; try: tui-agent run hello")
         return EXIT_OK
-    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
+    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
+            ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
-             _holder(r), _age(r["created_at"])) for r in rows])
+             spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
+             _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
         if r["retry"]:
             echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only the model calls sent at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(local time unless it names its zone). Default: every call.")
+@click.option("--by", type=click.Choice(BY), default="day", show_default=True, help="A row per day, agent or model.")
+@click.option("--utc", is_flag=True, help="Days in UTC (default: local time).")
+@click.option("--reprice", is_flag=True,
+              help=f"Price the stored usage by today's table ({PRICES_DATE}) instead of what each run was charged.")
+@json_option("One JSON object: rows, total, daily")
+@click.pass_obj
+def spend(session: Session, since: str | None, by: str, utc: bool, reprice: bool, as_json: bool) -> int:
+    """What the model calls cost, with their tokens, calls and runs: a row per day, agent or model. Each call
+    counts what its run's budget counted (the price when it was answered); what calls in flight when their
+    worker died may have been billed, and calls without a price, are shown apart, never as zero."""
+    at = now()
+    start = filters.instant(since, at, f"--since {since}") if since else None
+    done = spend_report(session.existing_store, at, by, start, utc, reprice)
+    if as_json:
+        _json_out(done)
+        return EXIT_OK
+    days = "UTC days" if utc else "local days"
+    prices = f"priced by today's table ({PRICES_DATE})" if reprice else "as charged"
+    echo(f"spend by {by}{f' since {since}' if since else ''} ({days}; {prices})")
+    if not done["rows"]:
+        echo("no model calls" + (f" since {since}" if since else " yet"))
+        return EXIT_OK
+    rows = [*done["rows"], {by: "total", **done["total"]}]
+    _table(((by.upper(), max(10, *(len(r[by]) for r in rows))), ("COST", -8), ("POSSIBLY BILLED", -15),
+            ("CALLS", -6), ("RUNS", -5), ("INPUT", -8), ("CACHE READ", -10), ("CACHE WRITE", -11), ("OUTPUT", -8)),
+           [(r[by], spent(r["cost_usd"], r["unpriced_calls"], 0), usd(r["possibly_billed_usd"] or None),
+             r["calls"], r["runs"], count(r["input_tokens"]), count(r["cache_read_tokens"]),
+             count(r["cache_write_tokens"]), count(r["output_tokens"])) for r in rows])
     return EXIT_OK
 
 

@@ -51,6 +51,7 @@ class Table:
 
 _CREATE = re.compile(r"CREATE TABLE (\w+) \((.*)\)\s*$", re.S)
 _RENAME = re.compile(r"ALTER TABLE (\w+) RENAME TO (\w+)$")
+_ADD = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
 
 
@@ -61,6 +62,10 @@ def tables() -> list[Table]:
     for statement in statements():
         if renamed := _RENAME.match(statement):
             found = [replace(t, name=renamed.group(2)) if t.name == renamed.group(1) else t for t in found]
+            continue
+        if added := _ADD.match(statement):     # a column a later migration added
+            found = [replace(t, columns=(*t.columns, added.group(2))) if t.name == added.group(1) else t
+                     for t in found]
             continue
         created = _CREATE.match(statement)
         if created is None or created.group(1) in ("meta", "artifacts"):

@@ -7,6 +7,7 @@ import getpass
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import worktrees
+from . import filters, worktrees
 from .errors import UserError
 from .exports import Carried, import_runs
 from .format import held_by, usd_exact
@@ -38,6 +39,7 @@ from .states import (
 )
 from .store import Store
 from .store import prune as prune_runs
+from .store import saved_filters
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
@@ -62,6 +64,9 @@ from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
 from .worktrees import Worktree
+
+
+FILTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 
 
 def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
@@ -731,6 +736,25 @@ def schedule_remove(store: Store, name: str) -> None:
 def schedule_fire(store: Store, registry: Registry, name: str) -> schedule.Fired:
     """Fire a schedule now: the runs started, or the run whose overlap policy held the fire back."""
     return schedule.fire_now(store, registry, name)
+
+
+def save_filter(store: Store, name: str, words: str) -> str:
+    """Keep the filter `words` (tui_agent/filters.py; refused unless they parse and select something) under `name`
+    (the rule of schedule names), replacing what that name held; what happened, in a line."""
+    if not FILTER_NAME.fullmatch(name):
+        raise UserError(f"filter name {name!r}: use 1 to 40 letters, digits and - _ . starting with a letter or "
+                        "digit, such as failed-nightly")
+    where = filters.parse(words)
+    if not where:
+        raise UserError("an empty filter selects every run; give the words to keep, such as status:failed")
+    replaced = saved_filters.save(store, name, str(where), now())
+    return f"filter {name} {'now selects' if replaced else 'selects'}: {where}"
+
+
+def forget_filter(store: Store, name: str) -> str:
+    if not saved_filters.forget(store, name):
+        raise UserError(f"no filter named {name!r}; see tui-agent filter ls")
+    return f"filter {name} forgotten"
 
 
 def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),

@@ -7,12 +7,14 @@ shape (keyset pages for runs of any length) changes in one place."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from .errors import Unreadable
+from .filters import Filter
 from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
 from .paging import every
@@ -41,13 +43,14 @@ from .store.journal import (
     journal_pages,
 )
 from .store.journal import cost_window as cost_window
-from .store.model_calls import IN_FLIGHT, calls_for, possibly_billed
+from .store.model_calls import IN_FLIGHT, Held, calls_for, held_by, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
 from .store.runs import data_version as data_version
 from .store.runs import get_run, lease_now, list_runs
 from .store.runs import recorded_positions as recorded_positions
-from .store.runs import runs_page as runs_page
+from .store.runs import runs_page as page_of_runs
+from .store.saved_filters import listing as saved_filters
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
@@ -164,6 +167,11 @@ def shown_stored(text: str, field: str) -> Any:
         return None
 
 
+def saved_filters_report(store: Store) -> list[dict]:
+    """Each saved filter (`filter ls --json`, the palette): its name, its words, when it was first saved."""
+    return [iso_times(row) for row in saved_filters(store)]
+
+
 def schedules_report(store: Store) -> list[dict]:
     """Each schedule with its fire times in its own zone."""
     return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"],
@@ -197,14 +205,52 @@ def retry_said(wait: dict, at: float | None = None) -> str:
     return f"{said} ({f'in {countdown(due - at)}' if due > at else 'due now'})"
 
 
-def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    """`ls --json`'s rows, newest first: each run with its checkpoint's step counts, `retry` (`retry_wait`), and
-    for a running run whether its holder is gone and when it is claimable (`with_holders`)."""
-    rows = []
-    for row in with_holders(store, list_runs(store, status)):
-        wait = retry_wait(row, row.pop("step_attempts"))
-        rows.append({**iso_times(row), "retry": wait})
-    return rows
+def spent_of(run: dict, held: Held | None) -> dict:
+    """What a run spent, as `ls --json` and the runs list say it (a runs_page row, and what its calls in flight
+    hold: model_calls.held_by). `cost_usd`: its answered model calls' cost as its budget counted it, priced when
+    each was answered; `possibly_billed_usd`: the worst case of its calls in flight when a worker died, which the
+    API may have billed (the budget counts it too); `unpriced_calls`: answered or died calls whose model has no
+    price (a cost beside them is a lower bound, never a silent zero); the answered calls' tokens: `input_tokens`
+    (every input token, the cached ones included), `output_tokens`, and of the input `cache_read_tokens` and
+    `cache_write_tokens`."""
+    held = held or Held()
+    return {"cost_usd": round((run["used_cost_usd"] or 0) - held.usd, 10) + 0.0,   # + 0.0: never -0.0
+            "possibly_billed_usd": round(held.died_usd, 10),
+            "unpriced_calls": (run["unpriced_calls"] or 0) + held.died_unpriced,
+            "input_tokens": (run["used_input_tokens"] or 0) - held.input_tokens,
+            "output_tokens": (run["used_output_tokens"] or 0) - held.output_tokens,
+            "cache_read_tokens": run["used_cache_read_tokens"] or 0,
+            "cache_write_tokens": run["used_cache_write_tokens"] or 0}
+
+
+def runs_page(store: Store, **query: Any) -> list[dict]:
+    """A page of runs as store/runs.py's runs_page reads it (`where`: a tui_agent.filters.Filter, `limit`,
+    `needs_person`, `before`; its ages counted back from now), each row with what it spent (`spent_of`)."""
+    at = now()
+    rows = page_of_runs(store, at=at, **query)
+    held = held_by(store, rows, at)
+    return [{**row, **spent_of(row, held.get(row["id"]))} for row in rows]
+
+
+# What `ls --json` gives of each run (a stable contract), besides `retry`, `holder_gone` and `claimable_in_s`.
+LISTED = ("id", "agent", "agent_version", "status", "reason", "attempt", "worker", "lease_expires_at", "created_at",
+          "updated_at", "finished_at", "wake_at", "error", "current_step", "total_steps", "cost_usd",
+          "possibly_billed_usd", "unpriced_calls", "input_tokens", "output_tokens", "cache_read_tokens",
+          "cache_write_tokens")
+
+
+def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
+    """`ls --json`'s rows, newest first: the runs `where` selects (`limit` at most), each with its checkpoint's
+    step counts, what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run whether its holder is
+    gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's indexes."""
+    rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
+                 lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
+    listed = []
+    for row in with_holders(store, list(itertools.islice(rows, limit))):
+        wait = retry_wait(row, row["step_attempts"])
+        listed.append({**iso_times({key: row[key] for key in LISTED}), "retry": wait,
+                       "holder_gone": row["holder_gone"], "claimable_in_s": row["claimable_in_s"]})
+    return listed
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:

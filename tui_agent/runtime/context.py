@@ -408,16 +408,13 @@ class Context:
         reply, attempts, started_at, duration = self._attempt(position, name, call, failed, timeout_s=timeout_s)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
-        input_tokens = sum(int(usage.get(k) or 0) for k in
-                           ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        output_tokens = int(usage.get("output_tokens") or 0)
-        spent = Usage(input_tokens=input_tokens - reserved.input_tokens,  # what it used, in place of its hold
-                      output_tokens=output_tokens - reserved.output_tokens,
+        used = model_calls.Spent.of(usage)
+        spent = Usage(input_tokens=used.input_tokens - reserved.input_tokens,  # what it used, in place of its hold
+                      output_tokens=used.output_tokens - reserved.output_tokens,
                       cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None),
-                      cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                      cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0))
+                      cache_read_tokens=used.cache_read_tokens, cache_write_tokens=used.cache_write_tokens)
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
-                             also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
+                             also=lambda conn: model_calls.answered(conn, keys[-1], used, cost,
                                                                     reply.get("_request_id"), self.clock.now()))
         crash_point("after-model-commit", name)
         return value

@@ -374,6 +374,28 @@ class RuleModal(Dialog):
         return text
 
 
+class SaveFilterModal(Dialog):
+    """A name to keep the runs list's filter under, which the palette then offers (`filter save` on the CLI)."""
+
+    TITLE = "Save the filter"
+    DO = "Save it"
+
+    def __init__(self, words: str) -> None:
+        super().__init__()
+        self.words = words
+
+    def body(self) -> ComposeResult:
+        yield Static(safe(f"Keep {self.words} under a name; ctrl+p offers it on the runs list."))
+        yield Input(placeholder="a name, e.g. failed-nightly", id="name")
+
+    def answer(self) -> str | None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("type a name for the filter", severity="error")
+            return None
+        return name
+
+
 class NewRunModal(Dialog):
     """Start a run of an agent with its input."""
 

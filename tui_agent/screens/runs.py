@@ -14,10 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
-from ..filters import Filter, matching, parse
+from .. import operate
+from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
-from ..format import age
+from ..format import age, spent, tokens
 from ..report import busiest_budget, cost_window, counts, runs_page
+from ..store.runs import each_run
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
@@ -34,9 +36,11 @@ MARK_LIMIT = 10_000                # `*` marks at most this many runs at once
 BULK_KEYS = {"park": "park", "resume": "resume", "cancel": "cancel", "approve": "approve",
              "reconcile": "reconcile-ask"}   # a run action's key on marked runs: the bulk action it preselects
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
-           ("WORKER", "worker"), ("BUDGET", "budget"), ("BURN", "burn"), ("AGE", "age")]
-NARROW_DROPS = ("worker", "att", "burn")  # left out while the table is too wide, in this order (a running run's
-                                          # strip names the first two); BUDGET and AGE stay
+           ("WORKER", "worker"), ("COST", "cost"), ("TOKENS", "tokens"), ("BUDGET", "budget"), ("BURN", "burn"),
+           ("AGE", "age")]
+# Left out while the table is too wide, in this order (a running run's strip names the first two, a budget's stop
+# the last); ID, AGENT, STATUS, STEP, COST and AGE stay.
+NARROW_DROPS = ("worker", "att", "tokens", "burn", "budget")
 AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
 BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft colour from here
 
@@ -80,19 +84,22 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
+        Binding("dollar_sign", "spend", "Spend", key_display="$"),
         Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("space", "mark", "Mark", show=False),
         Binding("asterisk", "mark_matching", "Mark all", show=False),
         Binding("U", "unmark", "Unmark all", show=False),
     ]
-    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the
-    # strip names the key that acts on the selected run, so the run actions are the first to go.
-    FOOTER = ("slash", "n", "w", "s", "m", "r", "p", "x", "c", "a")
+    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the strip names the key
+    # that acts on the selected run, so the run actions are the first to go.
+    FOOTER = ("slash", "n", "w", "s", "m", "dollar_sign", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
         super().__init__()
-        self.filter = Filter()
+        self.where = Filter()                 # what the filter (`/`) selects
+        self.typed = ""                       # the filter as typed, with why it cannot be read (a word it refuses)
+        self.refused: str | None = None
         self.marked: set[str] = set()         # the runs an action applies to together (space, *)
         self.needs_first = True
         self.loaded_rows = PAGE               # the rows a reload re-reads: the pages the person scrolled to
@@ -103,8 +110,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="filter: status:waiting agent:hello since:3d nightly   (enter applies, escape clears)",
-                    id="filter", classes="filter")
+        yield Input(placeholder="filter: status:waiting agent:NAME since:3d cost>:0.10 words   (enter applies, "
+                                "escape clears)", id="filter", classes="filter")
 
     def on_mount(self) -> None:
         self.reload()
@@ -124,11 +131,12 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         without one), going on to the next section from its newest when one runs out; and where the page
         after these starts (section and cursor), None when every section ran out."""
         reader, sections = self.app.reader, self._sections()
-        query = self.filter.query()
+        if self.refused:
+            return [], None
         rows: list[dict] = []
         while True:
             rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
-                              **query)
+                              where=self.where)
             if len(rows) == limit:       # this section may hold more: the next page asks it first
                 return rows, (section, (rows[-1]["created_at"], rows[-1]["id"]))
             if section + 1 == len(sections):
@@ -219,15 +227,19 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
-        shown_id = f"{MARK} {row['id']}" if row["id"] in self.marked else row["id"]
+        cost = spent(row["cost_usd"], row["unpriced_calls"], row["possibly_billed_usd"])
         return dict(zip((key for _, key in COLUMNS), (
-            shown_id, safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
-            safe(row["worker"] or "–"), budget, burn, age(at - row["created_at"]))))
+            f"{MARK} {row['id']}" if row["id"] in self.marked else row["id"], safe(row["agent"]),
+            badge(row["status"], row["reason"], colours), step, str(row["attempt"]), safe(row["worker"] or "–"), Text(cost, style="dim") if cost == "–" else cost, tokens(row), budget, burn,
+            age(at - row["created_at"]))))
+
+    def _filter_text(self) -> str:
+        return self.typed.strip() if self.refused else str(self.where)
 
     def _summarize(self) -> None:
         figures = counts(self.app.reader)
         alive = workers_alive(self.app.reader)
-        shown = f" · filter: {self.filter.words}" if self.filter else ""
+        shown = f" · filter: {self._filter_text()}" if self.where or self.refused else ""
         marked = f" · {len(self.marked)} marked" if self.marked else ""
         self.summary.text = (
             f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
@@ -245,10 +257,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._say(now())
 
     def _nothing_shown(self) -> str:
-        if not self.filter:
+        if not (self.where or self.refused):
             return "No runs yet: press n to start one."
-        problem = self.filter.problem()
-        return f'no run matches "{self.filter.words}"{f": {problem}" if problem else ""}; escape clears the filter'
+        refused = f": {self.refused}" if self.refused else ""
+        return f'no run matches "{self._filter_text()}"{refused}; escape clears the filter'
 
     def _say(self, at: float) -> None:
         self.strip.text = self._saying(at)
@@ -267,10 +279,19 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.action_open()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        acted, chosen = self.app.guard(parse, event.value)   # a time it cannot read: a toast, the filter as it was
-        if not acted:
-            return
-        self.filter = chosen
+        self.apply_filter(event.value)
+
+    def apply_filter(self, text: str) -> None:
+        """Show the runs `text`'s words select (tui_agent/filters.py); words it cannot read show nothing, and
+        the strip says why."""
+        try:
+            self.where, self.refused = parse(text), None
+        except FilterError as e:
+            self.where, self.refused = Filter(), str(e)
+        self.typed = text
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.set_class(bool(text.strip()), "-shown")
         self.loaded_rows = PAGE
         self.table.focus()
         self.reload()
@@ -315,7 +336,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def action_mark_matching(self) -> None:
         """`*`: mark every run the filter selects (every run without one), not only the rows loaded."""
-        found = [run["id"] for run in islice(matching(self.app.reader, self.filter), MARK_LIMIT)]
+        chosen = [] if self.refused else each_run(self.app.reader, self.where, now())
+        found = [run["id"] for run in islice(chosen, MARK_LIMIT)]
         self.marked |= set(found)
         self._remark(found)
         more = f" (the first {MARK_LIMIT:,}; narrow the filter for the rest)" if len(found) == MARK_LIMIT else ""
@@ -339,13 +361,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         box.focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.remove_class("-shown")
-        self.filter = Filter()
-        self.loaded_rows = PAGE
-        self.table.focus()
-        self.reload()
+        self.apply_filter("")
 
     def action_sort(self) -> None:
         self.needs_first = not self.needs_first
@@ -364,3 +380,20 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         from .schedules import SchedulesScreen
 
         self.app.push_screen(SchedulesScreen())
+
+    def save_filter(self) -> None:
+        """Ask a name for the filter shown, and keep it under that name (operate.save_filter)."""
+        from .modals import SaveFilterModal
+
+        words = str(self.where)
+
+        def named(name: str | None) -> None:
+            if name:
+                self.app.act(operate.save_filter, self.app.store, name, words, done=lambda said: said)
+
+        self.app.push_screen(SaveFilterModal(words), named)
+
+    def action_spend(self) -> None:
+        from .spend import SpendScreen
+
+        self.app.push_screen(SpendScreen())

@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..filters import Filter
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
@@ -615,55 +616,91 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
                         " WHERE run_id = ? AND generation = ?) AS found", (run_id, generation) * 2).fetchone()[0]
 
 
-_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"
-         " r.fork_step, c.current_step,"
-         " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
-         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s, c.next_input"
+_PAGE = ("SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.lease_expires_at,"
+         " r.created_at, r.updated_at, r.finished_at, r.wake_at, r.error, r.budget, r.parent_id, r.fork_step, r.fence,"
+         " r.generation, c.current_step, c.total_steps, c.step_attempts, c.used_steps, c.used_model_calls,"
+         " c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls, c.used_effects,"
+         " c.used_wall_s, c.unpriced_calls, c.used_cache_read_tokens, c.used_cache_write_tokens,"
+         " c.next_input"
          " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
 # states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
 NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
                 f" OR (status = '{RunStatus.WAITING}' AND reason NOT IN ({_listed(SELF_WAKING)})))")
+# A filter's text word, in any case, in what a person may look a run up by (LIKE's own characters taken literally)
+_TEXT = ("(lower(r.id) LIKE ? ESCAPE '\\' OR lower(r.agent) LIKE ? ESCAPE '\\'"
+         " OR lower(coalesce(r.reason, '')) LIKE ? ESCAPE '\\' OR lower(r.request) LIKE ? ESCAPE '\\')")
 
 
-def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
-              needs_person: bool | None = None, before: tuple[float, str] | None = None,
-              agent: str | None = None, since: float | None = None, until: float | None = None) -> list[dict]:
-    """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
-    as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
-    (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
-    order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
-    A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
-    their own index and sorts them, a cost that grows with how many runs have that status. `agent` (its exact
-    name), `since` and `until` (when the run was made: since <= created_at < until) narrow it further."""
-    where, params = [], []
-    if status:
-        where.append("r.status = ?")
-        params.append(status)
-    if agent:
-        where.append("r.agent = ?")
-        params.append(agent)
+def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
+    """The conditions (on runs r and their checkpoint c) that select the runs `where` names, with their
+    parameters. Status, agent and time each have an index that reads them newest first (schema._v17, and the
+    (created_at, id) one); cost and text are checked on the rows those give."""
+    conditions, params = [], []
+    if where.statuses:
+        conditions.append(f"r.status IN ({', '.join('?' * len(where.statuses))})")
+        params += where.statuses
+    if where.agent:
+        conditions.append("r.agent = ?")
+        params.append(where.agent)
+    since, until = where.instants(at)
     if since is not None:
-        where.append("r.created_at >= ?")
+        conditions.append("r.created_at >= ?")
         params.append(since)
     if until is not None:
-        where.append("r.created_at < ?")
+        conditions.append("r.created_at < ?")
         params.append(until)
-    if text:
-        where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
-        params += [f"{text}%", f"%{text}%", f"%{text}%"]
+    if where.cost_above is not None:
+        conditions.append("c.used_cost_usd > ?")
+        params.append(where.cost_above)
+    if where.cost_below is not None:
+        conditions.append("c.used_cost_usd < ?")
+        params.append(where.cost_below)
+    for word in where.words:
+        pattern = "%" + word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(_TEXT)
+        params += [pattern] * 4
+    return conditions, params
+
+
+def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: float = 0.0,
+              needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
+    """The newest `limit` runs that `where` selects (tui_agent/filters.py; `at`, the instant its ages count
+    back from), read in (created_at, id) order through an index, so a page costs the same with 100,000 runs as
+    with ten: the (created_at, id) index, or the (status, ...) or (agent, ...) one when the filter names a status
+    or an agent (its time range then bounds the same index range). `needs_person` selects runs that wait for a
+    person (or all the others). `before`, the (created_at, id) of the last row already held, is a keyset cursor:
+    the `limit` runs after it in this order, read from the index range that starts there (no OFFSET, so a deep
+    page costs as much as the first). Cost and text words are checked on the rows the index gives, newest first,
+    until the page is full: a rare match reads far (bound it with a time word). Several statuses are read
+    through their index and sorted, a cost that grows with how many runs have them."""
+    conditions, params = _chosen(where, at)
     if needs_person is not None:
-        where.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
+        conditions.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
     if before is not None:
         # (created_at, id) < (?, ?) spelled out: the index range starts at `created_at <= ?`, and the OR only
         # skips the rows of the cursor's own instant that it did not already pass (ties are ordered by id).
-        where.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
+        conditions.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
         params += [before[0], before[0], before[1]]
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in order.
-    page = _PAGE.format(index="INDEXED BY runs_needs_person" if needs_person else "")
+    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in
+    # order, unless the filter names a status or an agent, whose own index does.
+    hinted = needs_person and not (where.statuses or where.agent)
+    page = _PAGE.format(index="INDEXED BY runs_needs_person" if hinted else "")
     cursor = store.conn.execute(f"{page}{clause} ORDER BY r.created_at DESC, r.id DESC LIMIT ?", (*params, limit))
     return list(dict_rows(cursor))
+
+
+def each_run(store: Store, where: Filter, at: float, page: int = 500) -> Iterator[dict]:
+    """Every run `where` selects (ages counted back from `at`), newest first, read `page` at a time through
+    runs_page's keyset cursor: what `--where` and the TUI's mark-all act on."""
+    before = None
+    while True:
+        rows = runs_page(store, limit=page, where=where, at=at, before=before)
+        yield from rows
+        if len(rows) < page:
+            return
+        before = (rows[-1]["created_at"], rows[-1]["id"])
 
 
 def counts(store: Store) -> dict[str, int]:

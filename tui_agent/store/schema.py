@@ -505,8 +505,52 @@ def _v16(db: sqlite_utils.Database) -> None:
     db.execute(COMMANDS_RUNNING)
 
 
+# Version 17 in both dialects: what finding runs reads through, and what a model call used.
+V17_INDEXES = [
+    "CREATE INDEX runs_status_created ON runs (status, created_at, id)",
+    "CREATE INDEX runs_agent_created ON runs (agent, created_at, id)",
+    "CREATE INDEX model_calls_started ON model_calls (started_at)",
+]
+V17_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
+    "input_tokens INTEGER", "cache_read_tokens INTEGER", "cache_write_tokens INTEGER", "usage TEXT")]
+
+
+def _v17(db: sqlite_utils.Database) -> None:
+    """Months of runs: the indexes that the filter's status and agent words read through, newest first and
+    keyset-paged (store/runs.py, runs_page; the time words read the (created_at, id) one), and `spend` through
+    model_calls_started; what each answered model call used, beside its cost: `input_tokens` (every input
+    token, the cached ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and
+    `usage` (the reply's usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL
+    for a call not answered; filled in here from the journal for the calls answered before (a reply kept as an
+    artifact, or that cannot be read, stays NULL: its tokens are not counted). And `saved_filters`: a name for
+    the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
+    for statement in V17_COLUMNS + V17_INDEXES:
+        db.execute(statement)
+    db.execute("""
+        CREATE TABLE saved_filters (
+            name TEXT PRIMARY KEY,
+            words TEXT NOT NULL,         -- the filter's words, read again each time it is used
+            created_at REAL NOT NULL
+        )""")
+    # a valid reply only (json_valid: the CASE keeps json_type from reading one that is not)
+    db.execute("""
+        UPDATE model_calls SET usage = (
+            SELECT json_extract(j.result, '$.usage') FROM journal j
+            WHERE j.run_id = model_calls.run_id AND j.generation = model_calls.generation
+              AND j.position = model_calls.position AND j.kind = 'model'
+              AND CASE WHEN json_valid(j.result) THEN json_type(j.result, '$.usage') END = 'object')
+        WHERE state = 'answered'""")
+    read = "CAST(coalesce(json_extract(usage, '$.{}'), 0) AS INTEGER)".format
+    db.execute(f"""
+        UPDATE model_calls SET cache_read_tokens = {read('cache_read_input_tokens')},
+            cache_write_tokens = {read('cache_creation_input_tokens')},
+            input_tokens = {read('input_tokens')} + {read('cache_read_input_tokens')}
+                + {read('cache_creation_input_tokens')}
+        WHERE usage IS NOT NULL""")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13, _v14, _v15, _v16]
+                                                             _v12, _v13, _v14, _v15, _v16, _v17]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

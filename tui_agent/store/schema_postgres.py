@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import COMMANDS_RUNNING, SCHEMA_VERSION, V11_JOURNAL, missing_from
+from .schema import COMMANDS_RUNNING, SCHEMA_VERSION, V11_JOURNAL, V17_COLUMNS, V17_INDEXES, missing_from
 
 # The version of the store's schema that create_schema makes.
 PG_SCHEMA_VERSION = SCHEMA_VERSION
@@ -325,6 +325,41 @@ CREATE TABLE kept_keys (
     PRIMARY KEY (kind, key)
 )"""
 
+SAVED_FILTERS = """
+CREATE TABLE saved_filters (
+    name text PRIMARY KEY,
+    words text NOT NULL,
+    created_at double precision NOT NULL
+)"""
+
+# schema._v17's filling in of what the calls answered before it used, from the journal's replies. A reply that
+# PostgreSQL cannot read as JSON (nesting too deep, text another program wrote) leaves its call NULL, as on SQLite:
+# the functions catch the error, in this session's temporary schema, dropped at the end.
+V17_USAGE = """
+CREATE FUNCTION pg_temp.reply_usage(reply text) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN CASE WHEN jsonb_typeof(reply::jsonb -> 'usage') = 'object' THEN reply::jsonb -> 'usage' END;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END $$;
+CREATE FUNCTION pg_temp.usage_count(usage jsonb, field text) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN coalesce((usage ->> field)::numeric::bigint, 0);
+EXCEPTION WHEN others THEN
+    RETURN 0;
+END $$;
+UPDATE model_calls m SET usage = pg_temp.reply_usage(j.result)::text FROM journal j
+WHERE j.run_id = m.run_id AND j.generation = m.generation AND j.position = m.position AND j.kind = 'model'
+  AND m.state = 'answered';
+UPDATE model_calls SET cache_read_tokens = pg_temp.usage_count(usage::jsonb, 'cache_read_input_tokens'),
+    cache_write_tokens = pg_temp.usage_count(usage::jsonb, 'cache_creation_input_tokens'),
+    input_tokens = pg_temp.usage_count(usage::jsonb, 'input_tokens')
+        + pg_temp.usage_count(usage::jsonb, 'cache_read_input_tokens')
+        + pg_temp.usage_count(usage::jsonb, 'cache_creation_input_tokens')
+WHERE usage IS NOT NULL;
+DROP FUNCTION pg_temp.reply_usage(text);
+DROP FUNCTION pg_temp.usage_count(jsonb, text)"""
+
 # Version 9, the first on PostgreSQL, frozen (it is history): in the order SQLite's migrations create them.
 FIRST: list[str] = [
     META, RUNS, RUNS_INDEXES, CHECKPOINTS, JOURNAL, EFFECTS, EFFECTS_INDEXES, WORKERS, APPROVALS,
@@ -371,6 +406,8 @@ MIGRATIONS: dict[int, list[str]] = {
          "ALTER TABLE runs ADD COLUMN pruned_at double precision",
          "CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL"],
     16: [COMMANDS, COMMANDS_RUNNING],
+    17: [*(column.replace("INTEGER", "bigint").replace("TEXT", "text") for column in V17_COLUMNS), *V17_INDEXES,
+         SAVED_FILTERS, V17_USAGE],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.
@@ -381,8 +418,24 @@ META_ROWS: list[tuple[str, str]] = [("schema_version", str(PG_SCHEMA_VERSION))]
 
 
 def statements(blocks: list[str] = DDL) -> list[str]:
-    """Every DDL statement of `blocks` (the whole schema), one at a time, in order."""
-    return [s.strip() for block in blocks for s in block.split(";") if s.strip()]
+    """Every DDL statement of `blocks` (the whole schema), one at a time, in order; a function's `$$` body is
+    part of its statement, whatever semicolons it holds."""
+    return [s.strip() for block in blocks for s in _split(block) if s.strip()]
+
+
+def _split(block: str) -> list[str]:
+    done, current = [], ""
+    for i, part in enumerate(block.split("$$")):
+        if i % 2:                  # inside a $$ body
+            current += f"$${part}$$"
+            continue
+        first, *rest = part.split(";")
+        current += first
+        if rest:
+            *ended, last = rest
+            done += [current, *ended]
+            current = last
+    return [*done, current]
 
 
 def create_schema(conn: Any) -> None:
