@@ -79,7 +79,7 @@ def test_dry_run_changes_nothing_and_without_yes_or_a_terminal_nothing_is_done(d
     refused = ok(tui_agent("cancel", "--where", "status:waiting agent:nightly-report"), 2)
     assert refused.stderr == ("tui-agent: --where selects 3 runs; pass --yes to cancel them without a question, or "
                               "--dry-run to see which\n")
-    for bad, said in (("status:bogus", "bogus is not a status"), ("since:someday", "'someday' is not a time")):
+    for bad, said in (("status:bogus", "bogus is not a status"), ("since:someday", "--where 'since:someday': since:someday is not a time")):
         assert said in ok(tui_agent("park", "--where", bad, "--yes"), 2).stderr
     assert ok(tui_agent("park", roles["failed"], "--where", "status:failed"), 2).stderr.startswith(
         "tui-agent: give a RUN or --where FILTER, not both")

@@ -61,10 +61,10 @@ def test_every_table_of_the_schema_is_copied_and_meta_is_not():
     assert names[0] == "runs" and "meta" not in names
     # the journal is its two tables, each copied as it is (a run stopped inside its tail keeps it), not their view
     assert set(names) == {"runs", "checkpoints", "journal_rows", "effects", "workers", "approvals", "events",
-                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail", "imported_runs",
-                          "kept_keys",   # the keys of removed runs: the ledger's promise goes with a copy
+                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail",
+                          "imported_runs", "kept_keys",   # the keys of removed runs: the ledger's promise goes with a copy
                           "commands", "saved_filters"}
-    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands", "saved_filters"}
+    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands"}
 
 
 def test_every_column_of_every_table_is_copied_those_later_migrations_added_too(db_path):

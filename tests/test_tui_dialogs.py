@@ -157,6 +157,11 @@ async def rule(demo):
     async with tui(demo[0], size=SMALL) as (app, pilot):
         await pilot.pause()
         app.push_screen(RuleModal())
+        await pilot.pause()
+        yield app, pilot
+
+
+@asynccontextmanager
 async def saving_a_filter(demo):
     """The runs list filtered, then "Save the filter" (the palette's command) asks its name."""
     async with tui(demo[0], size=SMALL) as (app, pilot):

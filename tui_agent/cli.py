@@ -604,7 +604,10 @@ def _many(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> b
 def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
     """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
     some were refused, each named on a line of its own under the summary."""
-    chosen = filters.parse(where)
+    try:
+        chosen = filters.parse(where)
+    except filters.FilterError as e:
+        raise UserError(f"--where {where!r}: {e}") from None
     store = session.existing_store
     run_ids = [run["id"] for run in each_run(store, chosen, now())]
     if not run_ids:
@@ -612,7 +615,7 @@ def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, n
         return EXIT_OK
     preview = operate.bulk_preview(store, run_ids, (action,))[action]
     would = f"{action} {len(preview.done)} of the {len(run_ids)} run{'s' * (len(run_ids) != 1)} matching " \
-            f"{chosen.words!r}"
+            f"{str(chosen)!r}"
     if dry_run:
         echo(f"would {would}" + (":" if preview.done else ""))
         for run_id in preview.done:

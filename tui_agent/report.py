@@ -47,6 +47,7 @@ from .store.model_calls import IN_FLIGHT, Held, calls_for, held_by, possibly_bil
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
 from .store.runs import data_version as data_version
+from .store.runs import each_run as each_run
 from .store.runs import get_run, lease_now, list_runs
 from .store.runs import recorded_positions as recorded_positions
 from .store.runs import runs_page as page_of_runs

@@ -18,8 +18,7 @@ from .. import operate
 from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
 from ..format import age, spent, tokens
-from ..report import busiest_budget, cost_window, counts, runs_page
-from ..store.runs import each_run
+from ..report import busiest_budget, cost_window, counts, each_run, runs_page
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
