@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import Store, StoreError, Write, backoff, dict_rows
+from .base import CHANNEL, NOTIFY, SHARED_LOCK, WRITE_LOCK, Store, StoreError, Write, backoff, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -37,7 +37,6 @@ BUSY_TIMEOUT_MS = 15_000
 # commits. Shorter than BUSY_TIMEOUT_MS, so a command waiting behind it goes on instead of giving up; our own
 # transactions never wait on anything but the server between their statements.
 IDLE_IN_WRITE_MS = 10_000
-WRITE_LOCK = 0x7475_6961   # the advisory lock every writer's transaction holds ("tuia")
 SYNCHRONOUS = {"full": "on", "normal": "off"}   # NORMAL loses at most the last commits to a server crash
 _SECRET_PARAMS = {"password", "passfile"}
 
@@ -107,12 +106,15 @@ class _Numeric(Loader):
 
 
 class _Cursor:
-    __slots__ = ("_cur", "rowcount", "description")
+    __slots__ = ("_cur", "rowcount")
 
     def __init__(self, cur: psycopg.Cursor) -> None:
         self._cur = cur
         self.rowcount = cur.rowcount
-        self.description = cur.description
+
+    @property
+    def description(self):
+        return self._cur.description
 
     def fetchone(self) -> tuple | None:
         return self._cur.fetchone() if self.description is not None else None
@@ -147,9 +149,12 @@ class _Connection:
         read costs, and which run it read)."""
         self._trace = trace
 
-    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+    def _traced(self, sql: str, params: tuple | list) -> None:
         if self._trace is not None:
             self._trace(f"{sql} -- {params!r}" if params else sql)
+
+    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+        self._traced(sql, params)
         # closed, not only broken: a connection given up on while the server was away (_reconnect) is closed
         if self.raw.closed and not self.writing and self.reopen is not None:
             self.raw = self.reopen()
@@ -165,6 +170,35 @@ class _Connection:
         except psycopg.Error as e:
             raise PostgresError(e) from e
 
+    def at_once(self, statements: list[tuple[str, tuple | list]]) -> list[_Cursor]:
+        """`statements` committed together in one round trip, as one implicit transaction (a failing statement
+        rolls back those before it and skips those after): one statement as it is, several pipelined up to one
+        Sync. A connection the server has already ended (a restart, an administrator, while it sat idle) is
+        opened again first, as nothing was sent on it; one that drops under them raises, and whether they
+        committed is unknown."""
+        raw = self.raw
+        if (raw.closed or not _alive(raw)) and self.reopen is not None:
+            raw = self.raw = self.reopen()
+        for sql, params in statements:
+            self._traced(sql, params)
+        if len(statements) == 1:
+            try:
+                return [_Cursor(raw.execute(translate(statements[0][0]), statements[0][1]))]
+            except psycopg.Error as e:
+                raise PostgresError(e) from e
+        first = None   # an error met while sending: raised once the pipeline is left (whose own end then fails)
+        try:
+            with raw.pipeline():
+                try:
+                    sent = [raw.execute(translate(sql), params) for sql, params in statements]
+                except psycopg.Error as e:
+                    first = e
+        except psycopg.Error as e:
+            raise PostgresError(first or e) from e
+        if first is not None:
+            raise PostgresError(first) from first
+        return [_Cursor(cur) for cur in sent]
+
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
@@ -174,19 +208,29 @@ class _Connection:
         self.raw.close()
 
 
+def _alive(raw: psycopg.Connection) -> bool:
+    """Whether the server has not ended this idle connection: what it said meanwhile (an ended session's last
+    words, a notification) is read without waiting, so an end it announced shows before anything is sent."""
+    try:
+        with raw.lock:
+            raw.pgconn.consume_input()
+    except psycopg.Error:
+        return False
+    return raw.pgconn.status == pq.ConnStatus.OK
+
+
 # Every writer's transaction that changed something tells the listeners (a TUI's reader) as it commits; a
-# transaction that wrote nothing (no transaction id) says nothing. One round trip with the COMMIT: psycopg
-# sends a statement without parameters as a simple query, which may hold two.
-_NOTIFY_AND_COMMIT = ("SELECT pg_notify('tui_agent', '') WHERE txid_current_if_assigned() IS NOT NULL;"
-                      " COMMIT")
-CHANNEL = "tui_agent"
+# transaction that wrote nothing (no transaction id) says nothing. `write()` sends it in one round trip with the
+# COMMIT (psycopg sends a statement without parameters as a simple query, which may hold two), `write_batch`
+# as its last statement.
+_NOTIFY = f"SELECT {NOTIFY} WHERE txid_current_if_assigned() IS NOT NULL"
 
 
 class _Write(Write):
     """`write()`'s transaction: WRITE_LOCK held exclusively, so no other writer's transaction runs beside it."""
 
     __slots__ = ()
-    COMMIT = _NOTIFY_AND_COMMIT
+    COMMIT = f"{_NOTIFY}; COMMIT"
     LOCK = "pg_advisory_xact_lock"
 
     def __enter__(self) -> _Connection:
@@ -351,12 +395,32 @@ class PostgresStore(Store):
                 self.abandon()
                 error, stop = e, self.stopped(e)
 
-    def write_one(self, sql: str, params: tuple) -> _Cursor:
-        """One statement as a shared writer's transaction of its own (three round trips: BEGIN with the lock,
-        the statement, the notice with COMMIT). A connection that drops under its COMMIT leaves unknown whether
-        it committed (ConnectionLost): a caller that may send it again reads back first (journal.write_entry)."""
-        with self.write_shared() as conn:
-            return conn.execute(sql, params)
+    def write_one(self, sql: str, params: tuple, whole: bool = False) -> _Cursor:
+        """Base's, in one round trip (see write_batch): a `whole` statement as it is, another inside the lock and
+        the notice."""
+        return (self._at_once([(sql, params)]) if whole else self.write_batch([(sql, params)]))[0]
+
+    def write_batch(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+        """Base's, in one round trip: the writers' lock (shared), the statements and the notice, pipelined and
+        committed together at one Sync. A lock held past the busy timeout rolls the whole batch back, so it is
+        sent again while `patience()` allows, as `write()` waits; a connection that drops under it leaves
+        unknown whether it committed (ConnectionLost): a caller that may send it again reads back first
+        (base.write_once)."""
+        return self._at_once([(f"SELECT {SHARED_LOCK}", ()), *statements, (_NOTIFY, ())])[1:-1]
+
+    def _at_once(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+        """conn.at_once, waiting out a held lock; see write_batch."""
+        pauses = backoff()
+        while True:
+            try:
+                return self.conn.at_once(statements)
+            except PostgresError as e:
+                stop = self.stopped(e)
+                if stop is None:
+                    raise
+                if isinstance(stop, ConnectionLost) or stop.kind != BUSY or not self.patience():
+                    raise stop from e
+            time.sleep(next(pauses))
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
         state = getattr(error, "sqlstate", "")
@@ -413,7 +477,7 @@ class PostgresStore(Store):
     def _reopened(self) -> bool:
         """After a lost connection: whether a new one opens now (kept for the next statement), tried once: it
         tells a session ended alone (or a server back at once) from a server that is away. Either way a
-        worker goes on (a step's write is read back, journal.write_entry; another write drops its run)."""
+        worker goes on (an entry's write is read back, base.write_once; another write drops its run)."""
         if not self.conn.raw.closed:
             return False
         try:
