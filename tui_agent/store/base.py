@@ -135,11 +135,9 @@ def one_row(cursor: Cursor) -> dict | None:
 
 FOR_UPDATE = " FOR UPDATE"
 # On a server every writer's transaction holds one advisory lock ("tuia"), exclusively (store.write()) or shared
-# (write_shared, write_batch), and tells listeners (a TUI's reader) as it commits, when it changed something.
+# (write_shared, write_batch).
 WRITE_LOCK = 0x7475_6961
 SHARED_LOCK = f"pg_advisory_xact_lock_shared({WRITE_LOCK})"
-CHANNEL = "tui_agent"
-NOTIFY = f"pg_notify('{CHANNEL}', '')"
 
 
 def for_update(conn: Connection, skip_locked: bool = False) -> str:
@@ -301,8 +299,8 @@ class Store:
     def write_one(self, sql: str, params: tuple, whole: bool = False) -> Cursor:
         """One statement as its own transaction, waiting out a held lock as `write()` does; a statement whose
         checks are row conditions (see `write_shared`). `whole`: on a server the statement is a shared writer's
-        whole transaction by itself, sent as it is: it takes SHARED_LOCK before it locks any row and NOTIFYs
-        when it changed something (journal's plain step)."""
+        whole transaction by itself, sent as it is: it takes SHARED_LOCK before it locks any row (journal's plain
+        step)."""
         try:
             return self.conn.execute(sql, params)
         except DatabaseError as e:

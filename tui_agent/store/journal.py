@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, NOTIFY, SHARED_LOCK, Store, decoding, on_server, refuse_stale, write_once
+from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, refuse_stale, write_once
 
 
 @dataclass
@@ -81,11 +81,8 @@ def _dialects(sql: str) -> dict[bool, str]:
 _CHECKPOINT, _CHECKPOINT_USAGE = map(_dialects, (_CHECKPOINT, _CHECKPOINT_USAGE))
 # On a server a plain step's statement is its whole transaction, committed in one round trip (write_one's
 # `whole`): its fence check takes the writers' lock (shared) on reaching the run's row, before it locks that row,
-# as every shared writer takes it first (so a person's exclusive write still waits for it, and it for that),
-# and a row inserted tells listeners as it commits, as every writer's transaction that changed something does.
-_STEP = {False: _STEP.format(lock=""),
-         True: f"WITH step AS ({_STEP.format(lock=f' AND {SHARED_LOCK} IS NOT NULL{FOR_UPDATE}')} RETURNING 1)"
-               f" SELECT {NOTIFY} FROM step"}
+# as every shared writer takes it first (so a person's exclusive write still waits for it, and it for that).
+_STEP = {False: _STEP.format(lock=""), True: _STEP.format(lock=f" AND {SHARED_LOCK} IS NOT NULL{FOR_UPDATE}")}
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:

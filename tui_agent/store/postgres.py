@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import CHANNEL, NOTIFY, SHARED_LOCK, WRITE_LOCK, Store, StoreError, Write, backoff, dict_rows
+from .base import SHARED_LOCK, WRITE_LOCK, Store, StoreError, Write, backoff, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -128,7 +128,7 @@ class _Cursor:
 
 # Statements that change nothing by themselves (outside a writer's transaction, a SELECT only reads): sent again
 # when the server dropped the connection under them
-_SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET|LISTEN)\b", re.IGNORECASE)
+_SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET)\b", re.IGNORECASE)
 
 
 class _Connection:
@@ -210,7 +210,7 @@ class _Connection:
 
 def _alive(raw: psycopg.Connection) -> bool:
     """Whether the server has not ended this idle connection: what it said meanwhile (an ended session's last
-    words, a notification) is read without waiting, so an end it announced shows before anything is sent."""
+    words) is read without waiting, so an end it announced shows before anything is sent."""
     try:
         with raw.lock:
             raw.pgconn.consume_input()
@@ -219,18 +219,10 @@ def _alive(raw: psycopg.Connection) -> bool:
     return raw.pgconn.status == pq.ConnStatus.OK
 
 
-# Every writer's transaction that changed something tells the listeners (a TUI's reader) as it commits; a
-# transaction that wrote nothing (no transaction id) says nothing. `write()` sends it in one round trip with the
-# COMMIT (psycopg sends a statement without parameters as a simple query, which may hold two), `write_batch`
-# as its last statement.
-_NOTIFY = f"SELECT {NOTIFY} WHERE txid_current_if_assigned() IS NOT NULL"
-
-
 class _Write(Write):
     """`write()`'s transaction: WRITE_LOCK held exclusively, so no other writer's transaction runs beside it."""
 
     __slots__ = ()
-    COMMIT = f"{_NOTIFY}; COMMIT"
     LOCK = "pg_advisory_xact_lock"
 
     def __enter__(self) -> _Connection:
@@ -270,8 +262,8 @@ class PostgresStore(Store):
         self.data_dir = data_dir_for_url(self.path)
         self._settings = {"synchronous_commit": SYNCHRONOUS[durability],   # set again on a new connection
                           "idle_in_transaction_session_timeout": str(IDLE_IN_WRITE_MS)}
-        self._listening: bool | None = None   # None: not asked yet; False: LISTEN is not possible here
-        self._heard = 0                       # notifications (and new connections) seen: data_version
+        self._snapshot: str | None = None     # the server's snapshot at the last data_version
+        self._changes = 0                     # how often it was found to have moved: data_version
         self.conn = _Connection(self._connect(first=True), self._reconnect)
         self.wait_at_most(BUSY_TIMEOUT_MS)
         self._open_schema(create)
@@ -286,12 +278,9 @@ class PostgresStore(Store):
         except psycopg.Error as e:
             raise connect_error(self.path, e) from None
         raw.adapters.register_loader("numeric", _Numeric)
-        raw.add_notify_handler(self._heard_one)
         try:
             for name, value in self._settings.items():
                 raw.execute(f"SET {name} = {value}")
-            if self._listening:
-                raw.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error as e:
             broken = raw.broken
             raw.close()
@@ -303,7 +292,7 @@ class PostgresStore(Store):
     def _reconnect(self, patient: bool = True) -> psycopg.Connection:
         """The server dropped our connection: a new one. While the server is away, a worker's run waits for it
         as long as `patience()` says (its lease still runs), trying again with back-off; anyone else, or past
-        that, gets the environment's stop. What committed meanwhile went unheard, so data_version moves."""
+        that, gets the environment's stop."""
         try:
             self.conn.raw.close()
         except psycopg.Error:
@@ -317,12 +306,7 @@ class PostgresStore(Store):
                 if not (patient and self.patience()):
                     raise
             time.sleep(next(pauses))
-        self._heard += 1
         return raw
-
-    def _heard_one(self, notify: psycopg.Notify) -> None:
-        if notify.channel == CHANNEL:
-            self._heard += 1
 
     def _open_schema(self, create: bool) -> None:
         """Ours at our version (migrated up if older), made if the database is empty; anything else untouched."""
@@ -396,17 +380,16 @@ class PostgresStore(Store):
                 error, stop = e, self.stopped(e)
 
     def write_one(self, sql: str, params: tuple, whole: bool = False) -> _Cursor:
-        """Base's, in one round trip (see write_batch): a `whole` statement as it is, another inside the lock and
-        the notice."""
+        """Base's, in one round trip (see write_batch): a `whole` statement as it is, another after the lock."""
         return (self._at_once([(sql, params)]) if whole else self.write_batch([(sql, params)]))[0]
 
     def write_batch(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
-        """Base's, in one round trip: the writers' lock (shared), the statements and the notice, pipelined and
-        committed together at one Sync. A lock held past the busy timeout rolls the whole batch back, so it is
+        """Base's, in one round trip: the writers' lock (shared) and the statements, pipelined and committed
+        together at one Sync. A lock held past the busy timeout rolls the whole batch back, so it is
         sent again while `patience()` allows, as `write()` waits; a connection that drops under it leaves
         unknown whether it committed (ConnectionLost): a caller that may send it again reads back first
         (base.write_once)."""
-        return self._at_once([(f"SELECT {SHARED_LOCK}", ()), *statements, (_NOTIFY, ())])[1:-1]
+        return self._at_once([(f"SELECT {SHARED_LOCK}", ()), *statements])[1:]
 
     def _at_once(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
         """conn.at_once, waiting out a held lock; see write_batch."""
@@ -498,42 +481,15 @@ class PostgresStore(Store):
         return iter(list(dict_rows(self.conn.execute(sql, params))))   # read whole: the connection is free again
 
     def data_version(self) -> int:
-        """A count of the commits heard: on its first call the connection LISTENs to the channel every writer's
-        transaction notifies as it commits, and from then on a call reads what has arrived without a round
-        trip or a wait (only another process's commits, or this one's, on this database move it). Where LISTEN
-        is not possible (a standby) the server's write-ahead log position, one round trip, which moves with
-        anyone's commit on any database of the server: a refresh may come for nothing, never be missed."""
-        if self._listening is None:
-            self._listen()
-        if not self._listening:
-            return self._wal_position()
-        raw = self.conn.raw
-        try:
-            with raw.lock:
-                raw.pgconn.consume_input()
-                while (found := raw.pgconn.notifies()) is not None:
-                    if found.relname.decode() == CHANNEL:
-                        self._heard += 1
-        except psycopg.Error as e:
-            if not raw.closed:
-                raise PostgresError(e) from e
-            self.conn.execute("SELECT 1")   # a new connection (which counts as a change), or the server is away
-        return self._heard
-
-    def _listen(self) -> None:
-        try:
-            self.conn.execute(f"LISTEN {CHANNEL}")
-            self._listening = True
-        except sqlite3.Error as e:
-            if self.stopped(e) is not None:
-                raise
-            self._listening = False
-
-    def _wal_position(self) -> int:
-        high, _, low = self.conn.execute(
-            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
-            " ELSE pg_current_wal_lsn() END)::text").fetchone()[0].partition("/")
-        return (int(high, 16) << 32) | int(low, 16)
+        """A count of the changes seen, one round trip: the server's snapshot (which transactions have ended) as
+        of this call, against the last call's. Every commit that wrote something (it had a transaction id) moves
+        it, so a change is never missed; so do commits on the server's other databases, and transactions that
+        have begun writing, so a refresh may come for nothing. Writers send nothing for it: a NOTIFY in every
+        commit would serialise their commits (bench/notify_cost.py)."""
+        snapshot = self.conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+        if snapshot != self._snapshot:
+            self._snapshot, self._changes = snapshot, self._changes + 1
+        return self._changes
 
     def read_only(self) -> None:
         self._set("default_transaction_read_only", "on")
