@@ -174,12 +174,17 @@ class Link:
         self._proc.wait()
 
     def url(self, url: str) -> str:
-        parts = urlsplit(url)
-        user = f"{parts.username}@" if parts.username else ""
-        return parts._replace(netloc=f"{user}127.0.0.1:{self.port}").geturl()
+        return through(url, self.port)
 
     def round_trips(self) -> int:
         return count_at(self.control_port)
+
+
+def through(url: str, port: int) -> str:
+    """A postgresql:// URL to the server behind the link on `port`, as its user and database."""
+    parts = urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    return parts._replace(netloc=f"{user}127.0.0.1:{port}").geturl()
 
 
 def count_at(control_port: int) -> int:
