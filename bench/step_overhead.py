@@ -51,7 +51,7 @@ from tui_agent.store.journal import (
     load_checkpoint,
     load_entries,
 )
-from tui_agent.store.runs import claim_run
+from tui_agent.store.runs import claim_run, get_run
 
 STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 9
 # Untimed steps before a measurement, so the WAL has wrapped (an auto-checkpoint at 1,000 pages) and the steps
@@ -225,7 +225,7 @@ def replay_row(where: Path | str) -> dict:
            " ORDER BY position")
     if on_server:
         sql = sql.replace("?", "%s")
-    request = {"n": REPLAY_STEPS}   # what ours() started it with (a claim carries no request)
+    request = json.loads(get_run(store, claim.run_id)["request"])
     before = calls
 
     def replay():

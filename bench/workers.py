@@ -14,6 +14,8 @@ Then takeover after kill -9, with `--lease 2`: worker A works a slow run (10 ste
 worker B idles, A gets SIGKILL. The lease A last wrote is read back from `runs` once A is dead
 (the expiry the store honours); B's `takeover` event time is compared with it and with the
 kill. Goal: takeover within lease + one heartbeat (lease/3) of the kill. B then finishes the run.
+A shares the bench's process group, so B cannot verify that nothing A started is left and waits for
+the lease, as a worker on another host does; bench/takeover.py measures a worker that led its group.
 
     python bench/workers.py                      # SQLite
     python bench/workers.py --postgres           # a throwaway PostgreSQL server (tests/pg_cluster.py)
@@ -37,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
@@ -105,12 +108,15 @@ class Workers:
         self.procs: dict[str, subprocess.Popen] = {}
         self.codes: dict[str, int] = {}
 
-    def spawn(self, name: str, lease_s: float) -> subprocess.Popen:
+    def spawn(self, name: str, lease_s: float, module: str = MODULE, own_group: bool = False) -> subprocess.Popen:
+        """`own_group`: the worker leads a process group of its own, as one started from a shell does (else it
+        shares the bench's, so a killed one's runs wait for their lease: store/holders.py)."""
         out, err = (open(self.tmp / f"{name}.{kind}", "wb") for kind in ("out", "err"))
         with out, err:
-            proc = subprocess.Popen([sys.executable, "-m", "tui_agent", "--db", str(self.db), "--agents", MODULE,
+            proc = subprocess.Popen([sys.executable, "-m", "tui_agent", "--db", str(self.db), "--agents", module,
                                      "worker", "--lease", f"{lease_s:g}", "--name", name],
-                                    env=self.env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+                                    env=self.env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=own_group)
         self.procs[name] = proc
         return proc
 
@@ -304,8 +310,10 @@ def takeover(tmp: Path, dbs: Databases, registry: Registry, attempt: int) -> dic
             "trouble": workers.trouble(), "errors": workers.errors()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+def main(measure: Callable[[str | None], None], doc: str) -> None:
+    """A bench's command line: `measure(None)` on SQLite, or `measure(URL)` with `--postgres [URL]` (a throwaway
+    server without one)."""
+    parser = argparse.ArgumentParser(description=doc.partition("\n")[0])
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
                         help="measure on PostgreSQL: the server at URL, or a throwaway one without it")
     args = parser.parse_args()
@@ -402,4 +410,4 @@ def measure(postgres: str | None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(measure, __doc__)

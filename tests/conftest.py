@@ -1,6 +1,8 @@
 import compileall
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
+from tui_agent.store.host import process_start
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
 
@@ -226,17 +229,19 @@ def tui_agent():
 
 @pytest.fixture
 def spawn(tmp_path):
-    """Start `tui-agent ARGS` as a long-lived process (output to files); every one is killed at teardown."""
+    """Start `tui-agent ARGS` as a long-lived process (output to files); every one is killed at teardown. With
+    `own_group`, it leads a process group of its own, as a command started from a shell does (else it shares the
+    test's), and the whole group is killed at teardown."""
     procs = []
 
-    def _spawn(*args: str, env: dict | None = None, label: str) -> subprocess.Popen:
+    def _spawn(*args: str, env: dict | None = None, label: str, own_group: bool = False) -> subprocess.Popen:
         out = open(tmp_path / f"{label}.out", "w")
         err = open(tmp_path / f"{label}.err", "w")
         proc = subprocess.Popen([sys.executable, "-m", "tui_agent", *args], cwd=ROOT, stdout=out, stderr=err,
-                                env={**os.environ, **(env or {})})
+                                env={**os.environ, **(env or {})}, start_new_session=own_group)
         out.close()
         err.close()
-        proc.label = label
+        proc.label, proc.own_group, proc.started = label, own_group, process_start(proc.pid)
         procs.append(proc)
         return proc
 
@@ -244,6 +249,9 @@ def spawn(tmp_path):
         yield _spawn
     finally:
         for proc in procs:
+            if proc.own_group and process_start(proc.pid) in (None, proc.started):   # its pid is not reused
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)   # what its steps started too
             if proc.poll() is None:
                 proc.kill()  # SIGKILL works on a stopped (T) process too
-                proc.wait()
+            proc.wait()

@@ -7,7 +7,8 @@ stream, so the SDK's own accumulation rebuilds it.
 An answer is a dict: `status`, `body` (a dict sent as JSON, or bytes sent as they are), `headers` (over
 the defaults, content-length included), `trickle_s` (sleep after each byte), `event_delay_s` (sleep after
 each event), `hang_s` (sleep after the headers, before any body), `error_event` (the `error` of an
-`event: error` sent after the first content delta, ending the stream).
+`event: error` sent after the first content delta, ending the stream). `down()` and `up()` take it off its
+address and put it back, as a dropped network would.
 """
 
 from __future__ import annotations
@@ -139,8 +140,10 @@ class FakeMessages:
                     self.wfile.write(piece[i:i + 1])
                     time.sleep(trickle_s)
 
+        self._handler = Handler
         self.server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def _record(self, request: dict) -> None:
         with self.received:
@@ -157,6 +160,15 @@ class FakeMessages:
 
     def serve(self) -> None:
         threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def down(self) -> None:
+        """The API goes away as a dropped network makes it: nothing listens on its port, so a connection is refused."""
+        self.close()
+
+    def up(self) -> None:
+        """Back on the same address (a test's `down()` first)."""
+        self.server = Server(("127.0.0.1", self.port), self._handler)
+        self.serve()
 
     def close(self) -> None:
         self.server.shutdown()

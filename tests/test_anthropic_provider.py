@@ -15,12 +15,12 @@ from fake_messages import DUMMY_KEY, error_body, message, stream_events
 from helpers import dump, on_sqlite, registry_of, work
 
 from tui_agent import Agent, RetryPolicy
-from tui_agent.errors import PermanentError, TemporaryError, UserError
+from tui_agent.errors import NotReachable, PermanentError, TemporaryError, UserError
 from tui_agent.models import as_message, provider_for
 from tui_agent.models.anthropic import DEFAULT_MODEL, AnthropicProvider
 from tui_agent.models.pricing import price_for
 from tui_agent.operate import approve, resume, start
-from tui_agent.runtime.retry import is_temporary
+from tui_agent.runtime.retry import is_temporary, is_unreachable
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import events_for, get_run
 
@@ -41,7 +41,8 @@ SPEND = [pytest.param(429, "enforced_spend_limit_reached", PermanentError, id="4
 
 @pytest.mark.parametrize("status, code, expected", [
     *[(s, None, PermanentError) for s in (400, 401, 403, 404, 413)],
-    *[(s, None, TemporaryError) for s in (408, 409, 429, 500, 502, 503, 504, 529)],
+    (409, None, TemporaryError),
+    *[(s, None, NotReachable) for s in (408, 429, 500, 502, 503, 504, 529)],   # waited out with patience
     *SPEND,
 ])
 def test_each_status_maps_to_its_error_class(fake, status, code, expected):
@@ -49,12 +50,14 @@ def test_each_status_maps_to_its_error_class(fake, status, code, expected):
     with pytest.raises((TemporaryError, PermanentError)) as raised:
         ask()
     assert type(raised.value) is expected
-    assert is_temporary(raised.value) is (expected is TemporaryError)
+    assert is_temporary(raised.value) is (expected is not PermanentError)
+    assert is_unreachable(raised.value) is (expected is NotReachable)
     assert len(fake.requests) == 1  # the SDK never retries by itself
 
 
 @pytest.mark.parametrize("status, header, expected", [
-    (400, "true", TemporaryError), (503, "false", PermanentError), (429, "false", PermanentError)])
+    (400, "true", TemporaryError), (503, "false", PermanentError), (429, "false", PermanentError),
+    (503, "true", NotReachable)])
 def test_x_should_retry_overrides_the_status(fake, status, header, expected):
     fake.play({"status": status, "body": error_body(status), "headers": {"x-should-retry": header}})
     with pytest.raises((TemporaryError, PermanentError)) as raised:
@@ -71,17 +74,17 @@ def test_retry_after_is_carried_on_the_error(fake, headers, seconds):
     assert raised.value.retry_after_s == seconds
 
 
-def test_connection_refused_is_temporary(monkeypatch):
+def test_connection_refused_is_not_reachable(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("ANTHROPIC_API_KEY", DUMMY_KEY)
-    with pytest.raises(TemporaryError):
+    with pytest.raises(NotReachable):
         ask()
 
 
 def test_a_slow_trickle_hits_our_deadline(fake):
     fake.play({"body": message(), "trickle_s": 0.05})  # about 40 s for the whole stream; each read is quick
     t0 = time.monotonic()
-    with pytest.raises(TemporaryError, match="within 1s"):
+    with pytest.raises(NotReachable, match="within 1s"):
         ask(AnthropicProvider(deadline_s=1.0, read_timeout_s=5.0))
     assert time.monotonic() - t0 < 4
     assert fake.requests[0]["body"]["stream"] is True
@@ -102,14 +105,14 @@ def test_the_fake_tells_when_a_request_is_in_flight(fake):
 def test_a_stream_that_stays_silent_hits_the_read_timeout(fake):
     fake.play({"body": message(), "hang_s": 3})
     t0 = time.monotonic()
-    with pytest.raises(TemporaryError):
+    with pytest.raises(NotReachable):
         ask(AnthropicProvider(read_timeout_s=0.5))
     assert time.monotonic() - t0 < 2.5
 
 
 @pytest.mark.parametrize("error, expected", [
-    ({"type": "overloaded_error", "message": "Overloaded"}, TemporaryError),
-    ({"type": "api_error", "message": "Internal server error"}, TemporaryError),
+    ({"type": "overloaded_error", "message": "Overloaded"}, NotReachable),
+    ({"type": "api_error", "message": "Internal server error"}, NotReachable),
     ({"type": "invalid_request_error", "message": "bad"}, PermanentError)])
 def test_an_error_event_mid_stream_is_classified_by_its_type(fake, error, expected):
     fake.play({"body": message("several words to stream"), "error_event": error})
@@ -122,11 +125,11 @@ def test_an_error_event_mid_stream_is_classified_by_its_type(fake, error, expect
 
 
 @pytest.mark.parametrize("claimed", [10_000, None], ids=["connection-dropped", "stream-cut-short"])
-def test_a_stream_that_breaks_off_is_temporary(fake, claimed):
+def test_a_stream_that_breaks_off_is_not_reachable(fake, claimed):
     partial = b"".join(stream_events(message("one two three four"))[:4])  # the start, a block and one delta
     headers = {"content-type": "text/event-stream", **({"content-length": str(claimed)} if claimed else {})}
     fake.play({"body": partial, "headers": headers})
-    with pytest.raises(TemporaryError):
+    with pytest.raises(NotReachable):
         ask()
 
 

@@ -101,7 +101,7 @@ def test_a_model_call_whose_worst_case_would_cross_the_cost_ceiling_is_refused_b
     # + 1000 output tokens = $0.0051; its real cost is $0.00011 (a one-word reply). A ceiling of $0.0052 admits
     # the first call but not a second, whose reservation would cross it although its real cost would fit.
     registry, provider_calls, counting = _model_agent(3, Budget(cost_usd=0.0052, on_exhaust=action))
-    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script: counting(script))
+    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script, replies=None: counting(script))
     outcome = start_and_work(store, registry, "asks", {})
     assert (outcome.status, outcome.reason) == (STATUS[action], "budget:cost_usd")
     assert provider_calls == [0], "the second call was refused before the provider was asked"

@@ -53,7 +53,7 @@ def _provider(monkeypatch, create):
         def create(self, **request):
             return create(super().create, **request)
 
-    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script: Provider(script))
+    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script, replies=None: Provider(script))
 
 
 def test_each_call_keeps_only_what_is_new_and_the_system_prompt_and_tools_once(store):

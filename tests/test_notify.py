@@ -109,8 +109,9 @@ def _set_part_writes_status(text: str) -> bool:
 
 
 def test_every_status_write_is_one_the_notices_know():
-    """All status writes of runs go through these four functions; settle_run and park (through _transition) are
-    the ones that can make a run need a person, and they record a notice. A new one fails here until it does too."""
+    """All status writes of runs go through these four functions; settle (settle_run's, and the deadline watcher's
+    hand-on) and park (through _transition) are the ones that can make a run need a person, and they record a
+    notice. A new one fails here until it does too."""
     writers = set()
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -125,10 +126,10 @@ def test_every_status_write_is_one_the_notices_know():
                     texts.append(node.value)
             if any(_set_part_writes_status(t) for t in texts):
                 writers.add(f"{path.relative_to(PACKAGE)}:{fn.name}")
-    assert writers == {"store/runs.py:_take", "store/runs.py:settle_run", "store/runs.py:_transition",
+    assert writers == {"store/runs.py:_take", "store/runs.py:settle", "store/runs.py:_transition",
                        "store/workers.py:release"}
     source = (PACKAGE / "store" / "runs.py").read_text()
-    for name in ("settle_run", "park"):
+    for name in ("settle", "park"):
         body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
         assert "record_notice(conn" in body, name
 
@@ -173,7 +174,8 @@ def test_events_from_a_cli_park_and_from_workers_are_delivered_once_by_two_notif
         assert by_run[run_id]["command"] == f"tui-agent resume {run_id}"
         assert by_run[run_id]["agent"] == "napping" and by_run[run_id]["kind"] == "needs_person"
     for e in got:
-        assert set(e) == {"id", "run_id", "agent", "kind", "status", "reason", "message", "at", "command"}
+        assert set(e) == {"id", "run_id", "agent", "kind", "status", "reason", "message", "at", "command", "superseded"}
+        assert e["superseded"] is False     # a command gets only calls still current
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", e["at"])
 
 
@@ -395,6 +397,69 @@ def test_watch_after_an_id_and_plain_lines(invoke, store):
     assert f"{run_id} (napping) needs you: parked: person" in line and line.endswith(f"-> tui-agent resume {run_id}")
 
 
+# -- a call for help is current -----------------------------------------------------------------------------------
+
+
+def test_whether_a_notice_is_superseded_is_worked_out_from_its_run_when_it_is_read(store):
+    """Current while its run still needs a person for that episode; superseded once it is decided, resumed or
+    ended, or a newer episode began (the run parked again); a reminder follows its episode."""
+    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    operate.park(store, run_id)
+    assert [n["superseded"] for n in notices.of_run(store, run_id)] == [False]
+    notices.remind(store, 0, now() + 1)
+    assert [(n["kind"], n["superseded"]) for n in notices.of_run(store, run_id)] == [("needs_person", False),
+                                                                                    ("reminder", False)]
+    operate.resume(store, run_id)
+    assert [n["superseded"] for n in notices.of_run(store, run_id)] == [True, True]
+    operate.park(store, run_id)                         # a new episode: the old one stays passed
+    assert [n["superseded"] for n in notices.of_run(store, run_id)] == [True, True, False]
+    operate.cancel_run(store, run_id)
+    assert [n["superseded"] for n in notices.after(store, 0)] == [True, True, True]
+    asking = start_and_work(store, REGISTRY, "asking", {"question": "ship?"})
+    operate.approve(store, asking.run_id)               # decided: queued, nobody is needed
+    assert [n["superseded"] for n in notices.of_run(store, asking.run_id)] == [True]
+
+
+def test_a_call_for_help_answered_before_it_is_delivered_is_not_delivered_and_watch_json_marks_it(invoke, tui_agent,
+                                                                                                   tmp_path):
+    script, out = recorder(tmp_path)
+    db = Path(os.environ["TUI_AGENT_DB"])
+    asking = invoke(*AGENTS, "start", "asking", "--input", json.dumps({"question": "ship it?"})).stdout.strip()
+    assert "waiting (approval)" in ok(tui_agent(*AGENTS, "worker", "--once")).stdout   # no --notify: undelivered
+    assert invoke("approve", asking).exit_code == 0     # a person answered meanwhile
+    napping = invoke(*AGENTS, "start", "napping", "--input", "{}").stdout.strip()
+    assert invoke("park", napping).exit_code == 0       # this one still needs a person
+
+    done = ok(tui_agent(*AGENTS, "worker", "--once", "--name", "w-late", "--notify", f"{script} {out}"))
+    assert f"{asking} succeeded" in done.stdout
+    assert [e["run_id"] for e in received(out)] == [napping]                            # the answered one is skipped
+    recorded = rows(db, "SELECT run_id, notified_by, superseded FROM notices ORDER BY id")
+    assert recorded == [(asking, "w-late", 1), (napping, "w-late", None)]               # claimed, recorded superseded
+
+    history = [json.loads(line) for line in _watched("--after", "0", "--json", count=2)]
+    assert [(e["run_id"], e["superseded"]) for e in history] == [(asking, True), (napping, False)]
+    [line] = _watched("--after", "0", count=1)                                          # the lines: current only
+    assert f"{napping} (napping) needs you" in line and asking not in line
+
+
+def _watched(*args: str, count: int) -> list[str]:
+    """The first `count` lines `tui-agent watch ARGS` prints (it reads the history at once), then ctrl+c."""
+    watch = subprocess.Popen([sys.executable, "-m", "tui_agent", "watch", *args], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = _lines(watch.stdout)
+        got = [lines.get(timeout=20) for _ in range(count)]
+        threading.Event().wait(1.5)                     # a few polls more: nothing else is printed
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=10) == 0
+        assert lines.get(timeout=5) is None
+        return got
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+
+
 # -- reminders ----------------------------------------------------------------------------------------------------
 
 
@@ -525,7 +590,8 @@ def test_a_missing_notify_send_is_skipped_silently(tmp_path, monkeypatch, capfd)
 
 
 def test_the_event_json_names_the_command_that_acts_on_it():
-    base = {"id": 7, "run_id": "r-1", "agent": "a", "kind": "needs_person", "message": "m", "at": 0.0}
+    base = {"id": 7, "run_id": "r-1", "agent": "a", "kind": "needs_person", "message": "m", "at": 0.0,
+            "superseded": False}
     cases = {("waiting", "approval"): "tui-agent approve r-1", ("waiting", "reconcile"): "tui-agent show r-1",
              ("waiting", "budget:cost_usd"): "tui-agent resume r-1 --budget cost_usd=VALUE",
              ("waiting", "plateau"): "tui-agent resume r-1", ("parked", "code_changed"): "tui-agent resume r-1"}

@@ -35,6 +35,24 @@ def waiting_for_approval(tui_agent, *start_args) -> tuple[str, dict]:
     return run_id, report
 
 
+def test_the_commit_holds_the_fix_alone_where_python_writes_bytecode(tui_agent, tmp_path):
+    """A user's machine writes __pycache__ where the tests run (the suite's machines set PYTHONDONTWRITEBYTECODE):
+    the commit the question shows, and the pull request would ship, is the fix alone."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+    def command(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "tui_agent", *args], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+
+    command("start", "patch")
+    command("worker", "--once")
+    [run] = json.loads(ok(tui_agent("ls", "--json")).stdout)
+    place, commit = reviewed(show_json(tui_agent, run["id"]))
+    assert git("show", "--name-only", "--format=", commit, cwd=Path(place["worktree"])).splitlines() == \
+        ["calc/stats.py"]
+
+
 def test_patch_offline_fixes_the_sample_bug_waits_for_approval_then_opens_one_pull_request(tui_agent, tmp_path):
     run_id, report = waiting_for_approval(tui_agent)
     sample = tmp_path / "runs.data" / "patch" / "sample"

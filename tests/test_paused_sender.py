@@ -35,9 +35,10 @@ from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.runtime.worker import execute
 from tui_agent.store import open_store, schema
 from tui_agent.store.effects import effects_for
+from tui_agent.store.host import process_alive, process_start
+from tui_agent.store.host import this_host as process_host
 from tui_agent.store.runs import claim_run, events_for, get_run
-from tui_agent.store.workers import process_alive, process_start, register
-from tui_agent.store.workers import this_host as process_host
+from tui_agent.store.workers import register
 
 EVERY_WITH_LOOKUP = {"date": "2026-11-27", "service": "every", "lookup": True}   # a lookup-only service
 

@@ -146,7 +146,7 @@ def test_a_model_calls_attempt_row_is_one_round_trip_committed_before_its_reques
                 seen_by_provider.append(other.execute("SELECT call, state FROM model_calls").fetchall())
             return super().create(**request)
 
-    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script: Provider(script))
+    monkeypatch.setattr("tui_agent.runtime.worker.provider_for", lambda spec, script, replies=None: Provider(script))
     wires = {}
     try:
         registry = registry_of(Agent(name="asks", run=run))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from tui_agent.sim import CHOICES, LESSONS, SOURCES, Settings, simulate
+from tui_agent.sim.settings import lesson_of
 
 SAVINGS = list(CHOICES["saving"])
 KEYS = list(CHOICES["key"])
@@ -184,6 +185,31 @@ def _all_settings(**fixed):
             yield Settings(**settings)
 
 
+def _ledger_rules_broken(out) -> list[str]:
+    """The email's row in the ledger against the document's rules for it: "Write "about to send the email"
+    before sending" (every request follows `attempted`); one row holds one key ("It sends the same key with
+    every attempt"); the new worker finds the row as the old one left it, unless nothing was saved; and the
+    row's last state is the effect's state at the end."""
+    broken = []
+    ledger = [[r for r in rows if r.fate in ("ledger", "found")] for rows in out.workers]
+    for rows in out.workers:
+        state = None
+        for row in rows:
+            if row.fate in ("ledger", "found"):
+                state = row.detail
+            elif row.fate in ("sent", "deduplicated") and state != "attempted":
+                broken.append("a request not marked attempted first")
+        if len({r.key for r in rows if r.fate in ("ledger", "found")}) > 1:
+            broken.append("a row with two keys")
+    found = [r for r in ledger[1] if r.fate == "found"]
+    if found and (out.settings.saving == "nothing" or not ledger[0] or found[0].detail != ledger[0][-1].detail):
+        broken.append("worker 2 found another state than worker 1 left")
+    last = (ledger[1] or ledger[0])[-1].detail if any(ledger) else None
+    if last != out.effect_state:
+        broken.append("the ledger's last state is not the effect's")
+    return broken
+
+
 def _compare(settings: Settings, person: str | None) -> dict | None:
     want = expected(settings, person)
     out = simulate(settings, person=person)
@@ -195,6 +221,7 @@ def _compare(settings: Settings, person: str | None) -> dict | None:
     # worker 2 finds a finished run and does nothing when nothing crashed; after a crash it has work to show
     wanted["worker 2 timeline empty"] = settings.crash_at == "none"
     got["worker 2 timeline empty"] = len(out.workers[1]) == 0
+    wanted["ledger rules broken"], got["ledger rules broken"] = [], _ledger_rules_broken(out)
     if got == wanted:
         return None
     diff = {k: (wanted[k], got[k]) for k in wanted if wanted[k] != got[k]}
@@ -380,7 +407,7 @@ def test_crash_none_does_everything_once_and_leaves_worker_2_empty():
         assert out.counts == {**out.counts, "fetches": 3, "model_calls": 1, "reports_written": 1, "send_requests": 1,
                               "emails_received": 1, "lookups": 0}
         assert list(out.workers[1]) == []
-        assert out.as_json()["workers"][1] == {"worker": 2, "timeline": []}
+        assert out.as_json()["workers"][1] == {"worker": 2, "timeline": [], "effect_states": []}
         assert (out.status, out.effect_state) == ("succeeded", "confirmed")
 
 
@@ -403,65 +430,85 @@ def test_as_json_shape():
 
 
 # ------------------------------------------------------------------------------------------------- the lessons
+# Seed 003, "Crash it yourself": "Start with the defaults: save nothing, and crash right after the email goes
+# out. Step to the end, then change one setting at a time: 1. Save a checkpoint after each step. The fetches
+# stop repeating, but the email still goes out twice. 2. Add the key saved before sending. When the new worker
+# finds the email marked attempted, send again with the same key. 3. Under More settings, choose a service that
+# sends every request, and send again. Then try asking the service instead. 4. Switch back, and start the new
+# worker 30 hours later."
 
 def _lesson(n):
     (lesson,) = [l for l in LESSONS if l.number == n]
     return lesson
 
 
-def test_the_lessons_are_the_five_of_the_issue():
-    one = Settings(saving="nothing", key="none", service="every", after_crash="resend", crash_at="after-send",
-                   restart_after="now")
-    two = replace(one, saving="steps")
-    three = replace(two, key="saved", service="dedupe")
-    assert [l.number for l in LESSONS] == [1, 2, 3, 4, 5]
-    assert _lesson(1).phases == (one,)
-    assert _lesson(2).phases == (two,)
-    assert _lesson(3).phases == (three,)
-    assert _lesson(4).phases == (replace(three, service="every"),
-                                 replace(three, service="every", after_crash="ask-service"))
-    assert _lesson(5).phases == (replace(three, restart_after="30h"),
-                                 replace(three, saving="nothing", key="meaning", restart_after="now"))
+def _parts(n):
+    return [phase.settings for phase in _lesson(n).phases]
 
 
-def test_lesson_1_nothing_saved_two_emails_six_fetches():
-    out = simulate(_lesson(1).phases[0])
-    assert out.counts["emails_received"] == 2 and out.counts["fetches"] == 6
+def _changed(before: Settings, after: Settings) -> dict:
+    return {name: value for name, value in after.as_dict().items() if before.as_dict()[name] != value}
 
 
-def test_lesson_2_steps_saved_three_fetches_one_model_call_still_two_emails():
-    out = simulate(_lesson(2).phases[0])
-    assert out.counts["fetches"] == 3 and out.counts["model_calls"] == 1 and out.counts["emails_received"] == 2
+def test_the_defaults_are_the_documents():
+    """"save nothing, and crash right after the email goes out"; its step 3 has you *choose* a service that sends
+    every request, so the default one dedupes; step 2 "send again" is what the default does on doubt; step 4
+    starts the new worker later, so by default it starts now."""
+    assert Settings().as_dict() == {"saving": "nothing", "key": "none", "service": "dedupe", "after_crash": "resend",
+                                    "crash_at": "after-send", "restart_after": "now"}
+    assert _parts(0) == [Settings()]
 
 
-def test_lesson_3_a_saved_key_and_dedupe_two_requests_one_email():
-    out = simulate(_lesson(3).phases[0])
-    assert out.counts["send_requests"] == 2 and out.counts["emails_received"] == 1
+def test_each_step_changes_exactly_the_setting_the_document_names():
+    (defaults,), (one,), (two,), (every, ask), (four,) = (_parts(n) for n in range(5))
+    assert _changed(defaults, one) == {"saving": "steps"}                 # "Save a checkpoint after each step."
+    assert _changed(one, two) == {"key": "saved"}                         # "Add the key saved before sending."
+    assert _changed(two, every) == {"service": "every"}                   # "choose a service that sends every request"
+    assert _changed(every, ask) == {"after_crash": "ask-service"}         # "Then try asking the service instead."
+    assert _changed(ask, four) == {"service": "dedupe", "after_crash": "resend",   # "Switch back,
+                                   "restart_after": "30h"}                # and start the new worker 30 hours later."
 
 
-def test_lesson_4_every_delivers_twice_asking_the_service_once():
-    first, second = (simulate(p) for p in _lesson(4).phases)
-    assert first.counts["emails_received"] == 2
-    assert (second.counts["lookups"], second.counts["send_requests"], second.counts["emails_received"]) == (1, 1, 1)
+def test_the_further_lessons_come_after_the_documents_and_are_marked():
+    assert [l.number for l in LESSONS] == list(range(8))
+    assert [l.further for l in LESSONS] == [False] * 5 + [True] * 3
+    (meaning,), (steps, journal), (at_send,) = _parts(5), _parts(6), _parts(7)
+    assert _changed(Settings(), meaning) == {"key": "meaning"}
+    assert _changed(steps, journal) == {"saving": "journal"} and steps.crash_at == "mid-summary"
+    assert at_send.key == "at-send"
 
 
-def test_lesson_5_past_the_window_twice_a_meaning_key_once():
-    first, second = (simulate(p) for p in _lesson(5).phases)
-    assert first.counts["emails_received"] == 2
-    assert second.counts["emails_received"] == 1 and second.counts["fetches"] == 6
+def test_every_lessons_part_has_settings_of_its_own():
+    """The screen names the lesson from its settings alone (a setting's key can land on one)."""
+    every = [phase.settings for lesson in LESSONS for phase in lesson.phases]
+    assert len(every) == len(set(every))
+    assert all(lesson_of(phase.settings) == (lesson.number, i)
+               for lesson in LESSONS for i, phase in enumerate(lesson.phases))
+    assert lesson_of(Settings(saving="journal")) is None
+
+
+def test_the_document_walk_gives_the_documents_outcomes():
+    (defaults,), (one,), (two,), (every, ask), (four,) = ([simulate(p) for p in _parts(n)] for n in range(5))
+    assert defaults.counts["fetches"] == 6 and defaults.counts["emails_received"] == 2   # everything again, twice
+    assert one.counts["fetches"] == 3 and one.counts["emails_received"] == 2   # "The fetches stop repeating, but"
+    assert (two.counts["send_requests"], two.counts["emails_received"]) == (2, 1)        # the key, deduplicated
+    assert every.counts["emails_received"] == 2                                          # "sends every request"
+    assert (ask.counts["lookups"], ask.counts["emails_received"]) == (1, 1)              # "asking the service"
+    assert four.counts["emails_received"] == 2                           # past the service's 24 hours
+    assert [o.status for o in (defaults, one, two, every, ask, four)] == ["succeeded"] * 6
+
+
+def test_the_further_lessons_outcomes():
+    (meaning,), (steps, journal), (at_send,) = ([simulate(p) for p in _parts(n)] for n in (5, 6, 7))
+    assert meaning.counts["emails_received"] == 1 and meaning.counts["fetches"] == 6   # "survives even a lost checkpoint"
+    assert (steps.counts["model_calls"], journal.counts["model_calls"]) == (2, 1)
+    assert at_send.counts["emails_received"] == 2       # "The retry then carries a new key and looks like a new email."
 
 
 def test_the_oracle_agrees_with_the_lessons():
-    """The oracle itself against the issue's numbers, without the simulator."""
-    assert expected(_lesson(1).phases[0]).counts["emails_received"] == 2
-    assert expected(_lesson(1).phases[0]).counts["fetches"] == 6
-    c = expected(_lesson(2).phases[0]).counts
-    assert (c["fetches"], c["model_calls"], c["emails_received"]) == (3, 1, 2)
-    c = expected(_lesson(3).phases[0]).counts
-    assert (c["send_requests"], c["emails_received"]) == (2, 1)
-    assert expected(_lesson(4).phases[0]).counts["emails_received"] == 2
-    c = expected(_lesson(4).phases[1]).counts
-    assert (c["lookups"], c["send_requests"], c["emails_received"]) == (1, 1, 1)
-    assert expected(_lesson(5).phases[0]).counts["emails_received"] == 2
-    c = expected(_lesson(5).phases[1]).counts
-    assert (c["emails_received"], c["fetches"]) == (1, 6)
+    """The oracle itself against the document's outcomes, without the simulator."""
+    for n, emails in ((0, [2]), (1, [2]), (2, [1]), (3, [2, 1]), (4, [2]), (5, [1]), (6, [1, 1]), (7, [2])):
+        assert [expected(p).counts["emails_received"] for p in _parts(n)] == emails, n
+    assert expected(_parts(0)[0]).counts["fetches"] == 6 and expected(_parts(1)[0]).counts["fetches"] == 3
+    assert expected(_parts(3)[1]).counts["lookups"] == 1
+    assert [expected(p).counts["model_calls"] for p in _parts(6)] == [2, 1]

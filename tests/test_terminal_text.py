@@ -189,7 +189,7 @@ def test_the_cli_prints_through_its_echo_alone():
 
 def test_notices_and_desktop_notifications_show_the_message_visible_on_one_line():
     notice = {"id": 1, "run_id": "r-1234abcd", "agent": "ask\x1b[5ming", "kind": "needs_person", "status": "parked",
-              "reason": "environment", "message": HOSTILE, "at": 0.0}
+              "reason": "environment", "message": HOSTILE, "at": 0.0, "superseded": False}
     line = notify.line(notice)
     assert_inert(line, "(ask\\x1b[5ming)", "parked: environment: \\x1b]0;pwned-title")
     assert "\n" not in line and notify.event(notice)["message"] == HOSTILE    # the JSON event stays verbatim

@@ -83,6 +83,10 @@ async def test_denying_the_send_ends_nightly_report_cancelled_denied_with_the_no
         await pilot.click("#deny")
         app.screen.query_one("#note", Input).value = "the numbers look wrong"
         await click(pilot, "#confirm")
+        assert isinstance(app.screen, ConfirmModal)                # a denial ends the run: asked first
+        assert labels(app.screen) == ["Deny it", "Don't deny"]
+        assert approvals_for(demo_store, run_id)[-1]["decision"] is None
+        await click(pilot, "#confirm")
         assert approvals_for(demo_store, run_id)[-1]["decision"] == "denied"
 
         outcome = work(demo_store, load_registry(), run_id)       # a worker goes on with the answer

@@ -60,6 +60,26 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(store):
     assert all(n["notified_at"] is None for n in notices.after(store, 0)[1:])   # read, never claimed
 
 
+async def test_a_call_whose_need_passed_before_the_app_read_it_rings_nothing(store):
+    """Decided, resumed or ended between two looks: no bell, no desktop notification, no toast; a current call
+    after it still rings."""
+    toasts: list[str] = []
+    async with tui(store.path, toasts=toasts) as (app, pilot):
+        bells, sent = _observed(app)
+        asking = start_and_work(store, REGISTRY, "asking", {"question": "release?"})
+        operate.approve(store, asking.run_id)                     # answered elsewhere before the app looked
+        resumed, _ = operate.start(store, REGISTRY, "napping", {})
+        operate.park(store, resumed)
+        operate.resume(store, resumed)
+        parked, _ = operate.start(store, REGISTRY, "napping", {})
+        operate.park(store, parked, "still needed")
+        app.poll()
+        await pilot.pause()
+        assert bells == ["bell"] and [n["run_id"] for n in sent] == [parked]
+        assert not any("release?" in t for t in toasts) and any("still needed" in t for t in toasts)
+        assert app.notice_cursor == notices.last_id(store)       # read past, not left to ring later
+
+
 async def test_an_action_taken_in_the_tui_itself_rings_too(store):
     run_id, _ = operate.start(store, REGISTRY, "napping", {})
     async with tui(store.path) as (app, pilot):

@@ -12,6 +12,8 @@ from helpers import (
     open_run,
     opened,
     recorded_toasts,
+    registry_of,
+    run_screen,
     timeline_of,
     timeline_rows,
     tui,
@@ -19,9 +21,10 @@ from helpers import (
 )
 from textual.widgets import Input, RadioButton, Select, Tabs
 
-from tui_agent import operate
+from tui_agent import Agent, operate
 from tui_agent.messages import DataChanged
 from tui_agent.report import run_report
+from tui_agent.runtime.clock import now
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.modals import (
     ApproveModal,
@@ -32,7 +35,8 @@ from tui_agent.screens.modals import (
 from tui_agent.screens.run import RunScreen
 from tui_agent.store.approvals import approvals_for
 from tui_agent.store.effects import effects_for
-from tui_agent.store.runs import get_run, list_runs
+from tui_agent.store import open_store
+from tui_agent.store.runs import claim_run, get_run, list_runs
 from tui_agent.widgets.events import EventsLog
 from tui_agent.widgets.gauges import BudgetGauges, gauge_line
 from tui_agent.widgets.journal import JournalViewer
@@ -422,3 +426,16 @@ async def test_a_file_step_shows_its_change_as_a_unified_diff_and_v_shows_raw_js
         await pilot.press("v")
         await pilot.pause()
         assert '"diff":' in viewer(app).plain and "--- a/src" in viewer(app).plain
+
+
+async def test_the_pending_row_of_a_running_run_says_how_long_its_step_has_been_in_flight(db_path, clock):
+    store = open_store(db_path)
+    registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
+    run_id, _ = operate.start(store, registry, "idle", {})
+    claim_run(store, run_id, "w-hung", 60.0, now())   # its step started then, and never returned
+    store.close()
+    clock.advance(3 * 3600 + 12 * 60 + 5)
+    async with run_screen(db_path, run_id) as (app, pilot):
+        pending = timeline(app).items[-1]
+        assert (pending.pending, pending.note) == (True, "in flight for 3h 12m on w-hung"), pending
+        assert "in flight for 3h 12m" in "\n".join(str(line) for line in timeline(app)._prompts())

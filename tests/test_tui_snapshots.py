@@ -47,6 +47,17 @@ def test_reconcile_modal(roles, snap_compare):
     assert snap_compare(app(), press=["j", "c"], terminal_size=(120, 34))
 
 
+def test_reconcile_modal_at_80x24(roles, snap_compare):
+    # compact: the facts, every choice, both fields and the buttons on the screen at once
+    assert snap_compare(app(), press=["j", "c"], terminal_size=(80, 24))
+
+
+def test_abandon_confirmation_at_80x24(roles, snap_compare):
+    # down twice from the first choice it can take, then enter in the note: abandoning asks first
+    assert snap_compare(app(), press=["j", "c", "down", "down", "enter", "tab", "tab", "enter"],
+                        terminal_size=(80, 24))
+
+
 def test_approve_modal(roles, snap_compare):
     # Patch's question at the top: open the pull request? with the diff stat and the tests' result
     assert snap_compare(app(), press=["a"], terminal_size=(120, 30))

@@ -14,9 +14,10 @@ import psycopg
 from helpers import database_at_version
 from test_pg_schema import pg_v9
 
+from tui_agent.store.host import process_start, this_host
 from tui_agent.store.schema import SCHEMA_VERSION, STOPS_OLDER
 from tui_agent.store.schema_postgres import MIGRATIONS, statements
-from tui_agent.store.workers import REMOTE_SILENT_LEASES, process_start, this_host
+from tui_agent.store.workers import REMOTE_SILENT_LEASES
 
 BEFORE = min(STOPS_OLDER) - 1
 WORKER = ("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at, pid_started)"

@@ -99,9 +99,12 @@ class TuiAgentApp(App):
 
     def call_you(self) -> None:
         """Each run that came to need a person (or is reminded of) since the last look: the bell, a desktop
-        notification where the platform has one, and a toast, once per notice."""
+        notification where the platform has one, and a toast, once per notice; none for a notice whose need has
+        passed by now (decided, resumed, ended)."""
         for notice in notices.after(self.reader, self.notice_cursor):
             self.notice_cursor = notice["id"]
+            if notice["superseded"]:
+                continue
             self.bell()
             self.desktop(notice)
             self.notify(f"{notify.state_of(notice)}: {one_line(notice['message'], 160)} "
@@ -151,10 +154,13 @@ class TuiAgentApp(App):
         self.push_screen(HelpScreen(type(self.screen)))     # that screen's keys come first
 
     def action_simulator(self) -> None:
+        """The Simulator, at the document's defaults the first time, then as it was left (escape goes back)."""
         from .screens.simulator import SimulatorScreen
 
-        if not isinstance(self.screen, SimulatorScreen):
-            self.push_screen(SimulatorScreen())
+        if not self.is_screen_installed("simulator"):
+            self.install_screen(SimulatorScreen(), "simulator")
+        if self.get_screen("simulator") not in self.screen_stack:
+            self.push_screen("simulator")
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()

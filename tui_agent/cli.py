@@ -17,16 +17,19 @@ import click
 from . import notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, in_zone, pace, skew, usd_exact
+from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
 from .models import Unresolved
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
     approvals_of,
     budget_stop,
+    held_by_gone,
     iso_times,
     live_line,
     report_lists,
+    retry_said,
+    retry_wait,
     run_view,
     runs_listing,
     schedules_report,
@@ -35,6 +38,7 @@ from .report import (
     workers_report,
 )
 from .runtime.clock import now, parse_instant
+from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
 from .runtime.registry import Registry, load_registry
@@ -62,6 +66,7 @@ from .states import (
     RunStatus,
     WorkerState,
     exit_code,
+    needs_person,
 )
 from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
 from .store.base import on_server
@@ -376,9 +381,11 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
              ("" if row["status"] in TERMINAL else "; another worker has it"))
         return exit_code(row["status"])
     progress = ProgressLine()
-    heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease)
+    heartbeat = Heartbeat(store.path, session.durability, claim.worker, lease, agents=[])   # it claims no other run
+    control = heartbeat.hold(claim)
+    control.on_given_up = lambda given: _leave_the_step(progress, given)
     try:
-        outcome = execute(store, registry, claim, progress, heartbeat.hold(claim))
+        outcome = execute(store, registry, claim, progress, control)
     except KeyboardInterrupt:  # ctrl+c: hand the run back now rather than when the lease runs out
         progress.done()
         release(store, claim.run_id, claim.fence, claim.worker, "interrupted with ctrl+c", now())
@@ -388,6 +395,19 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         progress.done()
         heartbeat.close()
     return _report_outcome(outcome)
+
+
+def _leave_the_step(progress: ProgressLine, control: RunControl) -> None:
+    """`run`'s run was handed on while its thread was inside a call that does not return (its deadline passed, or a
+    person took the run): that thread cannot be stopped, so this process ends, leaving it behind."""
+    progress.done()
+    status, reason = control.given_up_as or (None, None)
+    goes_on = status in (RunStatus.WAITING, RunStatus.QUEUED) and not needs_person(status, reason)
+    echo(f"{control.given_up}; this process leaves that call behind and exits"
+         + (" (tui-agent worker --once goes on with the run)" if goes_on else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_WAITING if status is None else exit_code(status))
 
 
 def _notify_options(command):
@@ -426,26 +446,41 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
            notify_cmd: str | None, remind_after: float) -> int:
-    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due."""
+    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
+    of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
     name = name or worker_name()
+    strangers: list[str] = []
     attendant = _attendant(name, notify_cmd, remind_after)
     store = session.store  # validates the database before anything starts
     stop = _stop_on_signals()
     if not once:
         echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
              "SIGTERM or ctrl+c stops it", err=True)
-    outcomes, stuck = serve(store.path, session.durability, session.registry, name, concurrency=concurrency,
-                     lease_s=lease, once=once, grace_s=grace, stop=stop, on_outcome=_report_outcome,
-                     attendant=attendant,
-                     on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, "
-                                             f"fence {c.fence})", err=True))
-    if once and not outcomes:
+    outcomes, left_behind, spent = serve(
+        store.path, session.durability, session.registry, name, concurrency=concurrency, lease_s=lease, once=once,
+        grace_s=grace, stop=stop, on_outcome=_report_outcome, attendant=attendant, on_stranger=_saying(strangers),
+        on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, fence {c.fence})",
+                                err=True))
+    if once and not outcomes and not left_behind and not strangers:
         echo(f"{name}: no run is due", err=True)
-    if stuck:  # a step outlived the grace period: its run is handed back, its thread cannot be stopped
+    for held in held_by_gone(store, session.registry.names()) if once else ():
+        echo(f"{name}: {held['id']} ({held['agent']}) is {held_by(held['worker'], held['claimable_in_s'])}; "
+             "run worker --once again then", err=True)
+    # stopped by itself (a supervisor starts a fresh one), or --once left due runs of agents it does not know
+    code = EXIT_ENVIRONMENT if spent or (once and strangers) else EXIT_OK
+    if left_behind:  # threads inside calls that outlived their runs (handed back): they cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_OK)
-    return EXIT_OK
+        os._exit(code)
+    return code
+
+
+def _saying(said: list[str]) -> Callable[[str], None]:
+    """A line on due runs this process leaves (runtime/strangers.py), said on stderr and kept in `said`."""
+    def say(line: str) -> None:
+        said.append(line)
+        echo(line, err=True)
+    return say
 
 
 @cli.command()
@@ -471,9 +506,16 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
     _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown), ("RUNS", 0)),
            [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
              *([clock or "-"] * shown),
-             ", ".join(f"{r['id']} {r['agent']} (lease {r['lease_left_s']:g}s, fence {r['fence']})"
+             ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
                        for r in row["runs"]) or "-") for row, clock in zip(rows, clocks)])
     return EXIT_OK
+
+
+def _lease_left(worker: dict, held: dict) -> str:
+    """A held run's lease as `workers` says it: never negative; a dead worker's run says when it is claimable."""
+    if worker["state"] == WorkerState.DEAD:
+        return claimable(held["claimable_in_s"])
+    return f"lease {held['lease_left_s']:g}s" if held["lease_left_s"] > 0 else "lease expired, claimable now"
 
 
 @cli.command()
@@ -588,10 +630,13 @@ def cancel(session: Session, run_ref: str, note: str | None) -> int:
 @budget_option
 @click.pass_obj
 def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
-    """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped."""
+    """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
+    retry tries again now."""
     limits = operate.parse_budget(budget_specs, "--budget")
-    run_id = operate.resume(session.existing_store, run_ref, restart, limits)
-    echo(f"{run_id}: {'restarted from zero' if restart else 'resumed'}; a worker will pick it up")
+    store = session.existing_store
+    before = get_run(store, resolve_run(store, run_ref))
+    run_id = operate.resume(store, run_ref, restart, limits)
+    echo(f"{run_id}: {operate.resumed(before, restart)}; a worker will pick it up")
     return EXIT_OK
 
 
@@ -874,27 +919,35 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     """Fire due schedules (and with --work, work due runs), then exit: for cron or a systemd timer."""
     attendant = _attendant(f"tick-{worker_name()}", notify_cmd, remind_after)
     store = session.store
+    strangers: list[str] = []
     stop = _stop_on_signals()   # as a worker: the step in hand finishes, the notices not sent are handed back
     for run_id in schedule_tick(store, session.registry):
         echo(f"started {run_id}", err=True)
     for run_id in requeue_released(store, now()):
         echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
-        outcomes, _ = serve(store.path, session.durability, session.registry, worker_name(), once=True,
-                            stop=stop, on_outcome=_report_outcome)
-        if not outcomes:
+        outcomes, left_behind, _ = serve(store.path, session.durability, session.registry, worker_name(),
+                                         once=True, stop=stop, on_outcome=_report_outcome,
+                                         on_stranger=_saying(strangers))
+        if not outcomes and not left_behind and not strangers:
             echo("no run is due", err=True)
+        if left_behind:   # threads inside calls that outlived their runs (handed back) cannot be stopped
+            attendant.last_pass(store, stop)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_ENVIRONMENT if strangers else EXIT_OK)
     attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
-    return EXIT_OK
+    return EXIT_ENVIRONMENT if strangers else EXIT_OK
 
 
 @cli.command()
-@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command")
+@json_option("One JSON object per line: id, run_id, agent, kind, status, reason, message, at, command, superseded")
 @click.option("--after", "after_id", type=Whole(min=0), default=None, metavar="ID",
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
-    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c)."""
+    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c); a call
+    whose need has passed when it is read (decided, resumed, ended) is not printed (--json: marked superseded)."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = _stop_on_signals()   # either ends it quietly, exit 0
@@ -903,7 +956,10 @@ def watch(session: Session, as_json: bool, after_id: int | None) -> int:
         while not stop.is_set():
             for notice in notices.after(store, cursor):
                 cursor = notice["id"]
-                echo(notify.json_line(notify.event(notice)) if as_json else notify.line(notice))
+                if as_json:   # the history too, each marked: a script may want what has passed
+                    echo(notify.json_line(notify.event(notice)))
+                elif not notice["superseded"]:
+                    echo(notify.line(notice))
             sys.stdout.flush()
             stop.wait(notify.POLL_S)
     except KeyboardInterrupt:
@@ -935,8 +991,22 @@ def ls(session: Session, status: str | None, as_json: bool) -> int:
     _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
-             r["worker"] or "-", _age(r["created_at"])) for r in rows])
+             _holder(r), _age(r["created_at"])) for r in rows])
+    for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
+        if r["retry"]:
+            echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
     return EXIT_OK
+
+
+def _retrying(wait: dict) -> str:
+    return retry_said(wait, now()) + (f"; the last: {wait['last_error']}" if wait["last_error"] else "")
+
+
+def _holder(run: dict) -> str:
+    """The WORKER cell of `ls`: a worker whose process is gone says so, and when its run is claimable."""
+    if run["holder_gone"]:
+        return f"{run['worker']}, gone; {claimable(run['claimable_in_s'])}"
+    return run["worker"] or "-"
 
 
 SHOWN_ENDS = 20   # steps `show` prints at each end of a run; --steps all prints every one
@@ -989,6 +1059,8 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     r, cp = report["run"], report["checkpoint"]
     echo(f"{r['id']} · {r['agent']} v{r['agent_version']} · {r['status']}"
          + (f": {r['reason']}" if r["reason"] else "") + f" · attempt {r['attempt']} · fence {r['fence']}")
+    if r["holder_gone"]:
+        echo(f"worker    {held_by(r['worker'], r['claimable_in_s'])}")
     echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
         echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
@@ -998,7 +1070,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
     total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
     echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
-    if r["error"]:
+    if wait := retry_wait(r, cp.get("step_attempts")):
+        echo(f"retry     {_retrying(wait)}; tui-agent resume {r['id']} tries now")
+    elif r["error"]:
         echo(f"error     {r['error']}")
     if r["traceback"]:
         echo(f"raised at {innermost(r['traceback'])}  (every frame: show --json)")
@@ -1052,7 +1126,8 @@ def _setting_option(name: str):
 
 @cli.command()
 @click.option("--headless", is_flag=True, help="Execute the scenario once and print what happened (no screen).")
-@click.option("--table", "table", is_flag=True, help="Print the five lessons x every crash point as Markdown.")
+@click.option("--table", "table", is_flag=True,
+              help="Print the lessons (the document's steps, then the further ones) x every crash point as Markdown.")
 @click.option("--all", "whole", is_flag=True, help="With --table: every combination of the settings.")
 @_setting_option("saving")
 @_setting_option("key")
@@ -1062,10 +1137,11 @@ def _setting_option(name: str):
 @_setting_option("restart_after")
 @click.option("--person", type=click.Choice(["happened", "not-done"]), default=None,
               help="Headless: the person's answer whenever the run waits for one (without it: reported waiting).")
-@json_option("Headless: the outcome as JSON: counts, workers, effect_state")
+@json_option("Headless: the outcome as JSON: counts, workers (timeline, effect_states), effect_state, why")
 def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_json: bool, **chosen: str) -> int:
     """Crash it yourself: the nightly report on the real runtime, in a throw-away store, with a crash where
-    you choose (the Simulator screen; never touches your runs)."""
+    you choose (the Simulator screen; never touches your runs). A setting left out is the lesson's default:
+    save nothing, no key, a service that dedupes, send again on doubt, crash after the send, worker 2 now."""
     from .sim import Settings
     from .sim import simulate as execute_scenario
     from .sim.explain import why
@@ -1091,7 +1167,10 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
     for n, rows in enumerate(outcome.workers, 1):
         echo(f"worker {n}" + ("" if n == 1 else f" (starts {settings.describe('restart_after')})"))
         for row in rows or []:
-            echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
+            if row.fate in ("ledger", "found"):   # the email's row in the effect ledger, and the key it holds
+                echo(f"  {row.fate:<13} {row.step} {row.detail}  ({'key ' + row.key if row.key else 'no key'})")
+            else:
+                echo(f"  {row.fate:<13} {row.step}" + (f"  ({row.detail})" if row.detail else ""))
         if not rows:
             echo("  (nothing to do)")
     echo("  ".join(f"{name.replace('_', ' ')} {count}" for name, count in outcome.counts.items()))

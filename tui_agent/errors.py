@@ -53,6 +53,18 @@ class TemporaryError(Exception):
         self.retry_after_s = retry_after_s
 
 
+class NotReachable(TemporaryError):
+    """The service could not be reached or did not answer in time: a failed connection, a timeout, a server error
+    (5xx), an overload (529) or a rate limit that a wait cures (a 429 that is not a spend limit). The network or the
+    service is away for a while (a closed lid, a VPN reconnecting), so the retry policy's patience applies: it is
+    retried for a length of time (`RetryPolicy.patience_s`), not a number of attempts. The built-in
+    `ConnectionError` and `TimeoutError` are of this class too (runtime/retry.py `is_unreachable`)."""
+class StepTimedOut(TemporaryError):
+    """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
+    temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
+    (runtime/deadlines.py)."""
+
+
 class PermanentError(Exception):
     """Trying again will not help (a bad request, a missing source): the step fails at once."""
 

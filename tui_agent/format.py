@@ -8,6 +8,7 @@ said the same kind of figure differently, both ways are kept here under names th
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -70,6 +71,18 @@ def countdown(seconds: float) -> str:
     if hours:
         return f"{hours}h {minutes:02d}m"
     return f"{minutes}m {seconds % 60:02d}s" if minutes else f"{seconds}s"
+
+
+def claimable(seconds: float) -> str:
+    """When a claim may take a run: "claimable in 42 s" (a countdown past a minute), "claimable now"."""
+    if seconds <= 0:
+        return "claimable now"
+    return f"claimable in {math.ceil(seconds)} s" if seconds < 60 else f"claimable in {countdown(seconds)}"
+
+
+def held_by(worker: str, claimable_in_s: float) -> str:
+    """A running run whose worker's process is gone: "held by w-a, gone; claimable in 42 s"."""
+    return f"held by {worker}, gone; {claimable(claimable_in_s)}"
 
 
 def stopwatch(seconds: float) -> str:

@@ -2,7 +2,7 @@
 person. Free of textual: the TUI, `watch`, workers and `tick` all use it.
 
 - `--notify CMD` (workers, `tick`): `Attendant` records reminders, claims undelivered notices and runs CMD once
-  per notice with the event JSON on stdin. CMD is split once with shlex when the process starts and run as an
+  per notice that is still current (store/notices.py: a superseded one is skipped) with the event JSON on stdin. CMD is split once with shlex when the process starts and run as an
   argument list: no shell ever sees a notice, whose text comes from agents and their outputs.
 - The desktop: `desktop` runs notify-send (Linux) or osascript (macOS) with an argument list, the text one
   line (safe_text.one_line: what a terminal would act on made visible) and clipped; skipped silently when
@@ -65,10 +65,12 @@ def command_for(notice: dict) -> str:
 
 
 def event(notice: dict) -> dict:
-    """The event as --notify's stdin and `watch --json` carry it. `message` is verbatim (JSON escapes it)."""
+    """The event as --notify's stdin and `watch --json` carry it. `message` is verbatim (JSON escapes it).
+    `superseded`: the run no longer needs a person for it (never so on --notify's stdin, which gets only current
+    ones)."""
     return {"id": notice["id"], "run_id": notice["run_id"], "agent": notice["agent"], "kind": notice["kind"],
             "status": notice["status"], "reason": notice["reason"], "message": notice["message"],
-            "at": iso(notice["at"]), "command": command_for(notice)}
+            "at": iso(notice["at"]), "command": command_for(notice), "superseded": notice["superseded"]}
 
 
 def headline(notice: dict) -> str:
@@ -221,11 +223,12 @@ class Attendant:
         delivered: list[dict] = []
         while self.command and why_not() is None and table.any_undelivered(store):
             try:
-                batch = table.claim(store, self.name, now())
+                claimed = table.claim(store, self.name, now())
             except table.ClaimLost:
                 continue
-            if not batch:
+            if not claimed:
                 break
+            batch = [notice for notice in claimed if not notice["superseded"]]   # the others need nobody now
             try:
                 while batch and why_not() is None:
                     self.deliver(batch[0])

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
-from .format import usd_exact
+from .format import held_by, usd_exact
+from .report import with_holders
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
-from .runtime.clock import now
+from .runtime.clock import clock_time, now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
@@ -39,7 +40,7 @@ from .store.approvals import pending as pending_approval
 from .store.base import reopening
 from .store.effects import find_effect, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
-from .store.journal import load_usage
+from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
     EditedEntry,
     cancel,
@@ -49,6 +50,7 @@ from .store.runs import (
     recorded_positions,
     requeue,
     resolve_run,
+    takeover_why,
 )
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
@@ -136,14 +138,22 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
-    if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and _waits_on_harness(run["reason"])):
+    """A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably
+    gone from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
+    if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and (
+            _waits_on_harness(run["reason"]) or run["reason"] == Reason.RETRY)):
         return None
+    if run["status"] == RunStatus.RUNNING and run.get("claimable_in_s") == 0:
+        return None
+    if run["status"] == RunStatus.RUNNING and run.get("holder_gone"):
+        return f"it is {held_by(run['worker'], run['claimable_in_s'])} (then a worker takes it over)"
     waits_for = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}.get(run["reason"] or "")
     if run["status"] == RunStatus.WAITING and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
     if run["status"] in TERMINAL:
         return "it has ended; " + _how_to_go_on(run)
-    return "it is not parked (resume continues a parked run, or one stopped by its budget or a plateau)"
+    return ("it is not parked (resume continues a parked run, or one stopped by its budget or a plateau, and tries a "
+            "run waiting to retry now)")
 
 
 def _how_to_go_on(run: dict) -> str:
@@ -208,9 +218,13 @@ def _refuse(store: Store, run: dict, why: str) -> UserError:
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
-def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it."""
+def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
+             held: bool = False) -> dict:
+    """Inside the action's write: the run as it is now, refused unless the action applies to it; with `held`,
+    with what can be told of its holder (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
+    if held:
+        run = with_holders(store, [run])[0]
     why = why_not(run) if why_not else None
     if why:
         raise _refuse(store, run, why)
@@ -343,15 +357,32 @@ def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
     return run["id"]
 
 
+def _retrying(run: dict) -> bool:
+    return (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RETRY)
+
+
+def resumed(run: dict, restart: bool = False) -> str:
+    """What `resume` does to `run` (as it was before), said the same way by the CLI and the TUI."""
+    if restart:
+        return "restarted from zero"
+    return "tries again now (it was waiting to retry)" if _retrying(run) else "resumed"
+
+
 def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
     """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
-    ceilings with `budget`; with `restart`, from zero in a new journal generation."""
+    ceilings with `budget`; with `restart`, from zero in a new journal generation. A parked run's step gets a fresh
+    set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is queued now:
+    its next attempt is made at once, counted on from the attempts it made."""
     who, at = _person(), now()
     with store.write() as conn:
-        run = _current(store, run_ref, why_not_restart if restart else why_not_resume)
+        run = _current(store, run_ref, why_not_restart if restart else why_not_resume, held=True)
         why = None if restart or not budget else why_not_ceiling(budget, load_usage(store, run["id"])[0])
         if why:
             raise _refuse(store, run, why)
+        taken = takeover_why(conn, run, at) if run["status"] == RunStatus.RUNNING and not restart else None
+        if run["status"] == RunStatus.RUNNING and not restart and taken is None:
+            raise _refuse(store, run, f"{run['worker']}'s process is gone, but what was left of its process group "
+                          "survived SIGKILL: its lease decides")
         if budget:
             before = json.loads(run["budget"] or "{}")
             after = raised_budget(before, budget)
@@ -362,8 +393,14 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
         if restart:
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
+        elif _retrying(run):
+            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"{who} asked for the next attempt now (it was "
+                    f"waiting to retry until {clock_time(run['wake_at'])})", at)
         else:
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}", at)
+            if run["status"] == RunStatus.PARKED:
+                record_failed_attempt(conn, run["id"], 0, at)
+            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}" + (f": {taken}" if taken
+                                                                                          else ""), at)
     return run["id"]
 
 
@@ -471,13 +508,15 @@ def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: 
                  grace_s: float = schedule.GRACE_S, model: str = "default") -> dict:
     """A new schedule; fires before now never count."""
     schedule.check_name(name)
-    registry.run_fields(agent, request if request is not None else {}, model)   # the agent, input and model are usable
+    # the agent, input and model are usable; a scripted:FILE's replies are kept, for a fire in any folder
+    script = registry.run_fields(agent, request if request is not None else {}, model)["script"]
     schedule.check_cron(cron)
     schedule.zone(tz)
     at = now()
     row = {"name": name, "agent": agent, "cron": cron, "tz": tz, "input": json.dumps(request or {}),
            "missed": missed, "overlap": overlap, "grace_s": grace_s, "enabled": 1, "counts_from": at,
-           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at, "model": model}
+           "next_fire_at": schedule.next_fire(cron, tz, at), "created_at": at, "model": model,
+           "script": script}
     schedules_table.add(store, row)
     return row
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from .errors import Unreadable
 from .forecast import forecast
-from .format import in_zone, usd_exact
+from .format import countdown, in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
-from .runtime.clock import iso, now
+from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.liveness import worker_state
 from .runtime.results import decode
-from .states import TERMINAL, ahead_s, budget_dimension
+from .states import TERMINAL, Reason, RunStatus, ahead_s, budget_dimension
 from .store import Store as Store
 from .store import artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
@@ -31,6 +31,8 @@ from .store.effects import in_doubt as in_doubt
 from .store.events import event_count, last_event_like
 from .store.events import events_page as events_page
 from .store.events import last_event as last_event
+from .store.holders import claimable_in, judge
+from .store.holders import with_holders as holders_with
 from .store.journal import (
     PAGE,
     checkpoint_for,
@@ -42,12 +44,13 @@ from .store.model_calls import IN_FLIGHT, calls_for, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
 from .store.runs import data_version as data_version
-from .store.runs import get_run, list_runs
+from .store.runs import get_run, lease_now, list_runs
 from .store.runs import recorded_positions as recorded_positions
 from .store.runs import runs_page as runs_page
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
+from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
 
@@ -116,15 +119,32 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
 
 def workers_report(store: Store, at: float) -> list[dict]:
     """Every worker with its state, how far its clock runs ahead, and each run it holds with its lease left
-    (epoch times: `iso_times` them for JSON)."""
+    (never negative: 0 once it has run out) and `claimable_in_s` (store/holders.claimable_in) (epoch times:
+    `iso_times` them for JSON)."""
     rows = workers_listing(store)
     for row in rows:
         row["state"] = worker_state(row, at)
         ahead = ahead_s(row["heartbeat_at"], at)
         row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
+        lease_at = row.get("judged_at", at)   # a server's leases by its clock
+        holder = judge(row, row["name"]) if row["runs"] else None   # probed only for a worker that holds runs
         for held in row["runs"]:
-            held["lease_left_s"] = round(held["lease_expires_at"] - at, 1)
+            held["lease_left_s"] = round(max(0.0, held["lease_expires_at"] - lease_at), 1)
+            held["claimable_in_s"] = claimable_in(holder, held["lease_expires_at"], lease_at)
     return rows
+
+
+def with_holders(store: Store, runs: list[dict]) -> list[dict]:
+    """Each run row with `holder_gone` and `claimable_in_s` (store/holders.with_holders), by the lease clock."""
+    running = any(run["status"] == RunStatus.RUNNING for run in runs)
+    return holders_with(store.conn, runs, lease_now(store.conn, now()) if running else 0.0)
+
+
+def held_by_gone(store: Store, agents: list[str]) -> list[dict]:
+    """The running runs of `agents` whose worker is gone from this host but which no claim may take yet, with
+    `claimable_in_s`: what `worker --once` says it left."""
+    running = [run for run in list_runs(store, RunStatus.RUNNING) if run["agent"] in agents]
+    return [run for run in with_holders(store, running) if run["holder_gone"] and run["claimable_in_s"]]
 
 
 def _zoned_iso(at: float | None, tz: str) -> str | None:
@@ -152,8 +172,35 @@ def schedules_report(store: Store) -> list[dict]:
             for r in schedule_listing(store)]
 
 
+def retry_wait(run: dict, step_attempts: int | None) -> dict | None:
+    """For a run waiting to retry a step (None for any other), as `ls --json` gives it (`retry`): the attempt it
+    makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one), when (`next_try_at`, ISO;
+    `run` may hold its `wake_at` as epoch seconds or ISO), and how the last one failed (`last_error`)."""
+    if (run["status"], run["reason"]) != (RunStatus.WAITING, Reason.RETRY):
+        return None
+    due = run["wake_at"]
+    return {"attempt": (step_attempts or 0) + 1, "next_try_at": iso(due) if isinstance(due, float) else due,
+            "last_error": run["error"]}
+
+
+def retry_said(wait: dict, at: float | None = None) -> str:
+    """`attempt 4 at 10:24:31 (in 2m 05s)`: a run's next try (`retry_wait`), as every screen says it; without `at`
+    (a line that is not redrawn as time passes) no countdown."""
+    due = parse_instant(wait["next_try_at"])
+    said = f"attempt {wait['attempt']} at {clock_time(due)}"
+    if at is None:
+        return said
+    return f"{said} ({f'in {countdown(due - at)}' if due > at else 'due now'})"
+
+
 def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    return [iso_times(row) for row in list_runs(store, status)]
+    """`ls --json`'s rows, newest first: each run with its checkpoint's step counts, `retry` (`retry_wait`), and
+    for a running run whether its holder is gone and when it is claimable (`with_holders`)."""
+    rows = []
+    for row in with_holders(store, list_runs(store, status)):
+        wait = retry_wait(row, row.pop("step_attempts"))
+        rows.append({**iso_times(row), "retry": wait})
+    return rows
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
@@ -199,13 +246,14 @@ def run_view(store: Store, run_id: str) -> dict:
     """What the run screen reads of a run whatever its length: the run, its checkpoint, its budget, and how many
     entries, events and effects it has (its lists are read a page at a time: `timeline_page`, `events_page`,
     `effects_page`)."""
-    run = get_run(store, run_id)
+    run = with_holders(store, [get_run(store, run_id)])[0]
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
     shown_run.update(request=_shown(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=artifacts.where(store, run["artifact_dir"]),
-                     traceback=json.loads(run["traceback"]) if run["traceback"] else None)
+                     traceback=json.loads(run["traceback"]) if run["traceback"] else None,
+                     script=_shown(run["script"], "runs.script") if run["script"] else None)
     budget = budget_of(run, checkpoint)
     budget["possibly_billed_usd"] = possibly_billed(store, run, now())
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}

@@ -8,6 +8,7 @@ patch-night starts one keyed `patch` run per issue file that has none yet, so a 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -84,7 +85,8 @@ def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) ->
         if oracle.match(name) and name not in in_base:
             (tree / name).unlink()
     try:
-        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=TEST_TIMEOUT_S)
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=TEST_TIMEOUT_S,
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})   # no __pycache__ to commit
     except subprocess.TimeoutExpired:
         return {"passed": False, "exit_code": None, "passing": 0, "output": f"timed out after {TEST_TIMEOUT_S}s"}
     except OSError as e:

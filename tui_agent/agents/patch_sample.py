@@ -25,6 +25,7 @@ def spread(values):
 '''
 FIXED = BUGGY.replace("sum(values) / (len(values) - 1)", "sum(values) / len(values)")
 FILES = {
+    ".gitignore": "__pycache__/\n",
     "README.md": "# calc\n\nSmall statistics helpers. Run the tests with `python -m unittest`.\n",
     "calc/__init__.py": "",
     "calc/stats.py": BUGGY,

@@ -2,7 +2,9 @@
 
 Every call streams, so a long reply shows life while it is written. The SDK never retries
 (`max_retries=0`): our retry policy decides, durably, with the attempt count kept across crashes.
-Every failure becomes a `TemporaryError` or a `PermanentError`. The key is read from the environment
+Every failure becomes a `TemporaryError` or a `PermanentError`; a temporary one that says Claude is not
+reachable now (no connection, a timeout, a 5xx, 529 overloaded, a 429 that is not a spend limit) is a
+`NotReachable`, which the retry policy's patience waits out. The key is read from the environment
 at each call and never kept, logged or journaled. The SDK is imported at the first call, so a process
 that only ever runs scripted models never pays for importing it.
 """
@@ -14,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from ..errors import PermanentError, TemporaryError
+from ..errors import NotReachable, PermanentError, TemporaryError
 from .pricing import PRICES_DATE
 from .tokens import estimate_tokens
 
@@ -27,6 +29,7 @@ READ_TIMEOUT_S = 120.0  # silence between two reads
 CONNECT_TIMEOUT_S = 10.0
 
 TEMPORARY_STATUSES = {408, 409, 429}  # and every 5xx: 500-504, 529 overloaded
+UNREACHABLE_STATUSES = {408, 429}     # and every 5xx: a timeout, a rate limit or the server away, not a conflict
 # An error event mid-stream has no status of its own (the stream began with a 200): only its type tells.
 TEMPORARY_STREAM_ERRORS = {"api_error", "timeout_error", "overloaded_error"}  # the 5xx kinds
 # The field of each delta kind that carries reply output, counted as it streams in.
@@ -82,7 +85,8 @@ def retry_after_s(headers) -> float | None:
 
 
 def classify(error: Exception) -> Exception:
-    """Our error for an SDK error: temporary when asking again later may work, permanent otherwise.
+    """Our error for an SDK error: temporary when asking again later may work (`NotReachable` when Claude is away:
+    no connection, a timeout, a 5xx or its kind of error event, a rate limit), permanent otherwise.
     `x-should-retry` from the server wins over the status; spend limits are 429s that no wait cures."""
     import anthropic
 
@@ -100,13 +104,16 @@ def classify(error: Exception) -> Exception:
         else:
             temporary = not isinstance(error, spend_limits) and (
                 error.status_code in TEMPORARY_STATUSES or error.status_code >= 500)
-        if temporary:
-            return TemporaryError(message, retry_after_s=retry_after_s(headers))
-        return PermanentError(message)
+        if not temporary:
+            return PermanentError(message)
+        away = (error.type in TEMPORARY_STREAM_ERRORS if mid_stream else
+                error.status_code in UNREACHABLE_STATUSES or error.status_code >= 500)
+        kind = NotReachable if away and not isinstance(error, spend_limits) else TemporaryError
+        return kind(message, retry_after_s=retry_after_s(headers))
     if isinstance(error, anthropic.APITimeoutError):
-        return TemporaryError(f"Claude did not answer in time: {error}")
+        return NotReachable(f"Claude did not answer in time: {error}")
     if isinstance(error, anthropic.APIConnectionError):
-        return TemporaryError(f"could not reach Claude: {error}")
+        return NotReachable(f"could not reach Claude: {error}")
     return error
 
 
@@ -184,7 +191,7 @@ class AnthropicProvider:
                     raise PermanentError("Claude answered 200 with something that is not a message "
                                          "(no message event in it)")
                 if not complete:
-                    raise TemporaryError("Claude's reply stream ended before the message did")
+                    raise NotReachable("Claude's reply stream ended before the message did")
                 yield _reply(_as_sent(stream.get_final_message(), carried), stream.request_id)
         except (TemporaryError, PermanentError):
             raise
@@ -198,11 +205,11 @@ class AnthropicProvider:
         import httpx2
 
         if isinstance(error, DeadlinePassed) or time.monotonic() > self.deadline_at:
-            return TemporaryError(f"Claude gave no complete reply within {self.deadline_s:g}s")
+            return NotReachable(f"Claude gave no complete reply within {self.deadline_s:g}s")
         if not started or isinstance(error, anthropic.APIError):
             return classify(error)
         if isinstance(error, httpx2.TransportError):
-            return TemporaryError(f"the connection to Claude broke mid-reply: {error!r}")
+            return NotReachable(f"the connection to Claude broke mid-reply: {error!r}")
         return PermanentError(f"Claude answered 200 with something that is not a message "
                               f"({type(error).__name__}: {str(error)[:200]})")
 

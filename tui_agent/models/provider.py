@@ -12,7 +12,7 @@ from typing import Protocol
 
 from ..errors import UserError
 from .anthropic import KEY_VARIABLE, AnthropicProvider
-from .scripted import ScriptedProvider, file_script
+from .scripted import ScriptedProvider, file_script, read_replies
 
 SPECS = ("'default' (Claude with ANTHROPIC_API_KEY, else a built-in script), "
          "'scripted' (a built-in script or a generic reply), 'scripted:PATH' (a JSON list of replies), "
@@ -52,15 +52,25 @@ class Unresolved:
         raise RuntimeError("--model default must be resolved before its first call")
 
 
-def provider_for(spec: str, script: Callable | None = None) -> Provider:
-    """The provider a spec names; `script` is the agent's own script for plain 'scripted'."""
+def kept_replies(spec: str) -> list | None:
+    """What a run keeps of its model beside the spec: for `scripted:FILE`, the file's replies, read and checked
+    now (a one-line UserError says what is wrong), so a worker anywhere answers from them; None for any other
+    spec."""
+    kind, _, path = spec.partition(":")
+    return read_replies(path) if kind == "scripted" and path else None
+
+
+def provider_for(spec: str, script: Callable | None = None, replies: list | None = None) -> Provider:
+    """The provider a spec names; `script` is the agent's own script for plain 'scripted', `replies` the list a
+    `scripted:FILE` run keeps (`kept_replies`; without it, FILE is read now, as for a run an older tui-agent
+    started)."""
     if spec == DEFAULT:
         return Unresolved(script)
     if spec == "scripted":
         return ScriptedProvider(script)
     kind, _, path = spec.partition(":")
     if kind == "scripted" and path:
-        return ScriptedProvider(file_script(path), name=spec)
+        return ScriptedProvider(file_script(path, replies), name=spec)
     if spec == "anthropic" or kind == "anthropic" and path:
         return AnthropicProvider(path or None, name=spec)
     raise UserError(f"unknown model provider {spec!r}: use {SPECS}")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import PermanentError, UserError
+from ..strict_json import parse_json
 from .tokens import estimate_prompt_tokens, estimate_tokens, text_of
 
 Script = Callable[[list[dict], int, int], str | dict]
@@ -29,19 +30,24 @@ def generic_reply(messages: list[dict], max_tokens: int, call_index: int) -> str
     return f"Scripted reply to model call {call_index + 1}: you said {said!r}."
 
 
-def file_script(path: str | Path) -> Script:
-    """A script read from a JSON list of replies; model call N of a run gets entry N."""
-    path = Path(path)
+def read_replies(path: str | Path) -> list:
+    """The replies a script file holds, read and checked now (a one-line UserError says what is wrong): what a
+    run started with `scripted:FILE` keeps, so that a worker in another folder, or on another machine, answers
+    from them without the file."""
     spec = f"scripted:{path}"
     try:
-        replies = json.loads(path.read_text(encoding="utf-8"))
+        text = Path(path).read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise UserError(f"{spec}: no such file; give a JSON file holding a list of replies") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{spec}: not valid JSON ({e.msg} at line {e.lineno}); "
-                        "it must hold a list of replies") from None
+        where = "" if Path(path).is_absolute() else f" (looked for {Path(path).absolute()})"
+        raise UserError(f"{spec}: no such file{where}; give a JSON file holding a list of replies") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{spec}: cannot read it ({e})") from None
+    return check_replies(parse_json(text, spec, example="it must hold a list of replies"), spec)
+
+
+def check_replies(replies: object, spec: str) -> list:
+    """`replies` when it is a list a script can answer from (each a string or a reply object); else a one-line
+    UserError naming `spec`."""
     if not isinstance(replies, list):
         raise UserError(f"{spec}: holds a JSON {type(replies).__name__}; it must hold a list of replies")
     for i, reply in enumerate(replies, 1):
@@ -53,6 +59,13 @@ def file_script(path: str | Path) -> Script:
                 isinstance(content, list) and all(isinstance(b, dict) for b in content)):
             raise UserError(f"{spec}: reply {i} has a bad \"content\"; "
                             "give a string or a list of block objects")
+    return replies
+
+
+def file_script(path: str | Path, replies: list | None = None) -> Script:
+    """A script answering from a JSON list of replies: model call N of a run gets entry N. `replies`: the list as
+    the run keeps it (read from the file when it was started); without it, the file is read now."""
+    replies = read_replies(path) if replies is None else check_replies(replies, f"scripted:{path}")
 
     def script(messages: list[dict], max_tokens: int, call_index: int) -> str | dict:
         if call_index >= len(replies):

@@ -90,29 +90,51 @@ def bounds_of(limits: dict) -> str:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Exponential back-off with full jitter, for temporary errors only. A back-off longer than
-    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker."""
+    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker.
+
+    `attempts` bounds every temporary error. With `patience_s`, an error that says the service is not reachable
+    (`NotReachable`, `ConnectionError`, `TimeoutError`) is retried past `attempts` for as long as the step has been
+    failing less than `patience_s` seconds, its back-off growing to `cap_s`; when that runs out the run is parked
+    with reason `environment` (resume it once the service is back), never failed. None: no patience, `attempts`
+    alone decides. An agent without a policy of its own gets `DEFAULT_RETRY`, which has six hours of it."""
 
     attempts: int = 3
     base_s: float = 1.0
     cap_s: float = 60.0
     wait_over_s: float = 30.0
+    patience_s: float | None = None
+
+
+PATIENCE_S = 6 * 3600.0
+# What an agent without a `retry` of its own gets: three quick attempts for any temporary error, and for a service
+# that is not reachable, six hours of patience with a back-off growing to five minutes (a run waiting to retry is
+# not running, so its `wall_s` does not bound the wait: the patience does).
+DEFAULT_RETRY = RetryPolicy(cap_s=300.0, patience_s=PATIENCE_S)
+
+
+# How long a step, a model call or a tool may run before its run is handed back to be retried elsewhere, unless
+# the agent says otherwise (`Agent(step_timeout_s=...)`, None: no deadline) or the call does (`ctx.within`).
+DEFAULT_STEP_TIMEOUT_S = 3600.0
 
 
 @dataclass(eq=False)
 class Agent:
-    """A named, versioned definition: `run(ctx, request)` plus its budget, retries and check."""
+    """A named, versioned definition: `run(ctx, request)` plus its budget, retries and check. `step_timeout_s`
+    bounds each step, model call and tool call (runtime/deadlines.py): one still running then counts as a failed
+    attempt (`StepTimedOut`) and its run is handed back; None means no deadline."""
 
     name: str
     run: Callable[..., Any]
     version: str = "1"
     budget: Budget = field(default_factory=Budget)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy | None = None   # None: DEFAULT_RETRY, with its patience for a service not reachable
     check: Callable[..., bool] | None = None
     degrade: Callable[..., Any] | None = None
     script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str
     plateau: Plateau | None = None
     description: str = ""
     journal_inputs: bool = False  # journal a digest of each step's arguments, so a replay can compare them
+    step_timeout_s: float | None = DEFAULT_STEP_TIMEOUT_S
 
     @cached_property
     def code_version(self) -> str:

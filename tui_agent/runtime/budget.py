@@ -70,12 +70,16 @@ class BudgetMeter:
                                        f"{_show(dimension, limit)}, the next call needs {_show(dimension, need)}")
 
     def refuse(self, dimension: str, why: str) -> None:
+        raise self.refusal(dimension, why)
+
+    def refusal(self, dimension: str, why: str) -> Suspend:
+        """What `refuse` raises: the run ends its turn with the dimension's action."""
         action = self.action(dimension)
         raise_it = f"raise it with tui-agent resume RUN --budget {dimension}=VALUE"
         if dimension in self.defaults:
             raise_it += f", or set Budget({dimension}=...) on the agent"
-        raise Suspend(ACTIONS[action], budget_reason(dimension),
-                      f"budget {dimension} exhausted: {why} ({action}); {raise_it}")
+        return Suspend(ACTIONS[action], budget_reason(dimension),
+                       f"budget {dimension} exhausted: {why} ({action}); {raise_it}")
 
     def charge(self, usage: Usage, wall_s: float) -> list[str]:
         """Add what an entry used; returns the dimensions that crossed their soft threshold just now."""

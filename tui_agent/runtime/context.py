@@ -31,16 +31,17 @@ from ..store.journal import (
     Usage,
     add_entry,
     add_step,
-    record_failed_attempt,
     record_soft,
     write_entry,
 )
 from ..store.runs import check_fence, create_run, lineage, record_model, renewal
-from . import loop, waits
-from .agent import BUDGET_DIMENSIONS, Agent, RetryPolicy
+from . import commands, loop, waits
+from .agent import BUDGET_DIMENSIONS, DEFAULT_RETRY, Agent
 from .budget import BudgetMeter
-from .clock import CLOCK, Clock
+from .clock import CLOCK, Clock, clock_time
+from .commands import OUTPUT_LIMIT
 from .control import RunControl
+from .deadlines import InFlight
 from .effects import perform
 from .faults import crash_point
 from .live import LiveCall
@@ -49,10 +50,11 @@ from .plateau import DEFAULT_PLATEAU, PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
-from .retry import backoff_s, is_temporary
+from .retry import Retry, after_failure, failing_since, patience_ran_out, record_retry
 from .tools import Tool
 
 _UNSET = object()
+_NEVER = float("inf")
 _NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 _PLAIN = (str, int, float, bool, type(None))
 _MODEL_DIMENSIONS = ("model_calls", "input_tokens", "output_tokens", "cost_usd")
@@ -103,7 +105,8 @@ class Context:
         self._inside: str | None = None        # the step whose function is running: it may not journal
         self._on_step = on_step
         self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
-        self._retry = agent.retry if agent else RetryPolicy()
+        self._retry = (agent.retry if agent else None) or DEFAULT_RETRY
+        self._step_timeout = agent.step_timeout_s if agent else None
         self._degrade = agent.degrade if agent else None
         self._plateau = PlateauDetector(agent.plateau or DEFAULT_PLATEAU) if agent else None
         self._journal_inputs = agent.journal_inputs if agent else False
@@ -197,42 +200,72 @@ class Context:
 
     def _attempt(self, position: int, name: str, call: Callable[..., Any],
                  failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
-                 kwargs: Mapping[str, Any] = _NO_KWARGS) -> tuple[Any, int, float, float]:
-        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy; returns (value, attempts,
-        started_at, duration). Failed attempts are committed, so a crash does not reset the count;
-        `failed(conn, error)` adds to that commit."""
+                 kwargs: Mapping[str, Any] = _NO_KWARGS, timeout_s: float | None | object = _UNSET,
+                 ) -> tuple[Any, int, float, float]:
+        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy (runtime/retry.py
+        `after_failure`); returns (value, attempts, started_at, duration). Failed attempts are committed, so a crash
+        does not reset the count; `failed(conn, error)` adds to that commit. A service still unreachable when the
+        policy's patience runs out parks the run (reason environment): resuming it tries the step again. Each
+        attempt has `timeout_s` (default: the agent's `step_timeout_s`) to return before the deadline watcher
+        hands the run on (runtime/deadlines.py)."""
         attempts = self._checkpoint.step_attempts
         self._checkpoint.step_attempts = 0
+        control = self._control
+        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
+        allowed = _NEVER if timeout is None else timeout
         while True:
             started_at = self.clock.now()
             t0 = self.clock.perf()
+            if control is not None:   # what the deadline watcher reads: one assignment, no hand-off
+                control.in_flight = InFlight._make((started_at + allowed, self, position, name, attempts, timeout,
+                                                    None))
             try:
-                return call(*args, **kwargs), attempts + 1, started_at, self.clock.perf() - t0
+                try:
+                    value = call(*args, **kwargs)
+                finally:
+                    if control is not None:
+                        control.in_flight = None
+                return value, attempts + 1, started_at, self.clock.perf() - t0
             except ParkRun:
                 raise   # a person looks first: not a failed attempt
             except Exception as e:
                 attempts += 1
-                again = is_temporary(e) and attempts < self._retry.attempts
-                asked = getattr(e, "retry_after_s", None)  # the service's own retry-after wins over our back-off
-                delay = asked if asked is not None else backoff_s(self._retry, attempts)
-                if again or failed is not None:
+                retry = self._after_failure(e, attempts)
+                if retry.again or failed is not None:
                     at = self.clock.now()
                     with self.write(at) as conn:
                         if failed is not None:
                             failed(conn, e)
-                        if again:
-                            record_failed_attempt(conn, self.run_id, attempts, at)
-                            add_event(conn, self.run_id, at, "retry", f"{name}: attempt {attempts} failed "
-                                      f"({type(e).__name__}: {e}); next in {delay:.1f}s", self.worker, self.fence)
-                if not again:
+                        if retry.again:
+                            record_retry(conn, self.run_id, name, attempts, e, retry.delay_s, at, self.worker,
+                                         self.fence)
+                said = f"step {position} {name!r} raised {type(e).__name__}: {e}"
+                if retry.out_of_patience:
+                    raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, patience_ran_out(
+                        self._retry, retry, f"step {position} {name!r}", attempts, e, self.run_id), error=said) from e
+                if not retry.again:
                     raise StepFailed(position, name, e, attempts) from e
-                self._back_off(name, attempts, delay)
+                self._back_off(name, attempts, retry.delay_s, said)
 
-    def _back_off(self, name: str, attempts: int, delay: float) -> None:
-        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long."""
+    def _after_failure(self, error: Exception, attempts: int) -> Retry:
+        """What the retry policy says follows failed attempt `attempts` (runtime/retry.py `after_failure`). A step
+        that passed its deadline comes here too, from the deadline watcher (StepTimedOut)."""
+        return after_failure(self._retry, error, attempts, lambda: self._failing_s(attempts))
+
+    def _failing_s(self, attempts: int) -> float:
+        """How long the step of failed attempt `attempts` (the newest, not recorded yet) has been failing."""
+        at = self.clock.now()
+        since = failing_since(self._store.conn, self.run_id, attempts - 1)
+        return at - (at if since is None else since)
+
+    def _back_off(self, name: str, attempts: int, delay: float, error: str | None = None) -> None:
+        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long. `error`:
+        how the attempt failed, kept with the waiting run for the screens."""
         if delay > self._retry.wait_over_s:
-            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} after a {delay:.0f}s back-off",
-                          wake_at=self.clock.now() + delay) from None
+            wake_at = self.clock.now() + delay
+            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} at {clock_time(wake_at)}, "
+                          f"after a {delay:.0f}s back-off" + (f"; the last: {error}" if error else ""),
+                          wake_at=wake_at, error=error) from None
         if self._control is not None:
             self._control.pause(delay)
         else:
@@ -297,8 +330,20 @@ class Context:
 
     # -- what agents call ----------------------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `fn` once and journal its JSON result; on replay return the recorded result."""
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once and journal its JSON result; on replay return the recorded result. An
+        attempt still running after the agent's `step_timeout_s` counts as failed (StepTimedOut) and the run is
+        retried elsewhere; `ctx.within(seconds).step(...)` gives one step its own deadline."""
+        return self._step(name, fn, args, kwargs, _UNSET)
+
+    def within(self, timeout_s: float | None) -> Within:
+        """This call's own deadline, in place of the agent's `step_timeout_s` (None: none), kept apart from the
+        keyword arguments `step` passes on: `ctx.within(600).step("build", build, tree, timeout=5)` gives the
+        step ten minutes and `build` its own `timeout=5`."""
+        return Within(self, timeout_s)
+
+    def _step(self, name: str, fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
+              timeout_s: float | None | object) -> Any:
         position, recorded, value = self._next(name)
         if recorded:
             return value
@@ -306,7 +351,7 @@ class Context:
         inputs = digest(args, kwargs) if self._journal_inputs else None   # before `fn` may change them
         self._inside = name
         try:
-            value, attempts, started_at, duration = self._attempt(position, name, fn, None, args, kwargs)
+            value, attempts, started_at, duration = self._attempt(position, name, fn, None, args, kwargs, timeout_s)
         finally:
             self._inside = None
         crash_point("after-step", name)
@@ -315,12 +360,14 @@ class Context:
         return value
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
-              system: str | None = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
+              system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
+              timeout_s: float | None | object = _UNSET) -> dict:
         """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost.
 
         Each attempt is committed before its request is sent, holding its worst case against the budget:
         a worker that dies mid-call leaves it in flight, possibly billed, and the retry reserves anew.
-        `cache=True` marks the tools, the system prompt and the newest turn as cache breakpoints."""
+        `cache=True` marks the tools, the system prompt and the newest turn as cache breakpoints. An attempt
+        still waiting for its reply after `timeout_s` (default: the agent's `step_timeout_s`) counts as failed."""
         if not self.replaying and isinstance(self.provider, Unresolved):
             self._resolve_default()
         chosen = self._model_id(model)
@@ -361,7 +408,7 @@ class Context:
             model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", self.clock.now())
             self.budget.hold(reserved, -1)
 
-        reply, attempts, started_at, duration = self._attempt(position, name, call, failed)
+        reply, attempts, started_at, duration = self._attempt(position, name, call, failed, timeout_s=timeout_s)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
         input_tokens = sum(int(usage.get(k) or 0) for k in
@@ -519,8 +566,11 @@ class Context:
 
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
-               service: str | None = None) -> Any:
+               service: str | None = None, timeout_s: float | None | object = _UNSET) -> Any:
         """Change the world outside the run at most once per key (see runtime/effects.py).
+
+        A `do` still running after `timeout_s` (default: the agent's `step_timeout_s`) is never retried: its
+        outcome is `unknown`, and the run's next claim reconciles it as after a crash.
 
         `do` raising `ParkRun` says the service did nothing and will not until a person fixes what the message
         names (a branch that moved from the commit a person approved): the effect goes back to `not_done` and the
@@ -539,4 +589,28 @@ class Context:
           that records tokens refuses the woken worker's send.
         - neither: a person decides. A woken worker past the fence re-read is refused only by a service
           that records tokens."""
-        return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service)
+        return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
+                       self._step_timeout if timeout_s is _UNSET else timeout_s)
+
+    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None = None,
+                    stdin: str | bytes | None = None, env: Mapping[str, str] | None = None,
+                    timeout_s: float | None | object = _UNSET, output_limit: int = OUTPUT_LIMIT) -> dict:
+        """Run a program as a journaled step, in a process group of its own (see runtime/commands.py): returns
+        {argv, exit, duration_s, stdout, stderr}, the last `output_limit` bytes of each. Past `timeout_s` (default:
+        the agent's `step_timeout_s`) the whole group is killed and the attempt fails (StepTimedOut); so is it
+        when the run is taken away (parked, cancelled) or handed back. Replay returns the recorded result."""
+        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
+        return self._step(name, commands.run, (self._control, list(argv), cwd, stdin, env, timeout, output_limit),
+                          _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
+
+
+class Within:
+    """`ctx.within(seconds)`: the calls made through it have that deadline (see Context.within)."""
+
+    __slots__ = ("_ctx", "_timeout_s")
+
+    def __init__(self, ctx: Context, timeout_s: float | None) -> None:
+        self._ctx, self._timeout_s = ctx, timeout_s
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return self._ctx._step(name, fn, args, kwargs, self._timeout_s)

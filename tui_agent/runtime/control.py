@@ -1,35 +1,84 @@
 """How a worker tells one run's code to stop at its next journaled call: the heartbeat found the
 lease taken (another worker or a person) or could not renew it in time, or the worker is shutting
 down. It also knows how long the lease runs, so a write may wait out a held lock (or a server that
-is away) that long."""
+is away) that long.
+
+A run whose code is inside a call (a step's function, a model call, an effect's `do`) cannot be told anything
+until the call returns, and a hung one never does. So the call in flight is recorded here (`in_flight`, set and
+cleared by the run's own thread: one assignment, no lock), the deadline watcher (runtime/deadlines.py) reads it,
+and a run taken away while inside a call is *given up*: the worker stops waiting for that thread, frees its slot
+and leaves the thread to end whenever it does (`gave_up`). The process groups of the programs the call started
+(`ctx.run_command`) are killed then, so those at least stop for real."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..states import Reason, RunStatus
-from ..store import EnvironmentStop, FenceRefused
+from ..store import Claim, EnvironmentStop, FenceRefused
 from .outcomes import Suspend
+
+if TYPE_CHECKING:
+    from .deadlines import InFlight
 
 
 class RunControl:
-    def __init__(self, lease_until: float = float("inf")) -> None:
+    def __init__(self, lease_until: float = float("inf"), claim: Claim | None = None) -> None:
         self._event = threading.Event()
         self._error: BaseException | None = None
         self.lease_until = lease_until  # the latest renewal this process knows of (its heartbeat's or a commit's)
+        self.claim = claim
+        self.in_flight: InFlight | None = None   # the call the run's thread is inside now, if any
+        self.given_up: str | None = None         # why the worker gave up waiting for that call (one sentence)
+        self.given_up_as: tuple[str, str] | None = None   # the run's status and reason as the watcher left it
+        self.on_given_up: Callable[[RunControl], None] | None = None   # the worker's: free the slot, or exit
+        self._groups: set[int] = set()
+        self._groups_lock = threading.Lock()
+        self._killing = False
 
     def renewed(self, until: float) -> None:
         self.lease_until = max(self.lease_until, until)
 
     def lost(self, run_id: str, why: str = "the heartbeat was refused; another lease or a person took it") -> None:
-        self._error = FenceRefused(f"run {run_id}: {why}")
-        self._event.set()
+        self._taken(FenceRefused(f"run {run_id}: {why}"), f"{run_id} was taken (a person parked or cancelled it, or "
+                                                          "another worker's lease)")
 
     def lapsed(self, run_id: str, why: str, kind: str) -> None:
         """The lease could not be renewed before it ends (the database busy, or its server away: `kind`): the
         run stops as one the environment held up (the worker drops it; the next claim repeats its step)."""
         self._error = EnvironmentStop(kind, f"run {run_id}: {why}")
         self._event.set()
+        self.kill_commands()   # the next claimer runs the call again: never two copies of its program at once
+        # a call that does not return is handed on at its deadline, once the database answers (runtime/deadlines.py)
+
+    def _taken(self, error: BaseException, said: str) -> None:
+        """The run is no longer this worker's: its code stops at its next journaled call, the programs its call
+        started are killed, and a run inside a call is given up."""
+        self._error = error
+        self._event.set()
+        self.kill_commands()
+        flight = self.in_flight
+        if flight is not None:
+            self.gave_up(f"{said} while inside {flight.what}")
+
+    def gave_up(self, why: str, status: str | None = None, reason: str | None = None) -> None:
+        """The run was handed on (left `status`: `reason`, when this process did it) while its thread was inside a
+        call: whatever the thread does next is refused (the run's fence has moved), and the worker stops waiting
+        for it."""
+        if self.given_up is not None:
+            return
+        self.given_up = why
+        self.given_up_as = None if status is None else (status, reason)
+        if self._error is None or isinstance(self._error, Suspend):
+            self._error = FenceRefused(f"given up: {why}")
+        self._event.set()
+        self.kill_commands()
+        if self.on_given_up is not None:
+            self.on_given_up(self)
 
     @property
     def holding(self) -> bool:
@@ -49,3 +98,33 @@ class RunControl:
         """A back-off that a stop cuts short."""
         self._event.wait(seconds)
         self.check()
+
+    # -- the programs a call started (ctx.run_command) -------------------------------------------------------
+
+    def adopt(self, group: int) -> None:
+        """A program's process group, killed whenever the run is taken from this thread; at once if it was."""
+        with self._groups_lock:
+            self._groups.add(group)
+            killing = self._killing
+        if killing:
+            kill_group(group)
+
+    def disown(self, group: int) -> None:
+        with self._groups_lock:
+            self._groups.discard(group)
+
+    def kill_commands(self) -> None:
+        """Kill the process group of every program the run's call started and has not seen end."""
+        with self._groups_lock:
+            self._killing = True
+            groups = list(self._groups)
+        for group in groups:
+            kill_group(group)
+
+
+def kill_group(group: int) -> None:
+    """SIGKILL to every process of a process group (a program run by ctx.run_command and what it started)."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass   # every process of the group has ended

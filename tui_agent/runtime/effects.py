@@ -27,6 +27,7 @@ from ..store.events import add_event
 from ..store.journal import Usage
 from ..store.workers import still_sending
 from .clock import now
+from .deadlines import InFlight
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
 from .results import encode
@@ -88,8 +89,10 @@ def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
 class _Effect:
     """One `ctx.effect` call: the row it owns and the callables that only the agent's code has."""
 
-    def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None):
+    def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None,
+                 timeout_s: float | None = None):
         self.ctx, self.position, self.name, self.key, self.do, self.lookup = ctx, position, name, key, do, lookup
+        self.timeout_s = timeout_s
         self.takes_token = _takes_token(do)
         self.started_at = self.ctx.clock.now()
         self.t0 = self.ctx.clock.perf()
@@ -141,7 +144,7 @@ class _Effect:
         crash_point("after-attempted", self.name)
         self.still_ours()
         try:
-            value = self.call()
+            value = self.call(row)
         except FenceRefused:  # StaleAttempt: the service saw a newer attempt of this run; this worker lost it
             raise
         except ParkRun as e:   # the service did nothing, and will not until a person fixes what `do` names
@@ -185,11 +188,21 @@ class _Effect:
             raise FenceRefused(f"run {ctx.run_id}: fence {ctx.fence} is stale (the run's is {fence}); another lease "
                                f"or a person took the run, so {self.name} was not sent")
 
-    def call(self) -> Any:
-        ctx = self.ctx
-        if self.takes_token:
-            return self.do(self.key, AttemptToken(ctx.run_id, ctx.generation, ctx.fence))
-        return self.do(self.key)
+    def call(self, row: dict) -> Any:
+        """`do(key)`, watched by the deadline watcher: past `timeout_s` the attempt is `unknown` and the run
+        handed on (runtime/deadlines.py), never retried."""
+        ctx, control = self.ctx, self.ctx._control
+        if control is not None:
+            allowed = float("inf") if self.timeout_s is None else self.timeout_s
+            control.in_flight = InFlight(ctx.clock.now() + allowed, ctx, self.position, self.name, row["attempts"],
+                                         self.timeout_s, row["id"])
+        try:
+            if self.takes_token:
+                return self.do(self.key, AttemptToken(ctx.run_id, ctx.generation, ctx.fence))
+            return self.do(self.key)
+        finally:
+            if control is not None:
+                control.in_flight = None
 
     def hold_for_sender(self, row: dict) -> None:
         """The lookup's silence means "not done" only once nobody can still be sending: a worker paused (SIGSTOP,
@@ -251,11 +264,12 @@ class _Effect:
 
 
 def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | None,
-            dedupe_ttl_s: float | None, lookup_ttl_s: float | None, service: str | None) -> Any:
+            dedupe_ttl_s: float | None, lookup_ttl_s: float | None, service: str | None,
+            timeout_s: float | None = None) -> Any:
     position, recorded, value = ctx._next(name, effects=1)
     if recorded:
         return value
-    effect = _Effect(ctx, position, name, key, do, lookup)
+    effect = _Effect(ctx, position, name, key, do, lookup, timeout_s)
     row = effect_at(ctx._store.conn, ctx.run_id, ctx.generation, position)
     if row is None:
         with ctx.write() as conn:

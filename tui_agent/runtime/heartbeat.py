@@ -1,7 +1,9 @@
 """One heartbeat thread per worker process: every third of the lease it renews each lease the
 worker holds, carrying that run's fence. A refused renewal means another worker or a person took
-the run, so that run's code is told to stop at its next journaled call. `Waiting` is the one line a
-worker says while the database holds it up."""
+the run, so that run's code is told to stop at its next journaled call (and a run inside a call is
+given up: runtime/control.py). The heartbeat also starts the process's deadline watcher
+(runtime/deadlines.py), which watches the same runs. `Waiting` is the one line a worker says while
+the database holds it up."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from pathlib import Path
 
 from ..store import Claim, EnvironmentStop, open_store
 from ..store.environment import BUSY, UNREACHABLE
-from ..store.workers import beat, register, stopped, this_host
+from ..store.host import this_host
+from ..store.workers import beat, register, stopped
 from .clock import now
 from .control import RunControl
+from .deadlines import Deadlines
 
 
 class Waiting:
@@ -50,8 +54,9 @@ class Waiting:
 
 class Heartbeat:
     def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
-                 waiting: Waiting | None = None) -> None:
-        self.worker, self.lease_s = worker, lease_s
+                 waiting: Waiting | None = None, agents: list[str] | None = None) -> None:
+        """`agents`: the agents whose runs this worker claims, kept with its row (store.workers.register)."""
+        self.worker, self.lease_s, self.agents = worker, lease_s, agents
         self.waiting = waiting or Waiting(worker)
         self._held: dict[str, tuple[int, RunControl]] = {}
         self._lock = threading.Lock()
@@ -65,6 +70,7 @@ class Heartbeat:
         self._ready.wait()
         if self._failure is not None:
             raise self._failure
+        self._deadlines = Deadlines(db_path, durability, self.controls, self.drop)
 
     @property
     def healthy(self) -> bool:
@@ -72,7 +78,7 @@ class Heartbeat:
         return self._thread.is_alive() and not self._stop.is_set()
 
     def hold(self, claim: Claim) -> RunControl:
-        control = RunControl(claim.claimed_at + claim.lease_s)
+        control = RunControl(claim.claimed_at + claim.lease_s, claim)
         with self._lock:
             self._held[claim.run_id] = (claim.fence, control)
         return control
@@ -89,7 +95,7 @@ class Heartbeat:
         """The thread: its own connection (SQLite's Python objects stay in the thread that made them)."""
         try:
             store = open_store(db_path, durability)
-            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now())
+            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now(), self.agents)
         except BaseException as e:
             self._failure = e
             self._ready.set()
@@ -143,5 +149,6 @@ class Heartbeat:
             self._complained = True
 
     def close(self) -> None:
+        self._deadlines.close()
         self._stop.set()
         self._thread.join()

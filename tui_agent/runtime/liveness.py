@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from ..states import WorkerState, ahead_s
 from ..states import worker_state as state_of
-from ..store.workers import process_alive, this_host
+from ..store.host import on_this_host as on_this_host  # the Workers screen's (screens never import the store)
+from ..store.host import process_alive
 
-HOST = this_host()
 STATES = tuple(WorkerState)  # also the order the Workers screen sorts by
 
 
 def worker_state(worker: dict, at: float) -> WorkerState:
     """states.worker_state with the one fact only this host can supply: whether the worker's process is gone
-    (a worker on another host is never called dead; its lease decides). A row read from a server carries the
+    (a worker on another host, by its host id, is never called dead; its lease decides). A row read from a server carries the
     server's clock at the read (`judged_at`) and the heartbeat's instant by it (`server_heartbeat_at`), and it
     is judged by those, not by this reader's clock; a live worker whose own clock runs ahead of the server's
     is `clock_ahead` there too."""
-    gone = worker["host"] == HOST and not process_alive(worker["pid"], worker.get("pid_started"))
+    gone = on_this_host(worker) and not process_alive(worker["pid"], worker.get("pid_started"))
     if "judged_at" not in worker:
         return state_of(worker, at, gone=gone)
     state = state_of(worker | {"heartbeat_at": worker["server_heartbeat_at"]}, worker["judged_at"], gone=gone)

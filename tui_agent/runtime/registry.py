@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import UserError
-from ..models import provider_for
+from ..models import kept_replies, provider_for
 from ..strict_json import check_value
 from .agent import Agent, run_budget
 from .tracebacks import agent_frames, innermost
@@ -50,19 +50,22 @@ class Registry:
             raise UserError(f"no agent named {name!r} (known: {known}); see tui-agent agents") from None
 
     def run_fields(self, agent_name: str, request: Any, model: str = "default",
-                   budget: dict[str, float] | None = None) -> dict[str, str]:
+                   budget: dict[str, float] | None = None, replies: list | None = None) -> dict[str, str | None]:
         """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run.
         Every way a run is made (`start`, `run`, a schedule's fire, `ctx.start_run`, the simulator) comes
         here, so each gets its budget from `run_budget`: the agent's ceilings, `budget` over them, and the
-        defaults for the rest."""
+        defaults for the rest; and a `scripted:FILE` model's replies (`script`), read from FILE now unless
+        `replies` (a schedule's, kept when it was added) are given."""
         agent = self.get(agent_name)
         if not isinstance(request, dict):
             raise UserError("the input must be a JSON object, such as '{\"name\": \"Ada\"}'")
         check_value(request, "the input")
-        provider_for(model, agent.script)
+        replies = kept_replies(model) if replies is None else replies
+        provider_for(model, agent.script, replies)
         return {"agent": agent.name, "agent_version": agent.version, "code_version": agent.code_version,
                 "request": json.dumps(request, ensure_ascii=False),
-                "budget": json.dumps(run_budget(agent.budget, budget)), "model": model}
+                "budget": json.dumps(run_budget(agent.budget, budget)), "model": model,
+                "script": None if replies is None else json.dumps(replies, ensure_ascii=False)}
 
     def __iter__(self):
         return iter(sorted(self._agents.values(), key=lambda a: a.name))

@@ -1,16 +1,27 @@
 """Retries for temporary errors only: exponential back-off with full jitter, the attempt count
 kept in the checkpoint (a crash between attempts does not reset it), and a long back-off turned
-into a durable wait instead of a held worker."""
+into a durable wait instead of a held worker.
+
+A service that is not reachable (a dropped network, a server down or overloaded) is retried for a length of
+time, the policy's patience, rather than a number of attempts; how long the step has been failing is read back
+from the run's `retry` events, one per retried attempt (`record_retry`), so it survives crashes and waits."""
 
 from __future__ import annotations
 
 import random
+import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from ..errors import PermanentError, TemporaryError
+from ..errors import NotReachable, PermanentError, TemporaryError
+from ..format import span
+from ..store.events import add_event, nth_newest_at
+from ..store.journal import record_failed_attempt
 from .agent import RetryPolicy
 
 TEMPORARY = (TemporaryError, TimeoutError, ConnectionError)
+UNREACHABLE = (NotReachable, TimeoutError, ConnectionError)
+RETRY_EVENT = "retry"
 
 
 def is_temporary(error: BaseException) -> bool:
@@ -18,6 +29,67 @@ def is_temporary(error: BaseException) -> bool:
     return isinstance(error, TEMPORARY) and not isinstance(error, PermanentError)
 
 
+def is_unreachable(error: BaseException) -> bool:
+    """The service could not be reached or did not answer: what the policy's patience is for."""
+    return isinstance(error, UNREACHABLE) and not isinstance(error, PermanentError)
+
+
 def backoff_s(policy: RetryPolicy, attempt: int, rng: Callable[[], float] | None = None) -> float:
     """The wait after failed attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^(attempt-1))]."""
     return (rng or random.random)() * min(policy.cap_s, policy.base_s * 2 ** (attempt - 1))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What follows a failed attempt: another after `delay_s` (`again`), or none. `out_of_patience`: none because
+    the service stayed unreachable for longer than the policy's patience (`failing_s` of it), so the run parks
+    with reason `environment` instead of failing."""
+
+    again: bool
+    delay_s: float = 0.0
+    out_of_patience: bool = False
+    failing_s: float = 0.0
+
+
+def after_failure(policy: RetryPolicy, error: BaseException, attempts: int, failing_s: Callable[[], float]) -> Retry:
+    """What follows failed attempt `attempts` (1-based) of a step that raised `error`. A temporary error within
+    `policy.attempts` is tried again after the back-off (the service's `retry_after_s` when it gave one). Past them,
+    an unreachable service is tried again while the step has been failing for less than `policy.patience_s`
+    (`failing_s()`, asked only then: it reads the run's events); the last wait ends when the patience does, so a
+    last attempt is made then. Anything else: no more attempts (the step fails)."""
+    if not is_temporary(error):
+        return Retry(False)
+    asked = getattr(error, "retry_after_s", None)  # the service's own retry-after wins over our back-off
+    delay = asked if asked is not None else backoff_s(policy, attempts)
+    if attempts < policy.attempts:
+        return Retry(True, delay)
+    if policy.patience_s is None or not is_unreachable(error):
+        return Retry(False)
+    failing = failing_s()
+    left = policy.patience_s - failing
+    if left <= 0:
+        return Retry(False, out_of_patience=True, failing_s=failing)
+    return Retry(True, min(delay, left), failing_s=failing)
+
+
+def patience_ran_out(policy: RetryPolicy, retry: Retry, what: str, attempts: int, error: BaseException,
+                     run_id: str) -> str:
+    """The message of a run parked because `what` (`step 1 'summarize'`) stayed unreachable past the patience."""
+    return (f"parked: {what} has not reached its service for {span(retry.failing_s)} ({attempts} attempts, the last "
+            f"raised {type(error).__name__}: {error}), past its retry policy's patience of {span(policy.patience_s)}; "
+            f"once the service is reachable, tui-agent resume {run_id}")
+
+
+def record_retry(conn: sqlite3.Connection, run_id: str, name: str, attempts: int, error: BaseException,
+                 delay_s: float, at: float, worker: str, fence: int) -> None:
+    """Inside the fenced write of failed attempt `attempts`, which will be retried: the step's count in the checkpoint
+    and one `retry` event. Every retried attempt is recorded here, which is what `failing_since` counts back on."""
+    record_failed_attempt(conn, run_id, attempts, at)
+    add_event(conn, run_id, at, RETRY_EVENT, f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); "
+              f"next in {delay_s:.1f}s", worker, fence)
+
+
+def failing_since(conn: sqlite3.Connection, run_id: str, recorded: int) -> float | None:
+    """When the step's first failed attempt was, given the `recorded` failed attempts its checkpoint counts: each
+    wrote one `retry` event (`record_retry`), so the first is the `recorded`-th newest. None when there is none."""
+    return nth_newest_at(conn, run_id, RETRY_EVENT, recorded) if recorded else None

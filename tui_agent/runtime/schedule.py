@@ -108,7 +108,9 @@ def fire_key(name: str, at: float) -> str:
 
 def tick(store: Store, registry: Registry, names: list[str] | None = None) -> list[str]:
     """Fire what is due of the schedules whose agent this process knows; returns the runs started. A schedule
-    whose stored input no run can be made of is disabled, with an event saying why, and the others fire."""
+    whose stored input no run can be made of, or whose runs this process cannot set up (a `scripted:FILE` model
+    whose file is gone), is disabled, with an event saying why, and the others fire: a worker never stops for
+    one schedule."""
     started = []
     for name in names if names is not None else table.due_names(store, now()):
         with store.write() as conn:
@@ -117,8 +119,13 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
                 if not (schedule["enabled"] and schedule["agent"] in registry.names()):
                     continue
                 request = _request(schedule)
+                _fields(registry, schedule, request)   # what would stop each fire's run, found before any
             except Unreadable as e:
-                _disable(conn, name, e)
+                _disable(conn, name, _unreadable(name, e))
+                continue
+            except UserError as e:
+                _disable(conn, name, f"{e}; its runs cannot be started here: fix that, then tui-agent schedule "
+                                     f"enable {name}")
                 continue
             at = now()
             base = max(schedule["last_fire_at"] or 0.0, schedule["counts_from"])
@@ -129,18 +136,31 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
 
 def _request(schedule: dict) -> dict:
     """The input each fire's run gets, or Unreadable when no run can be made of it: a value that cannot be read
-    back (an older version stored one), or one nested deeper than an input may be now."""
+    back (an older version stored one), or one nested deeper than an input may be now. A `scripted:FILE` model's
+    kept replies are read here too (into `schedule["replies"]`), so one that cannot be read disables it the same
+    way."""
     request = read_stored(schedule["input"], "schedules.input")
     problem = value_problem(request)
     if problem is not None:
         raise Unreadable("schedules.input", f"it holds {problem[0]}")
+    schedule["replies"] = read_stored(schedule["script"], "schedules.script") if schedule.get("script") else None
     return request
 
 
-def _disable(conn, name: str, unreadable: Unreadable) -> None:
+def _disable(conn, name: str, why: str) -> None:
     table.update(conn, name, enabled=0)
-    add_schedule_event(conn, name, now(), "disabled", f"disabled: {unreadable}; no run can be made of it: remove "
-                       f"it (tui-agent schedule rm {name}) and add it again with an input that can be read")
+    add_schedule_event(conn, name, now(), "disabled", f"disabled: {why}")
+
+
+def _unreadable(name: str, e: Unreadable) -> str:
+    return (f"{e}; no run can be made of it: remove it (tui-agent schedule rm {name}) and add it again with an "
+            "input that can be read")
+
+
+def _fields(registry: Registry, schedule: dict, request: dict) -> dict[str, str | None]:
+    """The columns of a run this schedule starts (registry.run_fields); UserError when none can be set up."""
+    return registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted",
+                               replies=schedule["replies"])
 
 
 @dataclass(frozen=True)
@@ -174,7 +194,7 @@ def fire_now(store: Store, registry: Registry, name: str) -> Fired:
             registry.get(schedule["agent"])
             request = _request(schedule)
         except Unreadable as e:
-            _disable(conn, name, e)
+            _disable(conn, name, _unreadable(name, e))
             return Fired(name, [], disabled=e)
         at = now()
         waited = schedule["pending_fire_at"] is not None and _previous_done(conn, schedule)
@@ -236,7 +256,7 @@ def _previous_done(conn, schedule: dict) -> bool:
 
 def _start(conn, schedule: dict, request: dict, registry: Registry, fire: float, at: float,
            why: str | None = None) -> list[str]:
-    fields = registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted")
+    fields = _fields(registry, schedule, request)
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
     if created:
         add_schedule_event(conn, schedule["name"], at, "fired",

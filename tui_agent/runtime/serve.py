@@ -1,95 +1,126 @@
 """The worker process: claims due runs, works up to N at once (a thread and a connection each),
 keeps their leases alive with one heartbeat thread, and on a stop signal finishes each run's
 current step, hands the runs back and exits. A database that is busy, or whose server is away (a
-restart), is waited out, said once on stderr."""
+restart), is waited out, said once on stderr. A run handed on while its thread was inside a call that
+would not return (a deadline passed, or a person took the run: runtime/deadlines.py) frees its slot at
+once; its thread is left behind, and past `LEFT_BEHIND_LIMIT` of them the worker claims no more and
+exits once its other runs are done, for its supervisor or timer to start a fresh one."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..store import Claim, EnvironmentStop, open_store
+from ..states import RunStatus
+from ..store import Claim, EnvironmentStop, Store, open_store
 from ..store.effects import requeue_released
 from ..store.runs import any_due, claim_next
 from ..store.wal import IdleCheckpoint
 from ..store.workers import release
 from .clock import now
+from .control import RunControl
 from .heartbeat import Heartbeat, Waiting
+from .pool import Pool, Turn
 from .registry import Registry
 from .schedule import tick
-from .worker import DEFAULT_LEASE_S, DROPPED, WAITED_OUT, Outcome, execute
+from .strangers import Strangers
+from .worker import DEFAULT_LEASE_S, DROPPED, WAITED_OUT, Outcome, execute, refused
 
 if TYPE_CHECKING:
     from ..notify import Attendant
 
 GRACE_S = 30.0
+LEFT_BEHIND_LIMIT = 3   # threads left inside calls that outlived their runs, past which a worker stops claiming
 
 
-class _ThreadStore:
-    """A pool thread's own store, closed by that thread as it ends and its locals go: a sqlite3 connection can be
-    closed only in the thread that made it, and one left to the garbage collector (a connection is in a reference
-    cycle with its statement cache) closes only after the process recorded the state it left the file in (the last
-    close moves the WAL into the file; store/integrity.py)."""
+class Served(NamedTuple):
+    """What `serve` did: each run's outcome, how many of its threads are still inside a call (their runs handed
+    back; the caller should end the process with os._exit, since they cannot be stopped), and why it stopped
+    claiming by itself (too many threads left behind), or None."""
 
-    __slots__ = ("store",)
+    outcomes: list[Outcome]
+    left_behind: int
+    spent: str | None
 
-    def __init__(self, store) -> None:
-        self.store = store
 
-    def __del__(self) -> None:
-        self.store.close()
+def _say(worker: str, line: str) -> None:
+    print(f"tui-agent: {worker}: {line}", file=sys.stderr, flush=True)
 
 
 def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
           on_outcome: Callable[[Outcome], None] | None = None,
-          attendant: Attendant | None = None) -> tuple[list[Outcome], int]:
-    """Work due runs until `stop` is set (or, with `once`, until none is due and all are done).
-    Returns the outcomes and how many runs were still inside a step when the grace period ended
-    (their threads cannot be stopped, so the caller should exit the process). `attendant` (reminders, and
-    --notify's deliveries) works on a thread of its own; with `once`, one pass as the worker exits.
+          attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None) -> Served:
+    """Work due runs until `stop` is set (or, with `once`, until none is due and all are done: threads left behind
+    in calls that outlived their runs are not waited for). `attendant` (reminders, and --notify's deliveries) works
+    on a thread of its own; with `once`, one pass as the worker exits.
 
     A database busy past its timeout, or whose server is away, is waited out for as long as it lasts, said once
     (`Waiting`); each run's writes wait for it while its lease allows (execute), and a run dropped meanwhile is
     handed back once the database answers. With `once`, it ends the worker instead (the command's one line,
-    exit 4) when no run is in hand."""
+    exit 4) when no run is in hand. `on_stranger` hears, once per agent, a line on due runs of an agent this
+    worker does not know (runtime/strangers.py), looked for whenever a poll claims nothing."""
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
     store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     waiting = Waiting(name)
-    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting)
+    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting, registry.names())
+    strangers = Strangers(name, registry.names(), on_stranger) if on_stranger is not None else None
     attending = None
     if attendant is not None and not once:
         attending = threading.Thread(target=attendant.run, args=(db_path, durability, stop),
                                      kwargs={"waiting": waiting}, name=f"{name}-notify", daemon=True)
         attending.start()
-    local = threading.local()
     outcomes: list[Outcome] = []
-    active: dict[Future, Claim] = {}
-    dropped: list[Claim] = []   # runs given up while the database held them up: handed back when it answers
+    changed = threading.Event()   # a turn returned, or was given up on: the loop looks at once
+    active: list[Turn] = []       # the runs in hand
+    left: list[Turn] = []         # given up on, their threads still inside a call
+    dropped: list[Claim] = []     # runs given up while the database held them up: handed back when it answers
+    spent: str | None = None
 
-    def work(claim: Claim, control) -> Outcome:
-        if not hasattr(local, "own"):
-            local.own = _ThreadStore(open_store(db_path, durability))
+    def work(own: Store, claim: Claim, control: RunControl) -> Outcome:
         try:
-            return execute(local.own.store, registry, claim, control=control)
+            return execute(own, registry, claim, control=control)
         finally:
             heartbeat.drop(claim)
 
-    def collect(done) -> None:
-        for future in done:
-            claim = active.pop(future)
-            outcomes.append(future.result())
-            if outcomes[-1].status == DROPPED:
-                dropped.append(claim)
+    def collect() -> None:
+        """Each returned turn's outcome, and each turn given up on: its slot is free, its thread left behind
+        (its late return discarded)."""
+        nonlocal spent
+        for turn in list(active):
+            why = turn.control.given_up
+            if why is None and not turn.done.is_set():
+                continue
+            active.remove(turn)
+            if why is not None:
+                pool.leave(turn)
+                if turn.done.is_set():
+                    _say(name, f"{why}; the call has returned since, its return discarded")
+                else:
+                    left.append(turn)
+                    _say(name, f"{why}; its thread is left behind inside the call, its late return discarded "
+                               f"({len(left)} left behind now, at {LEFT_BEHIND_LIMIT} this worker stops claiming)")
+                outcomes.append(_given_up(store, turn.control))
+            else:
+                outcomes.append(turn.result())
+                if outcomes[-1].status == DROPPED:
+                    dropped.append(turn.claim)
             if on_outcome is not None:
                 on_outcome(outcomes[-1])
+        left[:] = [turn for turn in left if not turn.done.is_set()]
+        if spent is None and len(left) >= LEFT_BEHIND_LIMIT:
+            spent = (f"{len(left)} threads are left behind inside calls that outlived their runs "
+                     f"({_listed(left)}); this worker claims nothing more and exits once its other runs are done: "
+                     "start a fresh worker (a supervisor or a timer does)")
+            _say(name, spent)
 
     def hand_back() -> None:
         """Each dropped run, queued again now rather than when its lease runs out, and let go of (its thread
@@ -102,28 +133,38 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             dropped.pop(0)
 
     def claim_due() -> bool:
-        """Claim while there is room; a worker whose heartbeat died claims nothing (no one would renew)."""
+        """Claim while there is room; a worker whose heartbeat died claims nothing (no one would renew), nor one
+        with too many threads left behind. A run this process still has a thread inside is left to others."""
         claimed = False
-        while len(active) < concurrency and heartbeat.healthy and any_due(store, registry.names(), now()):
-            claim = claim_next(store, name, lease_s, registry.names(), now)
+        avoid = [turn.claim.run_id for turn in left]
+        while (spent is None and len(active) < concurrency and heartbeat.healthy
+               and any_due(store, registry.names(), now(), avoid)):
+            claim = claim_next(store, name, lease_s, registry.names(), now, avoid)
             if claim is None:
                 break
             claimed = True
             if on_claim is not None:
                 on_claim(claim)
-            active[pool.submit(work, claim, heartbeat.hold(claim))] = claim
+            control = heartbeat.hold(claim)
+            control.on_given_up = lambda _: changed.set()
+            active.append(pool.start(claim, control))
         return claimed
 
-    pool = ThreadPoolExecutor(concurrency, thread_name_prefix=name)
-    late: set[Future] = set()
+    pool = Pool(name, lambda: open_store(db_path, durability), work, changed)
+    late: list[Turn] = []
     try:
         while not stop.is_set():
-            collect([f for f in active if f.done()])
+            changed.clear()
+            collect()
+            if spent is not None and not active:
+                break
             try:
                 hand_back()
                 tick(store, registry)  # one running worker is enough for schedules too
                 requeue_released(store, now())  # runs held back for a paused sender that has let go
                 claimed = claim_due()
+                if not claimed and strangers is not None:
+                    strangers.look(store, now(), force=once and not active)
                 if not claimed and not active and once:
                     store.checkpoint()  # exiting is an idle moment: shrink the WAL
                 elif not claimed and not active:
@@ -139,22 +180,32 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                 break
             if not claimed:
                 if active:
-                    wait(active, timeout=poll_s, return_when=FIRST_COMPLETED)
+                    changed.wait(poll_s)
                 else:
                     stop.wait(poll_s)
         for control in heartbeat.controls():
             control.release(f"released by {name} (shutting down); claimable now")
-        done, late = wait(active, timeout=grace_s)
-        collect(done)
+        end = time.monotonic() + grace_s
+        while active and time.monotonic() < end:
+            changed.clear()
+            collect()
+            if active:
+                changed.wait(min(poll_s, max(0.0, end - time.monotonic())))
+        collect()
         try:
             hand_back()
         except EnvironmentStop as e:
             if e.kind not in WAITED_OUT:
                 raise
             # still held up: their leases run out instead
-        for future in late:  # still inside a step after the grace period: hand it back with a new fence
-            claim = active[future]
-            release(store, claim.run_id, claim.fence, name, "its step outlived the grace period", now())
+        late = list(active)
+        for turn in late:  # still inside a step after the grace period: hand it back with a new fence
+            turn.control.kill_commands()
+            release(store, turn.claim.run_id, turn.claim.fence, name, "its step outlived the grace period", now())
+        left[:] = [turn for turn in left if not turn.done.is_set()]
+        if left and spent is None:
+            _say(name, f"exits with {len(left)} thread(s) left behind inside calls that outlived their runs "
+                       f"({_listed(left)}); nothing they do now is recorded")
         if attendant is not None and once:
             attendant.last_pass(store, stop)   # what these runs came to need goes out before the exit
     finally:
@@ -162,6 +213,21 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
             attending.join(timeout=attendant.timeout_s + 1)
         heartbeat.close()
         store.close()
-        pool.shutdown(wait=not active, cancel_futures=True)   # idle threads end, closing their stores; a run still
-        # at work cannot be waited for
-    return outcomes, len(late)
+        pool.close()   # idle threads end, closing their stores; a run still at work cannot be waited for
+    return Served(outcomes, len(late) + len(left), spent)
+
+
+def _given_up(store: Store, control: RunControl) -> Outcome:
+    """The outcome of a run handed on while its thread was inside a call: as the deadline watcher left it, or, taken
+    by a person or another worker, as it is now."""
+    run_id = control.claim.run_id
+    if control.given_up_as is None:
+        return refused(store, run_id, control.given_up)
+    status, reason = control.given_up_as
+    return Outcome(run_id, status, reason, error=control.given_up if status == RunStatus.FAILED else None,
+                   message=control.given_up)
+
+
+def _listed(turns: list[Turn]) -> str:
+    return ", ".join(f"{t.claim.run_id} {t.control.in_flight.what if t.control.in_flight else 'a call'}"
+                     for t in turns)

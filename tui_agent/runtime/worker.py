@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ParkRun, Unreadable
+from ..errors import ParkRun, Unreadable, UserError
 from ..models import provider_for
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
@@ -61,11 +61,23 @@ class Outcome:
     message: str | None = None
 
 
+def refused(store: Store, run_id: str, error: str) -> Outcome:
+    """The outcome of a run another worker or a person took from this one: what the run is now."""
+    try:
+        message = standing(store, get_run(store, run_id))
+    except EnvironmentStop as stop:
+        if stop.kind not in WAITED_OUT:
+            raise
+        message = f"could not be read now ({_HELD_UP[stop.kind]})"
+    return Outcome(run_id, REFUSED, None, error=error, message=message)
+
+
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
             control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
-    time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases)."""
-    agent = registry.get(claim.agent)
+    time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases). A run
+    whose agent or model this worker cannot set up (an agent it does not know, a script file it cannot find) is
+    parked with reason `environment`, saying what is missing, never left claimed."""
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
     # runs and the run goes on, with the step's result kept in memory; past that, the run is dropped as a crash
@@ -93,6 +105,13 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             run = get_run(store, claim.run_id)
             request = read_stored(run["request"], "runs.request")
             limits = read_stored(run["budget"] or "{}", "runs.budget")
+            replies = read_stored(run["script"], "runs.script") if run["script"] else None
+            try:
+                agent = registry.get(claim.agent)
+                provider = provider_for(run["model"] or "scripted", agent.script, replies)
+            except UserError as e:   # what this worker lacks for the run, not the run's failure: it waits for a person
+                return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: worker {claim.worker} cannot set up "
+                              f"the run: {e}; then tui-agent resume {claim.run_id}")
             if run["code_version"] != agent.code_version:
                 _note_new_code(store, claim, run, agent, clock.now())
             checkpoint = load_checkpoint(store, claim.run_id)
@@ -104,14 +123,14 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             entries = load_entries(store, claim.run_id, claim.generation)
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
-        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries,
-                      provider_for(run["model"] or "scripted", agent.script), on_step, agent, control,
+        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries, provider, on_step, agent, control,
                       BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)
         except Suspend as e:
-            return settle(e.status, e.reason, e.message, wake_at=e.wake_at)
+            # its message says the wait or the park; a retry's last failure (`e.error`) is kept on the run alone
+            return replace(settle(e.status, e.reason, e.message, wake_at=e.wake_at, error=e.error), error=None)
         except CodeChanged as e:
             return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
         except ParkRun as e:
@@ -142,13 +161,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
             if stop.kind not in WAITED_OUT:
                 raise
             # still busy, or away: a run held back for our send goes on when this process ends instead
-        try:
-            message = standing(store, get_run(store, claim.run_id))
-        except EnvironmentStop as stop:
-            if stop.kind not in WAITED_OUT:
-                raise
-            message = f"could not be read now ({_HELD_UP[stop.kind]})"
-        return Outcome(claim.run_id, REFUSED, None, error=str(e), message=message)
+        return refused(store, claim.run_id, str(e))
     except EnvironmentStop as e:
         if e.kind not in WAITED_OUT:
             raise  # read-only, full or damaged: this worker stops writing altogether

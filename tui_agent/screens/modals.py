@@ -9,13 +9,13 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Select, Static
 
 from ..errors import UserError
 from ..format import stopwatch
-from ..operate import parse_budget, why_not_ceiling
+from ..operate import answered, parse_budget, why_not_ceiling
 from ..runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED
 from ..runtime.clock import CLOCK, Clock, iso
 from ..runtime.effects import sender_warning
@@ -23,12 +23,21 @@ from ..states import IN_DOUBT
 from ..strict_json import parse_json
 from ..widgets.safe import safe
 
+SHORT_BELOW = 30   # rows: on a shorter terminal a dialog is compact (app.tcss, `.-short .dialog`)
+
 
 class Dialog(ModalScreen):
     """A modal with a title, a body and two buttons named by what they do (`DO`, `DONT`: never a bare
-    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one."""
+    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one.
 
-    BINDINGS = [Binding("escape", "cancel", "Close")]
+    The title and the buttons stay on the screen; a body taller than the screen scrolls between them (to the
+    focused field by itself, page up and page down otherwise). An answer that ends the run (`confirmation`) is
+    asked about first, however it was given: the button, or enter in any of the dialog's fields."""
+
+    BINDINGS = [Binding("escape", "cancel", "Close"),
+                Binding("pageup", "scroll_body(-1)", "Scroll up", show=False),
+                Binding("pagedown", "scroll_body(1)", "Scroll down", show=False)]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_BELOW, "-tall")]
     TITLE = ""
     DO = "Confirm"
     DONT = "Close"
@@ -36,7 +45,8 @@ class Dialog(ModalScreen):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(safe(self.TITLE), classes="title")      # it may name an effect, a run's question
-            yield from self.body()
+            with VerticalScroll(classes="dialog-body", can_focus=False):   # the focus goes to its fields
+                yield from self.body()
             with Horizontal(classes="buttons"):
                 yield Button(self.DO, variant="primary", id="confirm")
                 yield Button(self.DONT, id="cancel")
@@ -46,6 +56,11 @@ class Dialog(ModalScreen):
 
     def answer(self) -> Any:
         return True
+
+    def confirmation(self, answer: Any) -> ConfirmModal | None:
+        """The question to ask before giving `answer` when it ends the run, which cannot be undone; None gives
+        it at once."""
+        return None
 
     @on(Button.Pressed, "#confirm")
     def _confirm(self) -> None:
@@ -59,12 +74,28 @@ class Dialog(ModalScreen):
         self.submit()
 
     def submit(self) -> None:
+        """Give the answer, once `answer` has one and, for one that cannot be undone, the person said yes to
+        its question; a no comes back to this dialog as it was left."""
         answer = self.answer()
-        if answer is not None:
+        if answer is None:
+            return
+        question = self.confirmation(answer)
+        if question is None:
             self.dismiss(answer)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.dismiss(answer)
+
+        self.app.push_screen(question, confirmed)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    def action_scroll_body(self, pages: int) -> None:
+        body = self.query_one(".dialog-body", VerticalScroll)
+        body.scroll_relative(y=pages * max(1, body.scrollable_content_region.height - 1), animate=False)
 
 
 class ConfirmModal(Dialog):
@@ -90,7 +121,7 @@ class ApproveModal(Dialog):
     def __init__(self, run_id: str, question: str) -> None:
         super().__init__()
         self.TITLE = f"Approve {run_id}"
-        self.question = question
+        self.run_id, self.question = run_id, question
 
     def body(self) -> ComposeResult:
         yield Static(safe(self.question))
@@ -102,6 +133,12 @@ class ApproveModal(Dialog):
     def answer(self) -> tuple[bool, str | None]:
         deny = self.query_one("#decision", RadioSet).pressed_button.id == "deny"
         return deny, self.query_one("#note", Input).value.strip() or None
+
+    def confirmation(self, answer: tuple[bool, str | None]) -> ConfirmModal | None:
+        deny, _ = answer
+        if not deny:
+            return None
+        return ConfirmModal(f"Deny {self.run_id}?", f"{self.run_id} is {answered(True)}.", "Deny it", "Don't deny")
 
 
 class Choices(RadioSet):
@@ -196,6 +233,15 @@ class ReconcileModal(Dialog):
             return None
         return pressed.id, result, self.query_one("#note", Input).value.strip() or None
 
+    def confirmation(self, answer: tuple[str, Any, str | None]) -> ConfirmModal | None:
+        if answer[0] != "abandon":
+            return None
+        e = self.effect
+        return ConfirmModal(f"Abandon {e['run_id']}?",
+                            f"The run ends for good, cancelled at {e['name']}; {e['name']} is not tried again and "
+                            f"stays on record as {e['state']}. Its journal stays readable.",
+                            "Abandon the run", "Don't abandon")
+
 
 class BudgetModal(Dialog):
     """Raise one ceiling of a run, or drop its default ceilings (`unbounded`); the run is resumed with it."""
@@ -280,10 +326,10 @@ class NewRunModal(Dialog):
 
 
 class PredictModal(Dialog):
-    """Predict, then run: the learner commits to numbers before the scenario says them."""
+    """Predict first: the learner commits to numbers before the scenario says them, then steps or runs it."""
 
-    TITLE = "Predict, then run"
-    DO = "Run it"
+    TITLE = "Predict first"
+    DO = "Predict"
 
     def body(self) -> ComposeResult:
         yield Static("How many emails will the team get, and how many fetches will the two workers make in all?")

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Label, OptionList, Static, Tab, Tabs
 
 from ..errors import UserError
+from ..format import held_by
 from ..messages import DataChanged, Replayed
 from ..paging import Window
 from ..report import (
@@ -28,6 +29,8 @@ from ..report import (
     iso_times,
     last_event,
     next_for_person,
+    retry_said,
+    retry_wait,
     run_view,
     timeline_page,
     with_artifact,
@@ -85,6 +88,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.effects = Window(self._read_effects, key=lambda e: (e["generation"], e["position"]), page=PAGE)
         self.raw_json = False
         self._version: int | None = None     # the database's data_version when last read
+        self._claimable_at = 0.0              # when a claim may take the run from a worker that is gone
         self._artifact: tuple[str | None, object] = (None, None)    # (path, result) of the entry last shown
         self.compact = True
         self.pane = "budget"
@@ -141,6 +145,12 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.reload()
         self.timeline.focus()
         follow_theme(self, self.reload)
+        self.set_interval(1.0, self._count_down)
+
+    def _count_down(self) -> None:
+        """A run held by a worker that is gone: the header's "claimable in 42 s" ticks with nothing written."""
+        if self.view is not None and self.view["run"].get("holder_gone"):
+            self._header(self.view)
 
     def on_resize(self, event) -> None:
         self._arrange(event.size.width, event.size.height)
@@ -186,6 +196,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self.notify(str(e), severity="error")
             return
         self._version = data_version(self.app.reader)
+        self._claimable_at = now() + (view["run"]["claimable_in_s"] or 0)
         fresh = self.view is None or self.view["run"]["generation"] != view["run"]["generation"]
         self.view = view
         for window in (self.steps, self.events, self.effects):
@@ -231,7 +242,12 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         line.append(f" · {run['agent']} v{run['agent_version']} · ")
         line.append_text(badge(run["status"], run["reason"], palette(self.app)))
         line.append(f" · attempt {run['attempt']}")
-        if run.get("worker"):
+        if wait := retry_wait(run, report["checkpoint"].get("step_attempts")):
+            line.append(f" · next try: {retry_said(wait)}" + (f" · the last: {wait['last_error']}"
+                                                             if wait["last_error"] else ""))
+        if run.get("holder_gone"):
+            line.append(f" · {held_by(run['worker'], self._claimable_at - now())}")
+        elif run.get("worker"):
             line.append(f" · {run['worker']}")
         if run.get("parent_id"):
             line.append(f" · fork of {run['parent_id']} at #{run['fork_step']}")

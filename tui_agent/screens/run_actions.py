@@ -15,7 +15,7 @@ from textual.binding import Binding
 
 from .. import editing, operate
 from ..errors import UserError
-from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view
+from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view, with_holders
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
@@ -49,12 +49,14 @@ def _applies(app: TuiAgentApp, run_id: str, why_not) -> dict | None:
 
 
 def _why_not_resume(app: TuiAgentApp, run: dict) -> str | None:
-    return operate.why_not_resume(run)
+    return operate.why_not_resume(with_holders(app.reader, [run])[0])   # a running run: whether it is held
 
 
 def resume(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    if _applies(app, run_id, _why_not_resume):
-        app.act(operate.resume, app.store, run_id, done=f"{run_id} resumed; a worker will pick it up")
+    """`r`: a parked run goes on where it stopped; a run waiting to retry tries again now."""
+    run = _applies(app, run_id, _why_not_resume)
+    if run:
+        app.act(operate.resume, app.store, run_id, done=f"{run_id} {operate.resumed(run)}; a worker will pick it up")
 
 
 def park(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:

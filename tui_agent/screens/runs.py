@@ -75,9 +75,9 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
-    # What a narrow footer keeps longest: the ways to start and to find things; the strip names the key
-    # that acts on the selected run, so the run actions are the first to go.
-    FOOTER = ("slash", "n", "w", "s", "r", "p", "x", "c", "a")
+    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the
+    # strip names the key that acts on the selected run, so the run actions are the first to go.
+    FOOTER = ("slash", "n", "w", "s", "m", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
         super().__init__()

@@ -6,28 +6,47 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from ..format import minutes_ago
+from ..format import held_by, minutes_ago
 from ..report import (
     Store,
     budget_stop,
     checkpoint_for,
     get_run,
     in_doubt,
+    knows,
     last_event_like,
     pending_approval,
+    retry_said,
+    retry_wait,
+    with_holders,
     workers_listing,
 )
 from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
-from ..states import SELF_WAKING, Reason, RunStatus, WorkerState, budget_dimension
+from ..states import Reason, RunStatus, WorkerState, budget_dimension
 
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 
 
-def workers_alive(store: Store) -> int:
-    """How many workers are alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
+def _alive(store: Store) -> list[dict]:
+    """The workers alive now, by the rule `tui-agent workers` uses (runtime/liveness.py)."""
     at = now()
-    return sum(worker_state(w, at) == WorkerState.ALIVE for w in workers_listing(store))
+    return [w for w in workers_listing(store) if worker_state(w, at) == WorkerState.ALIVE]
+
+
+def workers_alive(store: Store) -> int:
+    return len(_alive(store))
+
+
+def who_claims(store: Store, agent: str) -> str:
+    """What the strip says of who will claim a due run of `agent`: a live worker that knows the agent (a row an
+    older worker wrote knows every agent), else why none will."""
+    alive = _alive(store)
+    if not alive:
+        return f"\n{NO_WORKER}"
+    if not any(knows(w, agent) for w in alive):
+        return f"\nno running worker knows agent {agent!r}: start one with --agents MODULE, the module that defines it"
+    return "; a worker will claim it"
 
 
 def situation(store: Store, run_id: str) -> str:
@@ -39,6 +58,21 @@ def situation_over_time(store: Store, run_id: str) -> Callable[[float], str]:
     advance on a timer without reading the database again."""
     said = _said(store, run_id)
     return said if callable(said) else lambda at: said
+
+
+def _held(store: Store, head: str, step: str, run: dict) -> Callable[[float], str]:
+    """A running run nobody works: its worker's process is gone from this host, or its lease ran out; when a
+    claim may take it, counting down."""
+    until, alive = now() + run["claimable_in_s"], workers_alive(store)
+
+    def said(at: float) -> str:
+        left = until - at
+        held = held_by(run["worker"], left) if run["holder_gone"] else \
+            f"held by {run['worker']}, whose lease ran out; claimable now"
+        then = "a worker takes it over then" if left > 0 else "a worker takes it over at its next look" if alive \
+            else NO_WORKER
+        return f"{head} · {held} · {step}\n{then}; p parks it, x cancels it"
+    return said
 
 
 def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
@@ -72,18 +106,25 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     if reason == Reason.PLATEAU:
         last = last_event_like(store.conn, run_id, "%plateau%") or ""
         return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
-    if status == RunStatus.WAITING and reason in SELF_WAKING:
-        return f"{head} · {'sleeping' if reason == Reason.SLEEP else 'backing off'} until {iso(run['wake_at'])}; " \
-               "a worker wakes it then"
+    if status == RunStatus.WAITING and reason == Reason.RETRY:
+        wait = retry_wait(run, checkpoint_for(store, run_id).get("step_attempts"))
+        last = f"\nthe last: {wait['last_error']}" if wait["last_error"] else ""
+        return lambda at: f"{head} · waiting to retry: {retry_said(wait, at)}; a worker tries then, r tries now{last}"
+    if status == RunStatus.WAITING and reason == Reason.SLEEP:
+        return f"{head} · sleeping until {iso(run['wake_at'])}; a worker wakes it then"
     if status == RunStatus.PARKED:
         return f"{head} · parked ({reason}){': ' + run['error'] if run['error'] else ''}\nr resumes it"
     if status == RunStatus.RUNNING:
         cp = checkpoint_for(store, run_id)
         total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
-        return f"{head} · worked by {run['worker']} · step {cp.get('current_step', 0)}{total} · attempt " \
-               f"{run['attempt']}\np parks it, x cancels it (its worker stops at its next write)"
+        step = f"step {cp.get('current_step', 0)}{total} · attempt {run['attempt']}"
+        run = with_holders(store, [run])[0]
+        if run["holder_gone"] or run["claimable_in_s"] == 0:
+            return _held(store, head, step, run)
+        return f"{head} · worked by {run['worker']} · {step}\np parks it, x cancels it (its worker stops at its " \
+               "next write)"
     if status == RunStatus.QUEUED:
-        claims = "; a worker will claim it" if workers_alive(store) else f"\n{NO_WORKER}"
+        claims = who_claims(store, run["agent"])
         return lambda at: f"{head} · queued ({reason}) {minutes_ago(run['created_at'], at)}{claims}"
     if status == RunStatus.FAILED:
         return f"{head} · failed ({reason}): {run['error'] or ''}"

@@ -15,7 +15,7 @@ from ..format import ago, skew
 from ..format import column_span as span
 from ..report import workers_listing
 from ..runtime.clock import now
-from ..runtime.liveness import HOST, label, worker_state
+from ..runtime.liveness import label, on_this_host, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
 from ..widgets.safe import safe
@@ -182,8 +182,9 @@ class WorkersScreen(TableScreen):
         if state == WorkerState.STOPPED:
             return f"stopped {ago(worker['stopped_at'], at)} and handed its runs back"
         if state == WorkerState.DEAD:
-            return ("gone without saying goodbye (killed or crashed)" + (f"; {runs} " if runs else "; ")
-                    + f"other workers take its runs over as their leases run out{late}")
+            return ("gone without saying goodbye (killed or crashed)" + (f"; {runs}: " if runs else "; ")
+                    + "a worker on this host takes its runs over once nothing of it is left, else as their leases "
+                    f"run out{late}")
         if state == WorkerState.CLOCK_AHEAD:
             return (f"its heartbeat is stamped {span(ahead)} ahead of this clock (TUI_AGENT_NOW?): leases assume "
                     f"one clock, so if it dies its runs wait {span(ahead)} longer · t stops it and hands its runs "
@@ -199,7 +200,7 @@ class WorkersScreen(TableScreen):
         return f"signal {-code}" if code < 0 else f"code {code}"
 
     def _process(self, worker: dict) -> subprocess.Popen | None:
-        if worker["host"] != HOST:
+        if not on_this_host(worker):
             return None
         return next((p for p in self.app.spawned if p.pid == worker["pid"]), None)
 
@@ -238,7 +239,7 @@ class WorkersScreen(TableScreen):
             self.notify(f"{worker['name']} has {'stopped' if state == WorkerState.STOPPED else 'gone'} already",
                         severity="warning")
             return None
-        if worker["host"] != HOST:
+        if not on_this_host(worker):
             self.notify(f"{worker['name']} runs on {worker['host']}; stop it there", severity="warning")
             return None
         return worker
@@ -259,9 +260,10 @@ class WorkersScreen(TableScreen):
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self.app.act(operate.stop_worker, pid, kill=True,
-                             done=f"{name} killed (SIGKILL, pid {pid}); its runs are taken over when the lease "
-                                  "runs out")
+                             done=f"{name} killed (SIGKILL, pid {pid}); a worker on this host takes its runs over "
+                                  "once nothing of it is left, else when their leases run out")
 
-        self.app.push_screen(ConfirmModal(f"Kill {name}?", f"Kill {name} with SIGKILL? Its runs are taken over "
-                                                           "when the lease runs out",
+        self.app.push_screen(ConfirmModal(f"Kill {name}?", f"Kill {name} with SIGKILL? A worker on this host takes "
+                                                           "its runs over once nothing of it is left, else when "
+                                                           "their leases run out",
                                           "Kill it (SIGKILL)", "Keep it running"), confirmed)

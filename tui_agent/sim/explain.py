@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .scenario import Outcome, Row
 from .settings import CRASH_STORY
+
+if TYPE_CHECKING:   # the scenario puts the Why into its JSON, so it imports this module
+    from .scenario import Outcome, Row
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,21 @@ def _sends(rows: list[Row]) -> list[Row]:
     return [r for r in rows if r.fate in ("sent", "deduplicated")]
 
 
+def found(outcome: Outcome) -> str:
+    """What worker 2 found of the email on disk: its ledger row's state and key, or that there was none."""
+    row = outcome.found
+    if row is None:
+        return "found no record of the email"
+    state = {"attempted": "marked attempted", "unknown": "marked outcome unknown"}.get(row.detail,
+                                                                                     f"marked {row.detail}")
+    if row.key is not None:
+        return f"found the email {state} with key {row.key}"
+    kept = "no saved key (it is made at send time)" if outcome.settings.key == "at-send" else "no key"
+    return f"found the email {state}, with {kept}"
+
+
 def _work(outcome: Outcome) -> str:
-    """What worker 2 repeated or skipped, and why."""
+    """What worker 2 repeated or skipped, what it found of the email, and why."""
     second = outcome.workers[1]
     if outcome.crashed_at is None:
         return "Nothing crashed: worker 1 did the job once and worker 2 found it finished."
@@ -37,11 +53,13 @@ def _work(outcome: Outcome) -> str:
     skipped = [r.step for r in second if r.fate == "recorded"]
     crash = f"Worker 1 crashed {CRASH_STORY[outcome.crashed_at]}"
     if outcome.settings.saving == "nothing":
-        return (f"{crash}. Nothing was saved, so worker 2 started from zero and did "
-                f"{_listed(again) if again else 'everything'} again.")
+        done = [r for r in second if r.fate in ("done", "again")]
+        redo = "every step" if again and len(again) == len(done) else _listed(again) if again else ""
+        return (f"{crash}. Nothing was saved, so worker 2 started from zero: it {found(outcome)}"
+                + (f" and did {redo} again." if redo else "."))
     parts = [f"{crash}."]
-    if skipped:
-        parts.append(f"Worker 2 skipped {_plural(len(skipped), 'saved step')}.")
+    parts.append(f"Worker 2 skipped {_plural(len(skipped), 'saved step')} and {found(outcome)}." if skipped
+                 else f"Worker 2 {found(outcome)}.")
     if outcome.counts["model_calls"] > 1:
         parts.append("The model had answered, but its answer is saved only when the summary step ends, so worker 2 "
                      "asked the model again.")
@@ -71,6 +89,9 @@ def _email(outcome: Outcome) -> str:
     if emails == 1 and lookups and lookups[-1].detail == "found":
         return "Worker 2 asked the service, which had the key, so it recorded the send as done without sending again."
     if emails == 1 and any(r.fate == "deduplicated" for r in again):
+        if outcome.settings.saving == "nothing":
+            return ("Worker 2 built the same key from what the action means and sent it again, and the service "
+                    "ignored the repeat: one email.")
         return "Worker 2 sent it again with the same key, and the service ignored the repeat: one email."
     if emails == 1 and lookups:
         return "Worker 2 asked the service, which had no record of the key inside its window: the email had not gone " \

@@ -3,7 +3,9 @@ store on a clock of its own, and crashes where the settings (or a teacher at the
 starts on that clock after the chosen delay and carries on from whatever worker 1 left on disk.
 
 The timeline rows are what the runtime and the world reported while it ran: the runtime's fault points
-(with `faults.watching`) and its step observer, and the services' own counters. Nothing is looked up."""
+(with `faults.watching`) and its step observer, the services' own counters, and the email's row in the
+effect ledger as the store itself recorded each of its states (a trigger of the throw-away store, so a
+state a crash rolled back never shows). Nothing is looked up."""
 
 from __future__ import annotations
 
@@ -24,10 +26,11 @@ from ..runtime.worker import Outcome as TurnOutcome
 from ..runtime.worker import execute
 from ..states import Reason, RunStatus
 from ..store import Store, open_store
-from ..store.effects import find_effect
+from ..store.effects import effects_for, find_effect
 from ..store.runs import claim_run, create_run, get_run
 from ..store.workers import let_go, release
 from . import agent as job
+from .explain import why
 from .settings import CRASH_AT, RESTART_S, SOURCES, Settings
 from .world import World
 
@@ -44,8 +47,11 @@ class Row:
     """One line of a worker's timeline: the step, its fate, and a few words on it."""
 
     step: str
-    fate: str   # done | again | recorded | crashed | sent | deduplicated | looked-up | waits | decided
+    # done | again | recorded | crashed | sent | deduplicated | looked-up | waits | decided, and for the email's
+    # ledger row: ledger (it moved to the state in `detail`) | found (worker 2 found it in that state)
+    fate: str
     detail: str = ""
+    key: str | None = None   # a ledger row's key, None when it holds no usable one (no key, or made at send time)
 
 
 @dataclass(frozen=True)
@@ -94,13 +100,20 @@ class Outcome:
     def waiting(self) -> bool:
         return self.status == RunStatus.WAITING
 
+    @property
+    def found(self) -> Row | None:
+        """The email's ledger row as worker 2 found it on disk, if it found one."""
+        return next((row for row in self.workers[1] if row.fate == "found"), None)
+
     def as_json(self) -> dict:
         return {"settings": self.settings.as_dict(), "counts": self.counts,
                 "fetches_by_source": self.fetches_by_source,
-                "workers": [{"worker": n, "timeline": [asdict(row) for row in rows]}
+                "workers": [{"worker": n, "timeline": [asdict(row) for row in rows],
+                             "effect_states": [{"state": row.detail, "key": row.key} for row in rows
+                                               if row.fate == "ledger"]}
                             for n, rows in enumerate(self.workers, 1)],
                 "status": self.status, "effect_state": self.effect_state, "crashed_at": self.crashed_at,
-                "person": self.person, "waits_because": self.waits_because}
+                "person": self.person, "waits_because": self.waits_because, "why": why(self)}
 
 
 _TEMPLATE: list[Path] = []
@@ -111,14 +124,33 @@ def _scratch() -> str | None:
     return _MEMORY if os.access(_MEMORY, os.W_OK) else None
 
 
+# The email's ledger row as it moves: every state the store writes for an effect, in order, in the same
+# transaction as the write (a crash that rolls the write back rolls this back too). Only the throw-away store has it.
+_LEDGER = """
+CREATE TABLE sim_ledger (seq INTEGER PRIMARY KEY, name TEXT, state TEXT, key TEXT);
+CREATE TRIGGER sim_ledger_added AFTER INSERT ON effects BEGIN
+    INSERT INTO sim_ledger (name, state, key) VALUES (NEW.name, NEW.state, NEW.key); END;
+CREATE TRIGGER sim_ledger_moved AFTER UPDATE OF state, attempts ON effects
+    WHEN NEW.state IS NOT OLD.state OR NEW.attempts IS NOT OLD.attempts BEGIN
+    INSERT INTO sim_ledger (name, state, key) VALUES (NEW.name, NEW.state, NEW.key); END;
+"""
+
+
 def _template() -> Path:
     """An empty store made once per process: copying it is a tenth of what creating one costs."""
     if not _TEMPLATE:
         folder = Path(tempfile.mkdtemp(prefix="tui-agent-sim-template-", dir=_scratch()))
         atexit.register(shutil.rmtree, folder, True)
-        open_store(folder / "empty.db", "normal").close()
+        store = open_store(folder / "empty.db", "normal")
+        store.conn.executescript(_LEDGER)
+        store.close()
         _TEMPLATE.append(folder / "empty.db")
     return _TEMPLATE[0]
+
+
+def _usable(key: str) -> str | None:
+    """The key a ledger row holds, or None where it holds only the scenario's words for having none."""
+    return None if key in (job.NO_KEY, job.AT_SEND) else key
 
 
 class Scenario:
@@ -138,6 +170,9 @@ class Scenario:
         self.person: str | None = None
         self.waits_because: str | None = None
         self.folder: Path | None = None   # the throw-away store's folder while the scenario runs
+        self.store: Store | None = None   # the store the worker at work uses
+        self._ledger_at = 0               # the last of its ledger rows already in the timeline
+        self._found: Row | None = None    # the email's row as worker 2 found it, shown when it first moves
         self._pause = pause or self._as_set
         self._decide = decide or (lambda effect: None)
         self._quiet = False   # worker 2 replaying its own entries after a person's answer: not news
@@ -151,16 +186,29 @@ class Scenario:
     def _as_set(self, stop: Stop) -> bool:
         return stop.worker == 1 and stop.boundary == self.settings.crash_at
 
-    def _row(self, step: str, fate: str, detail: str = "") -> None:
-        self.rows[self.worker - 1].append(Row(step, fate, detail))
+    def _row(self, step: str, fate: str, detail: str = "", key: str | None = None) -> None:
+        self.rows[self.worker - 1].append(Row(step, fate, detail, key))
+
+    def _catch_up(self) -> None:
+        """Add the states the email's ledger row moved to since the last look, each as a row of the timeline."""
+        moved = self.store.conn.execute("SELECT seq, state, key FROM sim_ledger WHERE seq > ? AND name = ? "
+                                        "ORDER BY seq", (self._ledger_at, job.SEND)).fetchall()
+        for seq, state, key in moved:
+            if self._found is not None:
+                self.rows[1].append(self._found)
+                self._found = None
+            self._row("email", "ledger", state, _usable(key))
+            self._ledger_at = seq
 
     def _touched(self, fate: str, detail: str) -> None:
+        self._catch_up()
         if fate == "looked-up":
             self._row("send", fate, detail)
         else:
             self._row("send", fate, f"key {detail}" if detail else "no key")
 
     def _watch(self, point: str, name: str | None) -> None:
+        self._catch_up()
         where = boundary(self.settings.saving, point, name)
         if where is None:
             return
@@ -170,6 +218,7 @@ class Scenario:
             raise SimulatedCrash(point)
 
     def _observe(self, ctx, position: int, name: str, recorded: bool) -> None:
+        self._catch_up()
         label = STEP_LABELS.get(name, name)
         if recorded:
             if not self._quiet:
@@ -189,7 +238,7 @@ class Scenario:
                     self._turn(store, registry, run_id)
                     self._pause(Stop(1, None, "worker 1 finished"))
                 except SimulatedCrash:
-                    store = open_store(store.path, "normal")
+                    store = self.store = open_store(store.path, "normal")
                     self._let_go(store, run_id)
                     self._pause(Stop(1, None, f"worker 1 crashed: {CRASH_AT[self.crashed_at]}"))
                 self.clock.advance(RESTART_S[self.settings.restart_after])
@@ -197,6 +246,8 @@ class Scenario:
                 if self.crashed_at and self.settings.saving == "nothing":   # nothing worker 1 wrote survives
                     store.close()
                     store, run_id = self._new_run(Path(scratch) / "worker-2.db", registry)
+                elif self.crashed_at:
+                    self._found = self._as_found(store, run_id)
                 self._finish(store, registry, run_id)
                 return self._outcome(store, run_id)
             finally:
@@ -204,7 +255,8 @@ class Scenario:
 
     def _new_run(self, path: Path, registry: Registry) -> tuple[Store, str]:
         shutil.copyfile(_template(), path)
-        store = open_store(path, "normal")
+        store = self.store = open_store(path, "normal")
+        self._ledger_at = 0
         run_id, _ = create_run(store, now=self.clock.now(),
                                **registry.run_fields(job.NAME, REQUEST, model="scripted"))
         return store, run_id
@@ -212,6 +264,11 @@ class Scenario:
     def _turn(self, store: Store, registry: Registry, run_id: str) -> TurnOutcome | None:
         claim = claim_run(store, run_id, f"worker-{self.worker}", LEASE_S, self.clock.now)
         return None if claim is None else execute(store, registry, claim, on_step=self._observe, clock=self.clock)
+
+    def _as_found(self, store: Store, run_id: str) -> Row | None:
+        """The email's ledger row as worker 1 left it on disk, as a row of worker 2's timeline."""
+        rows = [r for r in effects_for(store, run_id) if r["name"] == job.SEND]
+        return Row("email", "found", rows[-1]["state"], _usable(rows[-1]["key"])) if rows else None
 
     def _let_go(self, store: Store, run_id: str) -> None:
         """Worker 1's crash ends it in the scenario's terms: its claim lets go of the run (nothing it began can
@@ -224,6 +281,7 @@ class Scenario:
         """Worker 2's turns: the first, then one more after each answer a person gives."""
         turn = self._turn(store, registry, run_id)
         while turn is not None and (turn.status, turn.reason) == (RunStatus.WAITING, Reason.RECONCILE):
+            self._catch_up()
             self.waits_because = _because(self.settings, turn.message)
             self._row("send", "waits", self.waits_because)
             effect = self._effect(store, run_id)
@@ -232,6 +290,7 @@ class Scenario:
                 return
             decide = operate.reconcile_happened if answer == "happened" else operate.reconcile_not_done
             decide(store, run_id, job.SEND, note="the simulator's person", at=self.clock.now())
+            self._catch_up()
             self.person = answer
             self._row("send", "decided", "it happened" if answer == "happened" else "not done")
             self._quiet = True
@@ -244,6 +303,8 @@ class Scenario:
         return {**row, "dedupe_ttl_s": self.world.email.window_s if self.settings.service == "dedupe" else None}
 
     def _outcome(self, store: Store, run_id: str) -> Outcome:
+        if self._found is not None:   # worker 2 never moved the row it found
+            self.rows[1].append(self._found)
         run = get_run(store, run_id)
         state = find_effect(store, run_id, run["generation"], job.SEND)["state"]
         return Outcome(self.settings, self.world.counts(), {s: self.world.fetches[s] for s in SOURCES},

@@ -1,4 +1,5 @@
-"""The simulator's settings, their choices in order, the crash points of worker 1 and the five lessons."""
+"""The simulator's settings, their choices in order, the crash points of worker 1, and the lessons: the
+walk of seed 003's "Crash it yourself" step by step, then the simulator's own further lessons."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ DAY_S = 24 * 3600
 SOURCES = ("sales", "incidents", "deploys")
 
 # Each setting: its choices in the order a key cycles them, with the words the screen shows.
-SAVING = {"nothing": "nothing", "steps": "after each step", "journal": "every reply as it comes"}
-KEY = {"none": "none", "at-send": "made at send time", "saved": "saved before send", "meaning": "built from meaning"}
-SERVICE = {"dedupe": "dedupes for 24h", "every": "delivers every one"}
+SAVING = {"nothing": "nothing saved", "steps": "after each step", "journal": "every reply as it comes"}
+KEY = {"none": "no key", "at-send": "made at send time", "saved": "saved before sending", "meaning": "built from meaning"}
+SERVICE = {"dedupe": "dedupes for 24h", "every": "sends every request"}
 AFTER_CRASH = {"resend": "send again", "ask-service": "ask the service", "ask-person": "ask a person"}
 RESTART_AFTER = {"now": "now", "1m": "1 minute later", "30h": "30 hours later"}
 RESTART_S = {"now": 0.0, "1m": 60.0, "30h": 30 * 3600.0}
@@ -52,8 +53,12 @@ FLAGS = {"saving": "--saving", "key": "--key", "service": "--service", "after_cr
 
 @dataclass(frozen=True)
 class Settings:
-    saving: str = "steps"
-    key: str = "saved"
+    """One execution's choices. The defaults are the document's: "Start with the defaults: save nothing, and
+    crash right after the email goes out", with a service that deduplicates (its step 3 asks you to choose one
+    that sends every request) and the naive policy of sending again (its step 2 sends again)."""
+
+    saving: str = "nothing"
+    key: str = "none"
     service: str = "dedupe"
     after_crash: str = "resend"
     crash_at: str = "after-send"
@@ -77,29 +82,84 @@ class Settings:
 
 
 SETTING_NAMES = tuple(f.name for f in fields(Settings))
+# What the document calls "More settings": the email service, what to do when the send is in doubt, when
+# worker 2 starts. The screen groups them under that name; the others come first.
+MORE_SETTINGS = ("service", "after_crash", "restart_after")
+MAIN_SETTINGS = tuple(name for name in SETTING_NAMES if name not in MORE_SETTINGS)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One part of a lesson: what to do, in the document's words (or the simulator's), and the settings it gives."""
+
+    says: str
+    settings: Settings
 
 
 @dataclass(frozen=True)
 class Lesson:
+    """Key `number` loads it; pressed again once a part has run, its next part. A `further` lesson is the
+    simulator's own, beyond the document's walk."""
+
     number: int
     title: str
-    phases: tuple[Settings, ...]   # a second phase is shown after the first has run
+    phases: tuple[Phase, ...]
+    further: bool = False
 
 
 def _lessons() -> tuple[Lesson, ...]:
-    one = Settings(saving="nothing", key="none", service="every", after_crash="resend", crash_at="after-send",
-                   restart_after="now")
-    two = replace(one, saving="steps")
-    three = replace(two, key="saved", service="dedupe")
+    """The document's walk, each step changing exactly the setting it names from the step before, then the
+    simulator's further lessons. The document's words:
+
+    Start with the defaults: save nothing, and crash right after the email goes out. Step to the end, then
+    change one setting at a time:
+    1. Save a checkpoint after each step. The fetches stop repeating, but the email still goes out twice.
+    2. Add the key saved before sending. When the new worker finds the email marked attempted, send again with
+       the same key.
+    3. Under More settings, choose a service that sends every request, and send again. Then try asking the
+       service instead.
+    4. Switch back, and start the new worker 30 hours later."""
+    defaults = Settings()
+    checkpoint = replace(defaults, saving="steps")
+    keyed = replace(checkpoint, key="saved")
+    every = replace(keyed, service="every")
+    ask = replace(every, after_crash="ask-service")
+    later = replace(ask, service="dedupe", after_crash="resend", restart_after="30h")
+    mid = replace(keyed, crash_at="mid-summary")
     return (
-        Lesson(1, "nothing saved", (one,)),
-        Lesson(2, "saved after each step", (two,)),
-        Lesson(3, "a key saved before sending", (three,)),
-        Lesson(4, "a service that delivers every request",
-               (replace(three, service="every"), replace(three, service="every", after_crash="ask-service"))),
-        Lesson(5, "a key's window", (replace(three, restart_after="30h"),
-                                     replace(three, saving="nothing", key="meaning", restart_after="now"))),
+        Lesson(0, "the defaults", (Phase(
+            "Start with the defaults: save nothing, and crash right after the email goes out. Step to the end.",
+            defaults),)),
+        Lesson(1, "save a checkpoint after each step", (Phase("Save a checkpoint after each step.", checkpoint),)),
+        Lesson(2, "add the key saved before sending", (Phase(
+            "Add the key saved before sending. When the new worker finds the email marked attempted, send again "
+            "with the same key.", keyed),)),
+        Lesson(3, "a service that sends every request", (
+            Phase("Under More settings, choose a service that sends every request, and send again.", every),
+            Phase("Then try asking the service instead.", ask))),
+        Lesson(4, "switch back, worker 2 30 hours later", (Phase(
+            "Switch back, and start the new worker 30 hours later.", later),)),
+        Lesson(5, "a key built from meaning", (Phase(
+            "Save nothing again, but build the key from what the action means (nightly-report:<date>:team), so "
+            "it survives even a lost checkpoint.", replace(defaults, key="meaning")),), further=True),
+        Lesson(6, "steps or journal, crashing mid-summary", (
+            Phase("With the saved key, crash mid-summary: after the model answered, before the step ended.", mid),
+            Phase("Now journal every reply the moment it arrives (record and replay).",
+                  replace(mid, saving="journal"))), further=True),
+        Lesson(7, "a key made at send time", (Phase(
+            "Make the key at send time instead of saving it before sending.", replace(keyed, key="at-send")),),
+            further=True),
     )
 
 
 LESSONS = _lessons()
+STEPS = sum(not lesson.further for lesson in LESSONS) - 1   # the document's numbered steps (lesson 0: the defaults)
+
+
+def lesson_of(settings: Settings) -> tuple[int, int] | None:
+    """The lesson and part whose settings these are (every part's are its own), or None: your own settings."""
+    for lesson in LESSONS:
+        for index, phase in enumerate(lesson.phases):
+            if phase.settings == settings:
+                return lesson.number, index
+    return None

@@ -14,12 +14,14 @@ COUNTS = (("fetches", "fetches"), ("model_calls", "model calls"), ("reports_writ
 
 
 def lessons_matrix() -> Iterator[tuple[str, Settings]]:
-    """Each lesson's settings (every phase) with every crash point."""
+    """Each lesson's settings (every part: `3.1`, `3.2`) with every crash point, the document's steps first;
+    the simulator's own lessons after them, marked `(further)`."""
     for lesson in LESSONS:
-        for phase, settings in enumerate(lesson.phases, 1):
-            name = f"{lesson.number}" + (f".{phase}" if len(lesson.phases) > 1 else "")
+        for part, phase in enumerate(lesson.phases, 1):
+            name = f"{lesson.number}" + (f".{part}" if len(lesson.phases) > 1 else "")
+            name += " (further)" if lesson.further else ""
             for point in CRASH_AT:
-                yield name, replace(settings, crash_at=point)
+                yield name, replace(phase.settings, crash_at=point)
 
 
 def whole_matrix() -> Iterator[tuple[str, Settings]]:

@@ -29,6 +29,14 @@ def last_event_like(conn: sqlite3.Connection, run_id: str, pattern: str) -> str 
     return row[0] if row else None
 
 
+def nth_newest_at(conn: sqlite3.Connection, run_id: str, kind: str, n: int) -> float | None:
+    """When the run's `n`-th newest event of `kind` happened (1: the newest), read backwards from its end; None when
+    it has fewer."""
+    row = conn.execute("SELECT at FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                       (run_id, kind, n - 1)).fetchone()
+    return row[0] if row else None
+
+
 def last_event(conn: sqlite3.Connection, run_id: str) -> dict | None:
     """What happened to the run most recently: often the reason an action no longer applies."""
     return one_row(conn.execute("SELECT at, kind, message, worker FROM events WHERE run_id = ? ORDER BY id DESC"

@@ -132,6 +132,12 @@ def write_entry(store: Store, run_id: str, generation: int, position: int, fence
     write_once(store, run_id, write, committed)
 
 
+def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> bool:
+    """Inside a write: whether the journal holds an entry at (run, generation, position), by any fence."""
+    return conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                        (run_id, generation, position)).fetchone() is not None
+
+
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
               kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
               duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,

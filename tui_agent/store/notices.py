@@ -10,6 +10,12 @@ Two kinds of readers:
   stopping, or its pass ran out of time) is handed back (`hand_back`) for the next claim.
 - Displays for the person at a screen (the TUI's bell and desktop notification, `watch`) read every notice
   after their own cursor (`after`) and never claim.
+
+Whether a notice is still current is worked out when it is read (`superseded` on every row read): a notice is
+superseded once its run no longer needs a person for that episode (decided, resumed or ended), which is when the
+run does not need a person now or a newer needs_person notice of the run began another episode. Every transition
+into needing a person records a notice, so that never turns back. A claimer records what it found superseded
+(`notices.superseded`) and hands it to no command.
 """
 
 from __future__ import annotations
@@ -24,8 +30,20 @@ NEEDS_PERSON, REMINDER = "needs_person", "reminder"
 CLAIM_AT_MOST = 50  # notices one claim takes; the rest wait for the next one
 
 _COLUMNS = ("n.id, n.run_id, r.agent, n.kind, n.status, n.reason, n.message, n.at, n.episode, n.notified_by,"
-            " n.notified_at")
+            " n.notified_at, r.status AS run_status, r.reason AS run_reason,"
+            " (SELECT max(m.id) FROM notices m WHERE m.run_id = n.run_id AND m.kind = 'needs_person') AS newest")
 _FROM = "FROM notices n JOIN runs r ON r.id = n.run_id"
+
+
+def _read(cursor) -> list[dict]:
+    """Notice rows, each with `superseded` worked out from its run as it is now (the module's docstring)."""
+    found = []
+    for row in dict_rows(cursor):
+        run_status, run_reason, newest = row.pop("run_status"), row.pop("run_reason"), row.pop("newest")
+        episode = row["episode"] if row["kind"] == REMINDER else row["id"]
+        row["superseded"] = episode != newest or not needs_person(run_status, run_reason)
+        found.append(row)
+    return found
 
 
 class ClaimLost(StoreError):
@@ -49,13 +67,11 @@ def last_id(store: Store) -> int:
 
 def after(store: Store, cursor: int, limit: int = 200) -> list[dict]:
     """The notices after id `cursor`, oldest first (a range of the primary key): a display's read."""
-    return list(dict_rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id > ? ORDER BY n.id LIMIT ?",
-                                             (cursor, limit))))
+    return _read(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id > ? ORDER BY n.id LIMIT ?", (cursor, limit)))
 
 
 def of_run(store: Store, run_id: str) -> list[dict]:
-    return list(dict_rows(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.run_id = ? ORDER BY n.id",
-                                             (run_id,))))
+    return _read(store.conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.run_id = ? ORDER BY n.id", (run_id,)))
 
 
 def any_undelivered(store: Store) -> bool:
@@ -67,7 +83,8 @@ def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[
     """Take up to `limit` undelivered notices for `by`'s --notify command, oldest first: one transaction, the
     UPDATE naming the state it expects (`notified_at IS NULL`) and its rowcount checked, so two processes never
     both take one. A notice is delivered at most once: a process that dies after its claim (kill -9) loses those
-    it had not handed back."""
+    it had not handed back. Those found superseded are recorded so (`superseded` = 1) in the same transaction,
+    and returned marked: no command is to be run for them, nor are they to be handed back."""
     with store.write() as conn:
         ids = [row[0] for row in conn.execute(
             "SELECT id FROM notices WHERE notified_at IS NULL ORDER BY id LIMIT ?", (limit,))]
@@ -78,7 +95,11 @@ def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[
                            " AND notified_at IS NULL", (by, at, *ids))
         if cur.rowcount != len(ids):
             raise ClaimLost(f"{len(ids) - cur.rowcount} of {len(ids)} notices were claimed by another process")
-        return list(dict_rows(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids)))
+        claimed = _read(conn.execute(f"SELECT {_COLUMNS} {_FROM} WHERE n.id IN ({marks}) ORDER BY n.id", ids))
+        passed = [n["id"] for n in claimed if n["superseded"]]
+        if passed:
+            conn.execute(f"UPDATE notices SET superseded = 1 WHERE id IN ({', '.join('?' for _ in passed)})", passed)
+        return claimed
 
 
 def hand_back(store: Store, claimed: list[dict]) -> int:

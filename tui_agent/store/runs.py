@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..errors import UserError
@@ -23,6 +23,8 @@ from .base import (
     refuse_stale,
 )
 from .events import add_event
+from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
+from .host import this_host_id
 from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -62,8 +64,10 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
 
 
 def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
-               budget: str, model: str, now: float, run_key: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names)."""
+               budget: str, model: str, now: float, run_key: str | None = None,
+               script: str | None = None) -> tuple[str, bool]:
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names).
+    `script`: a `scripted:FILE` model's replies (JSON), kept with the run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -74,11 +78,11 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
             return row[0], False
     run_id = _new_id(conn)
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, status,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, script, status,"
         " reason, attempt, fence, generation, artifact_dir, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
-        (run_id, agent, agent_version, code_version, request, run_key, budget, model, RunStatus.QUEUED, Reason.NEW,
-         f"artifacts/{run_id}", now, now),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1, ?, ?, ?)",
+        (run_id, agent, agent_version, code_version, request, run_key, budget, model, script, RunStatus.QUEUED,
+         Reason.NEW, f"artifacts/{run_id}", now, now),
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
@@ -170,8 +174,9 @@ def lease_now(conn: sqlite3.Connection, local: float) -> float:
 
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
-          lease_at: float | None = None) -> Claim | None:
-    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's."""
+          lease_at: float | None = None, why: str | None = None) -> Claim | None:
+    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's. `why`:
+    why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
@@ -187,7 +192,8 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     )
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
-        add_event(conn, run_id, now, "takeover", f"lease of {previous} expired; {claimed}", worker, fence)
+        said = f"{previous}: {why}" if why else f"lease of {previous} expired"
+        add_event(conn, run_id, now, "takeover", f"{said}; {claimed}", worker, fence)
         return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
         add_event(conn, run_id, now, "woke", "woke: its wait is over")
@@ -204,44 +210,128 @@ def _at(now: float | Clock) -> float:
     return now() if callable(now) else now
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run)."""
+def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
+               avoid: Collection[str] = ()) -> Claim | None:
+    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run), none of `avoid` (the
+    runs this process still has a thread inside a call of, which it gave up on: runtime/deadlines.py); with none
+    due, a run of theirs whose holder is verifiably gone from this host (store/holders.py)."""
     if not agents:
         return None
-    marks = ", ".join(f":a{i}" for i in range(len(agents)))
-    return _claim(store, f"{_DUE} AND agent IN ({marks}) ORDER BY created_at LIMIT 1",
-                  {f"a{i}": name for i, name in enumerate(agents)}, worker, lease_s, now)
+    pick, params = _among(agents, avoid)
+    return _claim(store, pick, params, worker, lease_s, now)
 
 
-def any_due(store: Store, agents: list[str], now: float) -> bool:
-    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock."""
-    marks = ", ".join("?" for _ in agents)
-    server = on_server(store.conn)   # its clock judges leases, read in this statement
-    sql = _DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?")
-    params = (now, *agents) if server else (now, now, *agents)
-    return bool(agents) and store.conn.execute(
-        f"SELECT 1 FROM runs WHERE {sql} AND agent IN ({marks}) LIMIT 1", params).fetchone() is not None
+def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
+    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters: named
+    (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
+    named = mark == ":"
+    agent_marks = ", ".join(f":a{i}" if named else "?" for i in range(len(agents)))
+    pick = f"agent IN ({agent_marks})"
+    if avoid:
+        pick += " AND id NOT IN (" + ", ".join(f":v{i}" if named else "?" for i in range(len(avoid))) + ")"
+    if named:
+        return pick, {**{f"a{i}": a for i, a in enumerate(agents)}, **{f"v{i}": r for i, r in enumerate(avoid)}}
+    return pick, (*agents, *avoid)
+
+
+def _due_read(store: Store, now: float) -> tuple[str, tuple]:
+    """_DUE for a plain read (not a claim) and its parameters: on a server its clock judges leases, read in the
+    statement."""
+    server = on_server(store.conn)
+    return (_DUE.replace(":now", "?").replace(":lease_now", SERVER_NOW if server else "?"),
+            (now,) if server else (now, now))
+
+
+def any_due(store: Store, agents: list[str], now: float, avoid: Collection[str] = ()) -> bool:
+    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock: one
+    statement, which also lists this host's workers that hold live leases on runs of `agents`, so a run whose
+    holder is verifiably gone counts as due (their processes are probed, nothing is killed). `avoid`: as for
+    claim_next."""
+    if not agents:
+        return False
+    pick, picked = _among(agents, avoid, "?")
+    sql, params = _due_read(store, now)
+    lease_sql = SERVER_NOW if on_server(store.conn) else "?"   # a server's clock judges leases, in the statement
+    held = HELD_HERE.format(lease_now=lease_sql, host_id="?")
+    lease = () if on_server(store.conn) else (now,)
+    rows = dict_rows(store.conn.execute(
+        f"SELECT NULL AS name, NULL AS pid, NULL AS host, NULL AS host_id, NULL AS pid_started, NULL AS pgid FROM"
+        f" (SELECT 1 FROM runs WHERE {sql} AND {pick} LIMIT 1) AS due"
+        f" UNION ALL {held} AND {pick}",
+        (*params, *picked, *lease, this_host_id(), *picked)))
+    held_rows = []
+    for row in rows:
+        if row["name"] is None:
+            return True
+        held_rows.append(row)
+    return bool(takeable_rows(held_rows))
+
+
+def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str, int, int]]:
+    """The agents not among `agents` that have due runs, each with how many are due and how many of those are
+    queued (the others woke, or their lease ran out), by name: what a worker that knows only `agents` leaves."""
+    sql, params = _due_read(store, now)
+    others = f" AND agent NOT IN ({', '.join('?' for _ in agents)})" if agents else ""
+    return [(agent, due, queued) for agent, due, queued in store.conn.execute(
+        f"SELECT agent, count(*), sum(CASE WHEN status = '{RunStatus.QUEUED}' THEN 1 ELSE 0 END) FROM runs"
+        f" WHERE {sql}{others} GROUP BY agent ORDER BY agent", (*params, *agents))]
 
 
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
-    """Claim this run if it is due; None when it is not (another worker holds it, or it ended)."""
-    return _claim(store, f"id = :id AND {_DUE}", {"id": run_id}, worker, lease_s, now)
+    """Claim this run if it is due, or held by a worker verifiably gone from this host; None when it is not
+    (another worker holds it, or it ended)."""
+    return _claim(store, "id = :id", {"id": run_id}, worker, lease_s, now)
 
 
-def _claim(store: Store, where: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
+def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """A claim is a shared write (store.write_shared): on a server the SELECT locks the run's row and passes over
     rows another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
-    that one is done again in an exclusive write."""
+    that one is done again in an exclusive write. `pick`: which runs (a condition on the run's columns)."""
     for exclusive in (False, True):
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
             lease_at = lease_now(conn, at)
-            row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {where}{for_update(conn, skip_locked=True)}",
-                               {**params, "now": at, "lease_now": lease_at}).fetchone()
+            values = {**params, "now": at, "lease_now": lease_at}
+            row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE {_DUE} AND {pick} ORDER BY created_at"
+                               f" LIMIT 1{for_update(conn, skip_locked=True)}", values).fetchone()
+            why = None
+            if row is None:
+                row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
-                return row and _take(conn, row, worker, lease_s, at, lease_at)
+                return row and _take(conn, row, worker, lease_s, at, lease_at, why)
+
+
+def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
+    """Inside a claim's write: the oldest picked run held, with a live lease, by a worker of this host whose
+    process is verifiably gone, once what was left of its process group is killed (store/holders.py), and why it
+    may be taken; (None, None) when there is none."""
+    held = HELD_HERE.format(lease_now=":lease_now", host_id=":host_id")
+    rows = dict_rows(conn.execute(f"{held} AND {pick}",
+                                  {**values, "host_id": this_host_id()}))
+    for holder_row, holder in takeable_rows(rows):
+        why = clear(holder_row, holder)
+        if why is None:
+            continue
+        row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE status = '{RunStatus.RUNNING}' AND worker ="
+                           f" :holder AND lease_expires_at > :lease_now AND {pick} ORDER BY created_at LIMIT 1"
+                           f"{for_update(conn, skip_locked=True)}", {**values, "holder": holder_row["name"]}).fetchone()
+        if row is not None:
+            return row, why
+    return None, None
+
+
+def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
+    """Inside a write, for a running run: why a claim may take it now (its holder is verifiably gone from this
+    host, what was left of its process group killed first; or its lease is over), or None when it may not."""
+    row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
+    if holder.takeable:
+        why = clear(row, holder)
+        return why and f"{run['worker']}: {why}"
+    if (run["lease_expires_at"] or 0) <= lease_now(conn, now):
+        return f"the lease of {run['worker']} expired"
+    return None
 
 
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
@@ -277,17 +367,27 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
     locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
     ids are displays' cursors, so those commit one at a time, in id order."""
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
-        check_fence(conn, claim.run_id, claim.fence, now, None)
-        conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
-        fold(conn, claim.run_id)
-        conn.execute(
-            "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
-            " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ? WHERE id = ?",
-            (status, reason, result, result_artifact, error, traceback, wake_at,
-             now if status in TERMINAL else None, claim.run_id),
-        )
-        add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
-        record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
+        settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
+               result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
+
+
+def settle(conn: sqlite3.Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
+           result: str | None = None, result_artifact: str | None = None, error: str | None = None,
+           wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None,
+           handed_on: bool = False) -> None:
+    """`settle_run` inside a write of the caller's. `handed_on`: the run's own thread may still write (it is
+    inside a call the worker gave up on, runtime/deadlines.py), so the fence grows and refuses it."""
+    check_fence(conn, claim.run_id, claim.fence, now, None)
+    conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
+    fold(conn, claim.run_id)
+    conn.execute(
+        "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
+        " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = ?",
+        (status, reason, result, result_artifact, error, traceback, wake_at,
+         now if status in TERMINAL else None, int(handed_on), claim.run_id),
+    )
+    add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+    record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
 
 
 def get_run(store: Store, run_id: str) -> dict:
@@ -317,11 +417,13 @@ def last_finished(store: Store, agent: str, count: int) -> list[str]:
 
 
 def list_runs(store: Store, status: str | None = None) -> list[dict]:
-    """Runs newest first, with their checkpoint's step counts."""
+    """Runs newest first, with their checkpoint's step counts, failed attempts of the step at hand and their lease
+    (a running run's)."""
     where = "WHERE r.status = ?" if status else ""
     return list(store.query(
-        "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.created_at,"
-        " r.updated_at, r.finished_at, c.current_step, c.total_steps"
+        "SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.lease_expires_at,"
+        " r.created_at, r.updated_at, r.finished_at, r.wake_at, r.error, c.current_step, c.total_steps,"
+        " c.step_attempts"
         f" FROM runs r LEFT JOIN checkpoints_now c ON c.run_id = r.id {where} ORDER BY r.created_at DESC",
         (status,) if status else (),
     ))
@@ -421,9 +523,9 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
     name = _edited_name(conn, parent, from_step) if edited else None
     goes_on = from_step + 1 if edited else from_step
     conn.execute(
-        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, status, reason,"
+        "INSERT INTO runs (id, agent, agent_version, code_version, request, budget, model, script, status, reason,"
         " attempt, fence, generation, parent_id, fork_step, artifact_dir, created_at, updated_at)"
-        " SELECT ?, agent, agent_version, code_version, request, budget, model, ?, ?, 0, 0, 1, id, ?,"
+        " SELECT ?, agent, agent_version, code_version, request, budget, model, script, ?, ?, 0, 0, 1, id, ?,"
         " ?, ?, ? FROM runs WHERE id = ?",
         (run_id, RunStatus.QUEUED, Reason.NEW, from_step, f"artifacts/{run_id}", now, now, parent["id"]))
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, current_step, total_steps,"

@@ -416,15 +416,30 @@ def _v11(db: sqlite_utils.Database) -> None:
 def _v12(db: sqlite_utils.Database) -> None:
     """What a worker's row says of where it runs and what it can run. `host_id`: the host as its processes see
     it (the hostname with the boot id and the pid namespace, which tell a container or a rebooted machine of the
-    same name apart), so that a worker on the same host can tell that another's process is verifiably gone.
-    `agents`: the names of the agents it knows (a JSON list), so that a run no worker knows can be said. Both
-    are NULL in a row an older tui-agent wrote: its lease decides, and it is taken to know every agent."""
+    same name apart), so that a worker on the same host can tell that another's process is verifiably gone;
+    `pgid`: its process group, so that what its steps started can be found and ended before its runs are taken
+    over (store/holders.py). `agents`: the names of the agents it knows (a JSON list), so that a run no worker
+    knows can be said. All are NULL in a row an older tui-agent wrote: its lease decides, and it is taken to know
+    every agent."""
     db["workers"].add_column("host_id", str)
     db["workers"].add_column("agents", str)
+    db["workers"].add_column("pgid", int)
+
+
+def _v13(db: sqlite_utils.Database) -> None:
+    """What a run and a schedule need from elsewhere, kept with them, and what a notice came to. `script`: the
+    replies of a `--model scripted:FILE` (the file's JSON list, read once by `start` or `schedule add`), so a
+    worker in any folder, on any machine, answers from it without the file; NULL for every other model and in a
+    row an older tui-agent wrote (its worker reads FILE, as before). `notices.superseded`: 1 when the process that
+    claimed the notice for its --notify command found that the run no longer needed a person for it (decided,
+    resumed, ended) and sent nothing; NULL otherwise."""
+    db["runs"].add_column("script", str)
+    db["schedules"].add_column("script", str)
+    db["notices"].add_column("superseded", int)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12]
+                                                             _v12, _v13]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

@@ -321,7 +321,10 @@ ALTER TABLE journal RENAME TO journal_rows;""" + JOURNAL.replace("CREATE TABLE j
 MIGRATIONS: dict[int, list[str]] = {
     10: [ARTIFACTS],
     11: [JOURNAL_TAIL, *V11_JOURNAL, _checkpoints_now("journal_tail")],
-    12: ["ALTER TABLE workers ADD COLUMN host_id text; ALTER TABLE workers ADD COLUMN agents text"],
+    12: ["ALTER TABLE workers ADD COLUMN host_id text; ALTER TABLE workers ADD COLUMN agents text;"
+         " ALTER TABLE workers ADD COLUMN pgid bigint"],
+    13: ["ALTER TABLE runs ADD COLUMN script text; ALTER TABLE schedules ADD COLUMN script text;"
+         " ALTER TABLE notices ADD COLUMN superseded bigint"],
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.

@@ -3,34 +3,30 @@ run's fence, and touches the worker's row; it writes no event."""
 
 from __future__ import annotations
 
+import json
 import os
-import socket
 import sqlite3
-from pathlib import Path
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
 from .base import Store, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
+from .host import host_id, on_this_host, process_alive, process_start
 from .runs import SERVER_NOW, db_clock, lease_now
 from .schema import SCHEMA_VERSION, STOPS_OLDER
 
-_PROC = Path("/proc")
 STOPPED_KEPT_S = 86400.0  # a worker that said goodbye is listed for a day, then its row goes
 REMOTE_SILENT_LEASES = 3  # a sender on another host counts as alive until its heartbeat is silent this many leases
 _SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's, measured at its last heartbeat
 
 
-def this_host() -> str:
-    """The name this machine's workers register with: TUI_AGENT_HOST (to tell machines apart, or to simulate
-    several on one), else the host name. A worker's process is probed only from its own host."""
-    return os.environ.get("TUI_AGENT_HOST") or socket.gethostname()
-
-
-def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float) -> None:
+def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
+             agents: list[str] | None = None) -> None:
     """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker. Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    for this worker, its host's id and its process group (store/holders.py: what tells that it is verifiably
+    gone), and the names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as
+    every agent). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
     `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
     first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
     PostgreSQL)."""
@@ -44,11 +40,21 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
         for skew in _skew(conn, name, now):
             conn.execute(*skew)
         conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
-                     " stopped_at, pid_started) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT (name) DO UPDATE"
+                     " stopped_at, pid_started, host_id, pgid, agents) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)"
+                     " ON CONFLICT (name) DO UPDATE"
                      " SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
                      " lease_s = excluded.lease_s, started_at = excluded.started_at,"
-                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started",
-                     (name, pid, host, concurrency, lease_s, now, at, process_start(pid)))
+                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started,"
+                     " host_id = excluded.host_id, pgid = excluded.pgid, agents = excluded.agents",
+                     (name, pid, host, concurrency, lease_s, now, at, process_start(pid), host_id(host), _group(pid),
+                      None if agents is None else json.dumps(sorted(agents), ensure_ascii=False)))
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:   # the process is gone already
+        return None
 
 
 def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
@@ -116,12 +122,28 @@ def workers_listing(store: Store) -> list[dict]:
         for row in store.query("SELECT key, value FROM meta WHERE key LIKE ?", (_SKEW + "%",))}
     for worker in workers:
         worker["runs"] = [r for r in held if r["worker"] == worker["name"]]
+        worker["agents"] = _agents(worker["agents"])
         skew = worker["clock_skew_s"] = skews.get(worker["name"])
         if judged_at is not None:
             worker["judged_at"], worker["server_heartbeat_at"] = judged_at, worker["heartbeat_at"]
             if skew is not None:   # shown as the worker's own clock stamped it, as a SQLite file stores it
                 worker["heartbeat_at"] += skew
     return workers
+
+
+def _agents(stored: str | None) -> list[str] | None:
+    """A row's `agents` as a list; None (every agent) for an older worker's row, or one another program spoiled."""
+    try:
+        found = json.loads(stored) if stored else None
+    except ValueError:
+        return None
+    return found if isinstance(found, list) and all(isinstance(a, str) for a in found) else None
+
+
+def knows(worker: dict, agent: str) -> bool:
+    """Whether a worker (a `workers_listing` row) claims runs of `agent`: an older worker's row says nothing, and
+    counts as knowing every agent."""
+    return worker["agents"] is None or agent in worker["agents"]
 
 
 def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> None:
@@ -148,13 +170,13 @@ def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[d
     if conn.execute("SELECT 1 FROM let_go WHERE run_id = ? AND fence = ?",
                     (effect["run_id"], effect["fence"])).fetchone():
         return None, f"{name} let go of the run"
-    row = one_row(conn.execute("SELECT name, pid, host, pid_started, started_at, heartbeat_at, lease_s, stopped_at"
-                               " FROM workers WHERE name = ?", (name,)))
+    row = one_row(conn.execute("SELECT name, pid, host, host_id, pid_started, started_at, heartbeat_at, lease_s,"
+                               " stopped_at FROM workers WHERE name = ?", (name,)))
     if row is None:
         return None, f"{name} is not a registered worker process"
     if effect["attempted_at"] is not None and row["started_at"] > effect["attempted_at"]:
         return None, f"{name} was started again since (pid {row['pid']}), so the process that attempted it has ended"
-    if row["host"] == this_host():
+    if on_this_host(row):
         if not process_alive(row["pid"], row["pid_started"]):
             return None, f"{name}'s process {row['pid']} has ended"
         return row, ""
@@ -168,47 +190,16 @@ def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[d
     return row, ""
 
 
-def process_start(pid: int) -> int | None:
-    """When the process started (clock ticks after boot, /proc/<pid>/stat field 22); None without /proc."""
-    try:
-        return int(_stat(pid)[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def process_alive(pid: int, started: int | None) -> bool:
-    """Whether the process that registered still exists: a stopped (SIGSTOP) or hung one does; a zombie, a
-    missing pid, or a pid now held by a process that started at another time does not."""
-    if not (_PROC / "self" / "stat").exists():  # no /proc (not Linux): the kernel can still say whether the pid is used
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    try:
-        fields = _stat(pid)
-    except OSError:
-        return False
-    return fields[0] not in ("Z", "X") and (started is None or int(fields[19]) == started)
-
-
-def _stat(pid: int) -> list[str]:
-    """/proc/<pid>/stat from field 3 (the state) on; field 2, the command name, may hold spaces and ')'."""
-    return (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-
-
 def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
     """Inside a write: the workers that may still be running on this database (not stopped), each named with how
     to find it. On this host a row with its process's start time is judged by the process (still there); one
     without it (an older tui-agent's row) cannot tell its process from a later one given the same pid (pid 1 is
     always there), so it is judged as a worker on another host is, as still_sending judges a sender: by its
     heartbeat, silent for fewer than REMOTE_SILENT_LEASES leases (by the lease clock), and then its pid too."""
-    at, host = lease_now(conn, now), this_host()
+    at = lease_now(conn, now)
     found = []
     for w in dict_rows(conn.execute("SELECT * FROM workers WHERE stopped_at IS NULL ORDER BY name")):   # any version's
-        here, started = w["host"] == host, w.get("pid_started")
+        here, started = on_this_host(w), w.get("pid_started")
         if here and started is not None:
             if process_alive(w["pid"], started):
                 found.append(f"{w['name']} (pid {w['pid']} on this host)")

@@ -13,9 +13,9 @@ from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..format import clock, cost, duration_ms, usd_narrow
-from ..report import PROVIDERS, live_line
-from ..runtime.clock import now
+from ..format import clock, cost, duration_ms, span, usd_narrow
+from ..report import PROVIDERS, live_line, retry_said, retry_wait
+from ..runtime.clock import now, parse_instant
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus, needs_person
 from .safe import safe
 from .status import NEEDS_YOU, bold_of, mark_of, tone_of
@@ -152,10 +152,13 @@ def _pending(view: dict, beside: dict, recorded: set[int]) -> TimelineItem | Non
         return asking
     failing = re.search(rf"step {position} '([^']+)'", run.get("error") or "")
     name = failing.group(1) if failing else "next step"
-    if status in (RunStatus.PARKED, RunStatus.WAITING) and reason:
-        label = reason if reason != Reason.RETRY else f"retry after {checkpoint.get('step_attempts') or 0} attempt(s)"
-    elif status == RunStatus.RUNNING and run.get("worker"):
-        label = f"running on {run['worker']}"
+    if wait := retry_wait(run, checkpoint.get("step_attempts")):
+        label = f"waiting to retry: {retry_said(wait)}"
+    elif status in (RunStatus.PARKED, RunStatus.WAITING) and reason:
+        label = reason
+    elif status == RunStatus.RUNNING and run.get("worker"):   # in flight since the last entry, or the claim
+        since = max(parse_instant(t) for t in (run["updated_at"], checkpoint.get("updated_at")) if t)
+        label = f"in flight for {span(now() - since)} on {run['worker']}"   # the age first: a narrow column cuts
     else:
         label = status
     return _standing(run, position, name, label,

@@ -1,0 +1,184 @@
+"""Deadlines: a step, a model call, a tool call or an effect's `do` that runs too long hands its run on. Python
+cannot stop a thread, so the deadline gives the run away instead of killing the code.
+
+The run's own thread records the call it is inside in its RunControl (`InFlight`: one assignment before the call
+and one after, so the step path takes no lock and hands nothing to another thread). One watcher per worker
+process (`Deadlines`, a thread the heartbeat starts) looks at every run the process holds four times a second. The
+run of a call past its deadline is handed on in one fenced write of the watcher's, which also grows the run's fence,
+so that the call's late return (and anything else its thread writes) is refused:
+
+- past the call's own deadline (`Agent.step_timeout_s`, `ctx.within(seconds)`, the `timeout_s` of `ctx.model`
+  and `ctx.effect`), a step, model call or tool call counts a failed attempt (`StepTimedOut`, a temporary error
+  that goes through the run's retry policy like any other: `Context._after_failure`). The run then waits out its
+  back-off (`waiting: retry`), or fails when no attempt is left. An effect's `do` becomes `unknown`, and the run is
+  queued for the next claim to reconcile it as after a crash: never a blind retry.
+- past the end of the run's `wall_s` budget, the budget's action (park, stop or escalate), as between calls.
+
+The worker then gives up on the thread (`RunControl.gave_up`): its slot is free at once, the run's next claim is
+made by a process that holds no thread inside it (serve's `avoid`: `write_atomic` and the journal assume one writer
+of a run per process), and the thread ends whenever its call returns. A call that returns just as its deadline
+passes is not given up: the watcher's write first checks, in its own transaction, that the call's entry (for an
+effect, its `attempted` row) is still unrecorded."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..errors import StepTimedOut
+from ..format import span
+from ..states import EffectState, Reason, RunStatus
+from ..store import Claim, EnvironmentStop, FenceRefused, Store, open_store
+from ..store.effects import effect_at, set_state
+from ..store.events import add_event
+from ..store.journal import recorded
+from ..store.runs import check_fence, settle
+from .clock import now
+from .outcomes import StepFailed, Suspend
+from .retry import record_retry
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .control import RunControl
+
+WATCH_S = 0.25   # how often the watcher looks: a deadline is kept to within this
+
+
+class InFlight(NamedTuple):
+    """The call a run's thread is inside: what the watcher needs to hand the run on without that thread. Made with
+    `InFlight._make` on the step path (a tuple, with no Python-level constructor to run)."""
+
+    deadline: float            # the call's own deadline (inf: none; then only the run's wall_s budget bounds it)
+    ctx: Context
+    position: int
+    name: str
+    attempts: int              # the call's attempts before this one, all committed
+    timeout_s: float | None
+    effect: int | None         # an effect's row id, when the call is its `do`
+
+    @property
+    def what(self) -> str:
+        return f"{'effect' if self.effect is not None else 'step'} {self.name!r}"
+
+
+def wall_end(ctx: Context) -> float:
+    """When the run's wall_s budget runs out (inf: no ceiling). Read by the watcher while the run's thread is
+    inside a call, when neither the time of its last entry nor the running time used can change."""
+    budget = ctx.budget
+    cap = budget._wall_cap
+    return float("inf") if cap is None else ctx._last_at + cap - budget.used["wall_s"]
+
+
+def seconds(value: float) -> str:
+    return f"{value:g}s" if value < 60 else span(value)
+
+
+class Deadlines:
+    """The watcher thread: hands on the runs whose call in flight passed its deadline (see the module). `held`
+    lists the controls of the runs the process holds; `let_go(claim)` stops the heartbeat renewing one handed on.
+    Its own connection is opened the first time a deadline passes."""
+
+    def __init__(self, db_path: Path | str, durability: str, held: Callable[[], list[RunControl]],
+                 let_go: Callable[[Claim], None]) -> None:
+        self._db_path, self._durability = db_path, durability
+        self._held, self._let_go = held, let_go
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="deadlines", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        store: Store | None = None
+        try:
+            while not self._stop.wait(WATCH_S):
+                at = now()
+                for control in self._held():
+                    flight = control.in_flight
+                    if flight is None or control.given_up is not None or at < min(flight.deadline,
+                                                                                   wall_end(flight.ctx)):
+                        continue
+                    if store is None:
+                        store = open_store(self._db_path, self._durability)
+                    self._expire(store, control, flight, at)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _expire(self, store: Store, control: RunControl, flight: InFlight, at: float) -> None:
+        try:
+            handed = hand_on(store, control.claim, flight, at)
+        except FenceRefused:
+            return   # taken meanwhile (a person, another lease): the heartbeat says so to the run's control
+        except EnvironmentStop:
+            return   # the database held up, or unusable: the next look tries again (the worker's loop stops the
+            # process for what does not pass)
+        if handed is None:
+            return   # the call returned in time after all
+        self._let_go(control.claim)
+        control.gave_up(*handed)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[str, str, str] | None:
+    """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence;
+    returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was
+    recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
+    ctx = flight.ctx
+    run = claim.run_id
+    with store.write() as conn:
+        check_fence(conn, run, claim.fence, at, None)
+        if _made_it(conn, claim, flight):
+            return None
+        ended = dict(conn=conn, claim=claim, now=at, wall_s=at - ctx._last_at, handed_on=True)
+        if at >= wall_end(ctx):
+            stop = _wall_exhausted(ctx, flight, at)
+            settle(status=stop.status, reason=stop.reason, message=stop.message, **ended)
+            return (f"{flight.what} of {run} was still running when the run's wall_s budget ran out: "
+                    f"{stop.status} ({stop.reason}): {stop.message}"), stop.status, stop.reason
+        waited = seconds(flight.timeout_s)
+        if flight.effect is not None:
+            set_state(conn, flight.effect, EffectState.UNKNOWN, at)
+            add_event(conn, run, at, "effect", f"{flight.name}: outcome unknown: do was still running after "
+                      f"{waited}, its deadline; reconciled as after a crash", claim.worker, claim.fence)
+            settle(status=RunStatus.QUEUED, reason=Reason.RESUMED,
+                   message=f"handed back: effect {flight.name!r} passed its deadline; the next claim reconciles it",
+                   **ended)
+            return (f"effect {flight.name!r} of {run}: do was still running after {waited}, its deadline: its "
+                    "outcome is unknown, and the run is queued to reconcile it"), RunStatus.QUEUED, Reason.RESUMED
+        error = StepTimedOut(f"still running after {waited}, its deadline")
+        attempts = flight.attempts + 1
+        retry = ctx._after_failure(error, attempts)
+        if not retry.again:
+            failed = StepFailed(flight.position, flight.name, error, attempts)
+            settle(status=RunStatus.FAILED, reason=Reason.ERROR, message=f"failed: {failed}", error=str(failed),
+                   **ended)
+            return (f"{flight.what} of {run} was still running after {waited}, its deadline, at attempt {attempts}, "
+                    "the last the retry policy allows: the run failed"), RunStatus.FAILED, Reason.ERROR
+        delay = retry.delay_s
+        record_retry(conn, run, flight.name, attempts, error, delay, at, claim.worker, claim.fence)
+        settle(status=RunStatus.WAITING, reason=Reason.RETRY, wake_at=at + delay,
+               message=f"{flight.name}: attempt {attempts + 1} after a {delay:.1f}s back-off, by a worker process "
+                       "with no thread left inside this run", error=f"{flight.what} raised StepTimedOut: {error}",
+               **ended)
+        return (f"{flight.what} of {run} was still running after {waited}, its deadline: attempt {attempts} counts "
+                f"as failed (StepTimedOut) and the run waits {delay:.1f}s to retry, in a worker process with no thread "
+                "inside it"), RunStatus.WAITING, Reason.RETRY
+
+
+def _made_it(conn, claim: Claim, flight: InFlight) -> bool:
+    """Whether the call's outcome was recorded before the watcher's write got the lock."""
+    if flight.effect is not None:
+        return effect_at(conn, claim.run_id, claim.generation, flight.position)["state"] != EffectState.ATTEMPTED
+    return recorded(conn, claim.run_id, claim.generation, flight.position)
+
+
+def _wall_exhausted(ctx: Context, flight: InFlight, at: float) -> Suspend:
+    """The run's wall_s budget ended inside the call: the budget's own refusal, as the next call would meet it."""
+    budget = ctx.budget
+    of = "the default " if "wall_s" in budget.defaults else ""
+    return budget.refusal("wall_s", f"{at - ctx._last_at + budget.used['wall_s']:.0f}s used of "
+                                    f"{of}{budget.limits['wall_s']:g}s, reached inside {flight.what}")
