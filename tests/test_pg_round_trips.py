@@ -283,14 +283,14 @@ def test_a_paused_worker_woken_after_a_takeover_writes_nothing_through_the_one_r
     calls, log = tmp_path / "calls.log", tmp_path / "steps.jsonl"
     run_id = start(store, load_registry(["counting_agents"]), "counting",
                    {"log": str(calls), "steps": 5, "delay_s": 0.05})[0]
-    a = _worker(tmp_path, "w-a", log, pause_at="after-step:3", clock="frozen")
+    a = _worker("w-a", log, pause_at="after-step:3", clock="frozen")
     try:
         until("w-a to stop itself before s2's commit", lambda: a.poll() is not None or process_state(a.pid) == "T")
         assert a.poll() is None, a.communicate()
         until("w-a's lease to end by the server's clock", lambda: store.conn.execute(
             "SELECT lease_expires_at < extract(epoch from clock_timestamp()) FROM runs WHERE id = ?",
             (run_id,)).fetchone()[0], deadline_s=30)
-        b = _worker(tmp_path, "w-b", log)
+        b = _worker("w-b", log)
         assert b.wait(timeout=60) == 0, b.communicate()
         after_b = (events_for(store, run_id), _journal(store, run_id), get_run(store, run_id))
         assert after_b[2]["status"] == "succeeded" and after_b[2]["fence"] == 2
@@ -313,8 +313,7 @@ def _journal(store, run_id: str) -> list[tuple]:
                               (run_id,)).fetchall()
 
 
-def _worker(tmp_path: Path, name: str, log: Path, pause_at: str | None = None,
-                      clock: str = "running") -> subprocess.Popen:
+def _worker(name: str, log: Path, pause_at: str | None = None, clock: str = "running") -> subprocess.Popen:
     """`tui-agent worker --once` through LOGGED, its batches logged to `log`."""
     env = {**os.environ, **({"TUI_AGENT_PAUSE_AT": pause_at} if pause_at else {})}
     return subprocess.Popen([sys.executable, "-c", LOGGED, str(log), clock, "--agents", "counting_agents", "worker",

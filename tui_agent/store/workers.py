@@ -74,11 +74,14 @@ def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, n
     (an UPDATE that waited for the row checks it again); the runs are renewed in id order, so two heartbeats
     that name the same runs never deadlock. On a server each statement reads the server's clock itself, as a
     lease is judged by another machine."""
-    at, clock = (SERVER_NOW, ()) if on_server(store.conn) else ("?", (now,))
+    server = on_server(store.conn)
+    at, clock = (SERVER_NOW, ()) if server else ("?", (now,))
+    renew = ("UPDATE runs SET lease_expires_at = extract(epoch from clock_timestamp())::float8 + ?" if server
+             else "UPDATE runs SET lease_expires_at = ? + ?")   # SERVER_NOW spelled out: no status written here
     runs = sorted(held)
     statements = [*_skew(store.conn, name, now),
                   (f"UPDATE workers SET heartbeat_at = {at} WHERE name = ?", (*clock, name)),
-                  *((f"UPDATE runs SET lease_expires_at = {at} + ? WHERE id = ? AND fence = ? AND status = ?",
+                  *((renew + " WHERE id = ? AND fence = ? AND status = ?",
                      (*clock, lease_s, run_id, fence, RunStatus.RUNNING)) for run_id, fence in runs)]
     renewed = store.write_batch(statements)[len(statements) - len(runs):]
     return [run_id for (run_id, _), cur in zip(runs, renewed) if cur.rowcount != 1]
