@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,6 +75,17 @@ def clock():
     """The process's clock, for a test to move (`set`, `advance`, `freeze`); put back as it was afterwards."""
     with CLOCK.restored():
         yield CLOCK
+
+
+@pytest.fixture
+def local_zone(monkeypatch):
+    """Local time is New York's (UTC-5 in November, UTC-4 in summer): a local day or an ISO date's midnight is not
+    UTC's."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture
@@ -219,10 +231,12 @@ def invoke():
 def tui_agent():
     """Run the CLI in a real subprocess (needed for crash points and TUI_AGENT_NOW)."""
 
-    def _run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    def _run(*args: str, env: dict | None = None, timeout: float = 60,
+             input: str | None = None) -> subprocess.CompletedProcess:   # input: its stdin (else none to read)
         full_env = {**os.environ, **(env or {})}
         return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True,
-                              env=full_env, timeout=timeout, cwd=ROOT)
+                              env=full_env, timeout=timeout, cwd=ROOT, input=input,
+                              stdin=subprocess.DEVNULL if input is None else None)
 
     return _run
 

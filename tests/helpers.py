@@ -16,13 +16,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlite_utils
 from conftest import ROOT
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.operate import start
 from tui_agent.report import beside, run_view, timeline_page
+from tui_agent.runtime import faults
 from tui_agent.runtime.clock import now
+from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.runtime.registry import Registry
 from tui_agent.runtime.worker import execute
 from tui_agent.screens.run import RunScreen
@@ -89,6 +92,22 @@ def work(store, registry, run_id, worker="w-test", lease_s=60.0):
     claim = claim_run(store, run_id, worker, lease_s, now())
     assert claim is not None, f"{run_id} was not claimable"
     return execute(store, registry, claim)
+
+
+def crashed_into_doubt(store, database, registry, clock, run_id: str):
+    """The run's send attempted and its worker gone before it recorded what came of it; the next worker finds
+    nothing that settles the key (no lookup, or its window past): the run waits for a person. Returns the store
+    opened again."""
+    faults.arm("after-attempted")
+    with pytest.raises(SimulatedCrash):
+        work(store, registry, run_id, lease_s=1)
+    faults.disarm()
+    store = open_store(database)
+    clock.advance(2)
+    taken_over(database, run_id)        # on PostgreSQL, the server's clock judges the lease: waited out
+    execute(store, registry, claim_run(store, run_id, "w-2", 60, now()))
+    assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("waiting", "reconcile")
+    return store
 
 
 SIZE = (120, 40)  # the terminal the TUI tests use unless they test a small one
@@ -273,6 +292,13 @@ def dump(db) -> list[str]:
         store.close()
 
 
+def portable(value, data_dir: str):
+    """A report with where the database keeps its artifacts (its own data folder, or artifact: for a table's rows)
+    written as <data>/: what legitimately differs between two copies of a run."""
+    text = json.dumps(value, sort_keys=True).replace('"artifact:', '"<data>/')
+    return json.loads(text.replace(json.dumps(data_dir)[1:-1], "<data>"))
+
+
 def data_dir(database: Path | str) -> Path:
     """The data folder of the database at `database` (a SQLite file, or a PostgreSQL URL), as its store names it:
     where agents keep their outbox, fetch log and keys (beside the file on SQLite, per machine under
@@ -328,3 +354,14 @@ def at_once(work: Callable[[], Any], count: int) -> list[Any]:
         thread.join()
     assert errors == [], errors
     return results
+
+
+class Recording:
+    """A store connection that notes each statement it runs (and runs it)."""
+
+    def __init__(self, conn):
+        self.conn, self.statements = conn, []
+
+    def execute(self, sql, params=()):
+        self.statements.append((sql, params))
+        return self.conn.execute(sql, params)

@@ -57,7 +57,7 @@ def test_show_json_shape(invoke):
     run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
     report = json.loads(_ok(invoke("show", run_id[:5], "--json")))
     assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals",
-                           "model_calls"}
+                           "model_calls", "imported"}
     assert report["model_calls"] == []  # hello asks no model
     assert report["run"]["id"] == run_id
     assert report["run"]["status"] == "succeeded"

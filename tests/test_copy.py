@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import registry_of, start_and_work
+from helpers import portable, registry_of, start_and_work
 
 from tui_agent import Agent, copying
 from tui_agent.copying import copy_database, open_source, open_target, tables
@@ -42,17 +42,10 @@ def _data_dir(where) -> str:
         store.close()
 
 
-def _portable(value, data_dir: str):
-    """A report with where the database keeps its artifacts (its own data folder, or artifact: for a server's
-    table) written as <data>/: the one thing that legitimately differs between two copies."""
-    text = json.dumps(value, sort_keys=True).replace('"artifact:', '"<data>/')
-    return json.loads(text.replace(json.dumps(data_dir)[1:-1], "<data>"))
-
-
 def _views(invoke, where, run_ids):
     data_dir = _data_dir(where)
-    return ({run: _portable(_json(invoke, where, "show", run), data_dir) for run in run_ids},
-            _portable(_json(invoke, where, "ls"), data_dir))
+    return ({run: portable(_json(invoke, where, "show", run), data_dir) for run in run_ids},
+            portable(_json(invoke, where, "ls"), data_dir))
 
 
 def _counts(where) -> dict[str, int]:
@@ -68,8 +61,22 @@ def test_every_table_of_the_schema_is_copied_and_meta_is_not():
     assert names[0] == "runs" and "meta" not in names
     # the journal is its two tables, each copied as it is (a run stopped inside its tail keeps it), not their view
     assert set(names) == {"runs", "checkpoints", "journal_rows", "effects", "workers", "approvals", "events",
-                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail"}
-    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices"}
+                          "schedules", "let_go", "model_calls", "request_parts", "notices", "journal_tail", "imported_runs",
+                          "kept_keys",   # the keys of removed runs: the ledger's promise goes with a copy
+                          "commands", "saved_filters"}
+    assert {t.name for t in tables() if t.identity} == {"effects", "approvals", "events", "notices", "commands", "saved_filters"}
+
+
+def test_every_column_of_every_table_is_copied_those_later_migrations_added_too(db_path):
+    """A migration that adds a column (runs.script, model_calls.usage) adds it to what is copied."""
+    open_store(db_path).close()
+    conn = sqlite3.connect(db_path)
+    try:
+        for table in tables():
+            assert table.columns == tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table.name})")), \
+                table.name
+    finally:
+        conn.close()
 
 
 def test_demo_database_to_postgres_and_back_reads_the_same(demo, pg_url, tmp_path, invoke):

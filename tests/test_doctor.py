@@ -19,7 +19,7 @@ from tui_agent import operate
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import doctor, open_store
 
-CHECKS = ["database", "tables", "integrity", "wal", "permissions", "data folder", "disk"]
+CHECKS = ["database", "tables", "integrity", "size", "largest runs", "wal", "permissions", "data folder", "disk"]
 
 
 def database_with_runs(path: Path, count: int = 300) -> None:

@@ -69,7 +69,8 @@ def no_faults():
 class World:
     """One database, one service and an agent whose single effect is configurable per test."""
 
-    def __init__(self, db_path, service, use_lookup=True, dedupe_ttl_s=None, lookup_ttl_s=24 * HOUR):
+    def __init__(self, db_path, service, use_lookup=True, dedupe_ttl_s=None, lookup_ttl_s=24 * HOUR,
+                 retry=RetryPolicy(3, base_s=0.001, cap_s=0.002)):
         self.db_path, self.service = db_path, service
         self.store = open_store(db_path)
         self.fences = []
@@ -86,7 +87,7 @@ class World:
                               dedupe_ttl_s=dedupe_ttl_s, lookup_ttl_s=lookup_ttl_s, service="fake")
             return {"sent": sent}
 
-        self.registry = registry_of(Agent(name="fx", run=agent_run, retry=RetryPolicy(3, base_s=0.001, cap_s=0.002)))
+        self.registry = registry_of(Agent(name="fx", run=agent_run, retry=retry))
 
     def start(self, key="report:2026-11-28:team"):
         return operate.start(self.store, self.registry, "fx", {"key": key})[0]
@@ -427,6 +428,35 @@ def test_asking_the_service_has_the_next_worker_look_the_key_up(db_path, clock):
     outcome = world.work(run_id, "w-3")
     assert outcome.status == "succeeded", "the service still had it"
     assert world.service.lookups == ["report:2026-11-28:team"] * 2
+
+
+PATIENT = RetryPolicy(3, base_s=0.001, cap_s=0.002, patience_s=60.0)
+
+
+def test_a_lookup_that_cannot_reach_its_service_is_asked_again_within_the_patience(db_path, clock):
+    service = Service()
+    world = World(db_path, service, retry=PATIENT)
+    run_id = world.start()
+    world.crash(run_id, "after-do")
+    service.lookup_down = 2        # the network is away for two tries, then back
+    clock.advance(31)
+    assert world.work(run_id, "w-2").status == "succeeded"
+    assert service.lookups == ["report:2026-11-28:team"] * 3 and service.delivered == ["report:2026-11-28:team"]
+    assert world.effect(run_id)["state"] == "confirmed"
+    asked_again = [m for m in world.messages(run_id) if "asking the service again" in m]
+    assert len(asked_again) == 2 and "ConnectionError: lookup service unreachable" in asked_again[0], asked_again
+
+
+def test_a_lookup_unreachable_past_the_patience_waits_for_a_person(db_path, clock):
+    service = Service()
+    world = World(db_path, service, retry=PATIENT)
+    run_id = world.start()
+    world.crash(run_id, "after-do")
+    service.lookup_down = 1
+    clock.advance(61)              # the attempt is older than the patience: the lookup is not asked again
+    assert world.work(run_id, "w-2").status == "waiting"
+    assert "has not reached its service for 1m, past the retry policy's patience" in world.messages(run_id)[-1]
+    assert service.lookups == ["report:2026-11-28:team"] and service.delivered == ["report:2026-11-28:team"]
 
 
 def test_abandoning_cancels_the_run_and_keeps_the_doubt_on_record(db_path, clock):

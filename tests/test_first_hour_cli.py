@@ -387,7 +387,7 @@ def test_the_readme_keys_table_has_every_key_of_the_run_runs_and_schedules_scree
     from tui_agent.screens.runs import RunsScreen
     from tui_agent.screens.schedules import SchedulesScreen
 
-    shown = {"question_mark": "?", "slash": "/", "plus": "+"}
+    shown = {"question_mark": "?", "slash": "/", "plus": "+", "asterisk": "*"}
     keys = _readme_keys()
     for screen in (TuiAgentApp, RunsScreen, RunScreen, SchedulesScreen):
         for binding in screen.BINDINGS:

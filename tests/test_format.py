@@ -17,6 +17,7 @@ from tui_agent.format import (
     count,
     countdown,
     duration_ms,
+    file_size,
     in_zone,
     minutes_ago,
     pace,
@@ -107,6 +108,12 @@ def test_zoned_shows_the_year_only_when_not_this_one():
                                               (0.0005, "$0.0005"), (0.00123, "$0.0012"), (0.0100, "$0.01")])
 def test_usd_keeps_cents_from_a_cent_and_four_places_below(value, shown):
     assert usd(value) == shown
+
+
+@pytest.mark.parametrize(("size", "shown"), [(0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (16_234_567, "16.2 MB"),
+                                            (3_000_000_000, "3.0 GB")])
+def test_file_size_counts_in_powers_of_a_thousand(size, shown):
+    assert file_size(size) == shown
 
 
 def test_usd_narrow_and_cost():

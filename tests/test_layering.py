@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
 # Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
 ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
           "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",
-          "safe_text.py"]
+          "safe_text.py", "exports.py", "worktrees.py", "filters.py"]
 TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.widgets"]
 
 

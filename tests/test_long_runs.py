@@ -175,7 +175,7 @@ def test_show_json_streams_every_step_in_bounded_memory(long_run):
     out, peak_mb = finished(cli(db, "show", run_id, "--json"))
     report = json.loads(out)
     assert list(report) == ["run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals",
-                            "model_calls"]
+                            "model_calls", "imported"]
     assert [s["position"] for s in report["steps"]] == list(range(STEPS))
     assert report["journal"][STEPS - 1] == {**report["journal"][STEPS - 1], "name": f"s{STEPS - 1}",
                                             "result": (STEPS - 1) * 2}

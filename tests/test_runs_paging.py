@@ -8,11 +8,12 @@ import itertools
 from pathlib import Path
 
 import pytest
-from helpers import screen_of, shown_ids, tui
+from helpers import Recording, screen_of, shown_ids, tui
 
 import tui_agent.screens.runs as runs_screen
 from tui_agent.states import Reason, RunStatus, needs_person
 from tui_agent.store import open_store
+from tui_agent.filters import Filter
 from tui_agent.store.runs import insert_run, runs_page
 
 # (status, reason) in turn: parked and waiting for approval need a person, sleeping and the rest do not
@@ -74,7 +75,7 @@ def test_paging_by_cursor_gives_every_run_once_newest_first(big, size, wanted, s
     store = open_store(path)
     try:
         expected = newest_first(runs, in_section(wanted, status))
-        got = paged(store, size, needs_person=wanted, status=status)
+        got = paged(store, size, needs_person=wanted, where=Filter(statuses=(status,) if status else ()))
     finally:
         store.close()
     assert len(got) == len(set(got))
@@ -86,11 +87,12 @@ def test_paging_with_a_text_filter(big):
     path, runs = big
     store = open_store(path)
     try:
-        got = paged(store, 9, text="approv")            # matches the reason `approval`
+        approv = Filter(words=("APPROV",))              # matches the reason `approval`, case aside
+        got = paged(store, 9, where=approv)
         assert got == newest_first(runs, lambda run: run["reason"] == Reason.APPROVAL)
         assert got
-        assert paged(store, 11, text="approv", needs_person=True) == got
-        assert paged(store, 11, text="approv", needs_person=False) == []
+        assert paged(store, 11, where=approv, needs_person=True) == got
+        assert paged(store, 11, where=approv, needs_person=False) == []
     finally:
         store.close()
 
@@ -107,17 +109,6 @@ def test_a_cursor_inside_a_tie_gives_the_rest_of_the_tie(tmp_path):
         assert runs_page(store, limit=100, before=(7.0, "")) == []
     finally:
         store.close()
-
-
-class Recording:
-    """A store connection that notes each statement it runs (and runs it)."""
-
-    def __init__(self, conn):
-        self.conn, self.statements = conn, []
-
-    def execute(self, sql, params=()):
-        self.statements.append((sql, params))
-        return self.conn.execute(sql, params)
 
 
 @pytest.mark.parametrize("wanted", [True, False, None])

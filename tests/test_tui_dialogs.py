@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import key, open_run, opened, select, tui, work
+from helpers import key, open_run, opened, screen_of, select, tui, work
 from textual.errors import NoWidget
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, OptionList, RadioButton, RadioSet
@@ -36,11 +36,14 @@ from tui_agent.screens.help import HelpScreen
 from tui_agent.screens.modals import (
     ApproveModal,
     BudgetModal,
+    BulkModal,
     ConfirmModal,
     GotoModal,
     NewRunModal,
     PredictModal,
     ReconcileModal,
+    RuleModal,
+    SaveFilterModal,
 )
 from tui_agent.screens.palette import RunCommands
 from tui_agent.screens.replay import DivergenceModal
@@ -148,6 +151,23 @@ async def divergence(demo):
         yield app, pilot
 
 
+@asynccontextmanager
+async def rule(demo):
+    """The harness's rule dialog (`u` opens it on a harness run that waits; the demo has none)."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        app.push_screen(RuleModal())
+async def saving_a_filter(demo):
+    """The runs list filtered, then "Save the filter" (the palette's command) asks its name."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        screen_of(app).apply_filter("status:waiting agent:nightly-report since:3d cost>:0.0001")
+        await pilot.pause()
+        screen_of(app).save_filter()
+        await pilot.pause()
+        yield app, pilot
+
+
 CASES = [
     Case("reconcile", ReconcileModal, on_runs("c", role="outcome unknown")),
     Case("abandon asks", ConfirmModal, on_runs("c", "down", "down", "enter", "tab", "tab", "enter",
@@ -157,6 +177,7 @@ CASES = [
     Case("deny asks", ConfirmModal, on_runs("a", "down", "enter", "tab", "enter", role="waiting for approval")),
     Case("cancel asks", ConfirmModal, on_runs("x", role="waiting for approval")),
     Case("budget", BudgetModal, on_runs("b", role="parked on cost")),
+    Case("marked runs", BulkModal, on_runs("space", "space", "space", "asterisk", "x", role="outcome unknown")),
     Case("new run", NewRunModal, on_runs("n")),
     Case("help", HelpScreen, on_runs("question_mark")),
     Case("kill asks", ConfirmModal, on_runs("w", "K", before=with_a_worker_here)),
@@ -166,6 +187,8 @@ CASES = [
     Case("go to", GotoModal, on_run("succeeded", "g")),
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
+    Case("harness rule", RuleModal, rule),
+    Case("save a filter", SaveFilterModal, saving_a_filter),
     Case("simulator predict", PredictModal, in_simulator("p")),
     Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(saving="steps", key="saved",
                                                                                   after_crash="ask-person"))),

@@ -233,3 +233,16 @@ def test_the_diff_of_a_fork_and_its_parent(snapshot_roles, snap_compare):
 
     assert snap_compare(TuiAgentApp("runs.db", poll_s=None), run_before=_diff_of_a_fork(snapshot_roles),
                         press=["n"], terminal_size=(120, 40))
+
+
+async def test_a_stored_request_that_cannot_be_read_shows_as_null_in_the_header(forked):
+    # As an older tui-agent could have left it: a request nested past what Python's parser can read.
+    path, parent, child, _ = forked
+    deep = "[" * 1200 + "]" * 1200
+    async with tui(path) as (app, pilot):
+        with app.store.write() as conn:
+            conn.execute("UPDATE runs SET request = ? WHERE id = ?", (deep, parent))
+        app.push_screen(DiffScreen(parent, child))
+        await settle(app, pilot, lambda: app.screen.searched)
+        header = shown(app, "#diff-header")
+        assert f"A {parent}" in header and f"B {child}" in header and "null" in header, header

@@ -235,10 +235,11 @@ async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
 async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_worker_and_att_first(demo):
     async with tui(demo[0], size=(140, 30)) as (app, pilot):
         await pilot.pause()
-        assert columns(app) == ["id", "agent", "status", "step", "att", "worker", "budget", "burn", "age"]
-        await pilot.resize_terminal(120, 30)    # the running run's BURN sparkline takes WORKER's room first
+        assert columns(app) == ["id", "agent", "status", "step", "att", "worker", "cost", "tokens", "budget", "burn",
+                                "age"]
+        await pilot.resize_terminal(120, 30)    # then ATT and TOKENS go, the running run's BURN sparkline stays
         await pilot.pause()
-        assert columns(app) == ["id", "agent", "status", "step", "att", "budget", "burn", "age"]
+        assert columns(app) == ["id", "agent", "status", "step", "cost", "budget", "burn", "age"]
         wide = footer_keys(app.screen)
         assert all(wide.values())
         # the run actions go first (the strip names the key for the selected run): at 120, `a` before the Simulator
@@ -246,7 +247,7 @@ async def test_at_80x24_every_screen_keeps_quit_and_help_and_the_table_drops_wor
 
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert columns(app) == ["id", "agent", "status", "step", "budget", "age"]
+        assert columns(app) == ["id", "agent", "status", "step", "cost", "age"]
         narrow = footer_keys(app.screen)
         assert all(narrow[k] for k in ("q", "question_mark", "w", "s", "slash", "n", "m")), narrow
 

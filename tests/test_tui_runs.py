@@ -202,7 +202,7 @@ async def test_slash_filters_by_status_and_escape_clears(demo):
         await pilot.press(*"status:failed", "enter")
         await pilot.pause()
         assert shown_ids(app) == [roles["failed"]]
-        assert "filter: failed" in str(screen_of(app).query_one("#summary").content)
+        assert "filter: status:failed" in str(screen_of(app).query_one("#summary").content)
         assert roles["failed"] in strip(app)
         await key(pilot, "escape")
         assert len(shown_ids(app)) == len(roles)
@@ -242,7 +242,7 @@ async def test_a_refresh_with_the_same_runs_updates_cells_in_place(demo, monkeyp
     from tui_agent.messages import DataChanged
 
     db, roles = demo
-    async with tui(db) as (app, pilot):
+    async with tui(db, size=(140, 40)) as (app, pilot):     # wide enough for the ATT column
         await pilot.pause()
         screen = screen_of(app)
         table = screen.query_one("DataTable")

@@ -14,11 +14,28 @@ from typing import Any
 
 import click
 
-from . import notify, operate, output_file
+from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
-from .format import COST_UNKNOWN, age, ago, bar, claimable, held_by, in_zone, pace, skew, usd_exact
+from .format import (
+    COST_UNKNOWN,
+    age,
+    ago,
+    bar,
+    claimable,
+    count,
+    file_size,
+    held_by,
+    in_zone,
+    pace,
+    skew,
+    spent,
+    tokens,
+    usd,
+    usd_exact,
+)
 from .models import Unresolved
+from .models.pricing import PRICES_DATE
 from .operate import start as start_run
 from .report import (
     REPORT_KEYS,
@@ -32,12 +49,13 @@ from .report import (
     retry_wait,
     run_view,
     runs_listing,
+    saved_filters_report,
     schedules_report,
     step_ends,
     steps_of,
     workers_report,
 )
-from .runtime.clock import now, parse_instant
+from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label
@@ -56,6 +74,8 @@ from .runtime.worker import (
     worker_name,
 )
 from .safe_text import json_text, one_line, visible
+from .spend import BY
+from .spend import report as spend_report
 from .states import (
     EXIT_ENVIRONMENT,
     EXIT_NOT_SUCCEEDED,
@@ -70,10 +90,11 @@ from .states import (
 )
 from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
 from .store.base import on_server
+from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
-from .store.runs import claim_run, get_run, resolve_run
+from .store.runs import claim_run, each_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
 from .store.workers import release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
@@ -290,10 +311,18 @@ model_option = click.option("--model", default="default", show_default=True, typ
 def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _ = start_run(session.store, session.registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    store = session.store
+    run_id, created = start_run(store, session.registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        echo(f"tui-agent: {_removed_by_prune(key, run_id)}", err=True)
     echo(run_id)
     return EXIT_OK
+
+
+def _removed_by_prune(key: str | None, run_id: str) -> str:
+    return f"run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass another key for a " \
+        "new run)"
 
 
 PROGRESS_CHARS = 200   # of the progress line, which a long step name must not wrap (\r rewrites one line only)
@@ -368,8 +397,10 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
     store, registry = session.store, session.registry
-    run_id, _ = start_run(store, registry, agent, _parse_input(input_text), key, model,
-                          operate.parse_budget(budget_specs, "--budget"))
+    run_id, created = start_run(store, registry, agent, _parse_input(input_text), key, model,
+                                operate.parse_budget(budget_specs, "--budget"))
+    if not created and not run_exists(store, run_id):
+        raise UserError(_removed_by_prune(key, run_id))   # its result went with it: nothing to show or work
     script = registry.get(agent).script
     spec = Unresolved(script).resolve() if model == "default" else model  # what this process will resolve it to
     if (spec or "").startswith("scripted") and script is not None:
@@ -543,9 +574,68 @@ def _print_diagnosis(found: Diagnosis) -> None:
     echo("healthy" if not failed else f"not healthy: {', '.join(dict.fromkeys(failed))}")
 
 
+def many_options(command):
+    """`--where FILTER`, `--dry-run` and `--yes`: an action on every run the filter words select."""
+    for option in reversed((
+            click.option("--where", default=None, type=TEXT, metavar="FILTER",
+                         help="Instead of RUN: every run these filter words select, as the TUI's filter takes them "
+                              "(\"status:queued agent:hello since:3d\"), each decided in its own transaction."),
+            click.option("--dry-run", is_flag=True, help="With --where: say which runs it would act on, and why not "
+                                                         "on the others; change nothing."),
+            click.option("--yes", is_flag=True, help="With --where: act without asking first (for scripts)."))):
+        command = option(command)
+    return command
+
+
+def _many(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> bool:
+    """Whether the command acts on the runs --where selects (True) or on RUN; a usage error when it is unclear."""
+    context = click.get_current_context()
+    if where is None:
+        if run_ref is None:
+            raise click.UsageError("name a RUN, or choose runs with --where FILTER", context)
+        if dry_run or yes:
+            raise click.UsageError("--dry-run and --yes go with --where FILTER", context)
+        return False
+    if run_ref is not None:
+        raise click.UsageError("give a RUN or --where FILTER, not both", context)
+    return True
+
+
+def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
+    """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
+    some were refused, each named on a line of its own under the summary."""
+    chosen = filters.parse(where)
+    store = session.existing_store
+    run_ids = [run["id"] for run in each_run(store, chosen, now())]
+    if not run_ids:
+        echo(f"no run matches {str(chosen)!r}; nothing to do")
+        return EXIT_OK
+    preview = operate.bulk_preview(store, run_ids, (action,))[action]
+    would = f"{action} {len(preview.done)} of the {len(run_ids)} run{'s' * (len(run_ids) != 1)} matching " \
+            f"{chosen.words!r}"
+    if dry_run:
+        echo(f"would {would}" + (":" if preview.done else ""))
+        for run_id in preview.done:
+            echo(f"  {run_id}")
+        if preview.refused:
+            echo(f"{len(preview.refused)} would be refused:")
+            for line in preview.refused:
+                echo(f"  {line}")
+        return EXIT_OK
+    refused = f" ({len(preview.refused)} would be refused)" if preview.refused else ""
+    if not yes and not _asked_first(f"{would}{refused}?", f"--where selects {len(run_ids)} runs; pass --yes to "
+                                    f"{action} them without a question, or --dry-run to see which"):
+        return EXIT_OK
+    decided = operate.bulk(store, action, run_ids, note)
+    echo(decided.summary())
+    for line in decided.refused:
+        echo(f"  {line}")
+    return EXIT_NOT_SUCCEEDED if decided.refused else EXIT_OK
+
+
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
-@click.argument("effect_ref", metavar="EFFECT", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("effect_ref", metavar="EFFECT", type=TEXT, required=False)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
               help="It did not happen: do it again, same key.")
@@ -555,13 +645,23 @@ def _print_diagnosis(found: Diagnosis) -> None:
 @click.option("--result", "result_text", default=None, type=VERBATIM, metavar="JSON",
               help="With --happened: what it returned, e.g. '{\"message_id\": \"<...>\"}'.")
 @note_option
+@many_options
 @click.pass_obj
-def reconcile(session: Session, run_ref: str, effect_ref: str, decisions: tuple[str, ...], result_text: str | None,
-              note: str | None) -> int:
-    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position)."""
+def reconcile(session: Session, run_ref: str | None, effect_ref: str | None, decisions: tuple[str, ...],
+              result_text: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
+    """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position). With
+    --where FILTER instead of RUN EFFECT, --ask for each selected run's last effect in doubt."""
     decision = _one_decision(decisions)
     if result_text is not None and decision != "happened":
         raise UserError("--result goes with --happened only")
+    if _many(run_ref, where, dry_run, yes):
+        if decision != "ask" or effect_ref is not None:
+            raise click.UsageError("--where goes with --ask alone: whether an effect happened is decided one run "
+                                   "at a time (tui-agent reconcile RUN EFFECT --happened | --not-done | --abandon)",
+                                   click.get_current_context())
+        return _bulk(session, "reconcile-ask", where, dry_run, yes, note)
+    if effect_ref is None:
+        raise click.UsageError("name the EFFECT after the RUN (its name, or its position)", click.get_current_context())
     store = session.existing_store
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
@@ -593,45 +693,63 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
+@many_options
 @click.pass_obj
-def approve(session: Session, run_ref: str, deny: bool, note: str | None) -> int:
+def approve(session: Session, run_ref: str | None, deny: bool, note: str | None, where: str | None, dry_run: bool,
+            yes: bool) -> int:
     """Answer the approval a run waits for; the run goes on with the answer."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "deny" if deny else "approve", where, dry_run, yes, note)
     run_id = operate.approve(session.existing_store, run_ref, deny, note)
     echo(f"{run_id}: {operate.answered(deny)}")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def park(session: Session, run_ref: str, note: str | None) -> int:
+def park(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
     """Stop a run so a person can look at it; resume continues it."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "park", where, dry_run, yes, note)
     echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @note_option
+@many_options
 @click.pass_obj
-def cancel(session: Session, run_ref: str, note: str | None) -> int:
+def cancel(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
+           yes: bool) -> int:
     """End a run for good."""
+    if _many(run_ref, where, dry_run, yes):
+        return _bulk(session, "cancel", where, dry_run, yes, note)
     echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
     return EXIT_OK
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
+@many_options
 @click.pass_obj
-def resume(session: Session, run_ref: str, restart: bool, budget_specs: tuple[str, ...]) -> int:
+def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: tuple[str, ...], where: str | None,
+           dry_run: bool, yes: bool) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
     retry tries again now."""
+    if _many(run_ref, where, dry_run, yes):
+        if restart or budget_specs:
+            raise click.UsageError("--where resumes runs where they stopped; --restart and --budget take one RUN",
+                                   click.get_current_context())
+        return _bulk(session, "resume", where, dry_run, yes, None)
     limits = operate.parse_budget(budget_specs, "--budget")
     store = session.existing_store
     before = get_run(store, resolve_run(store, run_ref))
@@ -740,6 +858,32 @@ def db_migrate(session: Session, where: str | None) -> int:
     return EXIT_OK
 
 
+@db_group.command("vacuum")
+@click.option("--yes", is_flag=True, help="Rewrite without asking first.")
+@click.pass_obj
+def db_vacuum(session: Session, yes: bool) -> int:
+    """Give a SQLite file's free pages back to the file system: a file made with incremental auto-vacuum (every new
+    one) in short batches; an older one by rewriting it with it (VACUUM), which holds the write lock for the whole
+    rewrite, so every worker waits, and needs the file's size free twice more (the temporary folder and the
+    database's own); asks first."""
+    store = session.existing_store
+    if on_server(store.conn):
+        echo("nothing to do on PostgreSQL: the server's autovacuum reuses the space that prune frees")
+        return EXIT_OK
+    space = prune_runs.free_space(store)
+    if not space["incremental"] and not yes:
+        question = (f"rewrite {store.path} ({_size(space['file_bytes'])}, {_size(space['free_bytes'])} free inside) "
+                    "with incremental auto-vacuum? Every writer waits until it is done")
+        if not _asked_first(question, "db vacuum rewrites the whole file holding the write lock; pass --yes to do "
+                            "it without a question"):
+            return EXIT_OK
+    done = operate.vacuum(store)
+    before, after = done["before"], done["after"]
+    echo(f"{store.path}: {_size(before['file_bytes'])} before, {_size(after['file_bytes'])} now"
+         + ("" if before["incremental"] else "; it gives the pages prune frees back by itself from now on"))
+    return EXIT_OK
+
+
 def _print_places(store: Store) -> None:
     """Where a store keeps what is not rows: artifacts for every machine, the agents' data per machine."""
     root = artifacts.folder(store)
@@ -807,15 +951,322 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
             counts = copy_database(source, target, progress)
             if shown["any"] and shown["tty"]:
                 sys.stderr.write("\r\x1b[2K")
-            runs = counts.pop("runs")
-            kept = counts.pop("artifacts")
-            missing = counts.pop("missing artifacts", 0)
-            parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
-                     if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
-            echo(f"copied {runs:,} run{'s' * (runs != 1)} ({', '.join(parts)}) from {source.path} to "
-                 f"{target.path} in {time.monotonic() - started:.1f} s")
+            echo(f"copied {_counted(counts)} from {source.path} to {target.path} in "
+                 f"{time.monotonic() - started:.1f} s")
     finally:
         source.close()
+    return EXIT_OK
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """What a copy, an export or an import wrote (copying.Tally.counts): `3 runs (40 journal entries, ...)`."""
+    counts = dict(counts)
+    runs, kept, missing = counts.pop("runs"), counts.pop("artifacts"), counts.pop("missing artifacts", 0)
+    parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()
+             if n] + [f"{kept:,} artifacts"] + ([f"{missing:,} missing artifacts"] if missing else [])
+    return f"{runs:,} run{'s' * (runs != 1)} ({', '.join(parts)})"
+
+
+def _with_ancestry(carried) -> str:
+    """`r-a and r-b (and r-c, which they were forked from)`: the runs an export or an import carried."""
+    named = " and ".join(carried.named)
+    if not carried.ancestry:
+        return named
+    return f"{named} (and {', '.join(carried.ancestry)}, which {'they were' if len(carried.named) > 1 else 'it was'}" \
+           " forked from)"
+
+
+@cli.command("export")
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT)
+@click.option("-o", "--output", required=True, metavar="FILE", type=click.Path(dir_okay=False),
+              help="The SQLite file to write (a new one; --force replaces one that exists).")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
+@click.pass_obj
+def export_command(session: Session, run_refs: tuple[str, ...], output: str, force: bool) -> int:
+    """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
+    their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
+    replay, fork), and tui-agent import FILE loads it into another database."""
+    from .exports import export_runs
+
+    done = export_runs(session.existing_store, run_refs, output, force)
+    echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
+         f"{output} show {done.named[0]}, or load it elsewhere with tui-agent import {output}")
+    return EXIT_OK
+
+
+@cli.command("import")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--adopt", is_flag=True, help="Take the runs over (each ended or parked in FILE): they are this "
+              "database's from now on, and their source must not resume them.")
+@click.pass_obj
+def import_command(session: Session, file: str, adopt: bool) -> int:
+    """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
+    are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
+    an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
+    from .exports import open_export
+
+    source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
+    try:
+        done = operate.import_export(session.store, source, meta, file, adopt)
+    finally:
+        source.close()
+    echo(f"imported {_with_ancestry(done)} from {file} (exported from {done.source} at {iso(done.exported_at)}) into "
+         f"{session.store.path}: {_counted(done.counts)}; " + (
+             f"taken over: resume or fork {' and '.join(done.adopted)} here; {done.source} must not resume "
+             f"{'them' if len(done.adopted) > 1 else 'it'} (both would do the pending effects)" if done.adopted else
+             f"to read, diff, replay and fork here, never to resume ({done.source} may still run them); fork one "
+             "to go on here"))
+    return EXIT_OK
+
+
+@cli.command("worktrees")
+@click.option("--clean", is_flag=True, help="Remove the worktrees whose runs have all ended, after asking (their "
+              "branches stay, so a merged branch can then be deleted with git branch -d).")
+@click.option("--yes", is_flag=True, help="With --clean: remove them without asking (for scripts).")
+@json_option("An array, one object per worktree: worktree, repo, branch, onto, merged, size_bytes, locked, run, "
+             "agent, status, reason, runs, removable")
+@click.pass_obj
+def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -> int:
+    """List the git worktrees the coding agents made (any agent whose run records one), with the run working in each,
+    its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
+    those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
+    ended run (changes no commit holds, a lock)."""
+    from .worktrees import listing
+
+    store = session.existing_store
+    trees = listing(store)
+    if clean:
+        return _clean_worktrees(store, trees, yes)
+    if as_json:
+        _json_out([tree.as_json() for tree in trees])
+        return EXIT_OK
+    if not trees:
+        echo("no worktree of a coding agent's run (patch and refactor-imports make one in a git repository)")
+        return EXIT_OK
+    rows = [(tree.run["id"], tree.run["agent"], tree.branch or "(detached)",
+             tree.run["status"] + (f": {tree.run['reason']}" if tree.run["reason"] else ""),
+             {True: "yes", False: "no", None: "-"}[tree.merged], file_size(tree.size), tree.path) for tree in trees]
+    _table((("RUN", 11), ("AGENT", 16), ("BRANCH", max(len(row[2]) for row in rows)),
+            ("STATE", max(len(row[3]) for row in rows)), ("MERGED", 6), ("SIZE", -9), ("WORKTREE", 0)), rows)
+    return EXIT_OK
+
+
+def _clean_worktrees(store, trees: list, yes: bool) -> int:
+    """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
+    remove each as operate.clean_worktrees decides it again."""
+    from .worktrees import branch_advice, why_not_remove
+
+    if not trees:
+        echo("no worktree of a coding agent's run is left")
+        return EXIT_OK
+    going = [tree for tree in trees if why_not_remove(tree) is None]
+    kept = [(tree, why_not_remove(tree)) for tree in trees if tree not in going]
+    if going and not yes:
+        for tree in going:
+            echo(f"to remove: {tree.path} ({tree.run['id']} {tree.run['status']}, {file_size(tree.size)}; its branch "
+                 f"{tree.branch or '(none)'} stays)")
+        question = f"Remove {len(going)} worktree(s), {file_size(sum(tree.size for tree in going))} in all?"
+        try:
+            if not click.confirm(question, default=False, err=True):
+                echo("nothing was removed")
+                going = []
+        except click.Abort:   # no answer to read (a script): nothing is removed unasked
+            raise UserError(f"--clean would remove {len(going)} worktree(s) and read no answer; nothing was "
+                            "removed; add --yes to remove them without asking") from None
+    done = operate.clean_worktrees(store, going) + kept
+    for tree, why in done:
+        echo(f"removed {tree.path} ({tree.run['id']} {tree.run['status']}); {branch_advice(tree)}" if why is None
+             else f"kept {tree.path}: {why}")
+    ended_but_kept = [tree for tree, why in done if why and all(r["status"] in TERMINAL for r in tree.runs)]
+    return EXIT_NOT_SUCCEEDED if ended_but_kept else EXIT_OK
+
+
+@cli.command()
+@click.option("--repo", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="The repository (any folder in it); default: every one this database's coding runs worked in.")
+@json_option("An array of pull requests: repo, number, state, branch, base, head, title, body, key, opened_at, "
+             "closed_at (when closed)")
+@click.pass_obj
+def pulls(session: Session, repo: str | None, as_json: bool) -> int:
+    """List the pull requests on the local git host (what patch opens, kept in the repository's
+    .git/tui-agent/pulls.json), oldest first."""
+    from .worktrees import pulls as pulls_of, repositories
+
+    repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
+    try:
+        found = pulls_of(repos)
+    except ValueError as e:
+        raise UserError(f"--repo {repo}: {e}" if repo else str(e)) from None
+    if as_json:
+        _json_out([{k: iso(v) if k in ("opened_at", "closed_at") else v for k, v in pr.items()} for pr in found])
+        return EXIT_OK
+    if not found:
+        echo(f"no pull request in {repo}" if repo else "no pull request: no coding run of this database opened one "
+             "(--repo DIR names a repository)")
+        return EXIT_OK
+    at = now()
+    many = len({pr["repo"] for pr in found}) > 1
+    _table((("#", -4), ("STATE", 6), ("BRANCH", max(len(pr["branch"]) for pr in found)), ("BASE", 10), ("HEAD", 12), ("OPENED", -10),
+            *([("REPO", 30)] * many), ("TITLE", 0)),
+           [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
+             ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
+    return EXIT_OK
+
+
+@cli.command("prune")
+@click.option("--older-than", "older_than", required=True, type=TEXT, metavar="SPAN",
+              help="Remove runs that ended longer ago than this: 30d, 12h, 2w.")
+@click.option("--status", "statuses", default=",".join(prune_runs.PRUNABLE), show_default=True, type=TEXT,
+              metavar="STATUS,...", help="Which ended runs (comma-separated).")
+@click.option("--keep-last", type=Whole(min=0), default=None, metavar="N",
+              help="Keep the N newest of these runs of each agent, however old.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed and kept; change nothing.")
+@click.option("--yes", is_flag=True, help="Remove without asking first (for scripts and timers).")
+@json_option("One JSON object: what was removed (or would be) and what was kept")
+@click.pass_obj
+def prune_command(session: Session, older_than: str, statuses: str, keep_last: int | None, dry_run: bool, yes: bool,
+                  as_json: bool) -> int:
+    """Remove ended runs with their journal, events, effects, model calls, request parts, approvals, notices and
+    artifacts, in short batches that let running workers' commits through. The keys of their confirmed effects
+    and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run
+    that has not ended, one a fork still needs, one with an effect in doubt."""
+    chosen = operate.prune_plan(session.existing_store, filters.parse_span(older_than, "--older-than"),
+                                prune_runs.chosen_statuses(statuses), keep_last)
+    store = session.existing_store
+    what = _pruning_said(chosen)
+    if dry_run or not chosen.remove:
+        if as_json:
+            _json_out(_plan_json(chosen))
+        else:
+            echo((f"would remove {what}" if chosen.remove else f"nothing to remove: {what}") + _kept_said(chosen.kept))
+        return EXIT_OK
+    if not yes and not _asked_first(f"remove {what}{_kept_said(chosen.kept)}?", f"prune would remove "
+                                    f"{len(chosen.remove)} runs; pass --yes to remove them without a question, or "
+                                    "--dry-run to see what it would remove"):
+        return EXIT_OK
+    done = operate.prune(store, chosen, _pruning_progress(len(chosen.remove)))
+    if as_json:
+        _json_out({**_plan_json(chosen), "removed": dict(done.removed), "stayed": dict(done.stayed),
+                   "kept_keys": done.keys, "artifact_bytes": done.artifact_bytes, "batches": done.batches,
+                   "longest_hold_s": round(done.longest_hold_s, 4), "vacuum": done.vacuum})
+        return EXIT_OK
+    removed = sum(done.removed.values())
+    files = f" and {_size(done.artifact_bytes)} of artifact files" if done.artifact_bytes else ""
+    keys = (f"; {done.keys:,} key{'s' * (done.keys != 1)} kept, so a later run with the same meaning still finds "
+            "them" if done.keys else "")
+    echo(f"removed {removed:,} run{'s' * (removed != 1)}{_by_status(done.removed)}{files}{keys}; {done.batches:,} "
+         f"batches, the longest held the write lock {done.longest_hold_s * 1000:.0f} ms")
+    if done.stayed:
+        echo(f"{sum(done.stayed.values())} changed before their turn and stay ("
+             + ", ".join(f"{n} {_STAYED[why]}" for why, n in done.stayed.items()) + ")")
+    if done.vacuum is not None:
+        echo(_vacuum_said(done.vacuum))
+    return EXIT_OK
+
+
+_KEPT = {"newest": "the newest of their agent (--keep-last)", "fork": "a fork still needs",
+         "doubt": "with an effect in doubt (reconcile it first)"}
+_STAYED = {"changed": "resumed or no longer as chosen", "fork": "forked meanwhile", "doubt": "now in doubt"}
+
+
+def _by_status(counts) -> str:
+    return f" ({', '.join(f'{n:,} {status}' for status, n in counts.most_common())})" if counts else ""
+
+
+def _pruning_said(chosen) -> str:
+    count = len(chosen.remove)
+    if not count:
+        return f"no {' or '.join(chosen.chosen)} run ended before {clock_time(chosen.cutoff)}"
+    return f"{count:,} run{'s' * (count != 1)} that ended before {clock_time(chosen.cutoff)}{_by_status(chosen.statuses)}"
+
+
+def _kept_said(kept) -> str:
+    return f"; kept: {', '.join(f'{n:,} {_KEPT[why]}' for why, n in kept.items())}" if kept else ""
+
+
+def _asked_first(question: str, refusal: str) -> bool:
+    """Whether the person at the terminal says yes to `question` (on stderr, no by default; "nothing changed" when
+    not). Off a terminal nobody can answer, so the action is refused with `refusal`, which names --yes."""
+    if not sys.stdin.isatty():
+        raise UserError(refusal)
+    if click.confirm(question, default=False, err=True):
+        return True
+    echo("nothing changed", err=True)
+    return False
+
+
+def _plan_json(chosen) -> dict:
+    return {"cutoff": iso(chosen.cutoff), "statuses": list(chosen.chosen), "remove": chosen.remove,
+            "by_status": dict(chosen.statuses), "kept": dict(chosen.kept)}
+
+
+def _pruning_progress(total: int) -> Callable | None:
+    """`removing: N of M runs` rewritten on a terminal at most twice a second; nothing into a pipe."""
+    if not sys.stderr.isatty():
+        return None
+    shown = {"at": time.monotonic() + 1.0}
+
+    def progress(done) -> None:
+        if time.monotonic() >= shown["at"]:
+            shown["at"] = time.monotonic() + 0.5
+            sys.stderr.write(f"\r\x1b[2Kremoving: {sum(done.removed.values()):,} of {total:,} runs")
+            sys.stderr.flush()
+    return progress
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.1f} KiB" if count >= 1024 else \
+        f"{count:.0f} B"
+
+
+def _vacuum_said(space: dict) -> str:
+    if space["incremental"]:
+        return f"gave {_size(space['returned_bytes'])} back to the file system (the file is {_size(space['file_bytes'])})"
+    return (f"{_size(space['free_bytes'])} are free inside the file, which was made without incremental auto-vacuum "
+            "(by an older tui-agent): tui-agent db vacuum gives them back (it rewrites the file, holding the write "
+            "lock throughout)")
+
+
+
+
+@cli.group("filter")
+def filter_group() -> None:
+    """Saved filters: a name for the words of a filter (status:failed agent:NAME since:3d ...), which the TUI's
+    palette offers on the runs list."""
+
+
+@filter_group.command("save")
+@click.argument("name", type=TEXT)
+@click.argument("words", type=TEXT)
+@click.pass_obj
+def filter_save(session: Session, name: str, words: str) -> int:
+    """Keep WORDS (one argument: quote them) under NAME, replacing what NAME held."""
+    echo(operate.save_filter(session.store, name, words))
+    return EXIT_OK
+
+
+@filter_group.command("ls")
+@json_option("A JSON array")
+@click.pass_obj
+def filter_ls(session: Session, as_json: bool) -> int:
+    """List the saved filters."""
+    shown = saved_filters_report(session.existing_store)
+    if as_json:
+        _json_out(shown)
+        return EXIT_OK
+    if not shown:
+        echo("no saved filters; save one with: tui-agent filter save NAME 'status:failed since:3d'")
+        return EXIT_OK
+    _table((("NAME", 20), ("WORDS", 0)), [(r["name"], r["words"]) for r in shown])
+    return EXIT_OK
+
+
+@filter_group.command("rm")
+@click.argument("name", type=TEXT)
+@click.pass_obj
+def filter_rm(session: Session, name: str) -> int:
+    """Forget a saved filter."""
+    echo(operate.forget_filter(session.existing_store, name))
     return EXIT_OK
 
 
@@ -974,27 +1425,77 @@ def _age(created: str | None) -> str:
     return age(max(0.0, now() - parse_instant(created)) if created else 0.0)
 
 
+WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or instant (local unless zoned)
+
+
 @cli.command("ls")
-@click.option("--status", type=click.Choice([s.value for s in RunStatus]), default=None,
-              help="Only runs with this status.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), multiple=True,
+              help="Only runs with this status (repeatable: any of them).")
+@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.")
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only runs created at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(2026-11-29, 2026-11-29T14:00; local time unless it names its zone).")
+@click.option("--until", type=TEXT, default=None, metavar=WHEN, help="Only runs created before WHEN.")
+@click.option("--text", type=TEXT, default=None, metavar="WORDS",
+              help="Only runs whose id, agent, reason or request holds every one of these words (case aside).")
+@click.option("--limit", type=Whole(min=1), default=None, metavar="N", help="The newest N at most.")
 @json_option("A JSON array")
 @click.pass_obj
-def ls(session: Session, status: str | None, as_json: bool) -> int:
-    """List runs, newest first."""
-    rows = runs_listing(session.existing_store, status)
+def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since: str | None, until: str | None,
+       text: str | None, limit: int | None, as_json: bool) -> int:
+    """List runs, newest first, with what each spent; the options select as the TUI filter's words do."""
+    where = filters.options(status, agent_name, since, until, text)
+    rows = runs_listing(session.existing_store, where, limit)
     if as_json:
         _json_out(rows)
         return EXIT_OK
     if not rows:
-        echo("no runs yet; try: tui-agent run hello")
+        echo(f'no run matches "{where}"' if where else "no runs yet; try: tui-agent run hello")
         return EXIT_OK
-    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("WORKER", 8), ("AGE", 0)),
+    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
+            ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
              f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
-             _holder(r), _age(r["created_at"])) for r in rows])
+             spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
+             _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
         if r["retry"]:
             echo(f"{r['id']} waits to retry: {_retrying(r['retry'])}")
+    return EXIT_OK
+
+
+@cli.command()
+@click.option("--since", type=TEXT, default=None, metavar=WHEN,
+              help="Only the model calls sent at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
+                   "(local time unless it names its zone). Default: every call.")
+@click.option("--by", type=click.Choice(BY), default="day", show_default=True, help="A row per day, agent or model.")
+@click.option("--utc", is_flag=True, help="Days in UTC (default: local time).")
+@click.option("--reprice", is_flag=True,
+              help=f"Price the stored usage by today's table ({PRICES_DATE}) instead of what each run was charged.")
+@json_option("One JSON object: rows, total, daily")
+@click.pass_obj
+def spend(session: Session, since: str | None, by: str, utc: bool, reprice: bool, as_json: bool) -> int:
+    """What the model calls cost, with their tokens, calls and runs: a row per day, agent or model. Each call
+    counts what its run's budget counted (the price when it was answered); what calls in flight when their
+    worker died may have been billed, and calls without a price, are shown apart, never as zero."""
+    at = now()
+    start = filters.instant(since, at, f"--since {since}") if since else None
+    done = spend_report(session.existing_store, at, by, start, utc, reprice)
+    if as_json:
+        _json_out(done)
+        return EXIT_OK
+    days = "UTC days" if utc else "local days"
+    prices = f"priced by today's table ({PRICES_DATE})" if reprice else "as charged"
+    echo(f"spend by {by}{f' since {since}' if since else ''} ({days}; {prices})")
+    if not done["rows"]:
+        echo("no model calls" + (f" since {since}" if since else " yet"))
+        return EXIT_OK
+    rows = [*done["rows"], {by: "total", **done["total"]}]
+    _table(((by.upper(), max(10, *(len(r[by]) for r in rows))), ("COST", -8), ("POSSIBLY BILLED", -15),
+            ("CALLS", -6), ("RUNS", -5), ("INPUT", -8), ("CACHE READ", -10), ("CACHE WRITE", -11), ("OUTPUT", -8)),
+           [(r[by], spent(r["cost_usd"], r["unpriced_calls"], 0), usd(r["possibly_billed_usd"] or None),
+             r["calls"], r["runs"], count(r["input_tokens"]), count(r["cache_read_tokens"]),
+             count(r["cache_write_tokens"]), count(r["output_tokens"])) for r in rows])
     return EXIT_OK
 
 
@@ -1064,6 +1565,9 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
     echo(f"request   {json_text(r['request'])}")
     if r["parent_id"]:
         echo(f"forked    from {r['parent_id']} at position {r['fork_step']}")
+    if found := report["imported"]:
+        echo(f"imported  from {found['source']} (exported {found['exported_at']}): here to read, diff, replay and "
+             "fork, never to resume")
     for question in approvals_of(store, r["id"]):
         answer = question["decision"] or "waiting for a person"
         echo(f"approval  {question['name']}: {question['question']} -> {answer}")
@@ -1225,6 +1729,57 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
             for line in () if r.reproduced else r.divergence.diff:
                 echo(f"    {line}")
     return EXIT_OK if all(r.reproduced for r in done) else EXIT_NOT_SUCCEEDED
+
+
+# -- the harness agent (agents/harness.py) --------------------------------------------------------------------
+
+
+@cli.group("harness")
+def harness_group() -> None:
+    """The harness agent's own commands: start a repository's plan, add a rule, raise a ceiling."""
+
+
+@harness_group.command("init")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--commit", is_flag=True, help="Commit the files written (otherwise it prints the git commands).")
+def harness_init(folder: Path, commit: bool) -> int:
+    """Write a starter PLAN.md, PROGRESS.md and RULES.md into the repository FOLDER is in (those it lacks);
+    nothing is committed unless --commit: the run starts from the committed plan."""
+    from .agents.harness_person import init
+
+    written, commands = init(folder.resolve(), commit)
+    echo(f"wrote {', '.join(written)}" + (" and committed them" if commit else "; commit them before a run:"))
+    for command in commands:
+        echo(f"  {command}")
+    return EXIT_OK
+
+
+@harness_group.command("rule")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("text", type=TEXT)
+@click.pass_obj
+def harness_rule(session: Session, run_ref: str, text: str) -> int:
+    """Add TEXT as a rule to a harness run's RULES.md (committed in its worktree), then resume the run if it waits
+    for you (a plateau, a blocked task, a park)."""
+    echo(operate.harness_rule(session.existing_store, run_ref, text))
+    return EXIT_OK
+
+
+@harness_group.command("limit")
+@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.option("--max-iterations", type=Whole(min=1), default=None, help="The most iterations the run may start.")
+@click.option("--max-files-changed", type=Whole(min=1), default=None,
+              help="The most files its branch may change (PLAN.md, PROGRESS.md and RULES.md not counted).")
+@click.pass_obj
+def harness_limit(session: Session, run_ref: str, max_iterations: int | None, max_files_changed: int | None) -> int:
+    """Raise a harness run's own ceilings, then resume it if it waits for you (parked limit:iterations or
+    limit:files_changed)."""
+    limits = {k: v for k, v in (("max_iterations", max_iterations), ("max_files_changed", max_files_changed))
+              if v is not None}
+    if not limits:
+        raise UserError("give --max-iterations N, --max-files-changed N, or both")
+    echo(operate.harness_limit(session.existing_store, run_ref, limits))
+    return EXIT_OK
 
 
 def _call_state(call: dict) -> str:

@@ -11,8 +11,8 @@ is carried as the artifacts it holds. A table a new migration adds is copied wit
 The source is read in one snapshot (a read transaction: a worker writing to it meanwhile cannot tear a run
 apart), a page at a time by its primary key (keyset, so memory and each page's cost do not grow with the
 database). The target is written in batches inside ONE writer's transaction: a worker on the target sees no
-run before its journal, effects and approvals are all there, and a failed copy leaves nothing behind (only
-artifact files, which a second try writes over; artifact rows are part of that transaction). Identity ids
+run before its journal, effects and approvals are all there, and a failed copy leaves nothing behind (the artifact
+files it saved are removed again; artifact rows are part of that transaction). Identity ids
 (events, effects, approvals, notices) keep their values, and the target's counter is moved past the source's
 high-water mark (its sequence, or sqlite_sequence), so the next row gets a fresh id and a reader's cursor taken
 on the source stays valid.
@@ -26,7 +26,7 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +51,7 @@ class Table:
 
 _CREATE = re.compile(r"CREATE TABLE (\w+) \((.*)\)\s*$", re.S)
 _RENAME = re.compile(r"ALTER TABLE (\w+) RENAME TO (\w+)$")
+_ADD = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)")
 _TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
 
 
@@ -61,6 +62,10 @@ def tables() -> list[Table]:
     for statement in statements():
         if renamed := _RENAME.match(statement):
             found = [replace(t, name=renamed.group(2)) if t.name == renamed.group(1) else t for t in found]
+            continue
+        if added := _ADD.match(statement):     # a column a later migration added
+            found = [replace(t, columns=(*t.columns, added.group(2))) if t.name == added.group(1) else t
+                     for t in found]
             continue
         created = _CREATE.match(statement)
         if created is None or created.group(1) in ("meta", "artifacts"):
@@ -216,7 +221,7 @@ def _refuse_held(target: Store, schema: list[Table]) -> None:
 # --- reading --------------------------------------------------------------------------------------------------
 
 @contextmanager
-def _snapshot(store: Store) -> Iterator[None]:
+def read_snapshot(store: Store) -> Iterator[None]:
     """One read transaction on the source: every page sees the database as it was when the copy began."""
     store.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if is_url(store.path) else "BEGIN")
     try:
@@ -236,16 +241,20 @@ def _may_idle(store: Store) -> None:
         store.conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
 
 
-def _pages(store: Store, table: Table) -> Iterator[list[tuple]]:
-    """The table's rows in primary-key order, PAGE_ROWS at a time; each page starts after the last one's key."""
+def pages(store: Store, table: Table, where: str = "", given: tuple = ()) -> Iterator[list[tuple]]:
+    """The table's rows in primary-key order, PAGE_ROWS at a time; each page starts after the last one's key. With
+    `where` (and its parameters, `given`): only the rows it holds for (an index must serve it: an export's
+    `run_id = ?`)."""
     columns, order = ", ".join(table.columns), ", ".join(table.key)
     at = [table.columns.index(c) for c in table.key]
     after = f"({order}) > ({', '.join('?' * len(table.key))})" if len(table.key) > 1 else f"{order} > ?"
     last: tuple | None = None
     while True:
-        where, params = ("", ()) if last is None else (f" WHERE {after}", last)
+        conditions = [c for c in (where, last is not None and after) if c]
+        params = (*given, *(last or ()))
+        clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         try:
-            rows = store.conn.execute(f"SELECT {columns} FROM {table.name}{where} ORDER BY {order} LIMIT ?",
+            rows = store.conn.execute(f"SELECT {columns} FROM {table.name}{clause} ORDER BY {order} LIMIT ?",
                                       (*params, PAGE_ROWS)).fetchall()
         except DatabaseError as e:
             store.raise_stop(e)   # the source's server gone, say: named as the source's
@@ -296,7 +305,35 @@ def _insert_many(store: Store, table: Table, rows: list[tuple]) -> None:
         raise PostgresError(e) from e
 
 
-def _move_counter(store: Store, table: Table, high: int) -> None:
+class Fresh:
+    """New ids for the rows of an identity table, from the target's own counter (an import into a database whose
+    rows already hold ids), in the order of the rows' old ids. A server's sequence hands them out (concurrent
+    writers draw from it too, so none is taken twice); a SQLite file's writer holds its one write lock, so they are
+    the ones past its largest id, and `done` moves its counter past them."""
+
+    def __init__(self, target: Store, table: Table) -> None:
+        self.target, self.table = target, table
+        self.at = table.columns.index(table.identity)
+        self.server = is_url(target.path)
+        self.last = 0 if self.server else max(_high_water(target, table), target.conn.execute(
+            f"SELECT coalesce(max({table.identity}), 0) FROM {table.name}").fetchone()[0])
+
+    def __call__(self, rows: list[tuple]) -> list[tuple]:
+        if self.server:
+            ids = sorted(row[0] for row in self.target.conn.execute(
+                "SELECT nextval(pg_get_serial_sequence(?, ?)) FROM generate_series(1, ?)",
+                (self.table.name, self.table.identity, len(rows))))
+        else:
+            ids = range(self.last + 1, self.last + 1 + len(rows))
+            self.last += len(rows)
+        return [(*row[:self.at], new, *row[self.at + 1:]) for row, new in zip(rows, ids)]
+
+    def done(self) -> None:
+        if not self.server:
+            move_counter(self.target, self.table, self.last)
+
+
+def move_counter(store: Store, table: Table, high: int) -> None:
     """The target's next id for `table` is past `high`."""
     if is_url(store.path):
         store.conn.execute("SELECT setval(pg_get_serial_sequence(?, ?), ?, ?)",
@@ -308,7 +345,7 @@ def _move_counter(store: Store, table: Table, high: int) -> None:
         store.conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, high))
 
 
-class _Artifacts:
+class Artifacts:
     """The artifacts, read from wherever the source keeps them and saved where the target keeps them, at the same
     relative paths. A source that keeps them as files gives those its rows name, each run's folder whole; one that
     keeps them in its table gives every row of it, a page of paths at a time (`rows`)."""
@@ -316,7 +353,7 @@ class _Artifacts:
     def __init__(self, source: Store, target: Store) -> None:
         self.source, self.target = source, target
         self.in_table = artifacts.folder(source) is None
-        self.done: set[str] = set()   # files copied (a file's run folder and its journal row both name it)
+        self.done: set[str] = set()   # every artifact saved (a file's run folder and its journal row both name it)
         self.copied = 0
         self.missing = 0
 
@@ -334,18 +371,29 @@ class _Artifacts:
         except OSError:
             self.missing += 1
             return
+        self._save(relative, data)
+
+    def _save(self, relative: str, data: bytes) -> None:
         artifacts.save(self.target, relative, data)
         self.done.add(relative)
         self.copied += 1
 
-    def rows(self) -> Iterator[int]:
-        """Every row of the source's `artifacts` table into the target; yields how many each page held."""
-        for page in _pages(self.source, _ARTIFACT_PATHS):
-            kept = [path for (path,) in page if artifacts.well_formed(path)]   # a row named elsewhere stays behind
-            for path in kept:
-                artifacts.save(self.target, path, artifacts.load(self.source, path))
-            self.copied += len(kept)
-            yield len(page)
+    def rows(self, runs: Sequence[str] | None = None) -> Iterator[int]:
+        """Every row of the source's `artifacts` table into the target (with `runs`: those under their folders, a
+        range of its key each); yields how many each page held."""
+        for where, given in [("", ())] if runs is None else [
+                ("path >= ? AND path < ?", (f"{artifacts.HOME}/{run}/", f"{artifacts.HOME}/{run}0")) for run in runs]:
+            for page in pages(self.source, _ARTIFACT_PATHS, where, given):
+                for (path,) in page:
+                    if artifacts.well_formed(path):   # a row named elsewhere stays behind
+                        self._save(path, artifacts.load(self.source, path))
+                yield len(page)
+
+    def undo(self) -> None:
+        """The files saved so far removed again (a failed import's; rows go with its transaction)."""
+        root = artifacts.folder(self.target)
+        for relative in self.done if root is not None else ():
+            (root / relative).unlink(missing_ok=True)
 
 
 _ARTIFACT_PATHS = Table("artifacts", ("path",), ("path",), None)   # read for its keys; each content on its own
@@ -358,51 +406,88 @@ ARTIFACTS = {("runs", "artifact_dir"): "folder", ("runs", "result_artifact"): "f
 _COUNTED_AS = {"journal_rows": "journal", "journal_tail": "journal"}
 
 
+class Tally:
+    """What a copy has written: rows per table (the journal's two tables counted as one) and the artifacts, with
+    the progress callback told as it goes; `table` is the one being copied (named when a copy fails)."""
+
+    def __init__(self, total: int, on_progress: Progress | None, files: Artifacts) -> None:
+        self.total, self.on_progress, self.files = total, on_progress, files
+        self.rows: dict[str, int] = {}
+        self.done = 0
+        self.table = _ARTIFACT_PATHS
+
+    def add(self, table: Table, count: int) -> None:
+        self.table = table
+        counted_as = _COUNTED_AS.get(table.name, table.name)
+        self.rows[counted_as] = self.rows.get(counted_as, 0) + count
+        self.done += count
+        if self.on_progress is not None and count:
+            self.on_progress(counted_as, self.done, self.total)
+
+    def counts(self) -> dict[str, int]:
+        """The rows copied per table, and `artifacts` (plus `missing artifacts` when a row names one the source
+        does not have)."""
+        counts = {**self.rows, "artifacts": self.files.copied}
+        if self.files.missing:
+            counts["missing artifacts"] = self.files.missing
+        return counts
+
+
+def copy_pages(target: Store, table: Table, batches: Iterator[list[tuple]], tally: Tally,
+               fresh: Fresh | None = None) -> int:
+    """Inside the target's write: pages of `table`'s rows into it, with the artifacts their rows name, and with
+    `fresh` their identity ids made anew; returns the highest source id of them (0 for none)."""
+    named = [(table.columns.index(column), getattr(tally.files, kind))
+             for (name, column), kind in ARTIFACTS.items() if name == table.name]
+    high = 0
+    tally.add(table, 0)
+    for rows in batches:
+        for row in rows:
+            for i, copy in named:
+                copy(row[i])
+        if table.identity:
+            high = max(high, rows[-1][table.columns.index(table.identity)])
+        _insert_many(target, table, fresh(rows) if fresh else rows)
+        tally.add(table, len(rows))
+    return high
+
+
 def copy_database(source: Store, target: Store, on_progress: Progress | None = None) -> dict[str, int]:
     """Copy every row of every table (meta aside) from `source` into the empty `target`, ids kept, and the
-    artifacts the rows name; returns the rows copied per table, and `artifacts` (plus `missing artifacts` when a
-    row names one the source does not have). Raises StoreError, with nothing written, when `check` refuses."""
+    artifacts the rows name; returns Tally.counts. Raises StoreError, with nothing written, when `check`
+    refuses."""
     schema = tables()
     check(source, target, schema)
-    counts: dict[str, int] = {}
-    files = _Artifacts(source, target)
-    with _snapshot(source):
+    files = Artifacts(source, target)
+    with read_snapshot(source):
         counted = [*schema, _ARTIFACT_PATHS] if files.in_table else schema
-        total = sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in counted)
-        done, table = 0, schema[0]
-        try:
-            with target.write():
-                _may_idle(target)
-                _refuse_held(target, schema)
-                for table in schema:
-                    named = [(table.columns.index(column), getattr(files, kind))
-                             for (name, column), kind in ARTIFACTS.items() if name == table.name]
-                    counted_as = _COUNTED_AS.get(table.name, table.name)
-                    counts.setdefault(counted_as, 0)
-                    high = 0
-                    for rows in _pages(source, table):
-                        for row in rows:
-                            for i, copy in named:
-                                copy(row[i])
-                        _insert_many(target, table, rows)
-                        counts[counted_as] += len(rows)
-                        done += len(rows)
-                        if table.identity:
-                            high = rows[-1][table.columns.index(table.identity)]
-                        if on_progress is not None:
-                            on_progress(counted_as, done, total)
-                    if table.identity:
-                        _move_counter(target, table, max(high, _high_water(source, table)))
-                if files.in_table:
-                    table = _ARTIFACT_PATHS
-                    for count in files.rows():
-                        done += count
-                        if on_progress is not None:
-                            on_progress(table.name, done, total)
-        except DatabaseError as e:   # the environment's stops (busy, full, unreachable) leave as they are
-            raise StoreError(f"cannot copy {table.name} from {source.path} into {target.path} ({e}); no row was "
-                             "written") from e
-    counts["artifacts"] = files.copied
-    if files.missing:
-        counts["missing artifacts"] = files.missing
-    return counts
+        tally = Tally(sum(source.conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in counted),
+                      on_progress, files)
+        with writing(source, target, tally, "no row was written"):
+            _refuse_held(target, schema)
+            for table in schema:
+                high = copy_pages(target, table, pages(source, table), tally)
+                if table.identity:
+                    move_counter(target, table, max(high, _high_water(source, table)))
+            if files.in_table:
+                for count in files.rows():
+                    tally.add(_ARTIFACT_PATHS, count)
+    return tally.counts()
+
+
+@contextmanager
+def writing(source: Store, target: Store, tally: Tally, nothing: str, into: str | None = None) -> Iterator[None]:
+    """The target's one writer's transaction for a copy; a database error inside is a StoreError naming the table,
+    the target (or `into`) and `nothing` (what was not written), and the artifact files saved by then are removed.
+    The environment's stops (busy, full, unreachable) leave as they are."""
+    try:
+        with target.write():
+            _may_idle(target)
+            yield
+    except DatabaseError as e:
+        tally.files.undo()
+        raise StoreError(f"cannot copy {tally.table.name} from {source.path} into {into or target.path} ({e}); "
+                         f"{nothing}") from e
+    except BaseException:
+        tally.files.undo()
+        raise

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .filters import Filter
 from .format import duration_ms, wall_s
 from .paging import every
 from .report import (
@@ -295,8 +296,8 @@ def candidates(store: Store, run_id: str, limit: int = 30) -> list[dict]:
         parent = get_run(store, run["parent_id"])
         found.append({**_candidate(parent), "kind": "parent", "relation": f"its parent (forked at #{run['fork_step']})"})
     forks, others = [], []
-    for row in runs_page(store, limit=limit * 4, text=run["agent"]):
-        if row["agent"] != run["agent"] or row["id"] in (run_id, run["parent_id"]):
+    for row in runs_page(store, limit=limit * 4, where=Filter(agent=run["agent"])):
+        if row["id"] in (run_id, run["parent_id"]):
             continue
         if row["parent_id"] == run_id:
             forks.append({**_candidate(row), "kind": "fork", "relation": f"a fork of it at #{row['fork_step']}"})

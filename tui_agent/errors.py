@@ -74,6 +74,17 @@ class EffectNotDone(Exception):
     sending again with the same key is safe. Any other exception leaves the outcome unknown."""
 
 
+class EffectDeclined(EffectNotDone):
+    """Raised by an effect's `do` that did nothing this time and says what came of it instead (`outcome`, a JSON
+    value): a coding agent's iteration whose check failed, rolled back. The effect is recorded `not_done` with
+    `outcome` as its journal entry, `ctx.effect` returns `outcome`, and nothing is sent again by this call; the key
+    was never confirmed, so a later effect with the same key is done as if for the first time."""
+
+    def __init__(self, message: str, outcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
 class ParkRun(Exception):
     """Raised by an agent's code (a step's function included) when something outside the run needs a person
     before it can go on (a file it cannot read, a working tree that moved): the run is parked with reason

@@ -191,12 +191,40 @@ def cost(value: float | None) -> str:
     return COST_UNKNOWN if value is None else usd(value)
 
 
+def spent(cost_usd: float, unpriced_calls: int, possibly_billed_usd: float) -> str:
+    """What a run (or a day, an agent) spent, as the lists say it: $0.19; `+$0.04?` beside it for what calls in
+    flight when their worker died may have been billed; "cost unknown" when no call had a price, `+2 unpriced`
+    beside a cost when some had none (never a silent zero); – when nothing was spent."""
+    said = usd(cost_usd) if cost_usd else ""
+    if unpriced_calls:
+        said = f"{said} +{unpriced_calls} unpriced" if said else COST_UNKNOWN
+    if possibly_billed_usd:
+        said = f"{said} +{usd(possibly_billed_usd)}?"
+    return said.strip() or NONE
+
+
+def tokens(spent: dict) -> str:
+    """A run's tokens in a list's column: input/output, 12.3k/1.2k (the input counts the cached tokens too);
+    – before its first answered model call."""
+    if not (spent["input_tokens"] or spent["output_tokens"]):
+        return NONE
+    return f"{count(spent['input_tokens'])}/{count(spent['output_tokens'])}"
+
+
 def count(value: float) -> str:
     """A count that can grow large: 6, 2.1k, 1.3M."""
     for size, unit in ((1_000_000, "M"), (1_000, "k")):
         if value >= size:
             return f"{value / size:.1f}".removesuffix(".0") + unit
     return f"{value:g}"
+
+
+def file_size(size: int) -> str:
+    """Bytes on disk as a person reads them: 812 B, 16.2 MB (powers of 1,000, as `du --si` says)."""
+    for step, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if size >= step:
+            return f"{size / step:.1f} {unit}"
+    return f"{size} B"
 
 
 def amount(dimension: str, value: float | None) -> str:

@@ -7,19 +7,23 @@ import getpass
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import filters, worktrees
 from .errors import UserError
+from .exports import Carried, import_runs
 from .format import held_by, usd_exact
 from .report import with_holders
 from .runtime import schedule
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, raised_budget
-from .runtime.clock import clock_time, now
+from .runtime.clock import clock_time, iso, now
 from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
@@ -34,15 +38,19 @@ from .states import (
     budget_dimension,
 )
 from .store import Store
+from .store import prune as prune_runs
+from .store import saved_filters
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.base import reopening
-from .store.effects import find_effect, set_state, waiting_on_key
+from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
 from .store.events import add_event, add_schedule_event
+from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
     EditedEntry,
+    RunNotFound,
     cancel,
     create_run,
     entry_at,
@@ -55,6 +63,10 @@ from .store.runs import (
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
+from .worktrees import Worktree
+
+
+FILTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 
 
 def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[str, float]:
@@ -218,14 +230,26 @@ def _refuse(store: Store, run: dict, why: str) -> UserError:
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
+def why_not_imported(found: dict | None) -> str | None:
+    """Every action but a fork refuses a run imported from another database (store/imported.py: `found`)."""
+    if found is None:
+        return None
+    return (f"it was imported from {found['source']} (exported {iso(found['exported_at'])}) to be read, diffed, "
+            "replayed and forked here, not to be run or decided on: its source may still run it, and both would do "
+            "its pending effects; fork it to go on here, or take an ended or parked run over with tui-agent import "
+            "FILE --adopt")
+
+
 def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
-             held: bool = False) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it; with `held`,
-    with what can be told of its holder (report.with_holders)."""
+             held: bool = False, forking: bool = False) -> dict:
+    """Inside the action's write: the run as it is now, refused unless the action applies to it (an imported run:
+    only `forking`); with `held`, with what can be told of its holder (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
-    why = why_not(run) if why_not else None
+    why = "prune is removing it" if run["pruned_at"] is not None else None
+    why = why or (None if forking else why_not_imported(imported(store.conn, run["id"])))
+    why = why or (why_not(run) if why_not else None)
     if why:
         raise _refuse(store, run, why)
     return run
@@ -357,6 +381,147 @@ def cancel_run(store: Store, run_ref: str, note: str | None = None) -> str:
     return run["id"]
 
 
+# -- Many runs at once: each run decided in its own write by its one-run action above, with that action's rule.
+
+BULK_ACTIONS = ("park", "resume", "cancel", "approve", "deny", "reconcile-ask")
+BULK_DONE = {"park": "parked", "resume": "resumed", "cancel": "cancelled", "approve": "approved", "deny": "denied",
+             "reconcile-ask": "asked the service about"}
+
+
+def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
+    """The effect a reconcile-ask asks the service about (the run's last one in doubt) and why it cannot be asked."""
+    why = why_not_decide(run)
+    if why:
+        return None, why
+    doubtful = in_doubt(store, run["id"], run["generation"])
+    if not doubtful:
+        return None, "it has no effect in doubt"
+    effect = doubtful[-1]
+    if not effect["has_lookup"]:
+        return effect, f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with --happened " \
+            "or --not-done, one run at a time"
+    return effect, None
+
+
+def why_not_bulk(store: Store, action: str, run: dict) -> str | None:
+    """Whether `action` (one of BULK_ACTIONS) applies to `run` as read now: the rule its one-run action checks again
+    inside its own write, so a preview (`--dry-run`, the TUI's count) and the act can differ only by a moment."""
+    if action == "park":
+        return why_not_park(run)
+    if action == "cancel":
+        return why_not_cancel(run)
+    if action == "resume":
+        return why_not_resume(with_holders(store, [run])[0])
+    if action in ("approve", "deny"):
+        return why_not_approve(run, pending_approval(store, run["id"], run["generation"]))
+    return _asked_about(store, run)[1]
+
+
+def _act_on(store: Store, action: str, run_id: str, note: str | None) -> None:
+    if action == "park":
+        park(store, run_id, note)
+    elif action == "cancel":
+        cancel_run(store, run_id, note)
+    elif action == "resume":
+        resume(store, run_id)
+    elif action in ("approve", "deny"):
+        approve(store, run_id, deny=action == "deny", note=note)
+    else:
+        run = get_run(store, resolve_run(store, run_id))
+        effect, why = _asked_about(store, run)
+        if why:
+            raise _refuse(store, run, why)
+        reconcile_ask(store, run_id, str(effect["position"]), note)   # which checks the run and effect again
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What a bulk action did: the runs it acted on, and one line for each run it refused (what stood in the way)."""
+
+    action: str
+    done: tuple[str, ...]
+    refused: tuple[str, ...]
+
+    def summary(self) -> str:
+        total = len(self.done) + len(self.refused)
+        said = f"{BULK_DONE[self.action]} {len(self.done)} of {total} run{'s' * (total != 1)}"
+        return said + (f"; {len(self.refused)} refused:" if self.refused else "")
+
+
+def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
+         each: Callable[[str, str | None], None] | None = None) -> Decided:
+    """`action` (one of BULK_ACTIONS) on each of `run_ids` in turn, each in its own write by the same function and
+    rule as one at a time: a run that changed meanwhile (ended, decided, taken) is refused with the one line that
+    says so, never overwritten. `each(run_id, refusal)` hears of every run as it is decided (refusal None: done).
+    What the environment stops (busy, read-only, full) stops the whole action; the runs done by then stay done."""
+    if action not in BULK_ACTIONS:
+        raise UserError(f"{action!r} is not an action for many runs; use one of {', '.join(BULK_ACTIONS)}")
+    done, refused = [], []
+    for run_id in run_ids:
+        try:
+            _act_on(store, action, run_id, note)
+        except UserError as e:
+            refused.append(str(e))
+            if each:
+                each(run_id, str(e))
+            continue
+        done.append(run_id)
+        if each:
+            each(run_id, None)
+    return Decided(action, tuple(done), tuple(refused))
+
+
+def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BULK_ACTIONS) -> dict[str, Decided]:
+    """What `bulk` would do with each of `actions` to `run_ids` as they are now (each run read once), written
+    nowhere: the runs each applies to, and for the others the line that says why not (`--dry-run`, the question
+    asked before acting, the TUI's confirmation)."""
+    done: dict[str, list[str]] = {action: [] for action in actions}
+    refused: dict[str, list[str]] = {action: [] for action in actions}
+    for run_id in run_ids:
+        try:
+            run = get_run(store, run_id)
+        except RunNotFound as e:   # removed since it was selected (pruned)
+            for action in actions:
+                refused[action].append(f"{e}: it was removed meanwhile")
+            continue
+        for action in actions:
+            why = why_not_bulk(store, action, run)
+            if why:
+                refused[action].append(f"{run_id} {standing(store, run)}; {why}")
+            else:
+                done[action].append(run_id)
+    return {action: Decided(action, tuple(done[action]), tuple(refused[action])) for action in actions}
+
+
+# -- Keeping the database small.
+
+def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = prune_runs.PRUNABLE,
+               keep_last: int | None = None) -> prune_runs.Plan:
+    """Which ended runs `prune` would remove (those of `statuses` that ended more than `older_than_s` ago, but the
+    newest `keep_last` of each agent, one a fork still needs, one with an effect in doubt), written nowhere."""
+    return prune_runs.plan(store, statuses, now() - older_than_s, keep_last)
+
+
+def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.Pruned], None] | None = None,
+          ) -> prune_runs.Pruned:
+    """Remove the runs of a `prune_plan`, each checked again as its turn comes, in batches that let workers' commits
+    through (store/prune.py); their effects' keys and run keys are kept."""
+    return prune_runs.remove(store, chosen, now(), progress)
+
+
+def vacuum(store: Store) -> dict:
+    """Give a SQLite file's free pages back: with incremental auto-vacuum, in prune's batches; without it, by
+    rewriting the file with it (the write lock for the whole rewrite; the disks must hold the file twice more).
+    Returns the file's free space before and after (store/prune.py free_space)."""
+    before = prune_runs.free_space(store)
+    if before["incremental"]:
+        prune_runs.give_back(store)
+    else:
+        prune_runs.room_to_rewrite(store)
+        prune_runs.rewrite(store)
+    return {"before": before, "after": prune_runs.free_space(store)}
+
+
 def _retrying(run: dict) -> bool:
     return (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RETRY)
 
@@ -407,7 +572,7 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
 def fork(store: Store, run_ref: str, from_step: int) -> str:
     """A new run that keeps the parent's journal before `from_step` and runs the rest anew."""
     with store.write() as conn:
-        parent = _current(store, run_ref)
+        parent = _current(store, run_ref, forking=True)
         why = why_not_fork(recorded_positions(conn, parent["id"], parent["generation"]), from_step)
         if why:
             raise _refuse(store, parent, why)
@@ -487,7 +652,7 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
     except ResultNotJSON as e:
         raise UserError(str(e)) from None
     with store.write() as conn:
-        parent = _current(store, run_ref)
+        parent = _current(store, run_ref, forking=True)
         row = entry_at(conn, parent["id"], parent["generation"], position)
         if row is None:
             raise _refuse(store, parent, f"it has no entry #{position} to edit")
@@ -501,6 +666,37 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
         large = len(encoded) > ARTIFACT_THRESHOLD
         edit = EditedEntry(encoded, (lambda *where: place(store, *where)) if large else None, _person())
         return fork_run(conn, parent, position, now(), edited=edit)
+
+
+def import_export(store: Store, source: Store, meta: dict, file: str, adopt: bool = False) -> Carried:
+    """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
+    `adopt`, take the runs it was made of over (exports.py)."""
+    return import_runs(source, meta, store, file, adopt, _person())
+
+
+def remove_worktree(store: Store, run_ref: str) -> Worktree:
+    """Remove the worktree RUN names, once every run that goes on in it has ended; its branch stays
+    (worktrees.py). Refused, with nothing removed, while a run may still need it or it holds uncommitted changes."""
+    run = get_run(store, resolve_run(store, run_ref))
+    tree = worktrees.of_run(store, run["id"])
+    if tree is None:
+        raise _refuse(store, run, "it names no worktree that git knows (git worktree list)")
+    try:
+        return worktrees.remove(store, tree, _person(), now())
+    except ValueError as e:
+        raise _refuse(store, run, f"its worktree {tree.path} stays: {e}") from None
+
+
+def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree, str | None]]:
+    """Remove each of the worktrees (worktrees.listing) whose runs, read again, have all ended (`tui-agent worktrees
+    --clean`): each with None when it was removed, else why it stays."""
+    done = []
+    for tree in trees:
+        try:
+            done.append((worktrees.remove(store, tree, _person(), now()), None))
+        except ValueError as e:
+            done.append((tree, str(e)))
+    return done
 
 
 def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
@@ -542,6 +738,25 @@ def schedule_fire(store: Store, registry: Registry, name: str) -> schedule.Fired
     return schedule.fire_now(store, registry, name)
 
 
+def save_filter(store: Store, name: str, words: str) -> str:
+    """Keep the filter `words` (tui_agent/filters.py; refused unless they parse and select something) under `name`
+    (the rule of schedule names), replacing what that name held; what happened, in a line."""
+    if not FILTER_NAME.fullmatch(name):
+        raise UserError(f"filter name {name!r}: use 1 to 40 letters, digits and - _ . starting with a letter or "
+                        "digit, such as failed-nightly")
+    where = filters.parse(words)
+    if not where:
+        raise UserError("an empty filter selects every run; give the words to keep, such as status:failed")
+    replaced = saved_filters.save(store, name, str(where), now())
+    return f"filter {name} {'now selects' if replaced else 'selects'}: {where}"
+
+
+def forget_filter(store: Store, name: str) -> str:
+    if not saved_filters.forget(store, name):
+        raise UserError(f"no filter named {name!r}; see tui-agent filter ls")
+    return f"filter {name} forgotten"
+
+
 def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
     """A worker in its own process (the TUI never runs agent code itself); its output goes to a log file. The
@@ -570,3 +785,72 @@ def stop_worker(pid: int, kill: bool = False) -> None:
         raise UserError(f"no process {pid}: the worker has already stopped") from None
     except PermissionError:
         raise UserError(f"process {pid} belongs to another user; stop it from there") from None
+
+
+# -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
+
+def why_not_harness(run: dict) -> str | None:
+    """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
+    waits or is parked; its worktree is the run's while it is queued or running."""
+    if run["agent"] != "harness":
+        return f"it is a run of {run['agent']}, not of the harness"
+    if run["status"] in TERMINAL:
+        return "it has ended"
+    if run["status"] not in (RunStatus.PARKED, RunStatus.WAITING):
+        return ("its worktree is the run's while it is queued or running: do this when it waits for you, or park "
+                f"it first (tui-agent park {run['id']})")
+    return None
+
+
+def _harness_run(store: Store, run_ref: str) -> tuple[dict, dict, dict]:
+    """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
+    refused for another agent's run, a run a worker holds, and one that ended."""
+    run = get_run(store, resolve_run(store, run_ref))
+    why = why_not_harness(run)
+    if why:
+        raise _refuse(store, run, why)
+    recorded = [entry_at(store.conn, run["id"], run["generation"], position) for position in (0, 1)]
+    if None in recorded or [row["name"] for row in recorded] != ["settings", "worktree"]:
+        raise _refuse(store, run, "it has no worktree yet")
+    settings, place = (decode(store, row["result"], row["artifact"]) for row in recorded)
+    return run, settings, place
+
+
+def _resumed_if_waiting(store: Store, run: dict) -> str:
+    if why_not_resume(run) is not None:
+        return "it stays as it is"
+    resume(store, run["id"])
+    return "resumed"
+
+
+def harness_rule(store: Store, run_ref: str, text: str) -> str:
+    """Add a rule to a harness run's rulebook (committed in its worktree), then resume the run when it waits for a
+    person (a plateau, a blocked task, a park). Returns what happened, in one line."""
+    from .agents.harness_person import add_rule
+
+    run, settings, place = _harness_run(store, run_ref)
+    commit = add_rule(place, run["id"], settings["rules"], text)
+    with store.write() as conn:
+        add_event(conn, run["id"], now(), "rule", f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
+                  f"{' '.join(text.split())}", _person())
+    return f"{run['id']}: rule committed in {place['worktree']} ({commit[:12]}); {_resumed_if_waiting(store, run)}"
+
+
+def harness_limit(store: Store, run_ref: str, limits: dict[str, int]) -> str:
+    """Raise a harness run's own ceilings (`max_iterations`, `max_files_changed`), kept among its artifacts, then
+    resume it when it waits for a person. Returns what happened, in one line."""
+    from .agents.harness import LIMITS
+    from .store import artifacts
+
+    run, settings, _ = _harness_run(store, run_ref)
+    where = f"{run['artifact_dir']}/{LIMITS}"
+    try:
+        before = json.loads(artifacts.load(store, where))
+    except FileNotFoundError:
+        before = {}
+    after = {**before, **limits}
+    artifacts.save(store, where, json.dumps(after).encode())
+    said = ", ".join(f"{name} {before.get(name, settings[name])} -> {value}" for name, value in limits.items())
+    with store.write() as conn:
+        add_event(conn, run["id"], now(), "limit", f"{_person()} raised the harness's ceilings: {said}", _person())
+    return f"{run['id']}: {said}; {_resumed_if_waiting(store, run)}"

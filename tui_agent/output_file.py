@@ -33,13 +33,13 @@ def save(data: bytes, output: str, force: bool = False) -> None:
         real = Path(os.path.realpath(path))
         write_atomic(real.parent, real.name, data)
     except OSError as e:
-        refusal = _refusal(e, output)
-        if refusal is None:
+        refused = refusal(e, output)
+        if refused is None:
             raise
-        raise refusal from None
+        raise refused from None
 
 
-def _refusal(error: OSError, output: str) -> Exception | None:
+def refusal(error: OSError, output: str) -> Exception | None:
     """The one line for what stopped the write, or None for what is no user's or environment's doing."""
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         return UserError(f"-o {output}: the folder {Path(output).parent} does not exist; make it first "

@@ -7,12 +7,14 @@ shape (keyset pages for runs of any length) changes in one place."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from .errors import Unreadable
+from .filters import Filter
 from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
 from .paging import every
@@ -32,6 +34,7 @@ from .store.events import event_count, last_event_like
 from .store.events import events_page as events_page
 from .store.events import last_event as last_event
 from .store.holders import claimable_in, judge
+from .store.imported import imported
 from .store.holders import with_holders as holders_with
 from .store.journal import (
     PAGE,
@@ -40,22 +43,26 @@ from .store.journal import (
     journal_pages,
 )
 from .store.journal import cost_window as cost_window
-from .store.model_calls import IN_FLIGHT, calls_for, possibly_billed
+from .store.model_calls import IN_FLIGHT, Held, calls_for, held_by, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
 from .store.runs import data_version as data_version
 from .store.runs import get_run, lease_now, list_runs
 from .store.runs import recorded_positions as recorded_positions
-from .store.runs import runs_page as runs_page
+from .store.runs import runs_page as page_of_runs
+from .store.saved_filters import listing as saved_filters
 from .store.schedules import listing as schedule_listing
 from .store.schedules import recent_runs as recent_runs
 from .store.schedules import schedule_events as schedule_events
 from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
+from .worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
+from .worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
-          "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at")
+          "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at", "exported_at",
+          "imported_at")
 
 
 PROVIDERS = {"anthropic": "Claude", "scripted": "scripted"}
@@ -151,7 +158,7 @@ def _zoned_iso(at: float | None, tz: str) -> str | None:
     return None if at is None else in_zone(at, tz).isoformat(timespec="seconds")
 
 
-def _shown(text: str, field: str) -> Any:
+def shown_stored(text: str, field: str) -> Any:
     """A stored JSON value as shown; None for one that cannot be read, whose run fails (or schedule is disabled)
     saying why when a worker meets it."""
     try:
@@ -160,10 +167,15 @@ def _shown(text: str, field: str) -> Any:
         return None
 
 
+def saved_filters_report(store: Store) -> list[dict]:
+    """Each saved filter (`filter ls --json`, the palette): its name, its words, when it was first saved."""
+    return [iso_times(row) for row in saved_filters(store)]
+
+
 def schedules_report(store: Store) -> list[dict]:
     """Each schedule with its fire times in its own zone."""
     return [{"name": r["name"], "agent": r["agent"], "cron": r["cron"], "tz": r["tz"],
-             "input": _shown(r["input"], "schedules.input"),
+             "input": shown_stored(r["input"], "schedules.input"),
              "missed": r["missed"], "overlap": r["overlap"], "grace_s": r["grace_s"], "enabled": bool(r["enabled"]),
              "next_fire": _zoned_iso(r["next_fire_at"], r["tz"]) if r["enabled"] else None,
              "last_fire": _zoned_iso(r["last_fire_at"], r["tz"]), "last_run_id": r["last_run_id"],
@@ -193,14 +205,52 @@ def retry_said(wait: dict, at: float | None = None) -> str:
     return f"{said} ({f'in {countdown(due - at)}' if due > at else 'due now'})"
 
 
-def runs_listing(store: Store, status: str | None = None) -> list[dict]:
-    """`ls --json`'s rows, newest first: each run with its checkpoint's step counts, `retry` (`retry_wait`), and
-    for a running run whether its holder is gone and when it is claimable (`with_holders`)."""
-    rows = []
-    for row in with_holders(store, list_runs(store, status)):
-        wait = retry_wait(row, row.pop("step_attempts"))
-        rows.append({**iso_times(row), "retry": wait})
-    return rows
+def spent_of(run: dict, held: Held | None) -> dict:
+    """What a run spent, as `ls --json` and the runs list say it (a runs_page row, and what its calls in flight
+    hold: model_calls.held_by). `cost_usd`: its answered model calls' cost as its budget counted it, priced when
+    each was answered; `possibly_billed_usd`: the worst case of its calls in flight when a worker died, which the
+    API may have billed (the budget counts it too); `unpriced_calls`: answered or died calls whose model has no
+    price (a cost beside them is a lower bound, never a silent zero); the answered calls' tokens: `input_tokens`
+    (every input token, the cached ones included), `output_tokens`, and of the input `cache_read_tokens` and
+    `cache_write_tokens`."""
+    held = held or Held()
+    return {"cost_usd": round((run["used_cost_usd"] or 0) - held.usd, 10) + 0.0,   # + 0.0: never -0.0
+            "possibly_billed_usd": round(held.died_usd, 10),
+            "unpriced_calls": (run["unpriced_calls"] or 0) + held.died_unpriced,
+            "input_tokens": (run["used_input_tokens"] or 0) - held.input_tokens,
+            "output_tokens": (run["used_output_tokens"] or 0) - held.output_tokens,
+            "cache_read_tokens": run["used_cache_read_tokens"] or 0,
+            "cache_write_tokens": run["used_cache_write_tokens"] or 0}
+
+
+def runs_page(store: Store, **query: Any) -> list[dict]:
+    """A page of runs as store/runs.py's runs_page reads it (`where`: a tui_agent.filters.Filter, `limit`,
+    `needs_person`, `before`; its ages counted back from now), each row with what it spent (`spent_of`)."""
+    at = now()
+    rows = page_of_runs(store, at=at, **query)
+    held = held_by(store, rows, at)
+    return [{**row, **spent_of(row, held.get(row["id"]))} for row in rows]
+
+
+# What `ls --json` gives of each run (a stable contract), besides `retry`, `holder_gone` and `claimable_in_s`.
+LISTED = ("id", "agent", "agent_version", "status", "reason", "attempt", "worker", "lease_expires_at", "created_at",
+          "updated_at", "finished_at", "wake_at", "error", "current_step", "total_steps", "cost_usd",
+          "possibly_billed_usd", "unpriced_calls", "input_tokens", "output_tokens", "cache_read_tokens",
+          "cache_write_tokens")
+
+
+def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
+    """`ls --json`'s rows, newest first: the runs `where` selects (`limit` at most), each with its checkpoint's
+    step counts, what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run whether its holder is
+    gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's indexes."""
+    rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
+                 lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
+    listed = []
+    for row in with_holders(store, list(itertools.islice(rows, limit))):
+        wait = retry_wait(row, row["step_attempts"])
+        listed.append({**iso_times({key: row[key] for key in LISTED}), "retry": wait,
+                       "holder_gone": row["holder_gone"], "claimable_in_s": row["claimable_in_s"]})
+    return listed
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
@@ -239,7 +289,9 @@ def effect_shown(row: dict) -> dict:
     return iso_times(shown)
 
 
-REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls")
+# `imported`: where the run was imported from (tui-agent import), or null for a run of this database's own
+REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals", "model_calls",
+               "imported")
 
 
 def run_view(store: Store, run_id: str) -> dict:
@@ -249,20 +301,22 @@ def run_view(store: Store, run_id: str) -> dict:
     run = with_holders(store, [get_run(store, run_id)])[0]
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
-    shown_run.update(request=_shown(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
+    shown_run.update(request=shown_stored(run["request"], "runs.request"), budget=json.loads(run["budget"] or "{}"),
                      result=decode(store, run["result"], run["result_artifact"]), key=run["run_key"],
                      artifact_dir=artifacts.where(store, run["artifact_dir"]),
                      traceback=json.loads(run["traceback"]) if run["traceback"] else None,
-                     script=_shown(run["script"], "runs.script") if run["script"] else None)
+                     script=shown_stored(run["script"], "runs.script") if run["script"] else None)
     budget = budget_of(run, checkpoint)
     budget["possibly_billed_usd"] = possibly_billed(store, run, now())
     shown_checkpoint = {k: v for k, v in checkpoint.items() if not k.startswith("used_") and k != "run_id"}
     if shown_checkpoint.get("next_input") is not None:
         shown_checkpoint["next_input"] = json.loads(shown_checkpoint["next_input"])
     effects, doubtful = effect_counts(store, run_id, run["generation"])
+    found = imported(store.conn, run_id)
     return {"run": iso_times(shown_run), "checkpoint": iso_times(shown_checkpoint), "budget": budget,
             "counts": {"entries": recorded_positions(store.conn, run_id, run["generation"]),
-                       "events": event_count(store, run_id), "effects": effects, "in_doubt": doubtful}}
+                       "events": event_count(store, run_id), "effects": effects, "in_doubt": doubtful},
+            "imported": found and iso_times(found)}
 
 
 def step_of(row: dict) -> dict:
@@ -298,8 +352,10 @@ def events_of(store: Store, run_id: str) -> Iterator[dict]:
 
 
 def approvals_of(store: Store, run_id: str) -> Iterator[dict]:
+    """The run's questions as `show --json` lists them: without the database's own row number (as events and
+    effects), which an import draws anew."""
     rows = every(lambda after, limit, _: approvals_page(store, run_id, after, limit), _by_position)
-    return (iso_times(row) for row in rows)
+    return (iso_times({k: v for k, v in row.items() if k != "id"}) for row in rows)
 
 
 def calls_of(store: Store, run_id: str) -> Iterator[dict]:

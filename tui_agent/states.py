@@ -46,6 +46,8 @@ class Reason(StrEnum):
     CHECKPOINT_SCHEMA = "checkpoint_schema"
     ENVIRONMENT = "environment"
     TAKEOVER_LOOP = "takeover_loop"
+    LIMIT_ITERATIONS = "limit:iterations"          # the harness agent's own ceilings (its blast radius), parked
+    LIMIT_FILES_CHANGED = "limit:files_changed"    # like a budget's: a person raises them and resumes
     CHECK_PASSED = "check_passed"
     RETURNED = "returned"
     CHECK_FAILED = "check_failed"

@@ -41,13 +41,7 @@ class GitHost:
     def __init__(self, repo: Path) -> None:
         """`repo` is any folder of the repository (its top, a subfolder, or one of its worktrees)."""
         self.repo = Path(repo)
-        if not self.repo.is_dir():
-            raise ValueError(f"{self.repo} is not a git repository (there is no such folder)")
-        try:
-            common = git("rev-parse", "--git-common-dir", cwd=self.repo)
-        except GitFailed as e:
-            raise ValueError(f"{self.repo} is not a git repository ({e})") from None
-        home = (self.repo / common).resolve() / "tui-agent"   # git may answer relative to `repo`
+        home = _home(self.repo)
         home.mkdir(parents=True, exist_ok=True)
         self._state_path = home / "pulls.json"
         self._lock_path = home / "pulls.lock"
@@ -102,10 +96,32 @@ class GitHost:
         return locked(self._lock_path)
 
     def _load(self) -> list[dict]:
-        try:
-            return json.loads(self._state_path.read_text())["pulls"]
-        except FileNotFoundError:
-            return []
+        return _read(self._state_path)
 
     def _save(self, pulls: list[dict]) -> None:
         write_whole(self._state_path, {"pulls": pulls}, indent=1)
+
+
+def _home(repo: Path) -> Path:
+    """Where the host keeps a repository's pull requests: `tui-agent` in its git common dir (ValueError when `repo`
+    is not in a repository)."""
+    if not repo.is_dir():
+        raise ValueError(f"{repo} is not a git repository (there is no such folder)")
+    try:
+        common = git("rev-parse", "--git-common-dir", cwd=repo)
+    except GitFailed as e:
+        raise ValueError(f"{repo} is not a git repository ({e})") from None
+    return (repo / common).resolve() / "tui-agent"   # git may answer relative to `repo`
+
+
+def read_pulls(repo: Path) -> list[dict]:
+    """Every pull request of the repository `repo` is in, oldest first, read without making or locking anything
+    (the file is only ever replaced whole); ValueError when `repo` is not in a repository."""
+    return _read(_home(Path(repo)) / "pulls.json")
+
+
+def _read(state: Path) -> list[dict]:
+    try:
+        return json.loads(state.read_text())["pulls"]
+    except FileNotFoundError:
+        return []

@@ -8,9 +8,7 @@ patch-night starts one keyed `patch` run per issue file that has none yet, so a 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,23 +20,13 @@ from ..runtime.tools import tool
 from . import worktree
 from .files import NotRegular, parts_of, read_regular, shown, walked, write_atomic
 from .githost import AlreadyOpen, GitHost, HeadMoved
+from .oracle import ORACLE, oracle_pattern, run_oracle
 from .patch_sample import SAMPLE_MARK, sample_repo, script
 
 NAME, NIGHT = "patch", "patch-night"
-ORACLE = ["tests/**", "test/**", "**/test_*.py", "**/*_test.py", "**/conftest.py"]
-TEST_TIMEOUT_S = 300
 SYSTEM = ("You fix one bug in a git worktree. Read the code, change it with write_file, and run the tests with "
           "run_tests until they pass. The tests are the oracle: you cannot edit them. End your turn with a "
           "one-paragraph summary of the fix.")
-
-
-def oracle_pattern(globs: list[str]) -> re.Pattern:
-    """One regex for the oracle's globs: `**/` any folders (or none), `**` anything, `*` within a name."""
-    parts = []
-    for glob in globs:
-        text = re.escape(glob).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
-        parts.append(text.replace(r"\?", "[^/]"))
-    return re.compile("^(?:" + "|".join(parts) + ")$")
 
 
 def _settings(request: dict, data_dir: str) -> dict:
@@ -57,43 +45,25 @@ def _settings(request: dict, data_dir: str) -> dict:
             "sample": sample, "test_command": command, "oracle": list(request.get("oracle") or ORACLE)}
 
 
-def _place(settings: dict, run_id: str, data_dir: str) -> dict:
-    repo = Path(settings["repo"])
+def own_worktree(repo: Path, agent: str, words: str, run_id: str, data_dir: str, holder: str) -> dict:
+    """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch `<agent>/<slug of words>`
+    from the repository's HEAD: {repo, worktree, branch, base, onto} (`onto`: the branch a pull request goes onto,
+    the user's current one). A branch another run holds parks the run; `holder` says who that may be."""
     top = worktree.toplevel(repo)
     if top is None:
-        raise PermanentError(f"patch works on a git repository; {repo} is not in one")
-    branch = worktree.branch_for("patch", f"issue-{Path(settings['issue']).stem}", top)
+        raise PermanentError(f"{agent} works on a git repository; {repo} is not in one")
+    branch = worktree.branch_for(agent, words, top)
     try:
-        made = worktree.create(top, (Path(data_dir) / NAME / "worktrees" / run_id).resolve(), branch)
-    except worktree.GitFailed as e:   # most often: another run of the same bug holds the branch in its worktree
-        raise ParkRun(f"cannot make a worktree on {branch} ({e}); another run of this bug may hold the branch: "
-                      "finish or cancel it") from None
-    try:
-        onto = worktree.git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=top)
-    except worktree.GitFailed:   # a detached HEAD: the pull request goes onto main
-        onto = "main"
-    return {**made, "onto": onto}
+        made = worktree.create(top, (Path(data_dir) / agent / "worktrees" / run_id).resolve(), branch)
+    except worktree.GitFailed as e:   # most often: another run of the same work holds the branch in its worktree
+        raise ParkRun(f"cannot make a worktree on {branch} ({e}); {holder} may hold the branch: finish or cancel "
+                      "it") from None
+    return {**made, "onto": worktree.current_branch(top) or "main"}   # a detached HEAD: onto main
 
 
-def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> dict:
-    """The tests as the base commit has them (any change to an oracle file undone first), then the command."""
-    in_base = [n for n in worktree.git("ls-tree", "-r", "--name-only", base, cwd=tree).splitlines() if oracle.match(n)]
-    if in_base:
-        worktree.git("checkout", base, "--", *in_base, cwd=tree)
-    files, others = walked(tree)
-    for name in [*files, *others]:   # a link the tests would meet is removed too (the link, not its target)
-        if oracle.match(name) and name not in in_base:
-            (tree / name).unlink()
-    try:
-        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=TEST_TIMEOUT_S,
-                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})   # no __pycache__ to commit
-    except subprocess.TimeoutExpired:
-        return {"passed": False, "exit_code": None, "passing": 0, "output": f"timed out after {TEST_TIMEOUT_S}s"}
-    except OSError as e:
-        raise ParkRun(f"the test command {command[0]!r} cannot be run here ({e})") from None
-    output = (done.stdout + done.stderr)[-4000:]
-    return {"passed": done.returncode == 0, "exit_code": done.returncode, "passing": _passing(output),
-            "output": output}
+def _place(settings: dict, run_id: str, data_dir: str) -> dict:
+    return own_worktree(Path(settings["repo"]), NAME, f"issue-{Path(settings['issue']).stem}", run_id, data_dir,
+                        "another run of this bug")
 
 
 def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, command: list[str]) -> dict:
@@ -106,18 +76,6 @@ def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, comma
                       f"{last[0]}); fix the branch (git -C {tree} commit --amend), or fork from an earlier step "
                       "for the fix to be worked again")
     return {"passed": True, "passing": result["passing"]}
-
-
-def _passing(output: str) -> int:
-    """How many tests passed, from unittest's or pytest's summary (0 when it cannot tell)."""
-    pytest_passed = re.search(r"(\d+) passed", output)
-    if pytest_passed:
-        return int(pytest_passed.group(1))
-    ran = re.search(r"Ran (\d+) tests?", output)
-    if not ran:
-        return 0
-    failed = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", output))
-    return int(ran.group(1)) - failed
 
 
 def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> list:
@@ -176,7 +134,7 @@ def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> 
     return [list_files, read_file, search, write_file, run_tests]
 
 
-def _built_in_script(ctx: Context) -> bool:
+def built_in_script(ctx: Context) -> bool:
     """Whether the run's model is Patch's own offline script (which knows the sample's bug and nothing else);
     a script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
     provider = ctx.provider
@@ -184,9 +142,33 @@ def _built_in_script(ctx: Context) -> bool:
     return spec in (None, "scripted")
 
 
+def propose(ctx: Context, place: dict, commit: str, title: str, body: str, again: str, verdict: str) -> dict:
+    """Ask a person to approve a pull request for `commit`, the one the branch is at (the question names it, with
+    its diff stat, after `verdict`), then open it on the local git host, once: an effect keyed
+    `pr:<repo>:<branch>`, looked up on the host after a crash. The host opens it only while the branch is at
+    `commit`; a branch moved meanwhile parks the run naming the change (`again`: how to be asked anew instead)."""
+    tree = Path(place["worktree"])
+    stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
+    ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "
+                                      f"{verdict}\nCommit {commit}:\n{stat}")
+    host = GitHost(Path(place["repo"]))
+
+    def open_pr(key: str) -> dict:
+        """The pull request for the reviewed commit alone: the host opens it only while the branch is there."""
+        try:
+            return host.open(place["branch"], title=title, body=body, base=place["onto"], key=key, head=commit)
+        except HeadMoved as e:
+            raise worktree.off_commit(place, commit, e.found, again) from None
+        except AlreadyOpen as e:   # a racing worker, or our own send before a crash: here it is
+            return {**e.pr, "already_open": True}
+
+    return ctx.effect("open-pull-request", key=f"pr:{place['repo']}:{place['branch']}", do=open_pr,
+                      lookup=lambda key: host.lookup(place["branch"]), service="the local git host")
+
+
 def patch(ctx: Context, request: dict) -> dict:
     settings = ctx.step("settings", _settings, request, str(ctx.data_dir))
-    if not settings["sample"] and _built_in_script(ctx):
+    if not settings["sample"] and built_in_script(ctx):
         raise ParkRun(f"without ANTHROPIC_API_KEY, Patch works only on its sample repository; set the key on the "
                       f"worker so Claude works on {settings['repo']}")
     place = ctx.step("worktree", _place, settings, ctx.run_id, str(ctx.data_dir))
@@ -212,22 +194,7 @@ def patch(ctx: Context, request: dict) -> dict:
     worktree.at_commit(place, commit, again)   # on every pass: the question and the pull request are for it
     if len(ctx.lineage) > 1:   # a fork's loop verdict is its parent's, on a tree this commit may have changed
         ctx.step("tests-on-commit", _tests_pass_on, tree, commit, place["base"], oracle, command)
-    stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
-    ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "
-                                      f"The tests pass.\nCommit {commit}:\n{stat}")
-    host = GitHost(Path(place["repo"]))
-
-    def open_pr(key: str) -> dict:
-        """The pull request for the reviewed commit alone: the host opens it only while the branch is there."""
-        try:
-            return host.open(place["branch"], title=title, body=summary, base=place["onto"], key=key, head=commit)
-        except HeadMoved as e:
-            raise worktree.off_commit(place, commit, e.found, again) from None
-        except AlreadyOpen as e:   # a racing worker, or our own send before a crash: here it is
-            return {**e.pr, "already_open": True}
-
-    pr = ctx.effect("open-pull-request", key=f"pr:{place['repo']}:{place['branch']}", do=open_pr,
-                    lookup=lambda key: host.lookup(place["branch"]), service="the local git host")
+    pr = propose(ctx, place, commit, title, summary, again, "The tests pass.")
     return {"branch": place["branch"], "commit": commit, "pull_request": pr["number"], "turns": done["turns"]}
 
 

@@ -55,18 +55,23 @@ The mean is the sum divided by the number of values. `tests/test_stats.py` shows
 
 def sample_repo(data_dir: Path) -> Path:
     """The sample repository (made, with one commit, on first use)."""
-    repo = data_dir / "patch" / "sample"
+    return made_once(data_dir / "patch" / "sample", FILES, "calc: statistics helpers", "patch")
+
+
+def made_once(repo: Path, files: dict[str, str], message: str, agent: str) -> Path:
+    """A sample repository of `files` with one commit (`message`), made unless it is there already; `agent` is
+    named in the refusal when git is missing."""
     if (repo / ".git").is_dir():
         return repo
-    for name, text in FILES.items():
+    for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text, encoding="utf-8")
     git = ["git", "-c", "user.name=tui-agent", "-c", "user.email=tui-agent@localhost", "-c", "init.defaultBranch=main"]
     try:
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "calc: statistics helpers"]):
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", message]):
             subprocess.run([*git, *args], cwd=repo, check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError) as e:
-        raise PermanentError(f"patch needs git to make its sample repository ({e}); install git") from None
+        raise PermanentError(f"{agent} needs git to make its sample repository ({e}); install git") from None
     return repo
 
 

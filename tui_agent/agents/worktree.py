@@ -73,13 +73,17 @@ def _on_branch(path: Path) -> str | None:
         return None
 
 
-def _own_commits(place: dict, runs: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The commits on the branch since its base, newest first: (those of `runs`, anyone else's)."""
+def _own_commits(place: dict, runs: Sequence[str], marks: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """The commits on the branch since its base, newest first: (those of `runs`, anyone else's). With `marks`, only
+    own commits whose trailers also carry each of them (`{"Tui-Agent-Task": "fix-mean"}`) count as own."""
     log = git("log", "--format=%H%x00%B%x01", f"{place['base']}..{place['branch']}", cwd=Path(place["worktree"]))
     own, other = [], []
     for record in filter(None, (r.strip() for r in log.split("\x01"))):
         sha, _, body = record.partition("\x00")
-        (own if any(f"{TRAILER}: {run}" in body for run in runs) else other).append(sha)
+        if not any(f"{TRAILER}: {run}" in body for run in runs):
+            other.append(sha)
+        elif all(f"\n{name}: {value}" in f"\n{body}\n" for name, value in (marks or {}).items()):
+            own.append(sha)
     return own, other
 
 
@@ -149,21 +153,77 @@ def _is_ancestor(older: str, newer: str, cwd: Path) -> bool:
 def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, message: str) -> str:
     """Commit `paths` (relative to the worktree; None: every change) once, marked as the commit of `runs[0]`: a
     second call, after a crash, finds the newest commit of `runs` (the run, or a run it was forked from)."""
-    tree = Path(place["worktree"])
     own, _ = _own_commits(place, runs)
     if own:
         return own[0]
-    identity = [] if _configured(tree) else ["-c", "user.name=tui-agent", "-c", "user.email=tui-agent@localhost"]
+    return commit(place, runs[0], paths, message)
+
+
+def commit(place: dict, run: str, paths: list[str] | None, message: str, marks: dict[str, str] | None = None) -> str:
+    """Commit `paths` (None: every change) with the trailers that say `run` made it, and `marks` after them (one
+    paragraph: `Tui-Agent-Run: r-...`, then `Tui-Agent-Task: ...`); returns the commit."""
+    tree = Path(place["worktree"])
     if paths is None:
         git("add", "-A", cwd=tree)
     for start in range(0, len(paths or ()), 500):
         git("add", "--", *paths[start:start + 500], cwd=tree)
-    git(*identity, "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{TRAILER}: {runs[0]}", cwd=tree)
+    trailers = "\n".join(f"{name}: {value}" for name, value in {TRAILER: run, **(marks or {})}.items())
+    git(*identity(tree), "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{trailers}", cwd=tree)
     return git("rev-parse", "HEAD", cwd=tree)
 
 
-def _configured(tree: Path) -> bool:
+def marked(place: dict, runs: Sequence[str], marks: dict[str, str]) -> str | None:
+    """The newest commit on the branch that `runs` made and whose trailers carry `marks`, or None."""
+    own, _ = _own_commits(place, runs, marks)
+    return own[0] if own else None
+
+
+def identity(tree: Path) -> list[str]:
+    """The options that give a commit an author where git has none configured (tui-agent's own name)."""
     try:
-        return bool(git("config", "user.email", cwd=tree))
+        configured = bool(git("config", "user.email", cwd=tree))
     except GitFailed:
-        return False
+        configured = False
+    return [] if configured else ["-c", "user.name=tui-agent", "-c", "user.email=tui-agent@localhost"]
+
+
+def listed(repo: Path) -> list[dict]:
+    """Every worktree git knows of the repository `repo` is in (`git worktree list --porcelain`), the main one
+    first: {worktree, head, branch (None: detached), locked, prunable} each."""
+    found, entry = [], None
+    for line in git("worktree", "list", "--porcelain", cwd=repo).splitlines() + [""]:
+        word, _, value = line.partition(" ")
+        if word == "worktree":
+            entry = {"worktree": value, "head": None, "branch": None, "locked": False, "prunable": False}
+        elif entry is not None and word in ("HEAD", "branch"):
+            entry["head" if word == "HEAD" else "branch"] = value.removeprefix("refs/heads/")
+        elif entry is not None and word in ("locked", "prunable"):
+            entry[word] = True
+        elif not line and entry is not None:
+            found.append(entry)
+            entry = None
+    return found
+
+
+def current_branch(repo: Path) -> str | None:
+    """The branch the repository's main working tree is on (None: a detached HEAD)."""
+    try:
+        return git("symbolic-ref", "--quiet", "--short", "HEAD", cwd=repo)
+    except GitFailed:
+        return None
+
+
+def merged(repo: Path, branch: str, into: str) -> bool:
+    """Whether every commit of `branch` is on `into`, so `git branch -d` deletes it."""
+    return _is_ancestor(f"refs/heads/{branch}", f"refs/heads/{into}", repo)
+
+
+def changes(tree: Path) -> list[str]:
+    """What the worktree holds that no commit does (`git status --porcelain` lines, untracked files included)."""
+    return git("status", "--porcelain", cwd=tree).splitlines()
+
+
+def remove(repo: Path, tree: Path) -> None:
+    """Remove the worktree `tree` (its files and git's record of it), keeping its branch; git refuses one that
+    holds changes no commit does, or is locked (GitFailed)."""
+    git("worktree", "remove", str(tree), cwd=repo)

@@ -1,24 +1,39 @@
-"""`ctx.run_command`: a program run as a journaled step, stopped for real when it must stop.
+"""`ctx.run_command`: a program run as a journaled step, stopped for real when it must stop, and recorded so that
+what a dead worker left of it is found and ended.
 
-A thread cannot be killed, but a process can. The program runs without a shell, in a process group of its own
-(`process_group=0`), with its standard input from a file (empty unless `stdin` is given) and its output streamed to
-files, never pipes: a grandchild that keeps a pipe open cannot hold the step up. The whole group is killed
-(SIGKILL) when:
+A thread cannot be killed, but a process can. The program runs without a shell parsing anything, in a process
+group of its own (`process_group=0`), with its standard input from a file (empty unless `stdin` is given) and its
+output streamed to two files in the run's artifact folder, never pipes: a grandchild that keeps a pipe open cannot
+hold the step up, and the whole output is kept (`stdout_artifact`, `stderr_artifact`; on a server store the files
+are copied into its artifacts table once the program ends).
+
+Before the program runs, its process group and the time its leader started are committed (store/commands.py):
+the program is started behind a gate (a fixed `/bin/sh` line that waits for one line on a pipe, then `exec`s the
+program with its arguments as they are), the row is written, and only then is the gate opened. A worker killed
+before the row commits closes the pipe, and the gate exits without running anything; one killed after it leaves a
+row the next claim finds, and that claim kills what is left of the group before the run's code goes on.
+
+The whole group is killed (SIGKILL) when:
 
 - `timeout_s` passes: the attempt then fails with `StepTimedOut`, a temporary error, so the run's retry policy
   decides what comes next, as for any step (the step deadline of runtime/deadlines.py is not applied on top);
 - the run is taken from this thread: parked or cancelled by a person, taken by another lease, its lease let go
   of, handed on at a deadline (`wall_s`) or handed back when the worker stops (RunControl.kill_commands);
-- the program ends: what it left running in its group goes with it.
+- the program ends: what it left running in its group goes with it;
+- the next claim finds it left by a worker that died (store/commands.end_left).
 
 A process that left the group (setsid) escapes, as from any process-group kill. The entry records the argv, the
-exit code (negative: the signal that ended it), how long it ran, and the last `output_limit` bytes of stdout and
-stderr (decoded as UTF-8, a broken character replaced); the program's exit code is not judged here: the caller
-decides what a non-zero exit means. `env` is laid over this process's environment."""
+names `env` set (never their values), the exit code (negative: the signal that ended it), how long it ran, the
+last `output_limit` bytes of stdout and stderr (decoded as UTF-8, a broken character replaced) and where the whole
+of each is kept; the program's exit code is not judged here: the caller decides what a non-zero exit means.
+`env` is laid over this process's environment."""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -27,29 +42,47 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from ..errors import StepTimedOut
+from ..store import artifacts
+from ..store import commands as rows
+from ..store.host import process_start
 from .control import kill_group
+from .faults import crash_point
 
 if TYPE_CHECKING:
-    from .control import RunControl
+    from .context import Context
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of stdout and of stderr kept in the entry (the last ones)
+# The gate, on a pipe as its standard input: wait for the go line (end of file: the worker died first, so run
+# nothing), then become the program, its standard input the file named first. The program's arguments are the
+# shell's positional parameters, never parsed.
+GATE = 'read -r go || exit 126; input=$1; shift; exec "$@" <"$input"'
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def run(control: RunControl | None, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
+def run(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
         env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
-    """The step's function (Context.run_command journals what it returns)."""
+    """Run the program inside the journaled call in progress (a step's function, an effect's `do`: the position
+    before `ctx.position`), recorded as its program; returns what Context.run_command journals. Not journaled
+    itself: a caller that is not a step records what it returns."""
     if not argv:
         raise ValueError("run_command needs a program to run: argv is empty")
-    given = stdin.encode() if isinstance(stdin, str) else stdin
-    with tempfile.TemporaryFile() as into, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        if given:
-            into.write(given)
-            into.seek(0)
+    merged = None if env is None else {**os.environ, **env}
+    _findable(argv[0], cwd, merged)
+    position = ctx.position - 1
+    ctx._programs += 1
+    relative = f"{ctx._artifact_dir}/commands/g{ctx.generation}-{position:05d}-f{ctx.fence}-{ctx._programs}-" \
+               f"{_UNSAFE.sub('-', name)[:40]}"
+    folder = ctx.artifact_dir / "commands"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    base = folder / Path(relative).name
+    with (open(f"{base}.stdout", "w+b") as out, open(f"{base}.stderr", "w+b") as err,
+          tempfile.NamedTemporaryFile(dir=folder, prefix=".stdin-") as into):
+        into.write(stdin.encode() if isinstance(stdin, str) else stdin or b"")
+        into.flush()
         t0 = time.monotonic()
-        child = subprocess.Popen(argv, cwd=cwd, stdin=into, stdout=out, stderr=err, process_group=0,
-                                 env=None if env is None else {**os.environ, **env})
-        if control is not None:
-            control.adopt(child.pid)
+        child, command_id = _started(ctx, name, position, [into.name, *argv], env,
+                                     dict(cwd=cwd, stdout=out, stderr=err, env=merged))
+        control = ctx._control
         try:
             code = child.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -63,10 +96,74 @@ def run(control: RunControl | None, argv: list[str], cwd: str | Path | None, std
                 child.wait()
             if control is not None:
                 control.disown(child.pid)
-        return {"argv": argv, "exit": code, "duration_s": round(time.monotonic() - t0, 3),
-                "stdout": _tail(out, output_limit), "stderr": _tail(err, output_limit)}
+            rows.ended(ctx._store, command_id, child.returncode, ctx.clock.now())
+        duration = round(time.monotonic() - t0, 3)
+        kept = {stream: _keep(ctx, f"{relative}.{stream}", handle)
+                for stream, handle in (("stdout", out), ("stderr", err))}
+        return {"argv": argv, "env": sorted(env or ()), "exit": code, "duration_s": duration,
+                "stdout": _tail(out, output_limit), "stderr": _tail(err, output_limit),
+                "stdout_artifact": kept["stdout"], "stderr_artifact": kept["stderr"]}
+
+
+def _started(ctx: Context, name: str, position: int, gated: list[str], env: Mapping[str, str] | None,
+             files: dict) -> tuple[subprocess.Popen, int]:
+    """The program started behind its gate, its row committed, then let go; (the process, its row's id).
+    `gated`: the input file's path, then the program's argv. When the row cannot be written (the run was taken,
+    the database stopped us) the gate is closed, so nothing runs."""
+    gate, go = os.pipe()
+    argv = gated[1:]
+    try:
+        try:
+            child = subprocess.Popen(["/bin/sh", "-c", GATE, argv[0], *gated], process_group=0, stdin=gate,
+                                     **files)
+        finally:
+            os.close(gate)
+        try:
+            crash_point("command-gated", name)
+            with ctx.write() as conn:
+                command_id = rows.begin(conn, run_id=ctx.run_id, generation=ctx.generation, position=position,
+                                        name=name, fence=ctx.fence, argv=argv, env=list(env or ()), pgid=child.pid,
+                                        pid_started=process_start(child.pid), now=ctx.clock.now())
+        except BaseException:
+            os.close(go)
+            go = None
+            child.wait()   # the gate read end of file: it exits without running the program
+            raise
+        if ctx._control is not None:
+            ctx._control.adopt(child.pid)
+        os.write(go, b"go\n")
+        return child, command_id
+    finally:
+        if go is not None:
+            os.close(go)
+
+
+def _findable(program: str, cwd: str | Path | None, env: Mapping[str, str] | None) -> None:
+    """FileNotFoundError, as Popen raises it, for a program that cannot be run (the gate would only exit 127)."""
+    if "/" in program:
+        path = Path(cwd or ".") / program
+        found = path if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(program, path=(env or os.environ).get("PATH", os.defpath))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no such program, or not executable", program)
+
+
+def _keep(ctx: Context, relative: str, handle: IO[bytes]) -> str:
+    """Where the whole stream is kept, as `show` prints it: the file itself, or on a store whose artifacts are rows,
+    the copy saved there."""
+    if artifacts.folder(ctx._store) is None:
+        handle.seek(0)
+        return artifacts.save(ctx._store, relative, handle.read())
+    return artifacts.where(ctx._store, relative)
 
 
 def _tail(file: IO[bytes], limit: int) -> str:
     size = os.fstat(file.fileno()).st_size
     return os.pread(file.fileno(), limit, max(0, size - limit)).decode("utf-8", errors="replace")
+
+
+def started(ctx: Context, position: int, name: str) -> int:
+    """How many programs named `name` were started inside the journaled call at `position`, those a dead worker
+    started included: what was spent on them stays counted."""
+    return sum(row["name"] == name for row in rows.of_position(ctx._store.conn, ctx.run_id, ctx.generation, position))

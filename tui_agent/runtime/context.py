@@ -23,6 +23,7 @@ from ..models import (
 from ..models.caching import with_cache_marks
 from ..states import Reason, RunStatus
 from ..store import Claim, Store, artifacts, model_calls
+from ..store import prune as prune_runs
 from ..store.events import add_event
 from ..store.journal import (
     FOLD_EVERY,
@@ -114,6 +115,7 @@ class Context:
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._soft_position = soft_position
+        self._programs = 0   # programs run_command started in this claim (names their output files)
         self._last_at = claim.claimed_at
         self._renew_at = claim.claimed_at + claim.lease_s / 2
 
@@ -411,16 +413,13 @@ class Context:
         reply, attempts, started_at, duration = self._attempt(position, name, call, failed, timeout_s=timeout_s)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
-        input_tokens = sum(int(usage.get(k) or 0) for k in
-                           ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-        output_tokens = int(usage.get("output_tokens") or 0)
-        spent = Usage(input_tokens=input_tokens - reserved.input_tokens,  # what it used, in place of its hold
-                      output_tokens=output_tokens - reserved.output_tokens,
+        used = model_calls.Spent.of(usage)
+        spent = Usage(input_tokens=used.input_tokens - reserved.input_tokens,  # what it used, in place of its hold
+                      output_tokens=used.output_tokens - reserved.output_tokens,
                       cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None),
-                      cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                      cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0))
+                      cache_read_tokens=used.cache_read_tokens, cache_write_tokens=used.cache_write_tokens)
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
-                             also=lambda conn: model_calls.answered(conn, keys[-1], output_tokens, cost,
+                             also=lambda conn: model_calls.answered(conn, keys[-1], used, cost,
                                                                     reply.get("_request_id"), self.clock.now()))
         crash_point("after-model-commit", name)
         return value
@@ -504,6 +503,16 @@ class Context:
                                      **self._registry.run_fields(agent, request, model))
         return [run_id, created]
 
+    def prune(self, older_than_s: float, statuses: list[str], keep_last: int | None = None) -> dict:
+        """Remove the ended runs `tui-agent prune` would (store/prune.py: the same choice, batches and kept keys),
+        for the built-in agent `prune` that a schedule runs. Call it from a step, so a replay does not prune again;
+        repeating it after a crash finishes what the first began. Returns what was removed, by status, what stayed
+        and why, and how many keys were kept."""
+        chosen = prune_runs.plan(self._store, statuses, self.clock.now() - older_than_s, keep_last)
+        done = prune_runs.remove(self._store, chosen, self.clock.now())
+        return {"removed": dict(done.removed), "kept": dict(chosen.kept + done.stayed), "kept_keys": done.keys,
+                "artifact_bytes": done.artifact_bytes}
+
     def save_artifact(self, name: str, text: str) -> str:
         """Keep a file meant for the operator (a report) with the run's artifacts, durably; returns where it is, as
         `show` prints it and `tui-agent artifact` and `read_artifact` take it (a path, or artifact:<path> when the
@@ -532,6 +541,19 @@ class Context:
         times in a row is a plateau (`DEFAULT_PLATEAU`: 3 in a row). Retries of temporary errors are not failures."""
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
+
+    def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
+        """Journal what a program spent that tui-agent cannot see itself (a command-line coding agent's model calls,
+        as it reported them): `model_calls` calls costing `cost_usd` in all (None: nothing was reported, so every
+        call counts as unpriced), of which `unpriced_calls` more had no price. It counts against the budget as a
+        model call's usage does, once: a replay passes it."""
+        position, recorded, _ = self._next(name)
+        if recorded:
+            return
+        unpriced = model_calls if cost_usd is None else unpriced_calls
+        self._record(position, name, "step", {"model_calls": model_calls, "cost_usd": cost_usd,
+                                               "unpriced_calls": unpriced}, self.clock.now(), 0.0,
+                     Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced), cost_usd)
 
     def note(self, name: str, message: str) -> None:
         """Say `message` in the run's events (kind `note`, shown by `show` and the run screen), once: it is
@@ -592,15 +614,17 @@ class Context:
         return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
                        self._step_timeout if timeout_s is _UNSET else timeout_s)
 
-    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None = None,
-                    stdin: str | bytes | None = None, env: Mapping[str, str] | None = None,
-                    timeout_s: float | None | object = _UNSET, output_limit: int = OUTPUT_LIMIT) -> dict:
-        """Run a program as a journaled step, in a process group of its own (see runtime/commands.py): returns
-        {argv, exit, duration_s, stdout, stderr}, the last `output_limit` bytes of each. Past `timeout_s` (default:
-        the agent's `step_timeout_s`) the whole group is killed and the attempt fails (StepTimedOut); so is it
-        when the run is taken away (parked, cancelled) or handed back. Replay returns the recorded result."""
-        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
-        return self._step(name, commands.run, (self._control, list(argv), cwd, stdin, env, timeout, output_limit),
+    def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
+                    env: Mapping[str, str] | None = None, timeout_s: float | None,
+                    output_limit: int = OUTPUT_LIMIT) -> dict:
+        """Run a program as a journaled step, without a shell, in a process group of its own (runtime/commands.py):
+        returns {argv, env, exit, duration_s, stdout, stderr, stdout_artifact, stderr_artifact}: the names `env`
+        set (never their values), the last `output_limit` bytes of each stream and where the whole of it is kept.
+        The group and its start time are recorded before the program runs, so the next claim after a worker died
+        kills what is left of it. Past `timeout_s` (None: none) the whole group is killed and the attempt fails
+        (StepTimedOut, a temporary error the retry policy sees); so is it when the run is taken away (parked,
+        cancelled) or handed back. Replay returns the recorded result without running the program."""
+        return self._step(name, commands.run, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
                           _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 

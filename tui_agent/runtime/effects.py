@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EffectNotDone, ParkRun
+from ..errors import EffectDeclined, EffectNotDone, ParkRun
+from ..format import span
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from ..store import FenceRefused
 from ..store.effects import (
@@ -31,7 +33,7 @@ from .deadlines import InFlight
 from .faults import crash_point
 from .outcomes import StepFailed, Suspend
 from .results import encode
-from .retry import backoff_s
+from .retry import backoff_s, is_unreachable
 
 if TYPE_CHECKING:
     from .context import Context
@@ -109,10 +111,15 @@ class _Effect:
 
     def confirm(self, row: dict, value: Any, message: str | None = None, **fields) -> Any:
         """`confirmed`, the result, the journal entry and the checkpoint, in one fenced commit."""
+        return self.finish(row, EffectState.CONFIRMED, value, message, **fields)
+
+    def finish(self, row: dict, state: str, value: Any, message: str | None = None, **fields) -> Any:
+        """The effect's last state (`confirmed`, or `not_done` for a declined `do`), its result, the journal entry
+        and the checkpoint, in one fenced commit."""
         encoded = encode(value, "effect", self.name)
 
         def also(conn):
-            set_state(conn, row["id"], EffectState.CONFIRMED, self.ctx.clock.now(), result=encoded, **fields)
+            set_state(conn, row["id"], state, self.ctx.clock.now(), result=encoded, **fields)
             if message:
                 self.event(conn, message)
 
@@ -150,6 +157,8 @@ class _Effect:
         except ParkRun as e:   # the service did nothing, and will not until a person fixes what `do` names
             self.transition(row, EffectState.NOT_DONE, f"not done: {e}")
             raise
+        except EffectDeclined as e:   # nothing done this time, and what came of it instead is the call's result
+            return self.finish(row, EffectState.NOT_DONE, e.outcome, f"not done: {e}")
         except EffectNotDone as e:
             if self.spent(row):
                 self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); no attempts left")
@@ -225,15 +234,35 @@ class _Effect:
                       f"the run or its process ends, or decide now with tui-agent reconcile {ctx.run_id} "
                       f"{self.name} --happened | --not-done | --abandon")
 
+    def look_up(self, row: dict) -> Any:
+        """What the lookup says about the key. A lookup that cannot reach its service (a dropped network) is asked
+        again with the retry policy's back-off while the attempt is younger than the policy's patience (the
+        service, not the send, is what is away); any other failure, or one past the patience, waits for a person."""
+        policy = self.ctx._retry
+        while True:
+            try:
+                return self.lookup(self.key)
+            except Exception as e:
+                failed = f"the lookup failed ({type(e).__name__}: {e})"
+                since = self.ctx.clock.now() - row["attempted_at"]
+                if not is_unreachable(e) or policy.patience_s is None:
+                    self.wait_for_person(row, f"is unknown and {failed}")
+                if since >= policy.patience_s:
+                    self.wait_for_person(row, f"is unknown and {failed}; it has not reached its service for "
+                                         f"{span(since)}, past the retry policy's patience")
+                # the back-off grows with how long the lookup has been failing, as if counted attempt by attempt
+                tries = 1 + int(math.log2(1 + since / policy.base_s))
+                delay = min(backoff_s(policy, tries), policy.patience_s - since)
+                with self.ctx.write() as conn:
+                    self.event(conn, f"outcome unknown and {failed}; asking the service again in {delay:.1f}s")
+                self.ctx._back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
+
     def reconcile(self, row: dict, raised: Exception | None = None) -> Any:
         """Find out what happened to an `unknown` attempt before acting again. `raised`: the attempt's `do` raised
         it (rather than a worker stopping): acting again then follows the retry policy, as after a refusal."""
-        since = self.ctx.clock.now() - row["attempted_at"]
         if self.lookup is not None:
-            try:
-                found = self.lookup(self.key)
-            except Exception as e:
-                self.wait_for_person(row, f"is unknown and the lookup failed ({type(e).__name__}: {e})")
+            found = self.look_up(row)
+            since = self.ctx.clock.now() - row["attempted_at"]
             if found is not None:
                 return self.confirm(row, found, "the service has the key: confirmed without doing it again")
             window = row["lookup_ttl_s"]
@@ -249,6 +278,7 @@ class _Effect:
                 return self.again(row, delay)
             self.wait_for_person(row, f"is unknown: the service's lookup window ({_span(window)}) has passed, "
                                  "so its silence proves nothing")
+        since = self.ctx.clock.now() - row["attempted_at"]
         window = row["dedupe_ttl_s"]
         if window is not None and since < window:
             if raised is not None and self.spent(row):

@@ -29,6 +29,7 @@ POINTS = {
     "in-model-call": "after a model call's attempt is committed, before its request is sent",
     "after-model-commit": "after a model call's reply is committed",
     "after-tool-commit": "after an agent loop's tool result is committed",
+    "command-gated": "after a program run_command starts is held at its gate, before its process group is recorded",
     "mid-write": "after a file's new content is written to its temporary copy, before the rename over the original",
 }
 

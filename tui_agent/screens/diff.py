@@ -10,7 +10,6 @@ and offers `n` to jump there."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -46,7 +45,7 @@ from ..diff import (
 )
 from ..format import ago, duration_ms
 from ..paging import Window
-from ..report import data_version
+from ..report import data_version, shown_stored
 from ..runtime.clock import now
 from ..safe_text import json_text
 from ..widgets.footer import KeysFooter
@@ -320,7 +319,7 @@ class DiffScreen(Screen):
             if fork and fork["child"] == run["id"]:
                 text.append(f" · fork of {'A' if label == 'B' else 'B'} at #{fork['fork_step']}")
             text.append(" · ")
-            text.append(json_text(json.loads(run["request"]), separators=(",", ":")), style="dim")
+            text.append(json_text(shown_stored(run["request"], "runs.request"), separators=(",", ":")), style="dim")
         self.query_one("#diff-header", Static).update(safe(text))
 
     def _totals(self) -> None:

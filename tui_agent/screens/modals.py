@@ -243,6 +243,60 @@ class ReconcileModal(Dialog):
                             "Abandon the run", "Don't abandon")
 
 
+BULK_LABELS = {"park": "Park", "resume": "Resume", "cancel": "Cancel", "approve": "Approve", "deny": "Deny",
+               "reconcile-ask": "Ask the service"}
+
+
+class BulkModal(Dialog):
+    """The marked runs together: how many are marked, and for each action how many of them it applies to (as they
+    are now; each run is checked again as it is acted on). Choosing one and pressing the button is the one
+    confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs; `action` chosen first."""
+
+    DO = "Act on them"
+
+    def __init__(self, marked: int, preview: dict, action: str) -> None:
+        super().__init__()
+        self.TITLE = f"{marked} run{'s' * (marked != 1)} marked"
+        self.marked, self.preview, self.action = marked, preview, action
+
+    def body(self) -> ComposeResult:
+        yield Static("Each run is decided in its own transaction, by the same rule as one at a time.")
+        first = self.action if self.preview[self.action].done else next(
+            (action for action, decided in self.preview.items() if decided.done), None)
+        with Choices(id="action"):
+            for action, decided in self.preview.items():
+                label = f"{BULK_LABELS[action]:<16} {len(decided.done)} of {self.marked}"
+                yield RadioButton(label if decided.done else Text(f"{label}: applies to none", style="dim"),
+                                  id=f"do-{action}", value=action == first, disabled=not decided.done)
+        yield Static(id="refused", classes="warning")
+        yield Input(placeholder="note (optional)", id="note")
+
+    def on_mount(self) -> None:
+        self._show(self.query_one("#action", RadioSet).pressed_button)
+
+    @on(RadioSet.Changed, "#action")
+    def _changed(self, event: RadioSet.Changed) -> None:
+        self._show(event.pressed)
+
+    def _show(self, pressed: RadioButton | None) -> None:
+        """The button says what it does to how many; a line says what stands in the way of the others."""
+        decided = self.preview[pressed.id.removeprefix("do-")] if pressed is not None else None
+        count = len(decided.done) if decided else 0
+        self.query_one("#confirm", Button).label = (f"{BULK_LABELS[decided.action]} {count} run{'s' * (count != 1)}"
+                                                    if decided else self.DO)
+        refused = decided.refused if decided else ()
+        self.query_one("#refused", Static).update(safe(
+            f"not for {len(refused)}: {refused[0]}" + (f" (and {len(refused) - 1} more)" if len(refused) > 1 else "")
+            if refused else ""))
+
+    def answer(self) -> tuple[str, str | None] | None:
+        pressed = self.query_one("#action", RadioSet).pressed_button
+        if pressed is None:
+            self.notify("no action applies to the marked runs", severity="warning")
+            return None
+        return pressed.id.removeprefix("do-"), self.query_one("#note", Input).value.strip() or None
+
+
 class BudgetModal(Dialog):
     """Raise one ceiling of a run, or drop its default ceilings (`unbounded`); the run is resumed with it."""
 
@@ -301,6 +355,47 @@ class GotoModal(Dialog):
         return int(text) if len(text) <= 19 else self.entries   # past any run's end: its last entry
 
 
+class RuleModal(Dialog):
+    """`u` on a harness run that waits for you: one more line for its rulebook, then the run resumes."""
+
+    TITLE = "Add a rule"
+    DO = "Add it and resume"
+
+    def body(self) -> ComposeResult:
+        yield Label("One line for the run's RULES.md, earned by the failure you see: it is committed in the "
+                    "run's worktree, every later iteration reads it, and the run resumes.")
+        yield Input(placeholder="e.g. Do not change pkg/base.py.", id="rule")
+
+    def answer(self) -> str | None:
+        text = " ".join(self.query_one("#rule", Input).value.split())
+        if not text:
+            self.notify("type the rule, one line", severity="error")
+            return None
+        return text
+
+
+class SaveFilterModal(Dialog):
+    """A name to keep the runs list's filter under, which the palette then offers (`filter save` on the CLI)."""
+
+    TITLE = "Save the filter"
+    DO = "Save it"
+
+    def __init__(self, words: str) -> None:
+        super().__init__()
+        self.words = words
+
+    def body(self) -> ComposeResult:
+        yield Static(safe(f"Keep {self.words} under a name; ctrl+p offers it on the runs list."))
+        yield Input(placeholder="a name, e.g. failed-nightly", id="name")
+
+    def answer(self) -> str | None:
+        name = self.query_one("#name", Input).value.strip()
+        if not name:
+            self.notify("type a name for the filter", severity="error")
+            return None
+        return name
+
+
 class NewRunModal(Dialog):
     """Start a run of an agent with its input."""
 
@@ -312,7 +407,8 @@ class NewRunModal(Dialog):
         self.agents = agents
 
     def body(self) -> ComposeResult:
-        yield Select([(name, name) for name in self.agents], value=self.agents[0], allow_blank=False, id="agent")
+        first = "hello" if "hello" in self.agents else self.agents[0]   # the quickest to try, offline
+        yield Select([(name, name) for name in self.agents], value=first, allow_blank=False, id="agent")
         yield Input(value="{}", placeholder='input as a JSON object, e.g. {"date": "2026-11-29"}', id="input")
 
     def answer(self) -> tuple[str, dict] | None:

@@ -10,7 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.markup import escape
 
 from .. import operate
-from ..report import get_run
+from ..report import get_run, saved_filters_report
 from ..safe_text import visible
 from . import run_actions
 
@@ -18,15 +18,35 @@ HELP = "the same action as the CLI's"
 
 
 
+def _filter_commands(app, screen) -> list[tuple[str, Callable[[], None]]]:
+    """On the runs list: each saved filter, to show its runs or to forget it, and saving the filter shown."""
+    found, saved = app.guard(saved_filters_report, app.reader)
+    commands = []
+    for row in saved or ():
+        name, words = escape(visible(row["name"])), escape(visible(row["words"]))
+        commands.append((f"Filter: {name} ({words})", partial(screen.apply_filter, row["words"])))
+    if screen.where:
+        commands.append((f"Save the filter {escape(visible(str(screen.where)))} as…", screen.save_filter))
+    for row in saved or ():
+        commands.append((f"Forget the saved filter {escape(visible(row['name']))}",
+                         partial(app.act, operate.forget_filter, app.store, row["name"],
+                                 done=lambda said, words=row["words"]: f"{said} (it selected: {words})")))
+    return commands
+
+
 class RunCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable[[], None]]]:
-        """Starting a run, and each action that applies to the current run as it is now (operate.py's rules)."""
+        """Starting a run, the saved filters on the runs list, and each action that applies to the current run as
+        it is now (operate.py's rules)."""
         from .run import RunScreen
+        from .runs import RunsScreen
 
         app, screen = self.app, self.screen
         run_id = getattr(screen, "run_id", None) or (screen.selected_id() if hasattr(screen, "selected_id")
                                                      else None)
         commands = [("Start a new run", partial(run_actions.new_run, app))]
+        if isinstance(screen, RunsScreen):
+            commands += _filter_commands(app, screen)
         if not run_id:
             return commands
         found, run = app.guard(get_run, app.reader, run_id)   # gone, or the database unreadable: a toast

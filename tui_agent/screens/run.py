@@ -9,6 +9,8 @@ N read the page they land on. Opening a run reads its row, its checkpoint, its c
 
 from __future__ import annotations
 
+import os
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -29,6 +31,7 @@ from ..report import (
     iso_times,
     last_event,
     next_for_person,
+    recorded_worktree,
     retry_said,
     retry_wait,
     run_view,
@@ -37,7 +40,7 @@ from ..report import (
 )
 from ..runtime.clock import now
 from ..safe_text import json_text
-from ..states import budget_dimension
+from ..states import TERMINAL, budget_dimension
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
@@ -67,11 +70,13 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         Binding("e", "edit_fork", "Edit the selected step or reply, then fork", show=False),
         Binding("v", "toggle_json", "JSON"),
         *run_actions.bindings("cancel"),
+        Binding("u", "rule", "Add a rule (a harness run)", show=False),
         Binding("t", "next_pane", "Next pane"),     # only while the lower panes are tabs (check_action)
         Binding("N", "next_for_person", "Needs you"),
         Binding("d", "diff", "Diff with…", show=False),
         Binding("g", "go_to", "Go to"),
         Binding("R", "replay", "Replay"),
+        Binding("W", "remove_worktree", "Remove worktree"),   # only on a coding run's screen (check_action)
         Binding("home", "first", "First/last", key_display="home/end"),
         Binding("end", "last", "Last entry", show=False),
         Binding("j", "cursor_down", "Down", show=False),
@@ -94,6 +99,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.pane = "budget"
         self._arranged = False
         self._replaying = None               # the thread of the replay `R` started, while its code runs
+        self._worktree: dict | None = None    # the worktree the run recorded (worktrees.recorded), once it has
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -102,6 +108,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.set_class(compact, "-compact", update=False)   # the panes' styles are worked out once, as they mount
         self.set_class(not compact, "-wide", update=False)
         yield Static(id="run-header", classes="summary")
+        yield Static(id="run-worktree", classes="summary")   # a coding run's worktree and branch
         with Horizontal(id="run-top"):
             with Vertical(id="timeline-pane", classes="pane") as pane:
                 pane.border_title = "Timeline"
@@ -208,6 +215,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                 window.last()               # the timeline and the events open where the run is now
         with self.app.batch_update():
             self._header(view)
+            self._worktree_line(view["run"])
             self._progress(view["checkpoint"])
             self._paint_timeline()
             # a budget reason is only ever written by the stop (waiting, parked or failed on that dimension)
@@ -254,6 +262,25 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         line.append(" · ")
         line.append(json_text(run["request"], separators=(",", ":")), style="dim")
         self.query_one("#run-header", Static).update(safe(line))
+
+    def _worktree_line(self, run: dict) -> None:
+        """A coding run's worktree and branch, under the header (the run records them once, among its first
+        entries; no git is asked here, on every refresh)."""
+        if self._worktree is None:
+            self._worktree = recorded_worktree(self.app.reader, self.run_id)
+            if self._worktree is not None:
+                self.refresh_bindings()
+        line = self.query_one("#run-worktree", Static)
+        line.display = self._worktree is not None
+        if self._worktree is not None:   # the branch first: a long path is what the width cuts
+            tree = self._worktree["worktree"]
+            there = os.path.isdir(tree)
+            text = Text(no_wrap=True, overflow="ellipsis")
+            text.append(f"branch {self._worktree['branch']} · ")
+            if there and run["status"] in TERMINAL:
+                text.append("W removes the worktree · ")
+            text.append(f"worktree {tree}" if there else f"worktree removed ({tree})")
+            line.update(safe(text))
 
     def _progress(self, checkpoint: dict) -> None:
         total, step = checkpoint.get("total_steps"), checkpoint.get("current_step") or 0
@@ -361,6 +388,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "next_pane":
             return self.compact
+        if action == "remove_worktree":
+            return self._worktree is not None
         return True
 
     # -- actions --------------------------------------------------------------------------------
@@ -450,10 +479,17 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self.app.push_screen(DivergenceModal(message.replay),
                                  lambda position: position is not None and self._go_to(position))
 
+    def action_remove_worktree(self) -> None:
+        self.app.guard(run_actions.remove_worktree, self.app, self.run_id)
+
     def action_edit_fork(self) -> None:
         """Not a RUN_ACTIONS entry: it needs the timeline's selected entry, which the runs screen and the
         palette's rule (`why_not(app, run)`) do not have."""
         self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
+
+    def action_rule(self) -> None:
+        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone."""
+        self.app.guard(run_actions.rule, self.app, self.run_id)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:
         """This run, and the timeline's selected position (a fork starts there, a doubtful effect is reconciled)."""

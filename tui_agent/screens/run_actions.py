@@ -15,10 +15,20 @@ from textual.binding import Binding
 
 from .. import editing, operate
 from ..errors import UserError
-from ..report import get_run, in_doubt, pending_approval, recorded_positions, run_view, with_holders
+from ..format import file_size
+from ..report import (
+    get_run,
+    in_doubt,
+    pending_approval,
+    recorded_positions,
+    run_view,
+    with_holders,
+    worktree_of,
+)
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
-from .modals import ApproveModal, BudgetModal, ConfirmModal, NewRunModal, ReconcileModal
+from ..worktrees import branch_advice, why_not_remove
+from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:
     from ..app import TuiAgentApp
@@ -129,6 +139,18 @@ def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None
     app.push_screen(BudgetModal(run_view(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
 
+def rule(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+    """`u`: a line for a harness run's RULES.md, committed in its worktree; then the run resumes."""
+    if _applies(app, run_id, lambda app, run: operate.why_not_harness(run)) is None:
+        return
+
+    def chosen(text: str | None) -> None:
+        if text:
+            app.act(operate.harness_rule, app.store, run_id, text, done=lambda said: said)
+
+    app.push_screen(RuleModal(), chosen)
+
+
 def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:
     """The position a fork starts from (None: where the run stopped, after every entry it recorded) and
     operate.py's rule for it."""
@@ -210,6 +232,55 @@ def edit_fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -
 
     app.push_screen(ConfirmModal(f"Fork {run_id} with #{position} {name} edited?", question, "Fork it",
                                  "Don't fork"), confirmed)
+
+
+def remove_worktree(app: TuiAgentApp, run_id: str) -> None:
+    """`W` on a coding run's screen: its worktree removed once every run working in it has ended, asked first
+    (operate.remove_worktree, as `tui-agent worktrees --clean` does for each); the branch stays."""
+    tree = worktree_of(app.reader, run_id)
+    why = "it names no worktree that git knows" if tree is None else why_not_remove(tree)
+    if why:
+        app.notify(f"{run_id}: {'its worktree stays: ' if tree else ''}{why}", severity="warning")
+        return
+    merged = f", merged into {tree.onto}" if tree.merged else f", not merged into {tree.onto}" if tree.onto else ""
+    question = (f"{tree.path} ({file_size(tree.size)}) is deleted. Its branch {tree.branch} stays in {tree.repo}"
+                f"{merged}, so it can still be merged or deleted (git branch -d).")
+
+    def confirmed(yes: bool | None) -> None:
+        if yes:
+            app.act(operate.remove_worktree, app.store, run_id,
+                    done=lambda removed: f"{run_id}: worktree removed; {branch_advice(removed)}")
+
+    app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
+                    confirmed)
+
+
+SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest stay marked to look at
+
+
+def act_on_marked(app: TuiAgentApp, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
+    """The marked runs together: one confirmation that says how many runs are marked and which of the bulk actions
+    applies to how many of them (operate.py's rules, read now), `action` chosen first; then operate.bulk, each run in
+    its own write, and a toast with the summary and what stood in the way of the others. `after(decided)` hears
+    what was done."""
+    preview = operate.bulk_preview(app.reader, run_ids)
+
+    def chosen(answer: tuple[str, str | None] | None) -> None:
+        if answer is None:
+            return
+        action, note = answer
+        decided = app.act(operate.bulk, app.store, action, run_ids, note, done=_said)
+        if decided is not None:
+            after(decided)
+
+    app.push_screen(BulkModal(len(run_ids), preview, action), chosen)
+
+
+def _said(decided: operate.Decided) -> str:
+    lines = [decided.summary(), *decided.refused[:SHOWN_REFUSALS]]
+    if len(decided.refused) > SHOWN_REFUSALS:
+        lines.append(f"and {len(decided.refused) - SHOWN_REFUSALS} more (still marked)")
+    return "\n".join(lines)
 
 
 def new_run(app: TuiAgentApp) -> None:

@@ -3,7 +3,9 @@ the selected run is waiting for and which key acts on it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from itertools import islice
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -12,24 +14,33 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
 
+from .. import operate
+from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
-from ..format import age
+from ..format import age, spent, tokens
 from ..report import busiest_budget, cost_window, counts, runs_page
+from ..store.runs import each_run
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
 from ..widgets.safe import safe
-from ..widgets.status import STATUSES, badge
+from ..widgets.status import badge
 from ..widgets.theme import Palette, palette, style
 from . import run_actions
 from .situation import situation_over_time, workers_alive
 from .table import TableScreen
 
 PAGE = 200
+MARK = "●"                         # before the id of a marked run
+MARK_LIMIT = 10_000                # `*` marks at most this many runs at once
+BULK_KEYS = {"park": "park", "resume": "resume", "cancel": "cancel", "approve": "approve",
+             "reconcile": "reconcile-ask"}   # a run action's key on marked runs: the bulk action it preselects
 COLUMNS = [("ID", "id"), ("AGENT", "agent"), ("STATUS", "status"), ("STEP", "step"), ("ATT", "att"),
-           ("WORKER", "worker"), ("BUDGET", "budget"), ("BURN", "burn"), ("AGE", "age")]
-NARROW_DROPS = ("worker", "att", "burn")  # left out while the table is too wide, in this order (a running run's
-                                          # strip names the first two); BUDGET and AGE stay
+           ("WORKER", "worker"), ("COST", "cost"), ("TOKENS", "tokens"), ("BUDGET", "budget"), ("BURN", "burn"),
+           ("AGE", "age")]
+# Left out while the table is too wide, in this order (a running run's strip names the first two, a budget's stop
+# the last); ID, AGENT, STATUS, STEP, COST and AGE stay.
+NARROW_DROPS = ("worker", "att", "tokens", "burn", "budget")
 AGE_TICK_S = 5.0                   # ages and "N min ago" advance this often, from the rows already held
 BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft colour from here
 
@@ -50,15 +61,16 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
     return columns
 
 
-def parse_filter(text: str) -> tuple[str | None, str | None]:
-    """`status:waiting nightly` -> ("waiting", "nightly")."""
-    status, words = None, []
-    for word in text.split():
-        if word.startswith("status:"):
-            status = word.removeprefix("status:") or None
-        else:
-            words.append(word)
-    return status, " ".join(words) or None
+def tasks_done(next_input: str | None) -> str | None:
+    """`tasks 3/7` for a run whose checkpoint's next input counts tasks (`{"tasks": [done, total], ...}`, as the
+    harness agent keeps it), else None (the STEP column then shows steps)."""
+    if not next_input or '"tasks"' not in next_input:   # most runs: no JSON read at all
+        return None
+    said = json.loads(next_input)
+    tasks = said.get("tasks") if isinstance(said, dict) else None
+    if not (isinstance(tasks, list) and len(tasks) == 2 and all(isinstance(n, int) for n in tasks)):
+        return None
+    return f"tasks {tasks[0]}/{tasks[1]}"
 
 
 class RunsScreen(run_actions.RunActionKeys, TableScreen):
@@ -72,17 +84,23 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("o", "sort", "Sort", show=False),
         Binding("w", "workers", "Workers"),
         Binding("s", "schedules", "Schedules"),
+        Binding("dollar_sign", "spend", "Spend", key_display="$"),
         Binding("m", "app.simulator", "Simulator"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("asterisk", "mark_matching", "Mark all", show=False),
+        Binding("U", "unmark", "Unmark all", show=False),
     ]
-    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the
-    # strip names the key that acts on the selected run, so the run actions are the first to go.
-    FOOTER = ("slash", "n", "w", "s", "m", "r", "p", "x", "c", "a")
+    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the strip names the key
+    # that acts on the selected run, so the run actions are the first to go.
+    FOOTER = ("slash", "n", "w", "s", "m", "dollar_sign", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
         super().__init__()
-        self.status_filter: str | None = None
-        self.text_filter: str | None = None
+        self.where = Filter()                 # what the filter (`/`) selects
+        self.typed = ""                       # the filter as typed, with why it cannot be read (a word it refuses)
+        self.refused: str | None = None
+        self.marked: set[str] = set()         # the runs an action applies to together (space, *)
         self.needs_first = True
         self.loaded_rows = PAGE               # the rows a reload re-reads: the pages the person scrolled to
         self._rows: list[dict] = []
@@ -92,8 +110,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
 
     def above_table(self) -> ComposeResult:
-        yield Input(placeholder="filter: status:waiting nightly   (enter applies, escape clears)",
-                    id="filter", classes="filter")
+        yield Input(placeholder="filter: status:waiting agent:NAME since:3d cost>:0.10 words   (enter applies, "
+                                "escape clears)", id="filter", classes="filter")
 
     def on_mount(self) -> None:
         self.reload()
@@ -113,11 +131,12 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         without one), going on to the next section from its newest when one runs out; and where the page
         after these starts (section and cursor), None when every section ran out."""
         reader, sections = self.app.reader, self._sections()
-        query = {"status": self.status_filter, "text": self.text_filter}
+        if self.refused:
+            return [], None
         rows: list[dict] = []
         while True:
             rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
-                              **query)
+                              where=self.where)
             if len(rows) == limit:       # this section may hold more: the next page asks it first
                 return rows, (section, (rows[-1]["created_at"], rows[-1]["id"]))
             if section + 1 == len(sections):
@@ -199,7 +218,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
             self.reload()
 
     def _cells(self, row: dict, at: float, colours: Palette) -> dict:
-        step = f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else "")
+        step = tasks_done(row["next_input"]) or (
+            f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else ""))
         busiest = busiest_budget(row)
         # BURN: cost per step of a running run's last WINDOW entries (one bounded read each), oldest left
         burn = Text(sparkline(cost_window(self.app.reader, row["id"], WINDOW)),
@@ -207,21 +227,23 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
+        cost = spent(row["cost_usd"], row["unpriced_calls"], row["possibly_billed_usd"])
         return dict(zip((key for _, key in COLUMNS), (
-            row["id"], safe(row["agent"]), badge(row["status"], row["reason"], colours), step, str(row["attempt"]),
-            safe(row["worker"] or "–"), budget, burn, age(at - row["created_at"]))))
+            f"{MARK} {row['id']}" if row["id"] in self.marked else row["id"], safe(row["agent"]),
+            badge(row["status"], row["reason"], colours), step, str(row["attempt"]), safe(row["worker"] or "–"), Text(cost, style="dim") if cost == "–" else cost, tokens(row), budget, burn,
+            age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:
-        return " ".join(filter(None, (self.status_filter and f"status:{self.status_filter}", self.text_filter)))
+        return self.typed.strip() if self.refused else str(self.where)
 
     def _summarize(self) -> None:
         figures = counts(self.app.reader)
         alive = workers_alive(self.app.reader)
-        shown = f" · filter: {self.status_filter or ''} {self.text_filter or ''}" if (
-            self.status_filter or self.text_filter) else ""
+        shown = f" · filter: {self._filter_text()}" if self.where or self.refused else ""
+        marked = f" · {len(self.marked)} marked" if self.marked else ""
         self.summary.text = (
             f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
-            f"running {figures['running']} · needs you {figures['needs_you']}"
+            f"running {figures['running']} · needs you {figures['needs_you']}{marked}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
 
     def _explain(self) -> None:
@@ -235,11 +257,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._say(now())
 
     def _nothing_shown(self) -> str:
-        if not (self.status_filter or self.text_filter):
+        if not (self.where or self.refused):
             return "No runs yet: press n to start one."
-        unknown = f": {self.status_filter} is not a status (statuses are: {', '.join(STATUSES)})" if (
-            self.status_filter and self.status_filter not in STATUSES) else ""
-        return f'no run matches "{self._filter_text()}"{unknown}; escape clears the filter'
+        refused = f": {self.refused}" if self.refused else ""
+        return f'no run matches "{self._filter_text()}"{refused}; escape clears the filter'
 
     def _say(self, at: float) -> None:
         self.strip.text = self._saying(at)
@@ -258,7 +279,19 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.action_open()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.status_filter, self.text_filter = parse_filter(event.value)
+        self.apply_filter(event.value)
+
+    def apply_filter(self, text: str) -> None:
+        """Show the runs `text`'s words select (tui_agent/filters.py); words it cannot read show nothing, and
+        the strip says why."""
+        try:
+            self.where, self.refused = parse(text), None
+        except FilterError as e:
+            self.where, self.refused = Filter(), str(e)
+        self.typed = text
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.set_class(bool(text.strip()), "-shown")
         self.loaded_rows = PAGE
         self.table.focus()
         self.reload()
@@ -267,6 +300,53 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def run_target(self) -> tuple[str | None, None]:
         return self.selected_id(), None
+
+    def action_run(self, name: str) -> None:
+        """A run action's key: on the marked runs together when any are marked (one confirmation that says which
+        actions apply to how many of them), else on the selected run."""
+        if self.marked and name in BULK_KEYS:
+            run_actions.act_on_marked(self.app, sorted(self.marked), BULK_KEYS[name], self._acted)
+        else:
+            super().action_run(name)
+
+    def _acted(self, decided) -> None:
+        """After a bulk action: the runs it acted on are unmarked (those it refused stay marked, to look at)."""
+        self.marked -= set(decided.done)
+        self.reload()
+
+    def _remark(self, run_ids) -> None:
+        """Show each run's mark as it is now (the ID cell), and the count in the header."""
+        at, colours = now(), palette(self.app)
+        held = {row["id"]: row for row in self._rows}
+        for run_id in run_ids:
+            row = held.get(run_id)
+            if row is not None:
+                self._shown[run_id] = self._cells(row, at, colours)
+                self.table.update_cell(run_id, "id", self._shown[run_id]["id"], update_width=True)
+        self._summarize()
+
+    def action_mark(self) -> None:
+        """Space: mark the selected run (or unmark it), then move to the next."""
+        run_id = self.selected_id()
+        if run_id is None:
+            return
+        self.marked ^= {run_id}
+        self._remark([run_id])
+        self.table.action_cursor_down()
+
+    def action_mark_matching(self) -> None:
+        """`*`: mark every run the filter selects (every run without one), not only the rows loaded."""
+        chosen = [] if self.refused else each_run(self.app.reader, self.where, now())
+        found = [run["id"] for run in islice(chosen, MARK_LIMIT)]
+        self.marked |= set(found)
+        self._remark(found)
+        more = f" (the first {MARK_LIMIT:,}; narrow the filter for the rest)" if len(found) == MARK_LIMIT else ""
+        self.notify(f"{len(self.marked)} marked{more}: r, p, x, a and c act on them together; U unmarks",
+                    timeout=4)
+
+    def action_unmark(self) -> None:
+        unmarked, self.marked = self.marked, set()
+        self._remark(unmarked)
 
     def action_open(self) -> None:
         from .run import RunScreen
@@ -281,13 +361,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         box.focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.remove_class("-shown")
-        self.status_filter = self.text_filter = None
-        self.loaded_rows = PAGE
-        self.table.focus()
-        self.reload()
+        self.apply_filter("")
 
     def action_sort(self) -> None:
         self.needs_first = not self.needs_first
@@ -306,3 +380,20 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         from .schedules import SchedulesScreen
 
         self.app.push_screen(SchedulesScreen())
+
+    def save_filter(self) -> None:
+        """Ask a name for the filter shown, and keep it under that name (operate.save_filter)."""
+        from .modals import SaveFilterModal
+
+        words = str(self.where)
+
+        def named(name: str | None) -> None:
+            if name:
+                self.app.act(operate.save_filter, self.app.store, name, words, done=lambda said: said)
+
+        self.app.push_screen(SaveFilterModal(words), named)
+
+    def action_spend(self) -> None:
+        from .spend import SpendScreen
+
+        self.app.push_screen(SpendScreen())

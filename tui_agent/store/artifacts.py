@@ -1,10 +1,11 @@
 """Where a run's artifacts live (large step results, reports and other files meant for the operator), decided
 here for every reader and writer.
 
-A SQLite store keeps them as files in its data folder, beside the database. A server store serves workers on
-several machines, where no folder beside the database exists: it keeps them in its `artifacts` table, unless
-the user names a folder every machine shares (`--data DIR`, TUI_AGENT_DATA), which then holds them as files laid
-out as on SQLite. Either way an artifact is named by the same relative path (`artifacts/<run id>/<name>`, what
+A SQLite store keeps them as files in its data folder, beside the database, unless its meta says it keeps them in
+its table (`IN_TABLE_META`: an export file, which is one file whole). A server store serves workers on several
+machines, where no folder beside the database exists: it keeps them in its `artifacts` table, unless the user
+names a folder every machine shares (`--data DIR`, TUI_AGENT_DATA), which then holds them as files laid out as on
+SQLite. Either way an artifact is named by the same relative path (`artifacts/<run id>/<name>`, what
 the journal's `artifact` column holds). The agents' own data (sample sources, fetch log, outbox, worktrees,
 worker logs) is not an artifact: it stays in `store.data_dir`, per machine for a server.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import time
 from pathlib import Path, PurePosixPath
@@ -26,6 +28,7 @@ from .environment import stop_for_os
 ENV = "TUI_AGENT_DATA"
 IN_TABLE = "artifact:"   # how an artifact kept in the table is named for a person: artifact:<relative path>
 HOME = "artifacts"       # every artifact's relative path is artifacts/<run id>/<name>
+IN_TABLE_META = "artifacts"   # a meta row whose value `table` keeps a SQLite file's artifacts in its table
 
 _UPSERT = ("INSERT INTO artifacts (path, content, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (path)"
            " DO UPDATE SET content = excluded.content, size = excluded.size, created_at = excluded.created_at")
@@ -39,9 +42,23 @@ class NotAnArtifact(OSError):
 def folder(store: Store) -> Path | None:
     """The folder that holds the store's artifacts as files, or None when its `artifacts` table does."""
     if not on_server(store.conn):
-        return store.data_dir
+        return None if store.artifacts_in_table else store.data_dir
     shared = os.environ.get(ENV)
     return Path(shared).expanduser() if shared else None
+
+
+def kept_in_table(conn) -> bool:
+    """Whether a SQLite file's meta says it keeps its artifacts in its table (read as it is opened)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (IN_TABLE_META,)).fetchone()
+    return row is not None and row[0] == "table"
+
+
+def keep_in_table(store: Store) -> None:
+    """Inside the caller's write on a SQLite file (an export being made): from now on its artifacts are rows of its
+    table, for this store and every later open of the file."""
+    store.conn.execute("INSERT INTO meta (key, value) VALUES (?, 'table') ON CONFLICT (key) DO UPDATE SET value ="
+                       " excluded.value", (IN_TABLE_META,))
+    store.artifacts_in_table = True
 
 
 def where(store: Store, relative: str) -> str:
@@ -158,3 +175,22 @@ def under(store: Store, relative: str) -> list[str]:
     root = folder(store)
     base = root / confined(store, relative)
     return sorted(str(Path(top, name).relative_to(root)) for top, _, names in os.walk(base) for name in names)
+
+
+def remove_folder(store: Store, artifact_dir: str) -> int:
+    """Delete a run's artifact files (its folder, `artifact_dir`: artifacts/<run id>), for prune; returns how many
+    bytes they held. Nothing to do where the store keeps them in its table (prune deletes those rows) or when the
+    folder is not there. A link is removed, never followed (nor is anything outside the artifacts' folder read)."""
+    root = folder(store)
+    if root is None:
+        return 0
+    path = root / confined(store, artifact_dir)
+    if path.is_symlink():
+        path.unlink()
+        return 0
+    if not path.is_dir():
+        return 0
+    real = Path(_inside(root, path))
+    size = sum(os.lstat(Path(top, name)).st_size for top, _, names in os.walk(real) for name in names)
+    shutil.rmtree(real)
+    return size

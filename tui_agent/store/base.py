@@ -240,6 +240,7 @@ class Store:
     conn: Connection
     found_version: int | None   # the schema version it had before this open (None: this open created it)
     label: str                  # a short name for headers: the file's name, or database@host
+    artifacts_in_table = False  # a SQLite file that keeps its artifacts as rows, as a server does (store/artifacts.py)
 
     def __init__(self) -> None:
         # a worker's run sets how long its statements may wait out a held lock, or a server that is away

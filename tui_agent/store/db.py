@@ -19,6 +19,7 @@ from urllib.parse import quote
 import platformdirs
 
 from . import integrity, wal
+from .artifacts import kept_in_table
 from .base import Connection, Cursor, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
     BUSY,
@@ -171,11 +172,14 @@ def _temporary_beside(path: Path) -> Path:
 
 
 def _create(path: Path) -> None:
-    """Build the schema in a private temporary file and link it into place (never over another)."""
+    """Build the schema in a private temporary file and link it into place (never over another), with incremental
+    auto-vacuum, so the pages prune frees go back to the file system (store/prune.py)."""
     tmp = _temporary_beside(path)
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
+            # before the first table: a page freed (by prune) can then be given back to the file system
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
             _migrate(conn, 0)
@@ -240,6 +244,7 @@ class SqliteStore(Store):
                     if current < SCHEMA_VERSION:
                         refuse_migration_while_running(self.conn, self.path, current, time.time())
                         _migrate(self.conn, current)
+            self.artifacts_in_table = kept_in_table(self.conn)
         except sqlite3.Error as e:
             self.raise_stop(e)
             raise

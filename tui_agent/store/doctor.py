@@ -108,7 +108,11 @@ def _sql_checks(path: Path, full: bool) -> list[Check]:
             return [readable]
         schema = _guard("database", path, _schema, conn)
         tables = [_guard("tables", path, _tables, conn, path, differences)] if schema.ok else []
-        return [schema, *tables, _guard("integrity", path, _integrity, conn, path, full)]
+        integrity = _guard("integrity", path, _integrity, conn, path, full)
+        # sizes only of a sound file: reading a damaged one's pages says nothing more than integrity does
+        sizes = [_guard("size", path, _sizes, conn), _guard("largest runs", path, _largest_runs, conn)] \
+            if schema.ok and integrity.ok else []
+        return [schema, *tables, integrity, *sizes]
 
 
 def _readable(conn: sqlite3.Connection) -> Check:
@@ -151,6 +155,40 @@ def _integrity(conn: sqlite3.Connection, path: Path, full: bool) -> Check:
                      + ("" if full else " (--full also compares every index with its table)"))
     return Check("integrity", False, f"the file is damaged: {pragma} says " + "; ".join(found[:SHOWN_PROBLEMS]),
                  recover_advice(path))
+
+
+SHOWN_SIZES = 5   # the largest tables, and the largest runs, doctor names
+
+
+def _sizes(conn: sqlite3.Connection) -> Check:
+    """The file's size, its free pages (what `tui-agent db vacuum` or incremental auto-vacuum gives back) and the
+    largest tables with their indexes, from SQLite's `dbstat` table where this SQLite has it."""
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    free = page * conn.execute("PRAGMA freelist_count").fetchone()[0]
+    incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+    said = (f"{_size(page * conn.execute('PRAGMA page_count').fetchone()[0])}, {_size(free)} of it free pages"
+            + ("" if incremental else " (made without incremental auto-vacuum: `tui-agent db vacuum` gives them "
+               "back)" if free else ""))
+    try:
+        tables = conn.execute(
+            "SELECT coalesce(m.tbl_name, s.name), sum(s.pgsize) FROM dbstat s LEFT JOIN sqlite_master m ON"
+            " m.name = s.name GROUP BY 1 ORDER BY 2 DESC LIMIT ?", (SHOWN_SIZES,)).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" not in str(e):
+            raise
+        return Check("size", True, f"{said}; this SQLite has no dbstat table, so the size of each table is not known")
+    return Check("size", True, f"{said}; largest tables (with their indexes): "
+                 + ", ".join(f"{name} {_size(size)}" for name, size in tables))
+
+
+def _largest_runs(conn) -> Check:
+    """The runs whose journals hold the most (their results' bytes): what `tui-agent prune` would gain most from."""
+    rows = conn.execute("SELECT run_id, count(*), sum(coalesce(length(result), 0)) FROM journal GROUP BY run_id"
+                        f" ORDER BY 3 DESC, 1 LIMIT {SHOWN_SIZES}").fetchall()
+    if not rows:
+        return Check("largest runs", True, "no run has a journal entry yet")
+    return Check("largest runs", True, "by their journals' results: " + ", ".join(
+        f"{run_id} {_size(size)} in {count:,} entr{'y' if count == 1 else 'ies'}" for run_id, count, size in rows))
 
 
 def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
@@ -323,6 +361,8 @@ def diagnose_postgres(url: str, full: bool = False) -> Diagnosis:
         checks.append(guard("role", _pg_role, shown))
         checks.append(guard("collation", _pg_collation))
         checks.append(guard("durability", _pg_durability))
+        if schema.ok:
+            checks += [guard("size", _pg_sizes), guard("largest runs", _largest_runs)]
     checks.append(_guard("data folder", Path(str(data_dir_for_url(shown))), _folder_check, data_dir_for_url(shown)))
     return Diagnosis(shown, checks)
 
@@ -430,6 +470,18 @@ def _pg_collation(conn) -> Check:
 def _has_column(conn, table: str, column: str) -> bool:
     return conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = %s::regclass AND attname = %s",
                         (table, column)).fetchone() is not None
+
+
+def _pg_sizes(conn) -> Check:
+    """The database's size and its largest tables (with their indexes and TOAST); the server's autovacuum reuses
+    what prune frees, so there is no free-page count to give back."""
+    total = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    tables = conn.execute(
+        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid ="
+        " c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY 2 DESC, 1"
+        f" LIMIT {SHOWN_SIZES}").fetchall()
+    return Check("size", True, f"{_size(total)}; largest tables (with their indexes): "
+                 + ", ".join(f"{name} {_size(size)}" for name, size in tables))
 
 
 def _pg_durability(conn) -> Check:

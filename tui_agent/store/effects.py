@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
 from .base import Store, one_row, positioned_page
+from .imported import NOT_IMPORTED
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
 
@@ -22,9 +23,11 @@ def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: 
 
 
 def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
-    """The ledger is unique by key: a confirmed row anywhere in the database means done."""
+    """The ledger is unique by key: a confirmed row anywhere in the database means done, and so does the key of a
+    confirmed effect whose run prune removed (kept_keys: `run_id` and `result` as the row had them)."""
     return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = ? AND id != ?"
-                             " ORDER BY id LIMIT 1", (key, EffectState.CONFIRMED, except_id)))
+                             " ORDER BY id LIMIT 1", (key, EffectState.CONFIRMED, except_id))) or one_row(
+        conn.execute("SELECT run_id, result FROM kept_keys WHERE kind = 'effect' AND key = ?", (key,)))
 
 
 def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
@@ -36,7 +39,7 @@ def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[
     """Other runs that wait (reason reconcile) before attempting `key` because it was in doubt here."""
     return [r[0] for r in conn.execute(
         "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = ?"
-        " AND r.status = ? AND r.reason = ? AND e.run_id != ?",
+        f" AND r.status = ? AND r.reason = ? AND e.run_id != ? AND r.{NOT_IMPORTED}",
         (key, EffectState.INTENDED, RunStatus.WAITING, Reason.RECONCILE, except_run))]
 
 
@@ -81,7 +84,8 @@ def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
 
 
 _HELD_BACK = ("SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id WHERE r.status = ?"
-              " AND r.reason = ? AND e.generation = r.generation AND e.state = ? AND e.waits_for IS NOT NULL")
+              " AND r.reason = ? AND e.generation = r.generation AND e.state = ? AND e.waits_for IS NOT NULL"
+              f" AND r.{NOT_IMPORTED}")
 _HELD_BACK_PARAMS = (RunStatus.WAITING, Reason.RECONCILE, EffectState.UNKNOWN)
 
 

@@ -29,6 +29,26 @@ _HOLD = ("UPDATE checkpoints SET used_model_calls = used_model_calls + ?, used_i
 
 
 @dataclass(frozen=True)
+class Spent:
+    """What an answered call used, from its reply's `usage`: `input_tokens` counts every input token (the cached
+    ones too, as the budget does), `cache_read_tokens` and `cache_write_tokens` how many of them were cached."""
+
+    usage: dict
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+    @classmethod
+    def of(cls, usage: dict) -> Spent:
+        def count(name: str) -> int:
+            return int(usage.get(name) or 0)
+
+        read, written = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
+        return cls(usage, count("input_tokens") + read + written, count("output_tokens"), read, written)
+
+
+@dataclass(frozen=True)
 class CallKey:
     run_id: str
     generation: int
@@ -126,12 +146,15 @@ def begin(store: Store, run_id: str, generation: int, position: int, name: str, 
     return write_once(store, run_id, write, committed)
 
 
-def answered(conn: sqlite3.Connection, key: CallKey, tokens: int, cost_usd: float | None, request_id: str | None,
+def answered(conn: sqlite3.Connection, key: CallKey, spent: Spent, cost_usd: float | None, request_id: str | None,
              now: float) -> None:
-    """Inside the write that journals the reply (whose usage replaces the reservation)."""
-    conn.execute("UPDATE model_calls SET state = 'answered', tokens = ?, cost_usd = ?, request_id = ?, updated_at = ?"
+    """Inside the write that journals the reply (whose usage replaces the reservation): what it used, and the usage
+    as the API gave it, which `spend --reprice` prices again."""
+    conn.execute("UPDATE model_calls SET state = 'answered', tokens = ?, input_tokens = ?, cache_read_tokens = ?,"
+                 " cache_write_tokens = ?, usage = ?, cost_usd = ?, request_id = ?, updated_at = ?"
                  " WHERE run_id = ? AND generation = ? AND position = ? AND call = ?",
-                 (tokens, cost_usd, request_id, now, *_where(key)))
+                 (spent.output_tokens, spent.input_tokens, spent.cache_read_tokens, spent.cache_write_tokens,
+                  json.dumps(spent.usage, ensure_ascii=False), cost_usd, request_id, now, *_where(key)))
 
 
 def failed(conn: sqlite3.Connection, key: CallKey, reserved: Usage, error: str, now: float) -> None:
@@ -173,6 +196,40 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
     return shown
 
 
+@dataclass
+class Held:
+    """What a run's calls in flight hold against its budget (their worst case, counted until they are answered):
+    every such call's (`usd`, `input_tokens`, `output_tokens`), and of those the calls whose worker died, which
+    may have been billed (`died_usd`; `died_unpriced`: how many of them have no price)."""
+
+    usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    died_usd: float = 0.0
+    died_unpriced: int = 0
+
+
+def held_by(store: Store, runs: list[dict], now: float) -> dict[str, Held]:
+    """For each of `runs` (rows with id, status, fence, generation, lease_expires_at) that has calls in flight, what
+    they hold (Held): one read of the partial index of in-flight rows for the whole list, of every generation."""
+    if not runs:
+        return {}
+    by_id = {run["id"]: run for run in runs}
+    held: dict[str, Held] = {}
+    rows = store.conn.execute("SELECT run_id, generation, fence, reserved_usd, reserved_input, reserved_output"
+                              " FROM model_calls INDEXED BY model_calls_in_flight WHERE state = 'in_flight'"
+                              f" AND run_id IN ({', '.join('?' * len(by_id))})", tuple(by_id))
+    for run_id, generation, fence, usd, input_tokens, output_tokens in rows:
+        run, hold = by_id[run_id], held.setdefault(run_id, Held())
+        hold.usd += usd or 0
+        hold.input_tokens += input_tokens
+        hold.output_tokens += output_tokens
+        if not (_live(run, now) and (generation, fence) == (run["generation"], run["fence"])):
+            hold.died_usd += usd or 0
+            hold.died_unpriced += usd is None
+    return held
+
+
 def possibly_billed(store: Store, run: dict, now: float) -> float:
     """What the current generation's calls that died in flight reserved: read through the partial index of
     in-flight rows, so it costs the same however many calls the run made."""
@@ -186,9 +243,11 @@ def possibly_billed(store: Store, run: dict, now: float) -> float:
 def copy_for_fork(conn: sqlite3.Connection, parent: dict, run_id: str, from_step: int) -> None:
     """A fork keeps the answered calls of the positions it keeps, and the request parts they name."""
     conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
-                 " request, reserved_input, reserved_output, reserved_usd, tokens, cost_usd, request_id, started_at,"
-                 " updated_at) SELECT ?, 1, position, call, name, 0, provider, model, state, request, reserved_input, reserved_output,"
-                 " reserved_usd, tokens, cost_usd, request_id, started_at, updated_at FROM model_calls"
+                 " request, reserved_input, reserved_output, reserved_usd, tokens, input_tokens, cache_read_tokens,"
+                 " cache_write_tokens, usage, cost_usd, request_id, started_at, updated_at)"
+                 " SELECT ?, 1, position, call, name, 0, provider, model, state, request, reserved_input, reserved_output,"
+                 " reserved_usd, tokens, input_tokens, cache_read_tokens, cache_write_tokens, usage, cost_usd, request_id,"
+                 " started_at, updated_at FROM model_calls"
                  " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'answered'",
                  (run_id, parent["id"], parent["generation"], from_step))
     conn.execute("INSERT INTO request_parts (run_id, digest, body) SELECT ?, digest, body FROM request_parts"

@@ -3,12 +3,14 @@ with a lease and a fence, and fenced status transitions."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from ..errors import UserError
+from ..filters import Filter
 from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
@@ -22,9 +24,11 @@ from .base import (
     one_row,
     refuse_stale,
 )
+from .commands import end_left
 from .events import add_event
 from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
 from .host import this_host_id
+from .imported import NOT_IMPORTED
 from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
@@ -51,10 +55,19 @@ class Claim:
 
 
 def _new_id(conn: sqlite3.Connection) -> str:
+    """An id no run has, nor had before prune removed it (a kept key still names that run)."""
     while True:
         run_id = f"r-{ids.token(4)}"
-        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ? UNION ALL SELECT 1 FROM kept_keys WHERE run_id = ?",
+                        (run_id, run_id)).fetchone() is None:
             return run_id
+
+
+def request_digest(request: str) -> str:
+    """A digest of a run's request (JSON text) that spacing and field order do not change: what a kept run key
+    compares a new run's request with, once its run is removed."""
+    canonical = json.dumps(json.loads(request), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str) -> tuple[str, bool]:
@@ -66,8 +79,9 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
 def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
                budget: str, model: str, now: float, run_key: str | None = None,
                script: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names).
-    `script`: a `scripted:FILE` model's replies (JSON), kept with the run."""
+    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names, or
+    named before prune removed it: kept_keys). `script`: a `scripted:FILE` model's replies (JSON), kept with the
+    run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -76,6 +90,15 @@ def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code
                 raise UserError(f"run key {run_key!r} already names run {row[0]}, which {difference}; pass the "
                                 f"same agent and input to get {row[0]}, or another key for a new run")
             return row[0], False
+        kept = conn.execute("SELECT run_id, name, result FROM kept_keys WHERE kind = 'run' AND key = ?",
+                            (run_key,)).fetchone()
+        if kept:   # its run was removed by prune: the key still names it, so nothing new is started
+            difference = (f"was a run of {kept[1]}, not {agent}" if kept[1] != agent else
+                          "had another input" if kept[2] != request_digest(request) else None)
+            if difference:
+                raise UserError(f"run key {run_key!r} named run {kept[0]} (removed by prune), which {difference}; "
+                                "pass another key for a new run")
+            return kept[0], False
     run_id = _new_id(conn)
     conn.execute(
         "INSERT INTO runs (id, agent, agent_version, code_version, request, run_key, budget, model, script, status,"
@@ -131,11 +154,12 @@ def _listed(values: tuple[str, ...]) -> str:
 
 
 # A sleep or a back-off wakes by the run's own clock (`:now`: a scenario's, or the process's, which tests move); a
-# lease expires by the lease clock (`:lease_now`: the server's on PostgreSQL, where several machines judge it).
+# lease expires by the lease clock (`:lease_now`: the server's on PostgreSQL, where several machines judge it). A
+# run imported from another database is never due here (store/imported.py).
 _DUE = (
     f"(status = '{RunStatus.QUEUED}'"
     f" OR (status = '{RunStatus.WAITING}' AND reason IN ({_listed(SELF_WAKING)}) AND wake_at <= :now)"
-    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now))"
+    f" OR (status = '{RunStatus.RUNNING}' AND lease_expires_at <= :lease_now)) AND {NOT_IMPORTED}"
 )
 _CLAIM_COLUMNS = "id, agent, code_version, generation, attempt, fence, status, worker"
 
@@ -185,6 +209,10 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
              now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
+    if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
+        park(conn, run_id, status, "parked: a program an earlier claim started survived SIGKILL (see the events); "
+             f"end its process group, then tui-agent resume {run_id}", now, reason=Reason.ENVIRONMENT)
+        return None
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
         " attempt = ?, wake_at = NULL, started_at = coalesce(started_at, ?), updated_at = ? WHERE id = ?",
@@ -315,7 +343,8 @@ def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple
         if why is None:
             continue
         row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM runs WHERE status = '{RunStatus.RUNNING}' AND worker ="
-                           f" :holder AND lease_expires_at > :lease_now AND {pick} ORDER BY created_at LIMIT 1"
+                           f" :holder AND lease_expires_at > :lease_now AND {pick} AND {NOT_IMPORTED}"
+                           " ORDER BY created_at LIMIT 1"
                            f"{for_update(conn, skip_locked=True)}", {**values, "holder": holder_row["name"]}).fetchone()
         if row is not None:
             return row, why
@@ -396,6 +425,10 @@ def get_run(store: Store, run_id: str) -> dict:
     if found is None:
         raise RunNotFound(f"no run {run_id}")
     return found
+
+
+def run_exists(store: Store, run_id: str) -> bool:
+    return store.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
 
 def lineage(store: Store, run_id: str) -> tuple[str, ...]:
@@ -588,44 +621,91 @@ def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -
                         " WHERE run_id = ? AND generation = ?) AS found", (run_id, generation) * 2).fetchone()[0]
 
 
-_PAGE = ("SELECT r.id, r.agent, r.status, r.reason, r.attempt, r.worker, r.created_at, r.budget, r.parent_id,"
-         " r.fork_step, c.current_step,"
-         " c.total_steps, c.used_steps, c.used_model_calls, c.used_input_tokens, c.used_output_tokens,"
-         " c.used_cost_usd, c.used_tool_calls, c.used_effects, c.used_wall_s"
+_PAGE = ("SELECT r.id, r.agent, r.agent_version, r.status, r.reason, r.attempt, r.worker, r.lease_expires_at,"
+         " r.created_at, r.updated_at, r.finished_at, r.wake_at, r.error, r.budget, r.parent_id, r.fork_step, r.fence,"
+         " r.generation, c.current_step, c.total_steps, c.step_attempts, c.used_steps, c.used_model_calls,"
+         " c.used_input_tokens, c.used_output_tokens, c.used_cost_usd, c.used_tool_calls, c.used_effects,"
+         " c.used_wall_s, c.unpriced_calls, c.used_cache_read_tokens, c.used_cache_write_tokens,"
+         " c.next_input"
          " FROM runs r {index} JOIN checkpoints_now c ON c.run_id = r.id")
 # states.needs_person in SQL. The partial index runs_needs_person (schema.py) has this WHERE; SQLite uses the
 # index only for a query whose WHERE implies it, and INDEXED BY fails loudly when it does not.
 NEEDS_PERSON = (f"(status = '{RunStatus.PARKED}'"
                 f" OR (status = '{RunStatus.WAITING}' AND reason NOT IN ({_listed(SELF_WAKING)})))")
+# A filter's text word, in any case, in what a person may look a run up by (LIKE's own characters taken literally)
+_TEXT = ("(lower(r.id) LIKE ? ESCAPE '\\' OR lower(r.agent) LIKE ? ESCAPE '\\'"
+         " OR lower(coalesce(r.reason, '')) LIKE ? ESCAPE '\\' OR lower(r.request) LIKE ? ESCAPE '\\')")
 
 
-def runs_page(store: Store, *, limit: int = 200, status: str | None = None, text: str | None = None,
+def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
+    """The conditions (on runs r and their checkpoint c) that select the runs `where` names, with their
+    parameters. Status, agent and time each have an index that reads them newest first (schema._v17, and the
+    (created_at, id) one); cost and text are checked on the rows those give."""
+    conditions, params = [], []
+    if where.statuses:
+        conditions.append(f"r.status IN ({', '.join('?' * len(where.statuses))})")
+        params += where.statuses
+    if where.agent:
+        conditions.append("r.agent = ?")
+        params.append(where.agent)
+    since, until = where.instants(at)
+    if since is not None:
+        conditions.append("r.created_at >= ?")
+        params.append(since)
+    if until is not None:
+        conditions.append("r.created_at < ?")
+        params.append(until)
+    if where.cost_above is not None:
+        conditions.append("c.used_cost_usd > ?")
+        params.append(where.cost_above)
+    if where.cost_below is not None:
+        conditions.append("c.used_cost_usd < ?")
+        params.append(where.cost_below)
+    for word in where.words:
+        pattern = "%" + word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(_TEXT)
+        params += [pattern] * 4
+    return conditions, params
+
+
+def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: float = 0.0,
               needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
-    """The newest `limit` runs, read in (created_at, id) index order, so they cost the same with 100,000 runs
-    as with ten. `needs_person` selects runs that wait for a person (or all the others). `before`, the
-    (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it in this
-    order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the first).
-    A `status` filter outside needs_person=True is the exception: the planner reads that status's runs through
-    their own index and sorts them, a cost that grows with how many runs have that status."""
-    where, params = [], []
-    if status:
-        where.append("r.status = ?")
-        params.append(status)
-    if text:
-        where.append("(r.id LIKE ? OR r.agent LIKE ? OR r.reason LIKE ?)")
-        params += [f"{text}%", f"%{text}%", f"%{text}%"]
+    """The newest `limit` runs that `where` selects (tui_agent/filters.py; `at`, the instant its ages count
+    back from), read in (created_at, id) order through an index, so a page costs the same with 100,000 runs as
+    with ten: the (created_at, id) index, or the (status, ...) or (agent, ...) one when the filter names a status
+    or an agent (its time range then bounds the same index range). `needs_person` selects runs that wait for a
+    person (or all the others). `before`, the (created_at, id) of the last row already held, is a keyset cursor:
+    the `limit` runs after it in this order, read from the index range that starts there (no OFFSET, so a deep
+    page costs as much as the first). Cost and text words are checked on the rows the index gives, newest first,
+    until the page is full: a rare match reads far (bound it with a time word). Several statuses are read
+    through their index and sorted, a cost that grows with how many runs have them."""
+    conditions, params = _chosen(where, at)
     if needs_person is not None:
-        where.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
+        conditions.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")
     if before is not None:
         # (created_at, id) < (?, ?) spelled out: the index range starts at `created_at <= ?`, and the OR only
         # skips the rows of the cursor's own instant that it did not already pass (ties are ordered by id).
-        where.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
+        conditions.append("r.created_at <= ? AND (r.created_at < ? OR r.id < ?)")
         params += [before[0], before[0], before[1]]
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in order.
-    page = _PAGE.format(index="INDEXED BY runs_needs_person" if needs_person else "")
+    clause = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    # The planner would gather the needs-you rows by status and sort them all; its partial index reads them in
+    # order, unless the filter names a status or an agent, whose own index does.
+    hinted = needs_person and not (where.statuses or where.agent)
+    page = _PAGE.format(index="INDEXED BY runs_needs_person" if hinted else "")
     cursor = store.conn.execute(f"{page}{clause} ORDER BY r.created_at DESC, r.id DESC LIMIT ?", (*params, limit))
     return list(dict_rows(cursor))
+
+
+def each_run(store: Store, where: Filter, at: float, page: int = 500) -> Iterator[dict]:
+    """Every run `where` selects (ages counted back from `at`), newest first, read `page` at a time through
+    runs_page's keyset cursor: what `--where` and the TUI's mark-all act on."""
+    before = None
+    while True:
+        rows = runs_page(store, limit=page, where=where, at=at, before=before)
+        yield from rows
+        if len(rows) < page:
+            return
+        before = (rows[-1]["created_at"], rows[-1]["id"])
 
 
 def counts(store: Store) -> dict[str, int]:

@@ -438,8 +438,119 @@ def _v13(db: sqlite_utils.Database) -> None:
     db["notices"].add_column("superseded", int)
 
 
+def _v14(db: sqlite_utils.Database) -> None:
+    """Runs another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked,
+    never resumed: the source may still run them, and both would do their pending effects. No worker claims a run
+    that has a row here and no person's action moves it (store/imported.py). A run taken over with `import
+    --adopt` has none."""
+    db.execute("""
+        CREATE TABLE imported_runs (
+            run_id TEXT PRIMARY KEY REFERENCES runs(id),
+            source TEXT NOT NULL,        -- the database it was exported from, as `export` named it
+            exported_at REAL NOT NULL,
+            imported_at REAL NOT NULL
+        ) WITHOUT ROWID""")
+
+
+def _v15(db: sqlite_utils.Database) -> None:
+    """The ledger's promise outlives the runs: `kept_keys` holds the key of every confirmed effect, and the
+    idempotency key of every run, of a run `tui-agent prune` removed, so a later run with the same meaning still
+    finds them (store/effects.py `confirmed_with_key`, store/runs.py `insert_run`). `runs.pruned_at`: when prune
+    began removing the run, whose rows then go in batches; nothing acts on it meanwhile (operate.py), and the next
+    prune finishes what an interrupted one began. NULL on every other run."""
+    db.execute("""
+        CREATE TABLE kept_keys (
+            kind TEXT NOT NULL,          -- effect: a confirmed effect's key | run: a run's idempotency key
+            key TEXT NOT NULL,
+            run_id TEXT NOT NULL,        -- the run that confirmed it, or that the key named: removed, so no reference
+            name TEXT,                   -- effect: its name | run: its agent
+            result TEXT,                 -- effect: what was confirmed (JSON) | run: a digest of its request
+            at REAL NOT NULL,            -- when it was confirmed, or the run made
+            kept_at REAL NOT NULL,       -- when prune removed the run
+            PRIMARY KEY (kind, key)
+        ) WITHOUT ROWID""")
+    db.execute("CREATE INDEX kept_keys_run ON kept_keys (run_id)")   # a new run never takes a removed run's id
+    db["runs"].add_column("pruned_at", float)
+    # the forks of a run, found without reading every run: prune keeps a run that a fork still needs
+    db.execute("CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL")
+
+
+# Version 16: the programs `ctx.run_command` starts (schema_postgres.py makes the same table in its dialect).
+COMMANDS = """
+        CREATE TABLE commands (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(id),
+            generation INTEGER NOT NULL,
+            position INTEGER NOT NULL,   -- the journaled call it runs inside
+            name TEXT NOT NULL,
+            fence INTEGER NOT NULL,      -- the lease that started it: running under an older one means it was left
+            argv TEXT NOT NULL,          -- JSON list
+            env TEXT NOT NULL,           -- JSON list of the names `env` set, never their values
+            host_id TEXT,                -- store/host.py: the host whose processes pgid names
+            pgid INTEGER NOT NULL,       -- its process group (it leads it: pgid is its pid)
+            pid_started INTEGER,         -- when that process started (host.process_start): a reused pid is not it
+            state TEXT NOT NULL,         -- running | ended | killed | gone
+            exit INTEGER,
+            started_at REAL NOT NULL,
+            ended_at REAL
+        )"""
+COMMANDS_RUNNING = "CREATE INDEX commands_running ON commands (run_id) WHERE state = 'running'"
+
+
+
+def _v16(db: sqlite_utils.Database) -> None:
+    """Each program `ctx.run_command` starts, recorded with its process group and its start time before it runs
+    (store/commands.py), so that the next claim of a run whose worker died kills what is left of it."""
+    db.execute(COMMANDS)
+    db.execute(COMMANDS_RUNNING)
+
+
+# Version 17 in both dialects: what finding runs reads through, and what a model call used.
+V17_INDEXES = [
+    "CREATE INDEX runs_status_created ON runs (status, created_at, id)",
+    "CREATE INDEX runs_agent_created ON runs (agent, created_at, id)",
+    "CREATE INDEX model_calls_started ON model_calls (started_at)",
+]
+V17_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
+    "input_tokens INTEGER", "cache_read_tokens INTEGER", "cache_write_tokens INTEGER", "usage TEXT")]
+
+
+def _v17(db: sqlite_utils.Database) -> None:
+    """Months of runs: the indexes that the filter's status and agent words read through, newest first and
+    keyset-paged (store/runs.py, runs_page; the time words read the (created_at, id) one), and `spend` through
+    model_calls_started; what each answered model call used, beside its cost: `input_tokens` (every input
+    token, the cached ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and
+    `usage` (the reply's usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL
+    for a call not answered; filled in here from the journal for the calls answered before (a reply kept as an
+    artifact, or that cannot be read, stays NULL: its tokens are not counted). And `saved_filters`: a name for
+    the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
+    for statement in V17_COLUMNS + V17_INDEXES:
+        db.execute(statement)
+    db.execute("""
+        CREATE TABLE saved_filters (
+            name TEXT PRIMARY KEY,
+            words TEXT NOT NULL,         -- the filter's words, read again each time it is used
+            created_at REAL NOT NULL
+        )""")
+    # a valid reply only (json_valid: the CASE keeps json_type from reading one that is not)
+    db.execute("""
+        UPDATE model_calls SET usage = (
+            SELECT json_extract(j.result, '$.usage') FROM journal j
+            WHERE j.run_id = model_calls.run_id AND j.generation = model_calls.generation
+              AND j.position = model_calls.position AND j.kind = 'model'
+              AND CASE WHEN json_valid(j.result) THEN json_type(j.result, '$.usage') END = 'object')
+        WHERE state = 'answered'""")
+    read = "CAST(coalesce(json_extract(usage, '$.{}'), 0) AS INTEGER)".format
+    db.execute(f"""
+        UPDATE model_calls SET cache_read_tokens = {read('cache_read_input_tokens')},
+            cache_write_tokens = {read('cache_creation_input_tokens')},
+            input_tokens = {read('input_tokens')} + {read('cache_read_input_tokens')}
+                + {read('cache_creation_input_tokens')}
+        WHERE usage IS NOT NULL""")
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13]
+                                                             _v12, _v13, _v14, _v15, _v16, _v17]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

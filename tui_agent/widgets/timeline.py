@@ -82,6 +82,23 @@ def shown_names(items: list[TimelineItem]) -> list[str]:
     return shown
 
 
+def iteration_note(outcome: dict) -> str:
+    """A harness iteration's row (agents/harness.py's outcome), verdict first, for a narrow pane: its status and
+    the passing tests before and after, the diff stat, the cost and the task: `done 2→4 · 1f +9 · $.0025 ·
+    add-median-...`."""
+    said = [outcome["status"]]
+    if outcome.get("passing_before") is not None and outcome.get("passing") is not None:
+        said[0] += f" {outcome['passing_before']}→{outcome['passing']}"
+    if outcome.get("diff"):
+        counts = {kind: n for n, kind in re.findall(r"(\d+) (file|insertion|deletion)", outcome["diff"])}
+        said.append(" ".join(form.format(counts[kind]) for kind, form in
+                             (("file", "{}f"), ("insertion", "+{}"), ("deletion", "−{}")) if kind in counts))
+    if outcome.get("cost_usd") is not None:
+        said.append(usd_narrow(outcome["cost_usd"]))
+    said.append(outcome["task_id"])
+    return " · ".join(said)
+
+
 def model_label(call: dict) -> str:
     """`sonnet-5-5` for a Claude call, `scripted` for the offline provider: short enough for a row."""
     if call["provider"] != "anthropic":
@@ -109,6 +126,8 @@ def timeline_items(view: dict, rows: list[dict], beside: dict, to_end: bool = Tr
             note = f"until {clock(wake, now())}" if wake else "sleeping"
         elif kind == "approval" and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
             note = "denied"
+        elif kind == "effect" and isinstance(entry["result"], dict) and {"task_id", "status"} <= set(entry["result"]):
+            note = iteration_note(entry["result"])
         items.append(TimelineItem(position, entry["name"], kind, mark, tone, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
                                   ledger.get(position), asked.get(position), calls.get(position, []), run, bold))

@@ -1,0 +1,33 @@
+"""Runs that another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked,
+never resumed: one `imported_runs` row each.
+
+Their source may still hold and resume them, and two databases running one run would each do its pending
+effects, so here nothing moves them on: no worker claims them (`NOT_IMPORTED`, in every claim's and automatic
+requeue's condition) and every person's action but a fork refuses them (operate.py asks `mark`). A fork is a
+run of this database, made from what they recorded. A run taken over with `import --adopt` has no row: it is
+this database's, like any other."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+# A condition on a runs row (its `id`): the run is this database's to run.
+NOT_IMPORTED = "id NOT IN (SELECT run_id FROM imported_runs)"
+
+
+def mark(conn: sqlite3.Connection, run_ids: Iterable[str], source: str, exported_at: float, at: float) -> None:
+    """Inside the import's write: `run_ids` are for reading here, `source` holding them."""
+    for run_id in run_ids:
+        conn.execute("INSERT INTO imported_runs (run_id, source, exported_at, imported_at) VALUES (?, ?, ?, ?)",
+                     (run_id, source, exported_at, at))
+
+
+def imported(conn: sqlite3.Connection, run_id: str) -> dict | None:
+    """Where the run was imported from ({source, exported_at, imported_at}, epoch seconds), or None when it is this
+    database's own."""
+    row = conn.execute("SELECT source, exported_at, imported_at FROM imported_runs WHERE run_id = ?",
+                       (run_id,)).fetchone()
+    if row is None:
+        return None
+    return {"source": row[0], "exported_at": row[1], "imported_at": row[2]}
