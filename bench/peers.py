@@ -45,6 +45,12 @@ last commits, never corrupt). The same two workloads on
 
 LangGraph is not measured there: its PostgresSaver (langgraph-checkpoint-postgres) is not in the bench extra.
 
+And the write workload once more at synchronous_commit=on, through a link that adds --link-ms (1 ms) each way
+(bench/link.py, a proxy on 127.0.0.1 in a process of its own): what a step costs when the workers are on another
+machine than the server. --link-steps (200) steps after a warm-up of LINK_WARMUP (100), as every round trip now
+costs milliseconds. The link counts the round trips the timed steps asked for, which the table shows per step (the
+same path as without the link: the figure holds for the other PostgreSQL rows too).
+
     pip install -e '.[bench,postgres]'
     python bench/peers.py            # 7 rounds, about 8 minutes on 2 cores (--rounds 11: 12 minutes)
     python bench/peers.py --quick    # a try-out
@@ -54,6 +60,7 @@ LangGraph is not measured there: its PostgresSaver (langgraph-checkpoint-postgre
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import importlib.util
@@ -70,10 +77,13 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import link
 import step_overhead
 from step_overhead import (
     WARMUP,
+    drop_database,
     ours,
+    pg_database,
     placed_run,
     raw_conn,
     raw_inserts,
@@ -89,7 +99,9 @@ PEERS = ["raw sqlite3", "tui-agent", "LangGraph", "DBOS"]
 MODULES = {"LangGraph": "langgraph", "DBOS": "dbos"}
 SETTINGS = {"full": "WAL + synchronous=FULL", "normal": "WAL + synchronous=NORMAL", "default": "its own default"}
 PG_PEERS = ["raw psycopg", "tui-agent", "DBOS"]
-PG_SETTINGS = {"pg full": "synchronous_commit=on", "pg normal": "synchronous_commit=off"}
+PG_SETTINGS = {"pg full": "synchronous_commit=on", "pg normal": "synchronous_commit=off",
+               "pg link": "synchronous_commit=on, through a link adding {link_ms:g} ms each way"}
+LINK_WARMUP = 100
 # a block of the table each: (floor, peers, write settings, the resume's setting)
 BLOCKS = {"sqlite": ("raw sqlite3", PEERS, SETTINGS, "replay"),
           "postgres": ("raw psycopg", PG_PEERS, PG_SETTINGS, "pg replay")}
@@ -100,25 +112,25 @@ LANGGRAPH_REPS = 7
 INSTALL = "not installed (pip install -e '.[bench]')"
 
 
-def raw_write(path: Path, setting: str, steps: int) -> float:
+def raw_write(path: Path, setting: str, steps: int, warmup: int = WARMUP) -> float:
     conn = sqlite3.connect(path) if setting == "default" else raw_conn(path, setting)
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
     conn.commit()
-    raw_inserts(conn, WARMUP)
+    raw_inserts(conn, warmup)
     return raw_inserts(conn, steps)
 
 
-def raw_pg_write(url: str, setting: str, steps: int) -> float:
+def raw_pg_write(url: str, setting: str, steps: int, warmup: int = WARMUP) -> float:
     """The PostgreSQL floor: each INSERT commits itself (autocommit), one round trip per step."""
     conn = step_overhead.pg_conn(url)
     conn.execute("CREATE TABLE t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text)")
-    raw_inserts(conn, WARMUP, "%s")
+    raw_inserts(conn, warmup, "%s")
     return raw_inserts(conn, steps, "%s")
 
 
-def ours_write(target: Path | str, setting: str, steps: int) -> float:
+def ours_write(target: Path | str, setting: str, steps: int, warmup: int = WARMUP) -> float:
     store = open_store(target) if setting == "default" else open_store(target, setting)
-    ours(store, WARMUP)
+    ours(store, warmup)
     return ours(store, steps, placed_run(store, steps))[1]   # its rows among the warm-up run's, as in step_overhead
 
 
@@ -159,10 +171,10 @@ def langgraph_run(graph, thread: str, n: int, durability: str | None) -> None:
     assert graph.invoke({"i": 0, "n": n}, config, durability=durability)["i"] == n
 
 
-def langgraph_write(path: Path, setting: str, steps: int) -> float:
+def langgraph_write(path: Path, setting: str, steps: int, warmup: int = WARMUP) -> float:
     graph = langgraph_graph(path, setting)
     durability = None if setting == "default" else "sync"
-    langgraph_run(graph, "warm-up", WARMUP, durability)
+    langgraph_run(graph, "warm-up", warmup, durability)
     return timed(lambda: langgraph_run(graph, "timed", steps, durability))
 
 
@@ -210,9 +222,9 @@ def dbos_launch(target: Path | str, setting: str):
     return DBOS, workflow
 
 
-def dbos_write(target: Path | str, setting: str, steps: int) -> float:
+def dbos_write(target: Path | str, setting: str, steps: int, warmup: int = WARMUP) -> float:
     dbos, workflow = dbos_launch(target, setting)
-    workflow(WARMUP)
+    workflow(warmup)
     seconds = timed(lambda: workflow(steps))
     dbos.destroy()
     return seconds
@@ -242,32 +254,20 @@ WRITES = {"raw sqlite3": raw_write, "tui-agent": ours_write, "LangGraph": langgr
 REPLAYS = {"tui-agent": ours_replay, "LangGraph": langgraph_replay, "DBOS": dbos_replay}
 
 
-def pg_database(server: str, name: str, setting: str) -> str:
-    """The URL of database `name` on the server, created if absent with synchronous_commit set for every connection
-    to it (so for DBOS's engine too)."""
-    from tui_agent.store.postgres import SYNCHRONOUS
-
-    with step_overhead.pg_conn(server) as admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall():
-            admin.execute(f"CREATE DATABASE {name}")
-            admin.execute(f"ALTER DATABASE {name} SET synchronous_commit = {SYNCHRONOUS[setting]}")
-    return urlsplit(server)._replace(path=f"/{name}").geturl()
-
-
-def drop_database(server: str, name: str) -> None:
-    with step_overhead.pg_conn(server) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def pg_cell(peer: str, setting: str, args) -> dict:
-    """A PostgreSQL cell: in a fresh database, dropped after, or for DBOS's resume in the one kept across rounds."""
+    """A PostgreSQL cell: in a fresh database, dropped after, or for DBOS's resume in the one kept across rounds.
+    Through the link, also the round trips its timed steps asked for (`PEER round trips`)."""
     if setting == "replay" and peer == "DBOS":
         return dbos_replay(pg_database(args.postgres, PG_DBOS_REPLAY, "normal"), args.replay_steps)
     name = f"peers_{secrets.token_hex(6)}"
-    url = pg_database(args.postgres, name, "normal" if setting == "replay" else setting)
+    url = pg_database(args.postgres, name, {"replay": "normal", "link": "full"}.get(setting, setting))
     try:
         if setting == "replay":
             return REPLAYS[peer](url, args.replay_steps)
+        if setting == "link":
+            step_overhead.count_trips = lambda: link.count_at(args.link_control)
+            seconds = WRITES[peer](link.through(url, args.link_port), "full", args.link_steps, LINK_WARMUP)
+            return {peer: seconds, f"{peer} round trips": step_overhead.trips}
         return {peer: WRITES[peer](url, setting, args.steps)}
     finally:
         drop_database(args.postgres, name)
@@ -294,6 +294,8 @@ def run_cell(peer: str, setting: str, args) -> dict:
     cmd = [sys.executable, __file__, "--cell", peer, setting, "--steps", str(args.steps),
            "--replay-steps", str(args.replay_steps), "--dir", args.dir]
     cmd += ["--postgres", args.postgres] if args.postgres else []
+    cmd += ["--link-steps", str(args.link_steps), "--link-port", str(args.link_port), "--link-control",
+            str(args.link_control)] if args.postgres else []
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
@@ -340,15 +342,17 @@ def fmt(seconds: float, scale: float) -> str:
     return f"{seconds * scale:,.1f}"
 
 
-def row(label: str, peer: str, values: list, floor, ours_median, scale: float) -> str:
-    """A table row: median (min-max), and the ratios to raw sqlite3 and to tui-agent in the same setting."""
+def row(label: str, peer: str, values: list, floor, ours_median, scale: float, trips: str | None = None) -> str:
+    """A table row: median (min-max), and the ratios to raw sqlite3 and to tui-agent in the same setting; on
+    PostgreSQL (`trips` not None) the round trips per step the link counted."""
+    more = "" if trips is None else f" {trips} |"
     failed = [v for v in values if isinstance(v, str)]
     if failed:
-        return f"| {label} | {peer} | {failed[0]} | | |"
+        return f"| {label} | {peer} | {failed[0]} | | |{more}"
     median = statistics.median(values)
     spread = f"{fmt(median, scale)} ({fmt(min(values), scale)} – {fmt(max(values), scale)})"
     ratios = [f"{median / base:.2f}x" if isinstance(base, float) else "–" for base in (floor, ours_median)]
-    return f"| {label} | {peer} | {spread} | {ratios[0]} | {ratios[1]} |"
+    return f"| {label} | {peer} | {spread} | {ratios[0]} | {ratios[1]} |{more}"
 
 
 def medians(results: dict, setting: str) -> dict:
@@ -358,18 +362,31 @@ def medians(results: dict, setting: str) -> dict:
 
 def table(results: dict, args, block: str) -> list[str]:
     floor, peers, settings, replay = BLOCKS[block]
-    lines = [f"| workload | peer | median (min – max) | / {floor} | / tui-agent |", "|---|---|---:|---:|---:|"]
-    workloads = [(s, f"{args.steps:,} steps, {what} (us/step)", 1e6 / args.steps) for s, what in settings.items()]
+    counted = block == "postgres"   # through the link: the round trips per step, the same on every setting's path
+    lines = [f"| workload | peer | median (min – max) | / {floor} | / tui-agent |" + (" round trips per step |"
+                                                                                       if counted else ""),
+             "|---|---|---:|---:|---:|" + ("---:|" if counted else "")]
+    workloads = [(s, f"{steps_of(args, s):,} steps, {what.format(link_ms=args.link_ms)} (us/step)",
+                  1e6 / steps_of(args, s)) for s, what in settings.items()]
     workloads.append((replay, f"resume a finished {args.replay_steps:,}-step run (ms)", 1e3))
     for setting, label, scale in workloads:
         base = medians(results, setting)
         for peer in peers:
+            trips = None
+            if counted:
+                counts = results.get((f"{peer} round trips", "pg link"), [])
+                trips = f"{statistics.median(counts) / args.link_steps:.2f}" if counts and setting != replay else ""
             if not installed(peer):
-                lines.append(f"| {label} | {peer} | {INSTALL} | | |")
+                lines.append(f"| {label} | {peer} | {INSTALL} | | |" + (" |" if counted else ""))
             elif (peer, setting) in results:
                 name = f"{peer} ({DEFAULTS[peer]})" if setting == "default" else peer
-                lines.append(row(label, name, results[(peer, setting)], base.get(floor), base.get("tui-agent"), scale))
+                lines.append(row(label, name, results[(peer, setting)], base.get(floor), base.get("tui-agent"), scale,
+                                 trips))
     return lines
+
+
+def steps_of(args, setting: str) -> int:
+    return args.link_steps if setting == "pg link" else args.steps
 
 
 def start_pg_server(args):
@@ -400,7 +417,9 @@ def pg_header(args) -> str:
         else urlsplit(args.postgres).hostname
     settings = ", ".join(f"{k}={v}" for k, v in shown.items())
     return (f"\nPostgreSQL {version} on {where}, over TCP; {settings}; a fresh database per cell. LangGraph is not "
-            "measured on PostgreSQL (its PostgresSaver, langgraph-checkpoint-postgres, is not in the bench extra).\n")
+            "measured on PostgreSQL (its PostgresSaver, langgraph-checkpoint-postgres, is not in the bench extra). "
+            f"The link (bench/link.py) adds {args.link_ms:g} ms each way, and counts the round trips of the steps "
+            "timed through it; raw psycopg's row there is the link's own cost (one round trip per step).\n")
 
 
 def main() -> None:
@@ -412,6 +431,10 @@ def main() -> None:
     parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
                         help="PostgreSQL rows too, on the server at URL (a role that may CREATE DATABASE); "
                              "without URL on a throwaway server")
+    parser.add_argument("--link-ms", type=float, default=1.0, help="what the link adds each way (1 ms)")
+    parser.add_argument("--link-steps", type=int, default=200, help="steps through the link (200)")
+    parser.add_argument("--link-port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--link-control", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cell", nargs=2, metavar=("PEER", "SETTING"), help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -419,15 +442,21 @@ def main() -> None:
         print(json.dumps(cell(*args.cell, args)))
         return
     if args.quick:
-        args.rounds, args.steps, args.replay_steps = 3, 200, 1_000
+        args.rounds, args.steps, args.replay_steps, args.link_steps = 3, 200, 1_000, 50
     started = time.time()
     args.dir = tempfile.mkdtemp(prefix="tui-agent-peers-")
     args.pg_skipped = None
     args.pg_server = start_pg_server(args)
+    links = contextlib.ExitStack()
     try:
+        if args.postgres:
+            server = urlsplit(args.postgres)
+            between = links.enter_context(link.Link(server.hostname, server.port or 5432, args.link_ms / 1000))
+            args.link_port, args.link_control = between.port, between.control_port
         results = measure(args)
         header = pg_header(args) if args.postgres else ""
     finally:
+        links.close()
         shutil.rmtree(args.dir, ignore_errors=True)
         if args.pg_server:
             args.pg_server.stop()

@@ -14,10 +14,16 @@ run's, as a new run's do in a database with history; the last line counts the WA
 after the other runs' rows, and for raw.
 
     python bench/step_overhead.py
+    python bench/step_overhead.py --postgres [URL]   # the same on PostgreSQL, against raw psycopg
+
+With --postgres: on the server at URL (a role that may create databases), or without URL on a throwaway server
+(tests/pg_cluster.py), a fresh database per rep and store, synchronous_commit on (FULL's like) and off (NORMAL's):
+raw psycopg's INSERT commits itself in autocommit, one round trip, as our plain step does; no WAL frames.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import gc
 import json
@@ -28,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tui_agent.models import provider_for
 from tui_agent.operate import start
@@ -52,6 +59,7 @@ STEPS, REPLAY_STEPS, REPS = 2_000, 10_000, 9
 # raw insert each commit about one page.
 WARMUP = 1_100
 GOALS = {"full": 1.2, "normal": 2.0, "replay": 1.5}
+PG_GOALS = {"full": 1.3, "normal": 2.0, "replay": 1.5}   # issue 43's, against raw psycopg
 PAYLOAD = "x" * 200
 calls = 0
 
@@ -75,11 +83,22 @@ REGISTRY = Registry()
 REGISTRY.add(AGENT, "bench")
 
 
+# bench/peers.py through bench/link.py: how to read the link's count of round trips, and what the last timed call
+# took, read around it (outside its time)
+count_trips = None
+trips = 0
+
+
 def timed(fn) -> float:
+    global trips
     gc.collect()
+    before = count_trips() if count_trips else 0
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    if count_trips:
+        trips = count_trips() - before
+    return seconds
 
 
 def ours(store, n: int, claim=None):
@@ -106,6 +125,23 @@ def pg_conn(url: str):
     """A raw psycopg connection in autocommit (bench/peers.py's PostgreSQL floor): a statement commits itself."""
     import psycopg
     return psycopg.connect(url, autocommit=True)
+
+
+def pg_database(server: str, name: str, setting: str) -> str:
+    """The URL of database `name` on the server, created if absent with synchronous_commit set for every connection
+    to it (so for DBOS's engine too, in peers.py)."""
+    from tui_agent.store.postgres import SYNCHRONOUS
+
+    with pg_conn(server) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall():
+            admin.execute(f"CREATE DATABASE {name}")
+            admin.execute(f"ALTER DATABASE {name} SET synchronous_commit = {SYNCHRONOUS[setting]}")
+    return urlsplit(server)._replace(path=f"/{name}").geturl()
+
+
+def drop_database(server: str, name: str) -> None:
+    with pg_conn(server) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def raw_inserts(conn, n: int, mark: str = "?") -> float:
@@ -143,27 +179,38 @@ def fenced_steps(store, n: int, claim=None) -> float:
     return timed(loop)
 
 
-def write_rows(tmp: Path, durability: str) -> dict:
+def write_rows(tmp: Path, durability: str, server: str | None = None) -> dict:
     """Median seconds per step, and each rep's ratios ours/raw and ours/fenced; fresh files each rep, as fsync
-    time differs from file to file."""
+    time differs from file to file (on a `server`, fresh databases)."""
     times = {"ours": [], "fenced": [], "raw": []}
     for rep in range(REPS):
-        store = open_store(tmp / f"ours-{durability}-{rep}.db", durability)
-        raw = raw_conn(tmp / f"raw-{durability}-{rep}.db", durability)
-        raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
-        raw.commit()
-        ours(store, WARMUP), raw_inserts(raw, WARMUP)
+        store, raw, mark = fresh(tmp, server, durability, rep)
+        ours(store, WARMUP), raw_inserts(raw, WARMUP, mark)
         # Both timed runs' rows land among an older run's, as a new run's do in a database with history (random
         # ids): where they land changes the pages a commit writes (frames_per_commit), so it is the same for both.
         jobs = [("ours", lambda: ours(store, STEPS, placed_run(store, STEPS))[1]),
                 ("fenced", lambda: fenced_steps(store, STEPS, placed_run(store, STEPS))),
-                ("raw", lambda: raw_inserts(raw, STEPS))]
+                ("raw", lambda: raw_inserts(raw, STEPS, mark))]
         for key, fn in jobs if rep % 2 == 0 else jobs[::-1]:  # alternate which goes first
             times[key].append(fn() / STEPS)
         store.close(), raw.close()
+        if server is not None:
+            drop_database(server, f"raw_{durability}_{rep}"), drop_database(server, f"ours_{durability}_{rep}")
     row = {key: statistics.median(values) for key, values in times.items()}
     row["ratios"] = {under: [o / u for o, u in zip(times["ours"], times[under])] for under in ("raw", "fenced")}
     return row
+
+
+def fresh(tmp: Path, server: str | None, durability: str, rep: int) -> tuple:
+    """(our store, raw connection with table t, its placeholder) for one rep: new files, or new databases."""
+    if server is None:
+        raw = raw_conn(tmp / f"raw-{durability}-{rep}.db", durability)
+        raw.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT)")
+        raw.commit()
+        return open_store(tmp / f"ours-{durability}-{rep}.db", durability), raw, "?"
+    raw = pg_conn(pg_database(server, f"raw_{durability}_{rep}", durability))
+    raw.execute("CREATE TABLE t (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload text)")
+    return open_store(pg_database(server, f"ours_{durability}_{rep}", durability), durability), raw, "%s"
 
 
 def replay_row(where: Path | str) -> dict:
@@ -243,22 +290,44 @@ def placed_run(store, n: int, last: bool = False):
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--postgres", nargs="?", const="", metavar="URL",
+                        help="on PostgreSQL: the server at URL, or a throwaway one without it")
+    args = parser.parse_args()
+    server = args.postgres
     print(f"# step overhead, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
-    print(f"Python {sys.version.split()[0]}, SQLite {sqlite3.sqlite_version}; "
-          f"{STEPS} steps per write run, {REPLAY_STEPS}-step replay; {REPS} interleaved reps, "
+    print(f"Python {sys.version.split()[0]}, " + ("PostgreSQL" if server is not None else
+                                                  f"SQLite {sqlite3.sqlite_version}") +
+          f"; {STEPS} steps per write run, {REPLAY_STEPS}-step replay; {REPS} interleaved reps, "
           "for writes the median of each rep's own ratio [its range], for replay the best\n")
     tmp = Path(tempfile.mkdtemp(prefix="tui-agent-bench-"))
+    throwaway = None
     try:
-        rows = [("write, synchronous=FULL (per step)", "full", write_rows(tmp, "full")),
-                ("write, synchronous=NORMAL (per step)", "normal", write_rows(tmp, "normal")),
-                (f"load + replay {REPLAY_STEPS} steps (total)", "replay", replay_row(tmp))]
-        frames = frames_per_commit(tmp)
+        if server == "":
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+            import pg_cluster
+
+            throwaway = pg_cluster.PgServer(pg_cluster.find_bin_dir())
+            throwaway.start()
+            server = throwaway.url
+        names = ("synchronous_commit=on", "synchronous_commit=off") if server else ("synchronous=FULL",
+                                                                                   "synchronous=NORMAL")
+        rows = [(f"write, {names[0]} (per step)", "full", write_rows(tmp, "full", server)),
+                (f"write, {names[1]} (per step)", "normal", write_rows(tmp, "normal", server)),
+                (f"load + replay {REPLAY_STEPS} steps (total)", "replay",
+                 replay_row(pg_database(server, "replay", "normal") if server else tmp))]
+        if server:
+            drop_database(server, "replay")
+        frames = None if server else frames_per_commit(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("| what | ours (us) | fenced floor (us) | raw sqlite3 (us) | ours / raw | ours / fenced | goal | |")
+        if throwaway is not None:
+            throwaway.stop()
+    floor = "raw psycopg" if server else "raw sqlite3"
+    print(f"| what | ours (us) | fenced floor (us) | {floor} (us) | ours / raw | ours / fenced | goal | |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for label, goal_key, r in rows:
-        goal = GOALS[goal_key]
+        goal = (PG_GOALS if server else GOALS)[goal_key]
         if "ratios" in r:
             ratio, shown = paired(r["ratios"]["raw"])
             fenced, over = f"{r['fenced'] * 1e6:,.1f}", paired(r["ratios"]["fenced"])[1]
@@ -267,8 +336,9 @@ def main() -> None:
             shown, fenced, over = f"{ratio:.2f}x", "–", "–"
         print(f"| {label} | {r['ours'] * 1e6:,.1f} | {fenced} | {r['raw'] * 1e6:,.1f} | {shown} | {over} |"
               f" <= {goal}x | {'ok' if ratio <= goal else 'OVER'} |")
-    print("\nWAL frames (pages) per commit, checkpoints held off: " + ", ".join(
-        f"{key} {value:.2f}" for key, value in frames.items()))
+    if frames:
+        print("\nWAL frames (pages) per commit, checkpoints held off: " + ", ".join(
+            f"{key} {value:.2f}" for key, value in frames.items()))
 
 
 def paired(ratios: list[float]) -> tuple[float, str]:

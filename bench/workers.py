@@ -41,7 +41,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
+
+from link import Link
 
 from tui_agent.operate import start
 from tui_agent.runtime.registry import Registry
@@ -234,11 +236,13 @@ def registered(ro: sqlite3.Connection, n: int):
     return ro.execute("SELECT count(*) FROM workers WHERE stopped_at IS NULL").fetchone()[0] >= n
 
 
-def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int) -> dict:
+def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int, between: Link | None = None) -> dict:
+    """`between`: the workers reach the server through this link (the bench's own connections do not), and the
+    round trips they asked for from the commit to the last finish are counted."""
     db = dbs.new(f"claims-{n}-{rep}")
     store = open_store(db)
     ro = read_only(db)
-    workers = Workers(tmp, db)
+    workers = Workers(tmp, db if between is None else between.url(db))
     try:
         for i in range(n):
             workers.spawn(f"c{n}.{rep}-w{i}", LEASE_S)
@@ -249,8 +253,10 @@ def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int) 
             for i in range(RUNS):
                 start(batch, registry, "bench-trivial", {"i": i})
         committed = time.time()
+        trips = between.round_trips() if between else 0
         done = lambda: ro.execute("SELECT count(*) FROM runs WHERE status = 'succeeded'").fetchone()[0] == RUNS
         until(f"{RUNS} runs to succeed", done, 120, workers)
+        trips = between.round_trips() - trips if between else None
         first, last, again = ro.execute("SELECT min(started_at), max(finished_at),"
                                         " sum(CASE WHEN attempt > 1 THEN 1 ELSE 0 END) FROM runs").fetchone()
         split = [c for (c,) in ro.execute("SELECT count(*) FROM events WHERE kind = 'claimed' GROUP BY worker"
@@ -261,7 +267,7 @@ def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int) 
         store.close()
     return {"seconds": last - committed, "busy": last - first, "queue_ms": (committed - began) * 1e3,
             "first_ms": (first - committed) * 1e3,
-            "split": split, "again": again, "trouble": workers.trouble(), "errors": workers.errors()}
+            "split": split, "again": again, "trouble": workers.trouble(), "errors": workers.errors(), "trips": trips}
 
 
 def takeover(tmp: Path, dbs: Databases, registry: Registry, attempt: int) -> dict:
@@ -343,6 +349,10 @@ def measure(postgres: str | None) -> None:
             for n in PROCESSES if rep % 2 == 0 else PROCESSES[::-1]:
                 claims[n].append(throughput(tmp, dbs, registry, n, rep))
         takeovers = [takeover(tmp, dbs, registry, i) for i in range(TAKEOVER_TRIES)]
+        if postgres:
+            server = urlsplit(postgres)
+            with Link(server.hostname, server.port or 5432, 0.0) as between:
+                counted = throughput(tmp, dbs, registry, 1, "trips", between)
     finally:
         sys.path.remove(added)
         sys.modules.pop(MODULE, None)
@@ -369,6 +379,11 @@ def measure(postgres: str | None) -> None:
     print(f"\nQueueing the {RUNS:,} runs (one transaction of `operate.start` calls) took {queue_ms:,.0f} ms (median). "
           "An idle worker looks for due runs every 0.5 s, which is the first-claim delay; the runs/s from the "
           "first claim (to the last finish) leaves it out.")
+
+    if postgres:
+        print(f"\nRound trips per run: {counted['trips'] / RUNS:.2f} ({counted['trips']:,} for {RUNS:,} runs), counted "
+              "by bench/link.py (adding no delay) between one worker process and the server, from the commit to the "
+              "last finish: every claim, step and settle, and whatever heartbeats and idle polls fell in that time.")
 
     goal = TAKEOVER_LEASE_S + TAKEOVER_LEASE_S / 3
     print(f"\nTakeover after kill -9 (`--lease {TAKEOVER_LEASE_S:g}`: heartbeat every {TAKEOVER_LEASE_S / 3:.2f} s, "

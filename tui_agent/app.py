@@ -66,8 +66,8 @@ class TuiAgentApp(App):
             self.set_interval(self._poll_s, self.poll)
 
     def poll(self) -> None:
-        """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, reading the commit
-        notifications that have arrived, no round trip); the screen re-reads only when another commit happened.
+        """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for
+        the server's snapshot); the screen re-reads only when another commit happened.
         A database that cannot be read just now (the server away, the file locked) is said once in a toast and
         asked again at the next poll, never a crash: the reader opens its connection again by itself."""
         readable, version = self.reread(data_version, self.reader)

@@ -35,7 +35,7 @@ from ..store.journal import (
     record_soft,
     write_entry,
 )
-from ..store.runs import check_fence, create_run, lineage, record_model
+from ..store.runs import check_fence, create_run, lineage, record_model, renewal
 from . import commands, loop, waits
 from .agent import BUDGET_DIMENSIONS, DEFAULT_RETRY, Agent
 from .budget import BudgetMeter
@@ -316,6 +316,9 @@ class Context:
 
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:
         check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
+        self._renewed(at)
+
+    def _renewed(self, at: float) -> None:
         self._renew_at = at + self._claim.lease_s / 2
         if self._control is not None:
             self._control.renewed(at + self._claim.lease_s)
@@ -388,9 +391,11 @@ class Context:
 
         def call() -> dict:
             at = self.clock.now()
-            with self.write(at) as conn:
-                keys.append(model_calls.begin(conn, self.run_id, self.generation, position, name, self.fence,
-                                              self.provider.name.partition(":")[0], chosen, request, reserved, at))
+            renew = renewal(self._store.conn, self.run_id, self.fence, at, at + self._claim.lease_s)
+            keys.append(model_calls.begin(self._store, self.run_id, self.generation, position, name, self.fence,
+                                          self.provider.name.partition(":")[0], chosen, request, reserved, at,
+                                          renew, keys[-1].call if keys else 0))
+            self._renewed(at)
             self.budget.hold(reserved)
             crash_point("in-model-call", name)
             live = LiveCall(self._store, keys[-1], self._live_observer(name), self.clock)

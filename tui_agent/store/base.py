@@ -9,13 +9,13 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..errors import EnvironmentStop, Unreadable, UserError
-from .environment import BUSY
+from .environment import BUSY, ConnectionLost
 
 # The error every store raises: sqlite3's own, and for PostgreSQL a subclass of it (postgres.PostgresError), so a
 # caller above the store catches one class.
@@ -63,6 +63,12 @@ class FenceRefused(Exception):
     """A write carried a fence older than the run's: another lease (or a person) took the run."""
 
 
+def refuse_stale(cursor: Cursor, run_id: str, fence: int) -> None:
+    """FenceRefused unless the fenced statement behind `cursor` changed its one row."""
+    if cursor.rowcount != 1:
+        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
+
+
 class Cursor(Protocol):
     rowcount: int
     description: Any
@@ -97,6 +103,25 @@ def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int
     return rows
 
 
+class _ReadWhole:
+    """A cursor's rows and rowcount, read before the next statement runs."""
+
+    __slots__ = ("rows", "rowcount", "description")
+
+    def __init__(self, cursor: Cursor) -> None:
+        self.rows = cursor.fetchall()   # first: a RETURNING statement's rowcount counts the rows read
+        self.rowcount, self.description = cursor.rowcount, cursor.description
+
+    def fetchone(self) -> tuple | None:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[tuple]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.rows)
+
+
 def dict_rows(cursor: Cursor) -> Iterator[dict]:
     """The cursor's rows as they are read, each a dict of column names."""
     names = [d[0] for d in cursor.description]
@@ -109,6 +134,10 @@ def one_row(cursor: Cursor) -> dict | None:
 
 
 FOR_UPDATE = " FOR UPDATE"
+# On a server every writer's transaction holds one advisory lock ("tuia"), exclusively (store.write()) or shared
+# (write_shared, write_batch).
+WRITE_LOCK = 0x7475_6961
+SHARED_LOCK = f"pg_advisory_xact_lock_shared({WRITE_LOCK})"
 
 
 def for_update(conn: Connection, skip_locked: bool = False) -> str:
@@ -118,6 +147,48 @@ def for_update(conn: Connection, skip_locked: bool = False) -> str:
     if not on_server(conn):
         return ""
     return f"{FOR_UPDATE} SKIP LOCKED" if skip_locked else FOR_UPDATE
+
+
+UNIQUE_VIOLATION = "23505"
+T = TypeVar("T")
+
+
+def write_once(store: Store, run_id: str, write: Callable[[], T], committed: Callable[[], T | None]) -> T:
+    """`write()`: a transaction of a run's worker whose rows `committed()` can find by their key and fence
+    (returning what `write()` returns; None when they are not there). When the connection drops under it (a
+    server restart, an administrator, the network), whether it committed is unknown: once a connection answers
+    again (a worker's run waits for one while its lease allows, `patience`), the run's row is locked, which
+    waits for a cut transaction that still holds it (every such write locks that row before it writes), and
+    `committed()` reads. Found, nothing is written again; not found, `write()` runs again under its own checks
+    (a run taken meanwhile refuses it). Should the cut write's session have lived on and committed beside the
+    second, the rows' unique key refuses one of the two, and a refused second is read back. So it is never
+    written twice and never reported lost."""
+    cut = False
+    while True:
+        try:
+            return write()
+        except ConnectionLost:
+            cut = True
+        except DatabaseError as e:
+            if not (cut and getattr(e, "sqlstate", "") == UNIQUE_VIOLATION):
+                raise
+            found = _read_back(store, run_id, committed)
+            if found is None:
+                raise
+            return found
+        found = _read_back(store, run_id, committed)
+        if found is not None:
+            return found
+
+
+def _read_back(store: Store, run_id: str, committed: Callable[[], T | None]) -> T | None:
+    """`committed()` once no cut transaction holds the run's row; the environment's stop if it cannot be read."""
+    try:
+        store.conn.execute(f"SELECT 1 FROM runs WHERE id = ?{for_update(store.conn)}", (run_id,))
+        return committed()
+    except DatabaseError as e:
+        store.raise_stop(e)
+        raise
 
 
 def no_patience() -> bool:
@@ -226,13 +297,23 @@ class Store:
         if stop is not None:
             raise stop from error
 
-    def write_one(self, sql: str, params: tuple) -> Cursor:
+    def write_one(self, sql: str, params: tuple, whole: bool = False) -> Cursor:
         """One statement as its own transaction, waiting out a held lock as `write()` does; a statement whose
-        checks are row conditions (see `write_shared`)."""
+        checks are row conditions (see `write_shared`). `whole`: on a server the statement is a shared writer's
+        whole transaction by itself, sent as it is: it takes SHARED_LOCK before it locks any row (journal's plain
+        step)."""
         try:
             return self.conn.execute(sql, params)
         except DatabaseError as e:
             return self.wait_for_lock(e, sql, params)
+
+    def write_batch(self, statements: list[tuple[str, tuple]]) -> list[Cursor]:
+        """`statements` as one shared writer's transaction (see `write_shared`), committed together; each one's
+        cursor, read whole. On a server they go in one round trip, so none can depend on what an earlier one
+        returned except through SQL: each carries its own checks (the fence in its WHERE), and the caller reads
+        the rowcounts afterwards."""
+        with self.write_shared() as conn:
+            return [_ReadWhole(conn.execute(sql, params)) for sql, params in statements]
 
     def wait_for_lock(self, error: DatabaseError, sql: str = "BEGIN IMMEDIATE", params: tuple = ()) -> Cursor:
         """`sql` (the start of a write, or a statement on its own) failed. A lock held past the busy timeout is

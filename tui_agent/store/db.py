@@ -272,7 +272,7 @@ class SqliteStore(Store):
             self._first_write()
         return _Write(self)
 
-    def write_one(self, sql: str, params: tuple) -> Cursor:
+    def write_one(self, sql: str, params: tuple, whole: bool = False) -> Cursor:
         if self._unchecked:
             self._first_write()
         return super().write_one(sql, params)

@@ -8,8 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, DatabaseError, FenceRefused, Store, decoding, for_update, on_server
-from .environment import ConnectionLost
+from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, refuse_stale, write_once
 
 
 @dataclass
@@ -79,7 +78,11 @@ def _dialects(sql: str) -> dict[bool, str]:
     return {server: sql.format(lock=FOR_UPDATE if server else "") for server in (False, True)}
 
 
-_STEP, _CHECKPOINT, _CHECKPOINT_USAGE = map(_dialects, (_STEP, _CHECKPOINT, _CHECKPOINT_USAGE))
+_CHECKPOINT, _CHECKPOINT_USAGE = map(_dialects, (_CHECKPOINT, _CHECKPOINT_USAGE))
+# On a server a plain step's statement is its whole transaction, committed in one round trip (write_one's
+# `whole`): its fence check takes the writers' lock (shared) on reaching the run's row, before it locks that row,
+# as every shared writer takes it first (so a person's exclusive write still waits for it, and it for that).
+_STEP = {False: _STEP.format(lock=""), True: _STEP.format(lock=f" AND {SHARED_LOCK} IS NOT NULL{FOR_UPDATE}")}
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -112,45 +115,27 @@ def add_step(store: Store, run_id: str, generation: int, fence: int, position: i
     later (add_entry); `checkpoints_now` counts it meanwhile."""
     row = (run_id, generation, position, name, kind, result, artifact, 1, started_at, duration_s, fence, None, inputs,
            wall_s, run_id, fence)
+    server = on_server(store.conn)
     write_entry(store, run_id, generation, position, fence,
-                lambda: _fenced(store.write_one(_STEP[on_server(store.conn)], row), run_id, fence))
+                lambda: refuse_stale(store.write_one(_STEP[server], row, whole=server), run_id, fence))
 
 
 def write_entry(store: Store, run_id: str, generation: int, position: int, fence: int,
                 write: Callable[[], object]) -> None:
     """`write()`: the transaction that commits the journal entry at (run, generation, position) under `fence`,
-    with whatever commits beside it. When the connection drops under it (a server restart, an administrator),
-    whether it committed is unknown: once a connection answers again (a worker's run waits for one while its
-    lease allows, store.patience), the entry is read back. There with this fence, it committed, and nothing is
-    written again; not there, `write()` runs again, fenced as before (a run taken meanwhile refuses it). So an
-    entry is never written twice and never reported lost."""
-    while True:
-        try:
-            write()
-            return
-        except ConnectionLost:
-            if committed_entry(store, run_id, generation, position, fence):
-                return
+    with whatever commits beside it; written once however its connection is cut (base.write_once): after a
+    cut, the entry there with this fence committed."""
+    def committed() -> bool | None:
+        row = store.conn.execute("SELECT fence FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
+                                 (run_id, generation, position)).fetchone()
+        return (row is not None and row[0] == fence) or None
+    write_once(store, run_id, write, committed)
 
 
 def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> bool:
     """Inside a write: whether the journal holds an entry at (run, generation, position), by any fence."""
     return conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
                         (run_id, generation, position)).fetchone() is not None
-
-
-def committed_entry(store: Store, run_id: str, generation: int, position: int, fence: int) -> bool:
-    """Whether the journal holds the entry at (run, generation, position) written under `fence`. On a server the
-    run's row is locked first, which waits for a transaction that still holds it (a cut write's, if its session
-    has not ended yet: every entry's write locks that row before its INSERT), so the read that follows is final."""
-    try:
-        store.conn.execute(f"SELECT 1 FROM runs WHERE id = ?{for_update(store.conn)}", (run_id,))
-        row = store.conn.execute("SELECT fence FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
-                                 (run_id, generation, position)).fetchone()
-    except DatabaseError as e:
-        store.raise_stop(e)
-        raise
-    return row is not None and row[0] == fence
 
 
 def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
@@ -168,7 +153,7 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
         cur = conn.execute(_CHECKPOINT_USAGE[server], (
             *moved, usage.model_calls, usage.input_tokens, usage.output_tokens, usage.cost_usd, usage.unpriced_calls,
             usage.effects, usage.tool_calls, usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id, fence))
-    _fenced(cur, run_id, fence)
+    refuse_stale(cur, run_id, fence)
     move_tail(conn, run_id)
     conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
                            duration_s, fence, cost_usd, inputs))
@@ -202,11 +187,6 @@ def fold(conn: sqlite3.Connection, run_id: str) -> None:
     """Inside a fenced write that lets the run go: its checkpoint row brought up to what the view says (the same
     numbers, now in the row), and its tail moved."""
     _run(conn, _FOLD[on_server(conn)], run_id)
-
-
-def _fenced(cur: sqlite3.Cursor, run_id: str, fence: int) -> None:
-    if cur.rowcount != 1:
-        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
 
 
 def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None, list[str]]:

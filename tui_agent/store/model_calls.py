@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..states import RunStatus
-from .base import Store
+from .base import Store, refuse_stale, write_once
 
 if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
     from .journal import Usage
@@ -69,17 +69,6 @@ def part_digest(value) -> str | None:
     return None if value is None else _digest(_body(value))
 
 
-def _part(conn: sqlite3.Connection, run_id: str, value) -> str | None:
-    """Store a system prompt or tool list once per run; its digest stands for it in each request."""
-    if value is None:
-        return None
-    body = _body(value)
-    digest = _digest(body)
-    conn.execute("INSERT INTO request_parts (run_id, digest, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                 (run_id, digest, body))
-    return digest
-
-
 def part(store: Store, run_id: str, digest: str | None):
     """A system prompt or tool list a request named by digest, as it was sent."""
     if digest is None:
@@ -98,25 +87,63 @@ def answered_request(store: Store, run_id: str, generation: int, position: int) 
     return None if row is None else json.loads(row[0])
 
 
-def begin(conn: sqlite3.Connection, run_id: str, generation: int, position: int, name: str, fence: int,
-          provider: str, model: str, request: dict, reserved: Usage, now: float) -> CallKey:
-    """Inside a fenced write: the attempt's row and its reservation, held against the budget from now on.
+# Every statement of an attempt's batch after the first (the lease's renewal, which locks the run's row) checks
+# the fence itself, so a stale fence writes nothing at all.
+_FENCED = "EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?)"
+_PART = ("INSERT INTO request_parts (run_id, digest, body) SELECT ?, ?, ?"
+         f" WHERE {_FENCED} ON CONFLICT DO NOTHING")
+_NEXT_CALL = "(SELECT coalesce(max(call), 0) + 1 FROM model_calls WHERE run_id = ? AND generation = ? AND position = ?)"
+_ATTEMPT = ("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
+            " request, reserved_input, reserved_output, reserved_usd, started_at, updated_at)"
+            " SELECT ?, ?, ?, {call}, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?, ?, ?"
+            f" WHERE {_FENCED} RETURNING call")
+
+
+def begin(store: Store, run_id: str, generation: int, position: int, name: str, fence: int, provider: str,
+          model: str, request: dict, reserved: Usage, now: float, renewal: tuple[str, tuple],
+          last_call: int = 0) -> CallKey:
+    """The attempt's row and its reservation, held against the budget from now on, committed before the request
+    is sent, after `renewal` (runs.renewal: the fence checked, the lease renewed): one batch (store.write_batch,
+    one round trip on a server), each statement fenced. `last_call`: the last call this claim made at this
+    position (0 for none). Written once however its connection is cut (base.write_once): a row of this fence
+    past `last_call` is this attempt's, and a second write takes the number after every row there, so a cut
+    first one that commits late collides with it instead of adding a second attempt.
 
     `request` holds `system`, `tools`, `messages`, `after` (messages shared with the previous call) and
-    `max_tokens`; the row keeps only what the previous call did not already record."""
-    call = conn.execute("SELECT coalesce(max(call), 0) + 1 FROM model_calls WHERE run_id = ? AND generation = ?"
-                        " AND position = ?", (run_id, generation, position)).fetchone()[0]
+    `max_tokens`; the row keeps only what the previous call did not already record: the system prompt and tool
+    list once per run (request_parts, by digest)."""
+    bodies = [None if value is None else _body(value) for value in (request["system"], request["tools"])]
+    digests = [None if body is None else _digest(body) for body in bodies]
+    parts = [(digest, body) for digest, body in zip(digests, bodies) if body is not None]
     after = request["after"]
-    kept = {"model": model, "max_tokens": request["max_tokens"], "system": _part(conn, run_id, request["system"]),
-            "tools": _part(conn, run_id, request["tools"]), "after": after, "messages": request["messages"][after:]}
-    conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
-                 " request, reserved_input, reserved_output, reserved_usd, started_at, updated_at)"
-                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?, ?, ?)",
-                 (run_id, generation, position, call, name, fence, provider, model,
-                  json.dumps(kept, ensure_ascii=False), reserved.input_tokens, reserved.output_tokens,
-                  reserved.cost_usd if not reserved.unpriced_calls else None, now, now))
-    conn.execute(_HOLD, (1, reserved.input_tokens, reserved.output_tokens, reserved.cost_usd, run_id))
-    return CallKey(run_id, generation, position, call)
+    kept = {"model": model, "max_tokens": request["max_tokens"], "system": digests[0], "tools": digests[1],
+            "after": after, "messages": request["messages"][after:]}
+    fenced = (run_id, fence)
+    row = (name, fence, provider, model, json.dumps(kept, ensure_ascii=False), reserved.input_tokens,
+           reserved.output_tokens, reserved.cost_usd if not reserved.unpriced_calls else None, now, now, *fenced)
+    again: int | None = None   # the number a second write takes (read back after a cut)
+
+    def write() -> CallKey:
+        call, numbered = ("?", (again,)) if again else (_NEXT_CALL, (run_id, generation, position))
+        cursors = store.write_batch([
+            renewal,
+            *((_PART, (run_id, digest, body, *fenced)) for digest, body in parts),
+            (_ATTEMPT.format(call=call), (run_id, generation, position, *numbered, *row)),
+            (_HOLD + f" AND {_FENCED}", (1, reserved.input_tokens, reserved.output_tokens, reserved.cost_usd, run_id,
+                                         *fenced))])
+        refuse_stale(cursors[0], run_id, fence)
+        return CallKey(run_id, generation, position, cursors[-2].fetchone()[0])
+
+    def committed() -> CallKey | None:
+        nonlocal again
+        ours, highest = store.conn.execute(
+            "SELECT max(call) FILTER (WHERE fence = ? AND call > ?), coalesce(max(call), 0) FROM model_calls"
+            " WHERE run_id = ? AND generation = ? AND position = ?",
+            (fence, last_call, run_id, generation, position)).fetchone()
+        again = highest + 1
+        return None if ours is None else CallKey(run_id, generation, position, ours)
+
+    return write_once(store, run_id, write, committed)
 
 
 def answered(conn: sqlite3.Connection, key: CallKey, spent: Spent, cost_usd: float | None, request_id: str | None,

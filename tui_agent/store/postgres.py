@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import Store, StoreError, Write, backoff, dict_rows
+from .base import SHARED_LOCK, WRITE_LOCK, Store, StoreError, Write, backoff, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -37,7 +37,6 @@ BUSY_TIMEOUT_MS = 15_000
 # commits. Shorter than BUSY_TIMEOUT_MS, so a command waiting behind it goes on instead of giving up; our own
 # transactions never wait on anything but the server between their statements.
 IDLE_IN_WRITE_MS = 10_000
-WRITE_LOCK = 0x7475_6961   # the advisory lock every writer's transaction holds ("tuia")
 SYNCHRONOUS = {"full": "on", "normal": "off"}   # NORMAL loses at most the last commits to a server crash
 _SECRET_PARAMS = {"password", "passfile"}
 
@@ -107,12 +106,15 @@ class _Numeric(Loader):
 
 
 class _Cursor:
-    __slots__ = ("_cur", "rowcount", "description")
+    __slots__ = ("_cur", "rowcount")
 
     def __init__(self, cur: psycopg.Cursor) -> None:
         self._cur = cur
         self.rowcount = cur.rowcount
-        self.description = cur.description
+
+    @property
+    def description(self):
+        return self._cur.description
 
     def fetchone(self) -> tuple | None:
         return self._cur.fetchone() if self.description is not None else None
@@ -126,7 +128,7 @@ class _Cursor:
 
 # Statements that change nothing by themselves (outside a writer's transaction, a SELECT only reads): sent again
 # when the server dropped the connection under them
-_SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET|LISTEN)\b", re.IGNORECASE)
+_SAFE_AGAIN = re.compile(r"\s*(SELECT|BEGIN|SHOW|SET)\b", re.IGNORECASE)
 
 
 class _Connection:
@@ -147,9 +149,12 @@ class _Connection:
         read costs, and which run it read)."""
         self._trace = trace
 
-    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+    def _traced(self, sql: str, params: tuple | list) -> None:
         if self._trace is not None:
             self._trace(f"{sql} -- {params!r}" if params else sql)
+
+    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+        self._traced(sql, params)
         # closed, not only broken: a connection given up on while the server was away (_reconnect) is closed
         if self.raw.closed and not self.writing and self.reopen is not None:
             self.raw = self.reopen()
@@ -165,6 +170,35 @@ class _Connection:
         except psycopg.Error as e:
             raise PostgresError(e) from e
 
+    def at_once(self, statements: list[tuple[str, tuple | list]]) -> list[_Cursor]:
+        """`statements` committed together in one round trip, as one implicit transaction (a failing statement
+        rolls back those before it and skips those after): one statement as it is, several pipelined up to one
+        Sync. A connection the server has already ended (a restart, an administrator, while it sat idle) is
+        opened again first, as nothing was sent on it; one that drops under them raises, and whether they
+        committed is unknown."""
+        raw = self.raw
+        if (raw.closed or not _alive(raw)) and self.reopen is not None:
+            raw = self.raw = self.reopen()
+        for sql, params in statements:
+            self._traced(sql, params)
+        if len(statements) == 1:
+            try:
+                return [_Cursor(raw.execute(translate(statements[0][0]), statements[0][1]))]
+            except psycopg.Error as e:
+                raise PostgresError(e) from e
+        first = None   # an error met while sending: raised once the pipeline is left (whose own end then fails)
+        try:
+            with raw.pipeline():
+                try:
+                    sent = [raw.execute(translate(sql), params) for sql, params in statements]
+                except psycopg.Error as e:
+                    first = e
+        except psycopg.Error as e:
+            raise PostgresError(first or e) from e
+        if first is not None:
+            raise PostgresError(first) from first
+        return [_Cursor(cur) for cur in sent]
+
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
@@ -174,19 +208,21 @@ class _Connection:
         self.raw.close()
 
 
-# Every writer's transaction that changed something tells the listeners (a TUI's reader) as it commits; a
-# transaction that wrote nothing (no transaction id) says nothing. One round trip with the COMMIT: psycopg
-# sends a statement without parameters as a simple query, which may hold two.
-_NOTIFY_AND_COMMIT = ("SELECT pg_notify('tui_agent', '') WHERE txid_current_if_assigned() IS NOT NULL;"
-                      " COMMIT")
-CHANNEL = "tui_agent"
+def _alive(raw: psycopg.Connection) -> bool:
+    """Whether the server has not ended this idle connection: what it said meanwhile (an ended session's last
+    words) is read without waiting, so an end it announced shows before anything is sent."""
+    try:
+        with raw.lock:
+            raw.pgconn.consume_input()
+    except psycopg.Error:
+        return False
+    return raw.pgconn.status == pq.ConnStatus.OK
 
 
 class _Write(Write):
     """`write()`'s transaction: WRITE_LOCK held exclusively, so no other writer's transaction runs beside it."""
 
     __slots__ = ()
-    COMMIT = _NOTIFY_AND_COMMIT
     LOCK = "pg_advisory_xact_lock"
 
     def __enter__(self) -> _Connection:
@@ -226,8 +262,8 @@ class PostgresStore(Store):
         self.data_dir = data_dir_for_url(self.path)
         self._settings = {"synchronous_commit": SYNCHRONOUS[durability],   # set again on a new connection
                           "idle_in_transaction_session_timeout": str(IDLE_IN_WRITE_MS)}
-        self._listening: bool | None = None   # None: not asked yet; False: LISTEN is not possible here
-        self._heard = 0                       # notifications (and new connections) seen: data_version
+        self._snapshot: str | None = None     # the server's snapshot at the last data_version
+        self._changes = 0                     # how often it was found to have moved: data_version
         self.conn = _Connection(self._connect(first=True), self._reconnect)
         self.wait_at_most(BUSY_TIMEOUT_MS)
         self._open_schema(create)
@@ -242,12 +278,9 @@ class PostgresStore(Store):
         except psycopg.Error as e:
             raise connect_error(self.path, e) from None
         raw.adapters.register_loader("numeric", _Numeric)
-        raw.add_notify_handler(self._heard_one)
         try:
             for name, value in self._settings.items():
                 raw.execute(f"SET {name} = {value}")
-            if self._listening:
-                raw.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error as e:
             broken = raw.broken
             raw.close()
@@ -259,7 +292,7 @@ class PostgresStore(Store):
     def _reconnect(self, patient: bool = True) -> psycopg.Connection:
         """The server dropped our connection: a new one. While the server is away, a worker's run waits for it
         as long as `patience()` says (its lease still runs), trying again with back-off; anyone else, or past
-        that, gets the environment's stop. What committed meanwhile went unheard, so data_version moves."""
+        that, gets the environment's stop."""
         try:
             self.conn.raw.close()
         except psycopg.Error:
@@ -273,12 +306,7 @@ class PostgresStore(Store):
                 if not (patient and self.patience()):
                     raise
             time.sleep(next(pauses))
-        self._heard += 1
         return raw
-
-    def _heard_one(self, notify: psycopg.Notify) -> None:
-        if notify.channel == CHANNEL:
-            self._heard += 1
 
     def _open_schema(self, create: bool) -> None:
         """Ours at our version (migrated up if older), made if the database is empty; anything else untouched."""
@@ -351,12 +379,31 @@ class PostgresStore(Store):
                 self.abandon()
                 error, stop = e, self.stopped(e)
 
-    def write_one(self, sql: str, params: tuple) -> _Cursor:
-        """One statement as a shared writer's transaction of its own (three round trips: BEGIN with the lock,
-        the statement, the notice with COMMIT). A connection that drops under its COMMIT leaves unknown whether
-        it committed (ConnectionLost): a caller that may send it again reads back first (journal.write_entry)."""
-        with self.write_shared() as conn:
-            return conn.execute(sql, params)
+    def write_one(self, sql: str, params: tuple, whole: bool = False) -> _Cursor:
+        """Base's, in one round trip (see write_batch): a `whole` statement as it is, another after the lock."""
+        return (self._at_once([(sql, params)]) if whole else self.write_batch([(sql, params)]))[0]
+
+    def write_batch(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+        """Base's, in one round trip: the writers' lock (shared) and the statements, pipelined and committed
+        together at one Sync. A lock held past the busy timeout rolls the whole batch back, so it is
+        sent again while `patience()` allows, as `write()` waits; a connection that drops under it leaves
+        unknown whether it committed (ConnectionLost): a caller that may send it again reads back first
+        (base.write_once)."""
+        return self._at_once([(f"SELECT {SHARED_LOCK}", ()), *statements])[1:]
+
+    def _at_once(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+        """conn.at_once, waiting out a held lock; see write_batch."""
+        pauses = backoff()
+        while True:
+            try:
+                return self.conn.at_once(statements)
+            except PostgresError as e:
+                stop = self.stopped(e)
+                if stop is None:
+                    raise
+                if isinstance(stop, ConnectionLost) or stop.kind != BUSY or not self.patience():
+                    raise stop from e
+            time.sleep(next(pauses))
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
         state = getattr(error, "sqlstate", "")
@@ -413,7 +460,7 @@ class PostgresStore(Store):
     def _reopened(self) -> bool:
         """After a lost connection: whether a new one opens now (kept for the next statement), tried once: it
         tells a session ended alone (or a server back at once) from a server that is away. Either way a
-        worker goes on (a step's write is read back, journal.write_entry; another write drops its run)."""
+        worker goes on (an entry's write is read back, base.write_once; another write drops its run)."""
         if not self.conn.raw.closed:
             return False
         try:
@@ -434,42 +481,15 @@ class PostgresStore(Store):
         return iter(list(dict_rows(self.conn.execute(sql, params))))   # read whole: the connection is free again
 
     def data_version(self) -> int:
-        """A count of the commits heard: on its first call the connection LISTENs to the channel every writer's
-        transaction notifies as it commits, and from then on a call reads what has arrived without a round
-        trip or a wait (only another process's commits, or this one's, on this database move it). Where LISTEN
-        is not possible (a standby) the server's write-ahead log position, one round trip, which moves with
-        anyone's commit on any database of the server: a refresh may come for nothing, never be missed."""
-        if self._listening is None:
-            self._listen()
-        if not self._listening:
-            return self._wal_position()
-        raw = self.conn.raw
-        try:
-            with raw.lock:
-                raw.pgconn.consume_input()
-                while (found := raw.pgconn.notifies()) is not None:
-                    if found.relname.decode() == CHANNEL:
-                        self._heard += 1
-        except psycopg.Error as e:
-            if not raw.closed:
-                raise PostgresError(e) from e
-            self.conn.execute("SELECT 1")   # a new connection (which counts as a change), or the server is away
-        return self._heard
-
-    def _listen(self) -> None:
-        try:
-            self.conn.execute(f"LISTEN {CHANNEL}")
-            self._listening = True
-        except sqlite3.Error as e:
-            if self.stopped(e) is not None:
-                raise
-            self._listening = False
-
-    def _wal_position(self) -> int:
-        high, _, low = self.conn.execute(
-            "SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
-            " ELSE pg_current_wal_lsn() END)::text").fetchone()[0].partition("/")
-        return (int(high, 16) << 32) | int(low, 16)
+        """A count of the changes seen, one round trip: the server's snapshot (which transactions have ended) as
+        of this call, against the last call's. Every commit that wrote something (it had a transaction id) moves
+        it, so a change is never missed; so do commits on the server's other databases, and transactions that
+        have begun writing, so a refresh may come for nothing. Writers send nothing for it: a NOTIFY in every
+        commit would serialise their commits (bench/notify_cost.py)."""
+        snapshot = self.conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+        if snapshot != self._snapshot:
+            self._snapshot, self._changes = snapshot, self._changes + 1
+        return self._changes
 
     def read_only(self) -> None:
         self._set("default_transaction_read_only", "on")

@@ -22,6 +22,7 @@ from .base import (
     for_update,
     on_server,
     one_row,
+    refuse_stale,
 )
 from .commands import end_left
 from .events import add_event
@@ -365,15 +366,19 @@ def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
 def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
     """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks. `lease_until`
     is in this process's clock, as `now`; on a server the lease is the same length from the server's clock."""
+    refuse_stale(conn.execute(*renewal(conn, run_id, fence, now, lease_until)), run_id, fence)
+
+
+def renewal(conn: sqlite3.Connection, run_id: str, fence: int, now: float,
+            lease_until: float | None) -> tuple[str, tuple]:
+    """check_fence's statement, for a batch (store.write_batch) whose first statement it is: it locks the run's
+    row, and its rowcount says whether the fence is still the run's (`refuse_stale`)."""
     if lease_until is None or not on_server(conn):
-        cur = conn.execute("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
-                           " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
-    else:
-        cur = conn.execute("UPDATE runs SET updated_at = ?,"   # SERVER_NOW spelled out: no status written here
-                           " lease_expires_at = extract(epoch from clock_timestamp())::float8 + ?"
-                           " WHERE id = ? AND fence = ?", (now, lease_until - now, run_id, fence))
-    if cur.rowcount != 1:
-        raise FenceRefused(f"run {run_id}: fence {fence} is stale; another lease or a person took the run")
+        return ("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
+                " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
+    return ("UPDATE runs SET updated_at = ?,"   # SERVER_NOW spelled out: no status written here
+            " lease_expires_at = extract(epoch from clock_timestamp())::float8 + ?"
+            " WHERE id = ? AND fence = ?", (now, lease_until - now, run_id, fence))
 
 
 def record_model(conn: sqlite3.Connection, run_id: str, fence: int, spec: str) -> None:

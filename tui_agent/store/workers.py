@@ -13,7 +13,7 @@ from .base import Store, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
 from .host import host_id, on_this_host, process_alive, process_start
-from .runs import db_clock, lease_now
+from .runs import SERVER_NOW, db_clock, lease_now
 from .schema import SCHEMA_VERSION, STOPS_OLDER
 
 STOPPED_KEPT_S = 86400.0  # a worker that said goodbye is listed for a day, then its row goes
@@ -37,7 +37,8 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
         conn.execute("DELETE FROM workers WHERE stopped_at < ?", (now - STOPPED_KEPT_S,))
         for old in gone:
             conn.execute("DELETE FROM meta WHERE key = ?", (_SKEW + old,))
-        _record_skew(conn, name, now, at)
+        for skew in _skew(conn, name, now):
+            conn.execute(*skew)
         conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
                      " stopped_at, pid_started, host_id, pgid, agents) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)"
                      " ON CONFLICT (name) DO UPDATE"
@@ -56,31 +57,34 @@ def _group(pid: int) -> int | None:
         return None
 
 
-def _record_skew(conn: sqlite3.Connection, name: str, own: float, server: float) -> None:
-    """On a server: how far this worker's clock is from the server's (meta, so no column is needed; a row
-    per worker, rewritten at each heartbeat). A SQLite file's workers share its host's clock: nothing."""
+def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
+    """On a server: the statement that records how far this worker's clock (`own`) is from the server's (meta,
+    so no column is needed; a row per worker, rewritten at each heartbeat). A SQLite file's workers share its
+    host's clock: none."""
     if not on_server(conn):
-        return
-    conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                 (_SKEW + name, f"{own - server:.3f}"))
+        return []
+    return [("INSERT INTO meta (key, value) VALUES (?, round((? - " + SERVER_NOW + ")::numeric, 3)::text)"
+             " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_SKEW + name, own))]
 
 
 def beat(store: Store, name: str, held: list[tuple[str, int]], lease_s: float, now: float) -> list[str]:
     """Renew every held lease; returns the runs whose fence was refused (another lease or a person took them).
-    A shared write (store.write_shared): it writes only this worker's own rows, and each renewal is refused by
-    its own WHERE (fence, status) on the run's row as last committed (an UPDATE that waited for the row checks it
-    again); the runs are renewed in id order, so two heartbeats that name the same runs never deadlock."""
-    lost = []
-    with store.write_shared() as conn:
-        at = lease_now(conn, now)   # the server's clock on PostgreSQL: a lease is judged by another machine
-        _record_skew(conn, name, now, at)
-        conn.execute("UPDATE workers SET heartbeat_at = ? WHERE name = ?", (at, name))
-        for run_id, fence in sorted(held):
-            cur = conn.execute("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND fence = ? AND status = ?",
-                               (at + lease_s, run_id, fence, RunStatus.RUNNING))
-            if cur.rowcount != 1:
-                lost.append(run_id)
-    return lost
+    One batch (store.write_batch: one round trip on a server) of a shared writer: it writes only this worker's
+    own rows, and each renewal is refused by its own WHERE (fence, status) on the run's row as last committed
+    (an UPDATE that waited for the row checks it again); the runs are renewed in id order, so two heartbeats
+    that name the same runs never deadlock. On a server each statement reads the server's clock itself, as a
+    lease is judged by another machine."""
+    server = on_server(store.conn)
+    at, clock = (SERVER_NOW, ()) if server else ("?", (now,))
+    renew = ("UPDATE runs SET lease_expires_at = extract(epoch from clock_timestamp())::float8 + ?" if server
+             else "UPDATE runs SET lease_expires_at = ? + ?")   # SERVER_NOW spelled out: no status written here
+    runs = sorted(held)
+    statements = [*_skew(store.conn, name, now),
+                  (f"UPDATE workers SET heartbeat_at = {at} WHERE name = ?", (*clock, name)),
+                  *((renew + " WHERE id = ? AND fence = ? AND status = ?",
+                     (*clock, lease_s, run_id, fence, RunStatus.RUNNING)) for run_id, fence in runs)]
+    renewed = store.write_batch(statements)[len(statements) - len(runs):]
+    return [run_id for (run_id, _), cur in zip(runs, renewed) if cur.rowcount != 1]
 
 
 def stopped(store: Store, name: str, now: float) -> None:
