@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import Unreadable
+from .errors import Unreadable, UserError
 from .filters import Filter
 from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
@@ -407,6 +407,25 @@ def with_artifact(store: Store, entry: dict) -> dict:
     if not entry.get("artifact"):
         return entry
     return {**entry, "result": json.loads(artifacts.read(store, entry["artifact"]))}
+
+
+def worker_log(store: Store, outcome: dict) -> tuple[str, str]:
+    """A harness iteration's coding-agent log (agents/harness.py's outcome: `agent.log`, `agent.errors`), as (the
+    artifact's name, its text: the standard output, then the standard error when there is any). An outcome that
+    names no log (found on the branch by its trailers, the built-in model worker's) raises UserError saying so, as
+    does an artifact that cannot be read."""
+    agent = outcome.get("agent") or {}
+    if not agent.get("log"):
+        how = "found on the branch by its trailers" if outcome.get("found_by") == "lookup" else \
+            "worked by the built-in model worker, whose turns are the timeline's entries"
+        raise UserError(f"iteration {outcome.get('iteration')} has no coding agent's log: it was {how}")
+    try:
+        text = artifacts.read(store, agent["log"]).decode("utf-8", errors="backslashreplace")
+        errors = artifacts.read(store, agent["errors"]).decode("utf-8", errors="backslashreplace") \
+            if agent.get("errors") else ""
+    except OSError as e:
+        raise UserError(f"cannot read the coding agent's log {agent['log']} ({e.strerror})") from None
+    return agent["log"], text + (f"\n--- standard error ---\n{errors}" if errors else "")
 
 
 def beside(store: Store, run: dict, first: int, last: int | None) -> dict:
