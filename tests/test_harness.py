@@ -12,7 +12,7 @@ import pytest
 from fake_messages import message
 from harness_repo import BRANCH, FAKE, IDS, PY, TASKS, doing_each_task, git, make_repo, module, request, script, \
     snapshot, trailers
-from helpers import key, later, ok, open_run, rendered, show_json, tui
+from helpers import key, later, ok, open_run, rendered, select, show_json, tui
 
 from tui_agent.agents.githost import GitHost
 
@@ -446,3 +446,42 @@ async def test_at_80x24_the_plan_is_a_tab_of_a_harness_run_and_no_other_run_has_
     assert any(f"[x] {TASKS[0]}" in line for line in shown), shown
     assert any(f"[ ] {TASKS[1]} ◂ iteration 2" in line for line in shown), shown
     assert "tab-plan" not in tabs and not pane, tabs
+
+
+def test_ls_counts_a_harness_runs_tasks_as_the_runs_list_does(tui_agent):
+    run_id = ok(tui_agent("run", "harness")).stdout.split()[0]
+    other = ok(tui_agent("run", "hello")).stdout.split()[0]
+    header, *lines = ok(tui_agent("ls")).stdout.splitlines()
+    line, hello = (next(row for row in lines if row.startswith(r)) for r in (run_id, other))
+    end = header.index("STEP") + len("STEP")   # the column is aligned right
+    assert line[:end].endswith(" tasks 3/3"), (header, line)
+    assert not hello[:end].split()[-1].startswith("tasks"), (header, hello)
+    rows = json.loads(ok(tui_agent("ls", "--json")).stdout)
+    assert {r["id"]: r["tasks"] for r in rows} == {run_id: [3, 3], other: None}
+
+
+async def test_the_palette_offers_a_rule_on_a_waiting_harness_run_only_and_it_commits_then_resumes(
+        tui_agent, db_path, tmp_path):
+    from tui_agent.screens.palette import RunCommands
+
+    repo = make_repo(tmp_path, tasks=1)
+    agent = script(tmp_path / "agent", {IDS[0]: [[]]})
+    waited = tui_agent("run", "harness", "--input", request(repo, agent, plateau={"unchanged": 1}))
+    assert waited.returncode == 3, (waited.stdout, waited.stderr)
+    run_id = waited.stdout.split()[0]
+    other = ok(tui_agent("run", "hello")).stdout.split()[0]
+    rule = f"Add a rule to {run_id}'s RULES.md, then resume it"
+    async with tui(db_path, size=(160, 50)) as (app, pilot):
+        await select(pilot, other)
+        elsewhere = [str(hit.display) async for hit in RunCommands(app.screen).discover()]
+        await select(pilot, run_id)
+        offered = {str(hit.display): hit.command async for hit in RunCommands(app.screen).discover()}
+        offered[rule]()
+        await pilot.pause()
+        asked = type(app.screen).__name__
+        app.screen.query_one("#rule").value = "Write pkg/m1.py."
+        await key(pilot, "enter")
+    assert not any(c.startswith("Add a rule") for c in elsewhere), elsewhere
+    assert asked == "RuleModal"
+    assert [c["subject"] for c in trailers(repo)] == ["Rule: Write pkg/m1.py."]
+    assert show_json(tui_agent, run_id)["run"]["status"] == "queued"

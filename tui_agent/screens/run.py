@@ -524,7 +524,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
 
     def action_rule(self) -> None:
-        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone."""
+        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone (the
+        palette offers it on the runs list too)."""
         self.app.guard(run_actions.rule, self.app, self.run_id)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:
