@@ -12,7 +12,7 @@ import pytest
 from fake_messages import message
 from harness_repo import BRANCH, FAKE, IDS, PY, TASKS, doing_each_task, git, make_repo, module, request, script, \
     snapshot, trailers
-from helpers import key, later, ok, open_run, rendered, show_json, tui
+from helpers import key, later, ok, open_run, rendered, select, show_json, tui
 
 from tui_agent.agents.githost import GitHost
 
@@ -355,11 +355,18 @@ def test_propose_asks_a_person_then_opens_one_pull_request_for_the_finished_bran
 
 async def test_the_runs_list_counts_tasks_and_the_timeline_has_a_row_per_iteration_with_its_verdict(tui_agent, db_path):
     run_id = ok(tui_agent("run", "harness")).stdout.split()[0]
-    async with tui(db_path, size=(200, 50)) as (app, pilot):
+    toasts: list[str] = []
+    async with tui(db_path, size=(200, 50), toasts=toasts) as (app, pilot):
         await pilot.pause()
         listed = next(line for line in rendered(app) if run_id in line and " harness " in line)
-        await open_run(app, pilot, run_id)
+        screen = await open_run(app, pilot, run_id)
         rows = [line for line in rendered(app) if " effect " in line]
+        screen.timeline.highlighted = next(i for i, item in enumerate(screen.timeline.items) if item.kind == "effect")
+        await pilot.pause()
+        await key(pilot, "enter")   # the built-in model worker's iteration: its turns are the timeline's rows
+        assert app.screen is screen
+    assert "iteration 1 has no coding agent's log: it was worked by the built-in model worker, whose turns are " \
+           "the timeline's entries" in toasts, toasts
     assert " tasks 3/3 " in listed, listed   # the runs list: tasks done of the plan's, in place of steps
     # the sample's three tasks: 0 -> 2 -> 4 -> 5 unittest tests passing, each a one-file change
     assert [row.split(" effect ", 1)[1].split(" · ")[:2] for row in rows] == [
@@ -384,3 +391,97 @@ async def test_u_on_a_harness_run_waiting_on_a_plateau_commits_a_rule_and_resume
     assert [c["subject"] for c in trailers(repo)] == ["Rule: Write pkg/m1.py, nothing else."]
     assert show_json(tui_agent, run_id)["run"]["status"] == "queued"
     assert any(t.startswith(f"{run_id}: rule committed in {tree}") and t.endswith("resumed") for t in toasts), toasts
+
+
+def _waiting_on_task_2(tui_agent, tmp_path) -> str:
+    """A run that did task 1 (its coding agent saying so) and waits on a plateau at task 2."""
+    repo = make_repo(tmp_path)
+    agent = script(tmp_path / "agent", {IDS[0]: [[{"write": {"pkg/m1.py": module(1)}}, {"say": "wrote pkg/m1.py"}]],
+                                        IDS[1]: [[{"say": "nothing to do"}]]})
+    plateau = {"unchanged": 1, "shrinking": 9, "same_failure": 9}
+    waited = tui_agent("run", "harness", "--input", request(repo, agent, plateau=plateau))
+    assert waited.returncode == 3, (waited.stdout, waited.stderr)
+    return waited.stdout.split()[0]
+
+
+async def test_the_run_screen_shows_the_plan_the_run_recorded_and_enter_opens_an_iterations_coding_agent_log(
+        tui_agent, db_path, tmp_path):
+    run_id = _waiting_on_task_2(tui_agent, tmp_path)
+    (tmp_path / "repo" / "PLAN.md").write_text("# Four functions\n\n- [x] not the run's plan\n")   # the checkout
+    async with tui(db_path, size=(160, 50)) as (app, pilot):
+        screen = await open_run(app, pilot, run_id)
+        plan = screen.query_one("#plan").text.plain
+        title = screen.query_one("#plan-pane").border_title
+        # iteration 1's row: the first effect of the timeline
+        effects = [i for i, item in enumerate(screen.timeline.items) if item.kind == "effect"]
+        screen.timeline.highlighted = effects[0]
+        await pilot.pause()
+        await key(pilot, "enter")
+        log = app.screen.query_one("#log").render()
+        heading = str(app.screen.query_one(".title").render())
+        await key(pilot, "escape")
+        screen.timeline.highlighted = effects[1]
+        await pilot.pause()
+        await key(pilot, "enter")
+        second = str(app.screen.query_one("#log").render())
+    assert plan.splitlines() == [f"[x] {TASKS[0]}", f"[ ] {TASKS[1]} ◂ iteration 2", f"[ ] {TASKS[2]}",
+                                 f"[ ] {TASKS[3]}"], plan
+    assert title == "Plan · 1/4 tasks done"
+    assert str(log).splitlines() == ["wrote pkg/m1.py", f"worked on {IDS[0]}"], log
+    assert f"iteration 1 · {IDS[0]} · " in heading and heading.endswith("-coding-agent.stdout"), heading
+    assert second.splitlines() == ["nothing to do", f"worked on {IDS[1]}"], second
+
+
+async def test_at_80x24_the_plan_is_a_tab_of_a_harness_run_and_no_other_run_has_one(tui_agent, db_path, tmp_path):
+    run_id = _waiting_on_task_2(tui_agent, tmp_path)
+    other = ok(tui_agent("run", "hello")).stdout.split()[0]
+    async with tui(db_path, size=(80, 24)) as (app, pilot):
+        screen = await open_run(app, pilot, run_id)
+        await key(pilot, "t")   # Budget, then Plan
+        shown = rendered(app)
+        await key(pilot, "escape")
+        screen = await open_run(app, pilot, other)
+        tabs = [t.id for t in screen.query("Tab") if t.display]
+        pane = screen.query_one("#plan-pane").display
+    assert any(f"[x] {TASKS[0]}" in line for line in shown), shown
+    assert any(f"[ ] {TASKS[1]} ◂ iteration 2" in line for line in shown), shown
+    assert "tab-plan" not in tabs and not pane, tabs
+
+
+def test_ls_counts_a_harness_runs_tasks_as_the_runs_list_does(tui_agent):
+    run_id = ok(tui_agent("run", "harness")).stdout.split()[0]
+    other = ok(tui_agent("run", "hello")).stdout.split()[0]
+    header, *lines = ok(tui_agent("ls")).stdout.splitlines()
+    line, hello = (next(row for row in lines if row.startswith(r)) for r in (run_id, other))
+    end = header.index("STEP") + len("STEP")   # the column is aligned right
+    assert line[:end].endswith(" tasks 3/3"), (header, line)
+    assert not hello[:end].split()[-1].startswith("tasks"), (header, hello)
+    rows = json.loads(ok(tui_agent("ls", "--json")).stdout)
+    assert {r["id"]: r["tasks"] for r in rows} == {run_id: [3, 3], other: None}
+
+
+async def test_the_palette_offers_a_rule_on_a_waiting_harness_run_only_and_it_commits_then_resumes(
+        tui_agent, db_path, tmp_path):
+    from tui_agent.screens.palette import RunCommands
+
+    repo = make_repo(tmp_path, tasks=1)
+    agent = script(tmp_path / "agent", {IDS[0]: [[]]})
+    waited = tui_agent("run", "harness", "--input", request(repo, agent, plateau={"unchanged": 1}))
+    assert waited.returncode == 3, (waited.stdout, waited.stderr)
+    run_id = waited.stdout.split()[0]
+    other = ok(tui_agent("run", "hello")).stdout.split()[0]
+    rule = f"Add a rule to {run_id}'s RULES.md, then resume it"
+    async with tui(db_path, size=(160, 50)) as (app, pilot):
+        await select(pilot, other)
+        elsewhere = [str(hit.display) async for hit in RunCommands(app.screen).discover()]
+        await select(pilot, run_id)
+        offered = {str(hit.display): hit.command async for hit in RunCommands(app.screen).discover()}
+        offered[rule]()
+        await pilot.pause()
+        asked = type(app.screen).__name__
+        app.screen.query_one("#rule").value = "Write pkg/m1.py."
+        await key(pilot, "enter")
+    assert not any(c.startswith("Add a rule") for c in elsewhere), elsewhere
+    assert asked == "RuleModal"
+    assert [c["subject"] for c in trailers(repo)] == ["Rule: Write pkg/m1.py."]
+    assert show_json(tui_agent, run_id)["run"]["status"] == "queued"

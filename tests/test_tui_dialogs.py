@@ -39,6 +39,7 @@ from tui_agent.screens.modals import (
     BulkModal,
     ConfirmModal,
     GotoModal,
+    LogModal,
     NewRunModal,
     PredictModal,
     ReconcileModal,
@@ -162,6 +163,18 @@ async def rule(demo):
 
 
 @asynccontextmanager
+async def coding_agent_log(demo):
+    """A harness iteration's coding-agent log, longer than the screen (enter on the iteration's row; the demo has
+    no harness run)."""
+    async with tui(demo[0], size=SMALL) as (app, pilot):
+        await pilot.pause()
+        app.push_screen(LogModal("#4 iteration 1 · add-f · commands/g1-00004-coding-agent.stdout",
+                                 "".join(f"line {i} of what the coding agent printed\n" for i in range(200))))
+        await pilot.pause()
+        yield app, pilot
+
+
+@asynccontextmanager
 async def saving_a_filter(demo):
     """The runs list filtered, then "Save the filter" (the palette's command) asks its name."""
     async with tui(demo[0], size=SMALL) as (app, pilot):
@@ -193,6 +206,7 @@ CASES = [
     Case("diff picker", PickRunModal, on_run("succeeded", "d")),
     Case("replay divergence", DivergenceModal, divergence),
     Case("harness rule", RuleModal, rule),
+    Case("coding agent log", LogModal, coding_agent_log),
     Case("save a filter", SaveFilterModal, saving_a_filter),
     Case("simulator predict", PredictModal, in_simulator("p")),
     Case("simulator reconcile", ReconcileModal, in_simulator("enter", settings=Settings(saving="steps", key="saved",

@@ -30,6 +30,7 @@ from .format import (
     pace,
     skew,
     spent,
+    step_cell,
     tokens,
     usd,
     usd_exact,
@@ -1455,10 +1456,10 @@ def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since:
     if not rows:
         echo(f'no run matches "{where}"' if where else "no runs yet; try: tui-agent run hello")
         return EXIT_OK
-    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -7), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
+    _table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -11), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
             ("WORKER", 8), ("AGE", 0)),
            [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
-             f"{r['current_step'] or 0}" + (f"/{r['total_steps']}" if r["total_steps"] else ""), r["attempt"],
+             step_cell(r["current_step"], r["total_steps"], r["tasks"]), r["attempt"],
              spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
              _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed

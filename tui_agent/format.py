@@ -191,6 +191,14 @@ def cost(value: float | None) -> str:
     return COST_UNKNOWN if value is None else usd(value)
 
 
+def step_cell(current_step: int | None, total_steps: int | None, tasks: list[int] | None) -> str:
+    """The STEP column of the runs list and `tui-agent ls`: `tasks 3/7` for a run that counts tasks (report.tasks_of),
+    else its step, `12/40` (or `12` when the run declared no total)."""
+    if tasks:
+        return f"tasks {tasks[0]}/{tasks[1]}"
+    return f"{current_step or 0}" + (f"/{total_steps}" if total_steps else "")
+
+
 def spent(cost_usd: float, unpriced_calls: int, possibly_billed_usd: float) -> str:
     """What a run (or a day, an agent) spent, as the lists say it: $0.19; `+$0.04?` beside it for what calls in
     flight when their worker died may have been billed; "cost unknown" when no call had a price, `+2 unpriced`

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import Unreadable
+from .errors import Unreadable, UserError
 from .filters import Filter
 from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
@@ -233,24 +233,38 @@ def runs_page(store: Store, **query: Any) -> list[dict]:
     return [{**row, **spent_of(row, held.get(row["id"]))} for row in rows]
 
 
-# What `ls --json` gives of each run (a stable contract), besides `retry`, `holder_gone` and `claimable_in_s`.
+# What `ls --json` gives of each run (a stable contract), besides `tasks`, `retry`, `holder_gone` and
+# `claimable_in_s`.
 LISTED = ("id", "agent", "agent_version", "status", "reason", "attempt", "worker", "lease_expires_at", "created_at",
           "updated_at", "finished_at", "wake_at", "error", "current_step", "total_steps", "cost_usd",
           "possibly_billed_usd", "unpriced_calls", "input_tokens", "output_tokens", "cache_read_tokens",
           "cache_write_tokens")
 
 
+def tasks_of(next_input: str | None) -> list[int] | None:
+    """[done, total] for a run whose checkpoint's next input counts tasks (`{"tasks": [done, total], ...}`, as the
+    harness agent keeps it), else None (its step counts then)."""
+    if not next_input or '"tasks"' not in next_input:   # most runs: no JSON read at all
+        return None
+    said = json.loads(next_input)
+    tasks = said.get("tasks") if isinstance(said, dict) else None
+    if not (isinstance(tasks, list) and len(tasks) == 2 and all(isinstance(n, int) for n in tasks)):
+        return None
+    return tasks
+
+
 def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
     """`ls --json`'s rows, newest first: the runs `where` selects (`limit` at most), each with its checkpoint's
-    step counts, what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run whether its holder is
-    gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's indexes."""
+    step counts, `tasks` ([done, total] for a harness run: `tasks_of`, else null), what it spent (`spent_of`),
+    `retry` (`retry_wait`), and for a running run whether its holder is gone and when it is claimable
+    (`with_holders`). Read a page at a time through runs_page's indexes."""
     rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
                  lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
     listed = []
     for row in with_holders(store, list(itertools.islice(rows, limit))):
         wait = retry_wait(row, row["step_attempts"])
-        listed.append({**iso_times({key: row[key] for key in LISTED}), "retry": wait,
-                       "holder_gone": row["holder_gone"], "claimable_in_s": row["claimable_in_s"]})
+        listed.append({**iso_times({key: row[key] for key in LISTED}), "tasks": tasks_of(row["next_input"]),
+                       "retry": wait, "holder_gone": row["holder_gone"], "claimable_in_s": row["claimable_in_s"]})
     return listed
 
 
@@ -407,6 +421,25 @@ def with_artifact(store: Store, entry: dict) -> dict:
     if not entry.get("artifact"):
         return entry
     return {**entry, "result": json.loads(artifacts.read(store, entry["artifact"]))}
+
+
+def worker_log(store: Store, outcome: dict) -> tuple[str, str]:
+    """A harness iteration's coding-agent log (agents/harness.py's outcome: `agent.log`, `agent.errors`), as (the
+    artifact's name, its text: the standard output, then the standard error when there is any). An outcome that
+    names no log (found on the branch by its trailers, the built-in model worker's) raises UserError saying so, as
+    does an artifact that cannot be read."""
+    agent = outcome.get("agent") or {}
+    if not agent.get("log"):
+        how = "found on the branch by its trailers" if outcome.get("found_by") == "lookup" else \
+            "worked by the built-in model worker, whose turns are the timeline's entries"
+        raise UserError(f"iteration {outcome.get('iteration')} has no coding agent's log: it was {how}")
+    try:
+        text = artifacts.read(store, agent["log"]).decode("utf-8", errors="backslashreplace")
+        errors = artifacts.read(store, agent["errors"]).decode("utf-8", errors="backslashreplace") \
+            if agent.get("errors") else ""
+    except OSError as e:
+        raise UserError(f"cannot read the coding agent's log {agent['log']} ({e.strerror})") from None
+    return agent["log"], text + (f"\n--- standard error ---\n{errors}" if errors else "")
 
 
 def beside(store: Store, run: dict, first: int, last: int | None) -> dict:

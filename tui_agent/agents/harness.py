@@ -229,7 +229,8 @@ def _load(ctx: Context, s: dict, place: dict, iteration: int, accepted: dict, kn
         _rollback(tree)   # what the check left behind (a cache, a report) is not a person's edit
     return {"iteration": iteration, "task": task.as_dict() if task else None,
             "place": [tasks.index(task) + 1, len(tasks)] if task else None, "done": len(tasks) - len(todo),
-            "total": len(tasks), "digest": harness_plan.digest(plan), "head": head, "ids": ids,
+            "total": len(tasks), "plan": [[t.text, t.done] for t in tasks], "digest": harness_plan.digest(plan),
+            "head": head, "ids": ids,
             "accepted": differ or None, "check": check}
 
 
@@ -502,14 +503,11 @@ def harness(ctx: Context, request: dict) -> dict:
         ctx.plan(revision=loop.revision)
         if load["task"] is None:
             break
+        ctx.plan(next_input=_record(ctx, load))   # the seed's intent record, saved with the iteration's effect
         if not ctx.replaying:
             _reserve(ctx, s, place, loop)
         outcome = _iteration(ctx, s, place, load, loop)
-        ctx.plan(next_input={"task_id": outcome["task_id"], "status": outcome["status"],
-                             "idempotency_key": f"harness:{ctx.run_id}:{outcome['task_id']}",
-                             "artifacts": [a for a in (outcome.get("commit"), (outcome.get("agent") or {}).get("log"))
-                                           if a], "iteration": iteration,
-                             "tasks": [load["done"] + (outcome["status"] == "done"), load["total"]]})
+        ctx.plan(next_input=_record(ctx, load, outcome))
     final = load["check"]
     result = {"branch": place["branch"], "worktree": place["worktree"], "head": load["head"],
               "tasks": {"done": load["done"], "total": load["total"]}, "iterations": loop.iterations,
@@ -523,6 +521,18 @@ def harness(ctx: Context, request: dict) -> dict:
                      f"All {load['total']} tasks are done and the whole check passes.")
         result["pull_request"] = pr["number"]
     return result
+
+
+def _record(ctx: Context, load: dict, outcome: dict | None = None) -> dict:
+    """The checkpoint's next input, seed 001's checkpoint record: the task selected, its status (`pending` while its
+    iteration runs), key and artifacts, the tasks done of the plan's, and the plan's tasks as [text, ticked] each
+    (the one done in this iteration ticked), which the TUI's run screen shows."""
+    task, status = load["task"], outcome["status"] if outcome else "pending"
+    done = status == "done"
+    return {"task_id": task["id"], "status": status, "idempotency_key": f"harness:{ctx.run_id}:{task['id']}",
+            "artifacts": [a for a in ((outcome or {}).get("commit"), ((outcome or {}).get("agent") or {}).get("log"))
+                          if a], "iteration": load["iteration"], "tasks": [load["done"] + done, load["total"]],
+            "plan": [[text, ticked or (done and text == task["text"])] for text, ticked in load.get("plan") or ()]}
 
 
 def _iteration(ctx: Context, s: dict, place: dict, load: dict, loop: Loop) -> dict:

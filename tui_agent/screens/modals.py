@@ -94,8 +94,12 @@ class Dialog(ModalScreen):
         self.dismiss(None)
 
     def action_scroll_body(self, pages: int) -> None:
-        body = self.query_one(".dialog-body", VerticalScroll)
-        body.scroll_relative(y=pages * max(1, body.scrollable_content_region.height - 1), animate=False)
+        scroll_pages(self.query_one(".dialog-body", VerticalScroll), pages)
+
+
+def scroll_pages(body: VerticalScroll, pages: int) -> None:
+    """Scroll `body` by whole pages, a line of the last one kept in view."""
+    body.scroll_relative(y=pages * max(1, body.scrollable_content_region.height - 1), animate=False)
 
 
 class ConfirmModal(Dialog):
@@ -442,3 +446,31 @@ class PredictModal(Dialog):
                 return None
             said.append(int(text))
         return said[0], said[1]
+
+
+class LogModal(ModalScreen):
+    """enter on a harness iteration's timeline row: its coding agent's log (the whole artifact), to scroll;
+    escape, q, enter or its button close it."""
+
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close"),
+                Binding("pageup", "scroll(-1)", "Scroll up", show=False),
+                Binding("pagedown", "scroll(1)", "Scroll down", show=False)]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_line, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog log"):
+            yield Label(safe(self.title_line), classes="title")
+            with VerticalScroll(classes="dialog-body", id="log-body"):
+                yield Static(safe(self.text or "(the coding agent printed nothing)"), id="log")
+            with Horizontal(classes="buttons"):
+                yield Button("Close", id="cancel")
+
+    @on(Button.Pressed, "#cancel")
+    def action_dismiss(self) -> None:
+        self.dismiss(None)
+
+    def action_scroll(self, pages: int) -> None:
+        scroll_pages(self.query_one("#log-body", VerticalScroll), pages)

@@ -57,6 +57,9 @@ class RunCommands(Provider):
         commands += [(f"{action.title} {run_id}", partial(app.guard, action.do, app, run_id, item))
                      for action in run_actions.RUN_ACTIONS.values() if action.name != "fork"
                      and action.why_not(app, run) is None]
+        if operate.why_not_harness(run) is None:   # not a RUN_ACTIONS entry: only a harness run has a rulebook
+            commands.append((f"Add a rule to {run_id}'s RULES.md, then resume it",
+                             partial(app.guard, run_actions.rule, app, run_id)))
         # On the run screen, from the position selected in the timeline; elsewhere from where the run
         # stopped, the one position a person can name without seeing the timeline.
         position, why = run_actions.why_not_fork(app, run, item.position if item else None)

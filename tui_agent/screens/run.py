@@ -37,28 +37,33 @@ from ..report import (
     run_view,
     timeline_page,
     with_artifact,
+    worker_log,
 )
 from ..runtime.clock import now
 from ..safe_text import json_text
 from ..states import TERMINAL, budget_dimension
+from ..widgets.caption import Caption
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
 from ..widgets.gauges import BudgetGauges, StepBar
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
+from ..widgets.plan import plan_text, recorded_plan
 from ..widgets.safe import safe
 from ..widgets.status import badge
 from ..widgets.theme import follow_theme, palette
 from ..widgets.timeline import Timeline, TimelineItem, timeline_items
 from . import run_actions
-from .modals import GotoModal
+from .modals import GotoModal, LogModal
 from .replay import DivergenceModal, reproduced_line, start_replay
 from .situation import situation
 
 PAGE = 100                   # rows a list reads at a time; it holds three pages at most
 NEAR = 5                     # the cursor this close to a held end reads the next page
-LOWER = [("budget", "Budget"), ("events", "Events"), ("ledger", "Effects"), ("checkpoint", "Checkpoint")]
+LOWER = [("budget", "Budget"), ("plan", "Plan"), ("events", "Events"), ("ledger", "Effects"),
+         ("checkpoint", "Checkpoint")]    # the plan only for a run that records one (a harness run's)
+LEFT = {"budget", "plan", "checkpoint"}
 WIDE_AT = (110, 32)          # below either (columns, rows), the lower panes become tabs
 
 
@@ -100,6 +105,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self._arranged = False
         self._replaying = None               # the thread of the replay `R` started, while its code runs
         self._worktree: dict | None = None    # the worktree the run recorded (worktrees.recorded), once it has
+        self._planned = False                 # the run records a plan (widgets/plan.py): the Plan pane is shown
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -123,6 +129,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             yield Tabs(*[Tab(label, id=f"tab-{key}") for key, label in LOWER], id="lower-tabs")
             with Horizontal(id="lower-columns"):
                 for column, panes in (("lower-left", [("budget", "Budget", BudgetGauges(id="gauges")),
+                                                      ("plan", "Plan", Caption(id="plan")),
                                                       ("checkpoint", "Checkpoint", CheckpointView(id="checkpoint"))]),
                                       ("lower-right", [("ledger", "Effect ledger", EffectLedger(id="ledger")),
                                                        ("events", "Events", EventsLog(id="events"))])):
@@ -174,12 +181,14 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.compact = compact
         self.set_class(compact, "-compact")
         self.set_class(not compact, "-wide")
-        self.query_one("#lower-tabs").display = compact
-        left = {"budget", "checkpoint"}
+        tabs = self.query_one("#lower-tabs", Tabs)
+        tabs.display = compact
+        (tabs.show if self._planned else tabs.hide)("tab-plan")
         for key, _ in LOWER:
-            self.query_one(f"#{key}-pane").display = not compact or key == self.pane
-        self.query_one("#lower-left").display = not compact or self.pane in left
-        self.query_one("#lower-right").display = not compact or self.pane not in left
+            self.query_one(f"#{key}-pane").display = (not compact or key == self.pane) and \
+                (key != "plan" or self._planned)
+        self.query_one("#lower-left").display = not compact or self.pane in LEFT
+        self.query_one("#lower-right").display = not compact or self.pane not in LEFT
         if changed:
             self.refresh_bindings()
 
@@ -223,6 +232,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self._paint_effects()
             self._paint_events()
             self.query_one(CheckpointView).set_report(view, palette(self.app))
+            self._plan(view["checkpoint"])
             self._titles(view)
 
     def _paint_timeline(self, select: str | None = None) -> None:
@@ -291,6 +301,18 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             step_bar = self.query_one(StepBar)
             step_bar.total, step_bar.done = total, min(step, total)
 
+    def _plan(self, checkpoint: dict) -> None:
+        """A harness run's plan as it recorded it last, ticked and open tasks; no pane for a run that keeps none."""
+        found = recorded_plan(checkpoint)
+        if bool(found) != self._planned:
+            self._planned = bool(found)
+            self._arrange(self.size.width or self.app.size.width, self.size.height or self.app.size.height)
+        if found:
+            plan, record = found
+            self.query_one("#plan", Caption).text = plan_text(plan, record, palette(self.app))
+            ticked = sum(1 for _, done in plan if done)
+            self.query_one("#plan-pane").border_title = f"Plan · {ticked}/{len(plan)} tasks done"
+
     def _titles(self, view: dict) -> None:
         counts = view["counts"]
         entries, doubtful = counts["entries"], counts["in_doubt"]
@@ -354,6 +376,20 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                 self._paint_timeline()
                 return
         self._show_selected()
+
+    @on(OptionList.OptionSelected, "#timeline")
+    def _open_log(self) -> None:
+        """enter on a harness iteration's row: the coding agent's log of that iteration."""
+        item = self.selected
+        outcome = item.entry.get("result") if item is not None and item.entry is not None else None
+        if item is None or item.kind != "effect" or not isinstance(outcome, dict) or "task_id" not in outcome:
+            return
+        try:
+            name, text = worker_log(self.app.reader, outcome)
+        except UserError as e:
+            self.notify(str(e), severity="warning")
+            return
+        self.app.push_screen(LogModal(f"#{item.position} {item.name} · {outcome['task_id']} · {name}", text))
 
     @on(EffectLedger.RowHighlighted, "#ledger")
     def _ledger_moved(self, event: EffectLedger.RowHighlighted) -> None:
@@ -452,7 +488,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     def action_next_pane(self) -> None:
         tabs = self.query_one(Tabs)
-        keys = [key for key, _ in LOWER]
+        keys = [key for key, _ in LOWER if key != "plan" or self._planned]
         tabs.active = f"tab-{keys[(keys.index(self.pane) + 1) % len(keys)]}"
 
     def action_diff(self) -> None:
@@ -488,7 +524,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
 
     def action_rule(self) -> None:
-        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone."""
+        """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone (the
+        palette offers it on the runs list too)."""
         self.app.guard(run_actions.rule, self.app, self.run_id)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:

@@ -3,7 +3,6 @@ the selected run is waiting for and which key acts on it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from itertools import islice
 
@@ -17,8 +16,8 @@ from textual.widgets import DataTable, Input
 from .. import operate
 from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
-from ..format import age, spent, tokens
-from ..report import busiest_budget, cost_window, counts, each_run, runs_page
+from ..format import age, spent, step_cell, tokens
+from ..report import busiest_budget, cost_window, counts, each_run, runs_page, tasks_of
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
@@ -58,18 +57,6 @@ def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
             break
         columns = [(label, key) for label, key in columns if key != dropped]
     return columns
-
-
-def tasks_done(next_input: str | None) -> str | None:
-    """`tasks 3/7` for a run whose checkpoint's next input counts tasks (`{"tasks": [done, total], ...}`, as the
-    harness agent keeps it), else None (the STEP column then shows steps)."""
-    if not next_input or '"tasks"' not in next_input:   # most runs: no JSON read at all
-        return None
-    said = json.loads(next_input)
-    tasks = said.get("tasks") if isinstance(said, dict) else None
-    if not (isinstance(tasks, list) and len(tasks) == 2 and all(isinstance(n, int) for n in tasks)):
-        return None
-    return f"tasks {tasks[0]}/{tasks[1]}"
 
 
 class RunsScreen(run_actions.RunActionKeys, TableScreen):
@@ -217,8 +204,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
             self.reload()
 
     def _cells(self, row: dict, at: float, colours: Palette) -> dict:
-        step = tasks_done(row["next_input"]) or (
-            f"{row['current_step'] or 0}" + (f"/{row['total_steps']}" if row["total_steps"] else ""))
+        step = step_cell(row["current_step"], row["total_steps"], tasks_of(row["next_input"]))
         busiest = busiest_budget(row)
         # BURN: cost per step of a running run's last WINDOW entries (one bounded read each), oldest left
         burn = Text(sparkline(cost_window(self.app.reader, row["id"], WINDOW)),
