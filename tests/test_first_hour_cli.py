@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 from conftest import ROOT
-from helpers import database_at_version, registry_of, start_and_work
+from helpers import database_at_version, ok, registry_of, start_and_work
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
@@ -398,3 +398,15 @@ def test_the_readme_keys_table_has_every_key_of_the_run_runs_and_schedules_scree
     assert "asks first" in keys["F"]
     assert "open a schedule" in keys["enter"]
     assert "enable" in keys["e"]
+
+
+def test_the_readme_completion_lines_give_a_script_that_completes_commands(tui_agent):
+    section = README.split("### Shell completion", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    shells = re.findall(r"_TUI_AGENT_COMPLETE=(\w+)_source tui-agent", section)
+    assert shells == ["bash", "zsh", "fish"], section
+    for shell in shells:
+        script = ok(tui_agent(env={"_TUI_AGENT_COMPLETE": f"{shell}_source"})).stdout
+        assert f"_TUI_AGENT_COMPLETE={shell}_complete" in script, script
+    completed = ok(tui_agent(env={"_TUI_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "tui-agent sch",
+                                  "COMP_CWORD": "1"})).stdout
+    assert completed.split() == ["plain,schedule"], completed
