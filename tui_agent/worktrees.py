@@ -9,8 +9,9 @@ ended (succeeded, failed or cancelled: a parked run resumes into it), and only w
 not (git refuses to remove it otherwise). Its branch stays, so a merged branch can then be deleted with `git branch
 -d`. A run imported from another database is left out: the worktree it names is its source's.
 
-The runs' states are read again just before a removal; a run resumed in the moment between would find its
-worktree gone and park saying how to make it again from the branch (agents/worktree.verify)."""
+The runs' states, and every run of their families (a fork made since the listing included), are read again inside
+the write that removes it, holding the writers' lock while git removes the folder, so no resume or fork of those
+runs commits in between."""
 
 from __future__ import annotations
 
@@ -157,16 +158,17 @@ def remove(store: Store, tree: Worktree, who: str, at: float) -> Worktree:
     """Remove the worktree once its runs, read again, have all ended (see the module); an event on each run says
     so and how to delete the branch. Returns the worktree as it was read last; raises ValueError with why it stays
     (why_not_remove) or why git refused."""
-    tree.runs = runs_shown(store.conn, [run["id"] for run in tree.runs])
-    why = why_not_remove(tree)
-    if why is not None:
-        raise ValueError(why)
-    try:
-        git_tree.remove(Path(tree.repo), Path(tree.path))
-    except git_tree.GitFailed as e:
-        raise ValueError(str(e)) from None
-    said = f"worktree {tree.path} removed by {who}; {branch_advice(tree)}"
-    with store.write() as conn:
+    with store.write() as conn:   # held while git removes it: no resume or fork of its runs commits meanwhile
+        kin = {run_id for run in tree.runs for run_id in family(store, run["id"])}
+        tree.runs = runs_shown(conn, sorted(kin))
+        why = why_not_remove(tree)
+        if why is not None:
+            raise ValueError(why)
+        try:
+            git_tree.remove(Path(tree.repo), Path(tree.path))
+        except git_tree.GitFailed as e:
+            raise ValueError(str(e)) from None
+        said = f"worktree {tree.path} removed by {who}; {branch_advice(tree)}"
         for run in tree.runs:
             add_event(conn, run["id"], at, "worktree", said, who)
     return tree
