@@ -191,7 +191,7 @@ class Context:
     def _cross_soft(self, position: int, crossed: list[str]) -> None:
         at = self.clock.now()
         dimensions = self.budget.soft_dimensions + crossed
-        with self.write(at) as conn:
+        with self._write(at) as conn:
             record_soft(conn, self.run_id, position, dimensions, at)
             for dimension in crossed:
                 add_event(conn, self.run_id, at, "budget", self.budget.describe(dimension), self.worker, self.fence)
@@ -235,7 +235,7 @@ class Context:
                 retry = self._after_failure(e, attempts)
                 if retry.again or failed is not None:
                     at = self.clock.now()
-                    with self.write(at) as conn:
+                    with self._write(at) as conn:
                         if failed is not None:
                             failed(conn, e)
                         if retry.again:
@@ -324,7 +324,7 @@ class Context:
             self._control.renewed(at + self._claim.lease_s)
 
     @contextmanager
-    def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
+    def _write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
         """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
         with self._store.write() as conn:
             self._renew(conn, self.clock.now() if at is None else at)
@@ -458,7 +458,7 @@ class Context:
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,
                           f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
                           "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
-        with self.write() as conn:
+        with self._write() as conn:
             record_model(conn, self.run_id, self.fence, spec)
             add_event(conn, self.run_id, self.clock.now(), "model", f"--model default resolved to {spec}",
                       self.worker, self.fence)
@@ -527,7 +527,7 @@ class Context:
         """Add a line to the run's events (`show`, the TUI's run screen), fenced: what the agent noticed and did
         outside its journal, such as a check it makes on every claim. Not journaled: a replay passing the same
         call adds it again."""
-        with self.write() as conn:
+        with self._write() as conn:
             add_event(conn, self.run_id, self.clock.now(), "agent", message, self.worker, self.fence)
 
     def progress(self, value: Any) -> None:

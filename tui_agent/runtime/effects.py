@@ -104,7 +104,7 @@ class _Effect:
         add_event(conn, ctx.run_id, self.ctx.clock.now(), "effect", f"{self.name}: {message}", ctx.worker, ctx.fence)
 
     def transition(self, row: dict, state: str, message: str, **fields) -> dict:
-        with self.ctx.write() as conn:
+        with self.ctx._write() as conn:
             set_state(conn, row["id"], state, self.ctx.clock.now(), **fields)
             self.event(conn, message)
         return {**row, "state": state, **fields}
@@ -134,7 +134,7 @@ class _Effect:
     def attempt(self, row: dict) -> Any:
         """Claim the key for one attempt, then call do(key); a doubt is reconciled, never retried blindly."""
         ctx = self.ctx
-        with ctx.write() as conn:
+        with ctx._write() as conn:
             done = confirmed_with_key(conn, self.key, row["id"])
             doubt = None if done else in_doubt_with_key(conn, self.key, row["id"])
             if not done and not doubt:
@@ -253,7 +253,7 @@ class _Effect:
                 # the back-off grows with how long the lookup has been failing, as if counted attempt by attempt
                 tries = 1 + int(math.log2(1 + since / policy.base_s))
                 delay = min(backoff_s(policy, tries), policy.patience_s - since)
-                with self.ctx.write() as conn:
+                with self.ctx._write() as conn:
                     self.event(conn, f"outcome unknown and {failed}; asking the service again in {delay:.1f}s")
                 self.ctx._back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
 
@@ -285,7 +285,7 @@ class _Effect:
                 self.wait_for_person(row, f"is unknown: do raised {type(raised).__name__} on each of its "
                                      f"{row['attempts']} attempts, the last the retry policy allows")
             delay = self.delay(row, raised)
-            with self.ctx.write() as conn:
+            with self.ctx._write() as conn:
                 self.event(conn, f"outcome unknown; sending again with the same key, which the service ignores "
                            f"for {_span(window)}" + (f", in {delay:.1f}s" if raised is not None else ""))
             return self.again(row, delay)
@@ -302,7 +302,7 @@ def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | 
     effect = _Effect(ctx, position, name, key, do, lookup, timeout_s)
     row = effect_at(ctx._store.conn, ctx.run_id, ctx.generation, position)
     if row is None:
-        with ctx.write() as conn:
+        with ctx._write() as conn:
             row = add_intended(conn, run_id=ctx.run_id, generation=ctx.generation, position=position, name=name,
                                key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
                                lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=ctx.clock.now())
