@@ -47,9 +47,17 @@ def _span(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class AttemptToken:
-    """Which attempt this is, for a `do(key, token)` that takes it. Within one run a later claim has a larger
-    (generation, fence), so a service that keeps the newest token per run can refuse an older one: a worker
-    paused past its lease that wakes up and sends. A fork is another run: its tokens never compare."""
+    """Which attempt of an effect this is, handed to a `do(key, token)` that takes a second argument.
+
+    Within one run a later claim has a larger `(generation, fence)`. So a service that keeps the newest token
+    per run can refuse an older one, sent by a worker that was paused past its lease and woke up. A fork is
+    another run, and its tokens never compare with its parent's. `str(token)` is `run/gN/fN`.
+
+    Attributes:
+        run_id: The run making the attempt.
+        generation: The run's generation, which grows when a person restarts it with `resume --restart`.
+        fence: The claim's fence, which grows with every claim of the run.
+    """
 
     run_id: str
     generation: int
@@ -60,10 +68,12 @@ class AttemptToken:
 
 
 class StaleAttempt(FenceRefused):
-    """Raised by a service (from `do`) that has seen a newer token from the same run: it did nothing. The
-    worker holding the stale token has lost the run, so it stops exactly as when the store's fence refuses
-    it (the run is reported as taken): it records neither `not_done` (the run's current holder may be
-    sending) nor `unknown` (nothing was sent), and its writes would be refused anyway."""
+    """Raise it from an effect's `do` when the service has seen a newer token from the same run and did nothing.
+
+    The worker holding the stale token has lost the run, so it stops exactly as when the store's fence refuses
+    it, and the run is reported as taken. It records neither `not_done`, since the run's current holder may be
+    sending, nor `unknown`, since nothing was sent. Its writes would be refused anyway.
+    """
 
 
 def _takes_token(do: Callable) -> bool:
