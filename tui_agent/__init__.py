@@ -1,8 +1,11 @@
 """tui-agent: a terminal UI and local runner for long-running AI agents."""
 
+from .errors import EffectDeclined, EffectNotDone, NotReachable, ParkRun, PermanentError, TemporaryError
 from .runtime import Agent, Budget, Context, Plateau, RetryPolicy, Tool, tool
+from .runtime.effects import StaleAttempt
 
-__all__ = ["Agent", "Budget", "Context", "Plateau", "RetryPolicy", "Tool", "__version__", "tool"]
+__all__ = ["Agent", "Budget", "Context", "EffectDeclined", "EffectNotDone", "NotReachable", "ParkRun", "PermanentError",
+           "Plateau", "RetryPolicy", "StaleAttempt", "TemporaryError", "Tool", "__version__", "tool"]
 
 
 def __getattr__(name: str) -> str:

@@ -45,20 +45,30 @@ class EnvironmentStop(TuiAgentError):
 
 
 class TemporaryError(Exception):
-    """Trying again later may work (a timeout, a rate limit): the retry policy applies. `retry_after_s`
-    is the wait the service asked for, used instead of the policy's back-off."""
+    """Raise it when trying again later may work, so the agent's retry policy retries the step.
 
-    def __init__(self, *args, retry_after_s: float | None = None) -> None:
+    A timeout or a rate limit is temporary. The built-in `TimeoutError` and `ConnectionError` are treated
+    the same way.
+
+    Args:
+        *args: The message, as for any exception.
+        retry_after_s: The wait the service asked for. It replaces the policy's back-off for this attempt.
+    """
+
+    def __init__(self, *args: object, retry_after_s: float | None = None) -> None:
         super().__init__(*args)
         self.retry_after_s = retry_after_s
 
 
 class NotReachable(TemporaryError):
-    """The service could not be reached or did not answer in time: a failed connection, a timeout, a server error
-    (5xx), an overload (529) or a rate limit that a wait cures (a 429 that is not a spend limit). The network or the
-    service is away for a while (a closed lid, a VPN reconnecting), so the retry policy's patience applies: it is
-    retried for a length of time (`RetryPolicy.patience_s`), not a number of attempts. The built-in
-    `ConnectionError` and `TimeoutError` are of this class too (runtime/retry.py `is_unreachable`)."""
+    """Raise it when the service could not be reached or did not answer in time, so the step is waited out.
+
+    A failed connection, a timeout, a server error (5xx), an overload (529) and a rate limit that a wait cures
+    are all of this kind. The network or the service is away for a while, as when a lid is closed or a VPN
+    reconnects. So the retry policy's patience applies. The step is retried for as long as
+    `RetryPolicy.patience_s` allows rather than a number of attempts, and past it the run is parked, never
+    failed. The built-in `ConnectionError` and `TimeoutError` count as this class too.
+    """
 class StepTimedOut(TemporaryError):
     """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
     temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
@@ -66,26 +76,43 @@ class StepTimedOut(TemporaryError):
 
 
 class PermanentError(Exception):
-    """Trying again will not help (a bad request, a missing source): the step fails at once."""
+    """Raise it when trying again will not help, so the step fails at once without a retry.
+
+    A bad request or a missing source is permanent. An error of both this class and `TemporaryError` is not
+    retried.
+    """
 
 
 class EffectNotDone(Exception):
-    """Raised by an effect's `do` when the service guarantees it did nothing (a refusal), so
-    sending again with the same key is safe. Any other exception leaves the outcome unknown."""
+    """Raise it from an effect's `do` when the service guarantees it did nothing, so sending again is safe.
+
+    The effect goes back to `not_done` and the retry policy decides whether to attempt it again with the same
+    key. Any other exception from `do` leaves the outcome unknown, and the run reconciles it before going on.
+    """
 
 
 class EffectDeclined(EffectNotDone):
-    """Raised by an effect's `do` that did nothing this time and says what came of it instead (`outcome`, a JSON
-    value): a coding agent's iteration whose check failed, rolled back. The effect is recorded `not_done` with
-    `outcome` as its journal entry, `ctx.effect` returns `outcome`, and nothing is sent again by this call; the key
-    was never confirmed, so a later effect with the same key is done as if for the first time."""
+    """Raise it from an effect's `do` that did nothing this time, to return what came of it instead.
 
-    def __init__(self, message: str, outcome) -> None:
+    A coding agent's iteration whose check failed and was rolled back is the example. The effect is recorded
+    `not_done` with `outcome` as its journal entry, `ctx.effect` returns `outcome`, and this call sends nothing
+    again. The key was never confirmed, so a later effect with the same key is done as if for the first time.
+
+    Args:
+        message: What happened, for the run's events.
+        outcome: A JSON value, returned by `ctx.effect` now and on every replay.
+    """
+
+    def __init__(self, message: str, outcome: object) -> None:
         super().__init__(message)
         self.outcome = outcome
 
 
 class ParkRun(Exception):
-    """Raised by an agent's code (a step's function included) when something outside the run needs a person
-    before it can go on (a file it cannot read, a working tree that moved): the run is parked with reason
-    `environment` and this message, nothing of the step is recorded, and `resume` tries the step again."""
+    """Raise it when something outside the run needs a person first, so the run parks instead of failing.
+
+    An agent's code may raise it anywhere, a step's function included, for a file it cannot read or a working
+    tree that moved. The run is parked with reason `environment` and this message, nothing of the step is
+    recorded, and `tui-agent resume` tries the step again. Raised from an effect's `do`, it says the service
+    did nothing. The effect goes back to `not_done`, and `resume` attempts it again with the same key.
+    """

@@ -43,6 +43,17 @@ DIFF_LINES = 14   # a compact diff: enough to see what changed, short enough for
 
 @dataclass(frozen=True)
 class Divergence:
+    """Where and how the agent's current code stopped matching its recorded run.
+
+    Attributes:
+        position: The journal position at which it diverged.
+        kind: One of `name`, `new-call`, `model-request`, `inputs`, `result`, `ending` and `side-effect`.
+        recorded: The name the journal holds at `position`, or None past its end.
+        name: What the code called there, or None when it returned or raised.
+        message: What differs, in one line.
+        diff: A short diff of the recorded and the new value, when there is one.
+    """
+
     position: int
     kind: str
     recorded: str | None   # the name the journal holds at `position` (None past its end)
@@ -53,6 +64,18 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Replay:
+    """What replaying a recorded run against the current code found.
+
+    Attributes:
+        run_id: The run replayed.
+        agent: Its agent's name.
+        status: The recorded run's status.
+        entries: How many journal entries the run recorded.
+        answered: How many calls the journal answered before the replay ended.
+        note: How it ended, in one line.
+        divergence: Where the code stopped matching the run, or None when it reproduced it.
+    """
+
     run_id: str
     agent: str
     status: str            # the recorded run's
@@ -63,9 +86,11 @@ class Replay:
 
     @property
     def reproduced(self) -> bool:
+        """True when the current code made the recorded calls and ended as the run did."""
         return self.divergence is None
 
     def to_json(self) -> dict:
+        """Return the replay as `tui-agent replay --json` prints it."""
         shown = asdict(self)
         shown["reproduced"] = self.reproduced
         if self.divergence is not None:

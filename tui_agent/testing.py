@@ -22,8 +22,25 @@ from .store import Store
 
 
 def replay(db: str | os.PathLike | Store, run_id: str, agents: Iterable[Agent | str] | None = None) -> Replay:
-    """Replay `run_id` against the current code. `agents`: Agent objects or modules (a name or a .py file)
-    to take the code from; None: the built-in and installed agents."""
+    """Replay a recorded run against the agent's current code, answering every journaled call from its journal.
+
+    Nothing journaled is executed, and the replay's own connection only reads. The first call the journal
+    cannot answer ends the replay with a divergence. So does a call by another name, a model request that
+    differs from the recorded one, or an ending other than the recorded run's. The agent's code between those
+    calls runs in the caller's thread, on the database itself.
+
+    Args:
+        db: The database, as a path or an open `Store`.
+        run_id: The run to replay, its id or a prefix of it.
+        agents: `Agent` objects, or modules named or given as a .py file, to take the code from. None means
+            the built-in and installed agents.
+
+    Returns:
+        What the replay found. `reproduced` is True when the code makes the same calls and ends the same way.
+
+    Raises:
+        UserError: The database, the run or its agent cannot be found. Its message is one line that says why.
+    """
     registry = load_registry([]) if agents is None else _registry(agents)
     return replay_run(db.path if isinstance(db, Store) else db, registry, run_id)
 

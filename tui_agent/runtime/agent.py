@@ -23,9 +23,29 @@ UNBOUNDED = "unbounded"   # `--budget unbounded`, and the key of the run's budge
 
 @dataclass(frozen=True)
 class Budget:
-    """Ceilings per dimension, the soft threshold, and what exhaustion does. A dimension left None gets its
-    default ceiling (`DEFAULT_CEILINGS`: 10,000 steps, 24 h of running time, $5 over priced calls, 2 million
-    input tokens) unless `unbounded=True`, which opts out of the defaults: only the ceilings set here hold."""
+    """The most a run may use of each dimension, checked before every journaled call it makes.
+
+    A dimension left None gets its default ceiling, unless `unbounded=True`. The defaults are 10,000 steps,
+    24 hours of running time, $5 over priced model calls and 2 million input tokens. A run records its ceilings
+    when it is created, so they stay fixed for its life. A person can raise them with `resume --budget`.
+
+    Args:
+        steps: Journaled calls of any kind.
+        model_calls: Calls to the model.
+        input_tokens: Input tokens over all model calls. A new call must fit its prompt's estimate under it.
+        output_tokens: Output tokens over all model calls. A new call must fit its `max_tokens` under it.
+        cost_usd: Dollars over priced model calls. A ceiling set here refuses a model without a price.
+        tool_calls: Tool calls in `ctx.agent_loop`.
+        effects: Calls to `ctx.effect`.
+        wall_s: Seconds of running time. Time spent waiting, with no worker holding the run, does not count.
+        soft: The fraction of a ceiling at which the run is warned. Each dimension writes one `budget` event
+            when it passes, and the first to pass sets `ctx.budget.soft_exceeded` and calls the agent's
+            `degrade` hook.
+        on_exhaust: What a call that would pass a ceiling does to the run. `park` waits for `resume`,
+            `escalate` waits for a person, `stop` fails the run. A dict gives one action per dimension, and
+            `park` for the others.
+        unbounded: Opt out of the default ceilings, so only the ceilings set here hold.
+    """
 
     steps: int | None = None
     model_calls: int | None = None
@@ -40,6 +60,7 @@ class Budget:
     unbounded: bool = False
 
     def to_dict(self) -> dict:
+        """Return the budget as a plain dict of its fields, as a run's budget JSON starts out."""
         return asdict(self)
 
 
@@ -89,14 +110,23 @@ def bounds_of(limits: dict) -> str:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential back-off with full jitter, for temporary errors only. A back-off longer than
-    `wait_over_s` puts the run in `waiting` (reason retry) instead of holding a worker.
+    """How a step that raised a temporary error is tried again, with exponential back-off and full jitter.
 
-    `attempts` bounds every temporary error. With `patience_s`, an error that says the service is not reachable
-    (`NotReachable`, `ConnectionError`, `TimeoutError`) is retried past `attempts` for as long as the step has been
-    failing less than `patience_s` seconds, its back-off growing to `cap_s`; when that runs out the run is parked
-    with reason `environment` (resume it once the service is back), never failed. None: no patience, `attempts`
-    alone decides. An agent without a policy of its own gets `DEFAULT_RETRY`, which has six hours of it."""
+    Only temporary errors are retried: `TemporaryError`, `TimeoutError` and `ConnectionError`. Any other
+    exception fails the step at once. An agent without a policy of its own gets `DEFAULT_RETRY`, which is this
+    class's defaults with `cap_s=300` and six hours of patience.
+
+    Args:
+        attempts: How many attempts a temporary error gets, the first included.
+        base_s: The back-off ceiling after the first failed attempt. It doubles after each later one.
+        cap_s: The most the back-off ceiling grows to. Each wait is drawn uniformly below the ceiling.
+        wait_over_s: A back-off longer than this puts the run in `waiting` with reason `retry`, so no worker
+            is held while it waits. A shorter one waits in the worker.
+        patience_s: How long an error saying the service is not reachable is retried past `attempts`.
+            `NotReachable`, `ConnectionError` and `TimeoutError` are such errors. When the step has been failing
+            for longer, the run is parked with reason `environment`, never failed, and `resume` tries again
+            once the service is back. None means no patience, so `attempts` alone decides.
+    """
 
     attempts: int = 3
     base_s: float = 1.0
@@ -119,9 +149,36 @@ DEFAULT_STEP_TIMEOUT_S = 3600.0
 
 @dataclass(eq=False)
 class Agent:
-    """A named, versioned definition: `run(ctx, request)` plus its budget, retries and check. `step_timeout_s`
-    bounds each step, model call and tool call (runtime/deadlines.py): one still running then counts as a failed
-    attempt (`StepTimedOut`) and its run is handed back; None means no deadline."""
+    """An agent's code and the rules its runs keep, registered under a name that runs are started by.
+
+    A module makes its agents known by holding `Agent` objects at its top level, and `--agents MODULE` loads
+    it. `tui-agent run NAME` and `ctx.start_run` start a run of one, and any worker that loads the module can
+    carry it on.
+
+    Args:
+        name: The name runs are started by.
+        run: The agent's code, called as `run(ctx, request)` with a `Context` and the run's request. What it
+            returns is the run's result, which must be JSON. It is called again from the start on every claim,
+            and each journaled call it makes returns its recorded result.
+        version: A label of your own, shown by `tui-agent agents` and in the event a changed version writes.
+        budget: The run's ceilings. See `Budget`.
+        retry: How temporary errors are retried. None means `DEFAULT_RETRY`, which waits out a service that is
+            not reachable for six hours.
+        check: Called as `check(ctx, result)` after `run` returns. It returns a bool, or a pair of the bool
+            and why. The run succeeds only when it passes, and a check that raises fails the run.
+        degrade: Called as `degrade(ctx)` once, when the run first passes its budget's soft threshold. It may
+            call `ctx.switch_model` to go on with a cheaper model.
+        script: Offline model replies, called as `script(messages, max_tokens, call_index)`. It returns the
+            reply's text, or a reply dict that may hold tool calls. It answers a run started with `--model scripted`,
+            and a run on the default model when the worker has no `ANTHROPIC_API_KEY`.
+        plateau: When the run's reports count as no progress. None means `DEFAULT_PLATEAU`.
+        description: One line, shown by `tui-agent agents`.
+        journal_inputs: Journal a digest of each step's arguments, so `tui-agent replay` can tell when a step is
+            called with other arguments.
+        step_timeout_s: How long a step, a model call or a tool may run. One still running then counts as a
+            failed attempt (`StepTimedOut`, a temporary error) and its run is handed back to be retried.
+            None means no deadline.
+    """
 
     name: str
     run: Callable[..., Any]

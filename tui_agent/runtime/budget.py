@@ -24,7 +24,19 @@ _PER_STEP = ("steps", "wall_s")   # what a plain step (no usage) adds to
 
 
 class BudgetMeter:
-    """`ctx.budget`: what the run has used and may still use; `soft_exceeded` tells an agent to go easy."""
+    """What the run has used and may still use, as an agent reads it from `ctx.budget`.
+
+    The dimensions are those of `Budget`: `steps`, `model_calls`, `input_tokens`, `output_tokens`, `cost_usd`,
+    `tool_calls`, `effects` and `wall_s`.
+
+    Attributes:
+        limits: The ceiling of each dimension, None where it has none.
+        used: What the run has used of each dimension so far.
+        defaults: The dimensions whose ceiling is the default one.
+        soft: The fraction of a ceiling at which a dimension counts as past its soft threshold.
+        soft_dimensions: Every dimension past its soft threshold so far.
+        soft_exceeded: True from the point the first dimension passed its soft threshold, a sign to go easy.
+    """
 
     def __init__(self, limits: dict, used: dict[str, float], soft_dimensions: list[str]) -> None:
         self.limits = {d: limits.get(d) for d in BUDGET_DIMENSIONS}
@@ -50,6 +62,7 @@ class BudgetMeter:
         return action if action in ACTIONS else "park"
 
     def remaining(self, dimension: str) -> float | None:
+        """Return what is left of `dimension`'s ceiling, or None when it has none."""
         limit = self.limits[dimension]
         return None if limit is None else limit - self.used[dimension]
 

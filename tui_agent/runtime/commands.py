@@ -120,7 +120,7 @@ def _started(ctx: Context, name: str, position: int, gated: list[str], env: Mapp
             os.close(gate)
         try:
             crash_point("command-gated", name)
-            with ctx.write() as conn:
+            with ctx._write() as conn:
                 command_id = rows.begin(conn, run_id=ctx.run_id, generation=ctx.generation, position=position,
                                         name=name, fence=ctx.fence, argv=argv, env=list(env or ()), pgid=child.pid,
                                         pid_started=process_start(child.pid), now=ctx.clock.now())

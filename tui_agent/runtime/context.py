@@ -74,6 +74,35 @@ def shared_prefix(previous: list[dict], messages: list[dict]) -> int:
 
 
 class Context:
+    """What an agent's code calls to do durable work, each call journaled so that a resumed run does not repeat it.
+
+    A worker makes one for every claim of a run and calls the agent's `run(ctx, request)` with it. The agent's
+    code runs from the start on every claim. Each journaled call takes the next position in the run's journal,
+    and a position already recorded returns its recorded result without doing the work again. So the journaled
+    calls must come in the same order with the same names on every pass. A call by another name at a recorded
+    position parks the run with reason `code_changed`. Code between journaled calls runs again on every pass,
+    so keep it cheap and free of side effects.
+
+    The journaled calls are `step`, `model`, `agent_loop`, `effect`, `run_command`, `progress`, `failure`,
+    `note`, `spent`, `sleep`, `sleep_until` and `approval`. Each must fit the run's budget before it is made.
+    None of them may be called from inside a step's function, since a replay does not run that function.
+
+    Attributes:
+        run_id: The run's id.
+        request: The run's request, the JSON value it was started with.
+        attempt: How many times the run has been claimed, this claim included.
+        generation: The journal this claim writes. A person's `resume --restart` starts a new one at position 0.
+        fence: This claim's fence. The store refuses a write that carries an older one than the run's.
+        worker: The name of the worker holding the run.
+        clock: The run's time. It is the process's clock, or a scenario's own in the simulator.
+        data_dir: The agent's own data on this machine, such as sample sources, an outbox or worktrees.
+        artifact_dir: A folder for files the agent keeps for itself beside the run's artifacts. What an operator
+            must read goes through `save_artifact`, which every machine can read back.
+        provider: The model provider that answers `model`.
+        budget: What the run has used and may still use. `ctx.budget.soft_exceeded` tells the agent to go easy,
+            and `ctx.budget.remaining(dimension)` says what is left of a ceiling.
+    """
+
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
@@ -126,22 +155,36 @@ class Context:
 
     @property
     def replaying(self) -> bool:
+        """True while the next journaled call is answered from the journal instead of being made."""
         return self._position < len(self._entries)
 
     @property
     def total_steps(self) -> int | None:
+        """The run's expected length, as `plan` last declared it, or None when it never did."""
         return self._checkpoint.total_steps
 
     @property
     def lineage(self) -> tuple[str, ...]:
-        """This run's id, then the run it was forked from, that one's parent and so on: a fork replays its
-        parent's recorded work, so what those runs made (a commit marked with their id) is this run's own too."""
+        """This run's id, then the run it was forked from, then that one's parent, and so on.
+
+        A fork replays its parent's recorded work, so what those runs made is this run's own too, such as a
+        commit marked with one of their ids.
+        """
         if self._lineage is None:
             self._lineage = lineage(self._store, self.run_id)
         return self._lineage
 
     def plan(self, total_steps: int | None = None, revision: int | None = None, next_input: Any = _UNSET) -> None:
-        """Declare the run's expected length, plan revision or next input; saved with the next step."""
+        """Declare the run's expected length, plan revision or next input, saved with the next journaled call.
+
+        It journals nothing by itself. An argument left out keeps its value.
+
+        Args:
+            total_steps: How many journaled calls the run expects to make. The gauges forecast its end from it.
+            revision: The number of the plan the run now follows, for an agent that revises its plan.
+            next_input: Any JSON value saying what the run will do next, shown with its checkpoint by
+                `tui-agent show --json`. A `"tasks": [done, total]` in it is shown by the runs list.
+        """
         self._plan_unsaved = True
         if total_steps is not None:
             self._checkpoint.total_steps = total_steps
@@ -191,7 +234,7 @@ class Context:
     def _cross_soft(self, position: int, crossed: list[str]) -> None:
         at = self.clock.now()
         dimensions = self.budget.soft_dimensions + crossed
-        with self.write(at) as conn:
+        with self._write(at) as conn:
             record_soft(conn, self.run_id, position, dimensions, at)
             for dimension in crossed:
                 add_event(conn, self.run_id, at, "budget", self.budget.describe(dimension), self.worker, self.fence)
@@ -235,7 +278,7 @@ class Context:
                 retry = self._after_failure(e, attempts)
                 if retry.again or failed is not None:
                     at = self.clock.now()
-                    with self.write(at) as conn:
+                    with self._write(at) as conn:
                         if failed is not None:
                             failed(conn, e)
                         if retry.again:
@@ -324,7 +367,7 @@ class Context:
             self._control.renewed(at + self._claim.lease_s)
 
     @contextmanager
-    def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
+    def _write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
         """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
         with self._store.write() as conn:
             self._renew(conn, self.clock.now() if at is None else at)
@@ -333,15 +376,37 @@ class Context:
     # -- what agents call ----------------------------------------------------------------------
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run `fn(*args, **kwargs)` once and journal its JSON result; on replay return the recorded result. An
-        attempt still running after the agent's `step_timeout_s` counts as failed (StepTimedOut) and the run is
-        retried elsewhere; `ctx.within(seconds).step(...)` gives one step its own deadline."""
+        """Run `fn(*args, **kwargs)` once and journal its result, which a resumed run then returns instead.
+
+        A temporary error is retried by the agent's retry policy. `ParkRun` parks the run, and any other
+        exception fails the step, and with it the run. An attempt still running after the agent's `step_timeout_s` counts as failed with
+        `StepTimedOut`, and the run is handed back to be retried. `ctx.within(seconds).step(...)` gives one step
+        its own deadline. `fn` must not make journaled calls itself.
+
+        Args:
+            name: The step's name in the journal. A replay matches it by position and by this name.
+            fn: The function to run.
+            *args: Passed to `fn`.
+            **kwargs: Passed to `fn`.
+
+        Returns:
+            What `fn` returned, as it comes back from JSON. A value that is not JSON fails the run.
+        """
         return self._step(name, fn, args, kwargs, _UNSET)
 
     def within(self, timeout_s: float | None) -> Within:
-        """This call's own deadline, in place of the agent's `step_timeout_s` (None: none), kept apart from the
-        keyword arguments `step` passes on: `ctx.within(600).step("build", build, tree, timeout=5)` gives the
-        step ten minutes and `build` its own `timeout=5`."""
+        """Give the next step its own deadline in place of the agent's `step_timeout_s`.
+
+        The deadline is kept apart from the keyword arguments `step` passes on, so
+        `ctx.within(600).step("build", build, tree, timeout=5)` gives the step ten minutes and `build` its own
+        `timeout=5`.
+
+        Args:
+            timeout_s: The step's deadline in seconds. None means no deadline.
+
+        Returns:
+            An object whose `step` is `Context.step` with that deadline.
+        """
         return Within(self, timeout_s)
 
     def _step(self, name: str, fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
@@ -364,12 +429,29 @@ class Context:
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
               timeout_s: float | None | object = _UNSET) -> dict:
-        """Ask the run's model provider; the reply (Messages API shape) is journaled with its usage and cost.
+        """Ask the run's model for one reply, journaled with its usage and cost, so a resumed run never asks again.
 
-        Each attempt is committed before its request is sent, holding its worst case against the budget:
-        a worker that dies mid-call leaves it in flight, possibly billed, and the retry reserves anew.
-        `cache=True` marks the tools, the system prompt and the newest turn as cache breakpoints. An attempt
-        still waiting for its reply after `timeout_s` (default: the agent's `step_timeout_s`) counts as failed."""
+        Each attempt is committed before its request is sent, and holds its worst case against the budget. A
+        worker that dies mid-call leaves the call in flight, possibly billed, and the retry reserves anew. A
+        temporary error is retried by the agent's retry policy. The model asked is, highest first, the one the
+        `degrade` hook switched to, the run's own `anthropic:MODEL_ID`, `model`, and the provider's default. A
+        run started with `--model default` chooses at its first new model call. Claude is chosen when the
+        worker has `ANTHROPIC_API_KEY`, else the agent's `script`, and with neither the run is parked.
+
+        Args:
+            name: The call's name in the journal.
+            messages: The conversation, as the Messages API takes it.
+            max_tokens: The most output tokens the reply may have. The budget reserves them before the call.
+            model: The model to ask, when nothing above it decides.
+            system: The system prompt.
+            tools: Tool definitions, as the Messages API takes them. `agent_loop` makes them from `@tool`s.
+            cache: Mark the tools, the system prompt and the newest turn as prompt-cache breakpoints.
+            timeout_s: How long an attempt may wait for its reply before it counts as failed. The default is
+                the agent's `step_timeout_s`, and None means no deadline.
+
+        Returns:
+            The reply in the Messages API's shape, with its `content`, `model`, `stop_reason` and `usage`.
+        """
         if not self.replaying and isinstance(self.provider, Unresolved):
             self._resolve_default()
         chosen = self._model_id(model)
@@ -427,21 +509,45 @@ class Context:
     def agent_loop(self, name: str, *, messages: list[dict], tools: Sequence[Tool] = (), system: str | None = None,
                    model: str | None = None, max_tokens: int = 4096, max_turns: int = 20,
                    check: loop.Check | None = None) -> dict:
-        """Let the model work with `tools` (`@tool` functions) until it ends its turn and `check` passes.
+        """Let the model call `tools` until it ends its turn and `check` passes, each turn and result journaled.
 
-        Each turn is a journaled model call (the tools, the system prompt and the newest turn marked for
-        the prompt cache) and each tool result a journaled entry, so a resumed run goes on from the last one
-        recorded. `check(ctx, messages)` returns passed, (passed, why) or (passed, why, measure); its verdict
-        is journaled, a measure feeds `ctx.progress`, and a failed check gives the model one more user turn.
-        It must not make journaled calls itself. Returns {final, messages, stopped, turns, tool_calls,
-        cost_usd, unpriced_turns}; `stopped` is `end_turn`, `check_passed` or `max_turns`."""
+        Each turn is a journaled model call, named `NAME/turn N`, with the tools, the system prompt and the
+        newest turn marked for the prompt cache. Each tool result is a journaled entry, named `NAME/TOOL`. So a
+        resumed run goes on from the last one recorded, without asking the model or running a tool again. A
+        tool that raises, or input that does not fit its schema, goes back to the model as an error result and
+        is reported with `failure`, so the plateau detector sees the same failure repeating. A tool made with
+        `effect=True` goes through the effect ledger first, as `effect` does.
+
+        Args:
+            name: The loop's name, the prefix of its journal entries.
+            messages: The conversation so far, usually one user message with the task.
+            tools: The `@tool` functions the model may call. Each must be a distinct `Tool`.
+            system: The system prompt.
+            model: The model to ask, as in `model`.
+            max_tokens: The most output tokens of each turn.
+            max_turns: The most turns before the loop stops without the model finishing.
+            check: Called as `check(ctx, messages)` when the model ends its turn. It returns passed, or a pair
+                of passed and why, or a triple of passed, why and a measure. Its verdict is journaled as
+                `NAME/check N`, a measure is reported with `progress`, and a failed check gives the model one
+                more user turn that says why. It must not make journaled calls itself.
+
+        Returns:
+            A dict with the `final` reply, the whole `messages` conversation, and why it `stopped`, which is
+            `end_turn`, `check_passed` or `max_turns`. It also counts the `turns`, `tool_calls`, `cost_usd` and
+            `unpriced_turns`.
+        """
         return loop.agent_loop(self, name, system=system, tools=loop.checked_tools(tools), messages=messages,
                                model=model, max_tokens=max_tokens, max_turns=max_turns, check=check)
 
     def switch_model(self, model_id: str) -> None:
-        """From the `degrade` hook: every later call of this run asks `model_id` (a cheaper model), over the
-        run's pinned model and the agent's `model=`. The hook runs at the same position on a replay, so
-        the switch does too."""
+        """Make every later model call of this run ask `model_id`, usually a cheaper model.
+
+        Call it from the agent's `degrade` hook. The switch wins over the run's own model and a call's `model=`.
+        The hook runs at the same position on a replay, so the switch does too.
+
+        Args:
+            model_id: The model to ask from now on, such as `claude-haiku-4-5`.
+        """
         self._switched = model_id
 
     def _live_observer(self, name: str) -> Callable[[int, float], None] | None:
@@ -458,7 +564,7 @@ class Context:
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,
                           f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
                           "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
-        with self.write() as conn:
+        with self._write() as conn:
             record_model(conn, self.run_id, self.fence, spec)
             add_event(conn, self.run_id, self.clock.now(), "model", f"--model default resolved to {spec}",
                       self.worker, self.fence)
@@ -494,9 +600,24 @@ class Context:
                 "cost_usd": reserved.cost_usd}
 
     def start_run(self, agent: str, request: Any, key: str | None = None, model: str = "default") -> list:
-        """Queue a run of another agent; with `key`, once per key (a second call returns the first run). Call it
-        from a step (`ctx.step("start:x", ctx.start_run, "patch", {...}, key=...)`) so a replay does not start
-        it again; the key makes the step safe to repeat after a crash. Returns [run id, created]."""
+        """Queue a run of another agent, once per key when a key is given.
+
+        Call it from a step, as in `ctx.step("start:x", ctx.start_run, "patch", {...}, key=...)`, so a replay
+        does not start it again. The key makes the step safe to repeat after a crash, since a second call with
+        the same key returns the first run.
+
+        Args:
+            agent: The name of an agent this worker knows.
+            request: The new run's request, a JSON value.
+            key: The run key. None starts a new run on every call.
+            model: The new run's model, as `tui-agent run --model` takes it.
+
+        Returns:
+            The new run's id and whether this call created it, as a two-item list.
+
+        Raises:
+            UserError: The agent is unknown, or the request or model cannot start a run.
+        """
         if self._registry is None:
             raise RuntimeError("start_run needs the worker's registry")
         run_id, created = create_run(self._store, now=self.clock.now(), run_key=key,
@@ -504,49 +625,104 @@ class Context:
         return [run_id, created]
 
     def prune(self, older_than_s: float, statuses: list[str], keep_last: int | None = None) -> dict:
-        """Remove the ended runs `tui-agent prune` would (store/prune.py: the same choice, batches and kept keys),
-        for the built-in agent `prune` that a schedule runs. Call it from a step, so a replay does not prune again;
-        repeating it after a crash finishes what the first began. Returns what was removed, by status, what stayed
-        and why, and how many keys were kept."""
+        """Remove the ended runs that `tui-agent prune` would remove, as the built-in agent `prune` does.
+
+        It makes the same choice as the command, in the same batches, and keeps the same run keys. Call it from
+        a step, so a replay does not prune again. Repeating it after a crash finishes what the first call began.
+
+        Args:
+            older_than_s: Remove runs that ended more than this many seconds ago.
+            statuses: The ended statuses to remove, such as `succeeded` and `cancelled`.
+            keep_last: Keep this many of the newest runs of each agent among those statuses. None keeps none
+                back.
+
+        Returns:
+            A dict of what was `removed`, counted by status, and what was `kept`, counted by why, such as
+            `newest` or `doubt`. It also says how many run keys were kept (`kept_keys`) and the `artifact_bytes`
+            freed.
+        """
         chosen = prune_runs.plan(self._store, statuses, self.clock.now() - older_than_s, keep_last)
         done = prune_runs.remove(self._store, chosen, self.clock.now())
         return {"removed": dict(done.removed), "kept": dict(chosen.kept + done.stayed), "kept_keys": done.keys,
                 "artifact_bytes": done.artifact_bytes}
 
     def save_artifact(self, name: str, text: str) -> str:
-        """Keep a file meant for the operator (a report) with the run's artifacts, durably; returns where it is, as
-        `show` prints it and `tui-agent artifact` and `read_artifact` take it (a path, or artifact:<path> when the
-        database holds it). Not journaled: call it from a step, whose result is the returned name."""
+        """Keep a file meant for the operator, such as a report, durably with the run's artifacts.
+
+        It is not journaled, so call it from a step, whose result is then the returned name.
+
+        Args:
+            name: The file's name inside the run's artifact folder.
+            text: The file's contents.
+
+        Returns:
+            Where the file is, as `tui-agent show` prints it and `tui-agent artifact` and `read_artifact` take
+            it. That is a path, or `artifact:PATH` when the database holds it.
+        """
         return artifacts.save(self._store, f"{self._artifact_dir}/{name}", text.encode("utf-8"))
 
     def read_artifact(self, where: str) -> str:
-        """What `save_artifact` kept, from any machine (FileNotFoundError when nothing is there)."""
+        """Return the text `save_artifact` kept, from any machine.
+
+        Args:
+            where: What `save_artifact` returned.
+
+        Raises:
+            FileNotFoundError: Nothing is kept there.
+        """
         return artifacts.read(self._store, where).decode("utf-8")
 
     def event(self, message: str) -> None:
-        """Add a line to the run's events (`show`, the TUI's run screen), fenced: what the agent noticed and did
-        outside its journal, such as a check it makes on every claim. Not journaled: a replay passing the same
-        call adds it again."""
-        with self.write() as conn:
+        """Add a line to the run's events, which `tui-agent show` and the TUI's run screen list.
+
+        It says what the agent noticed or did outside its journal, such as a check it makes on every claim. It is
+        not journaled, so a replay that passes the same call adds the line again. Use `note` for a line said
+        once. The write is fenced, so a worker that lost the run cannot add it.
+
+        Args:
+            message: The line.
+        """
+        with self._write() as conn:
             add_event(conn, self.run_id, self.clock.now(), "agent", message, self.worker, self.fence)
 
     def progress(self, value: Any) -> None:
-        """Report the run's measure of advancement (tests passing, files done); journaled, so a resumed
-        run counts on. The same value `Plateau.repeats` times in a row is a plateau (an agent without a
-        `plateau` gets `DEFAULT_PLATEAU`: 5 in a row, escalate)."""
+        """Report how far the run has come, journaled, so that the same value reported too often is a plateau.
+
+        The same value `Plateau.repeats` times in a row is a plateau, and the run then does what the plateau's
+        `action` says. An agent without a `plateau` of its own gets 5 in a row, then waits for a person. A
+        resumed run rebuilds the streak by replay and counts on.
+
+        Args:
+            value: The run's measure, such as the tests passing or the files done. Any JSON value.
+        """
         self._report("progress", value, lambda detector: detector.progress(value))
 
     def failure(self, error: BaseException | str, fingerprint: str | None = None) -> None:
-        """Report a handled failure the run keeps going after; the same fingerprint `Plateau.failures`
-        times in a row is a plateau (`DEFAULT_PLATEAU`: 3 in a row). Retries of temporary errors are not failures."""
+        """Report a failure the run handled and goes on after, journaled, so that one repeating is a plateau.
+
+        The same fingerprint `Plateau.failures` times in a row is a plateau. An agent without a `plateau` of its
+        own gets 3 in a row, then waits for a person. Retries of temporary errors are not failures.
+
+        Args:
+            error: The exception, or a line that describes the failure.
+            fingerprint: What makes two failures the same. By default it is the exception's type and message
+                with the digits removed, so "timeout after 31s" and "timeout after 45s" are one failure.
+        """
         print_ = fingerprint or plateau_fingerprint(error)
         self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 
     def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
-        """Journal what a program spent that tui-agent cannot see itself (a command-line coding agent's model calls,
-        as it reported them): `model_calls` calls costing `cost_usd` in all (None: nothing was reported, so every
-        call counts as unpriced), of which `unpriced_calls` more had no price. It counts against the budget as a
-        model call's usage does, once: a replay passes it."""
+        """Journal what a program spent that tui-agent cannot see itself, counted against the budget once.
+
+        A command-line coding agent's model calls, as it reported them, are the example. They count as a model
+        call's usage does, and a replay passes them without counting again.
+
+        Args:
+            name: The entry's name in the journal.
+            model_calls: How many model calls the program made.
+            cost_usd: What they cost in all. None means nothing was reported, so every call counts as unpriced.
+            unpriced_calls: How many more calls had no price.
+        """
         position, recorded, _ = self._next(name)
         if recorded:
             return
@@ -556,8 +732,15 @@ class Context:
                      Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced), cost_usd)
 
     def note(self, name: str, message: str) -> None:
-        """Say `message` in the run's events (kind `note`, shown by `show` and the run screen), once: it is
-        journaled as a step named `name` with its event in the same commit, so a replay passes it silently."""
+        """Add `message` to the run's events once, journaled, so that a replay passes it silently.
+
+        It is journaled as a step named `name` with its event, of kind `note`, in the same commit. `tui-agent
+        show` and the TUI's run screen list it.
+
+        Args:
+            name: The entry's name in the journal.
+            message: The line.
+        """
         position, recorded, _ = self._next(name)
         if not recorded:
             at = self.clock.now()
@@ -574,62 +757,123 @@ class Context:
             raise Suspend(ACTIONS[action], Reason.PLATEAU, f"plateau: {found} ({action})")
 
     def sleep(self, name: str, seconds: float) -> None:
-        """Wait `seconds` with no process alive: the run waits (reason sleep) and any later worker wakes it."""
+        """Wait `seconds` durably, with no process kept alive, after which any worker wakes the run.
+
+        The wake time is journaled on the first pass. Until it comes, the run is `waiting` with reason `sleep`
+        and no worker holds it.
+
+        Args:
+            name: The wait's name in the journal.
+            seconds: How long to wait, counted from the first pass.
+        """
         waits.sleep(self, name, seconds)
 
     def sleep_until(self, name: str, when: float | str | datetime) -> None:
-        """Wait until `when` (epoch seconds, an ISO-8601 instant or an aware datetime), durably."""
+        """Wait durably until the instant `when`, with no process kept alive, as `sleep` does.
+
+        Args:
+            name: The wait's name in the journal.
+            when: Epoch seconds, an ISO-8601 instant or a datetime. A naive one is taken as UTC.
+        """
         waits.sleep_until(self, name, when)
 
     def approval(self, name: str, question: str, on_deny: str = "cancel") -> dict:
-        """Wait for a person to approve or deny; returns {approved, note, by, at}. A denial ends the run
-        `cancelled: denied` unless `on_deny="return"`, which hands it back to the agent."""
+        """Wait durably for a person to approve or deny, and return the decision, which is journaled.
+
+        The run waits with reason `approval` and no worker holds it, until a person answers with
+        `tui-agent approve RUN [--deny] [--note TEXT]` or in the TUI.
+
+        Args:
+            name: The question's name in the journal.
+            question: What the person is asked, shown with the waiting run.
+            on_deny: `cancel` ends the run `cancelled` with reason `denied`. `return` hands the denial back.
+                Any other value raises ValueError.
+
+        Returns:
+            The decision, a dict of `approved`, the person's `note`, who decided (`by`) and when (`at`).
+        """
         return waits.approval(self, name, question, on_deny)
 
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
                service: str | None = None, timeout_s: float | None | object = _UNSET) -> Any:
-        """Change the world outside the run at most once per key (see runtime/effects.py).
+        """Change the world outside the run at most once per key, through the effect ledger.
 
-        A `do` still running after `timeout_s` (default: the agent's `step_timeout_s`) is never retried: its
-        outcome is `unknown`, and the run's next claim reconciles it as after a crash.
+        The effect is recorded `intended` with its key before the first attempt and `attempted` before `do` is
+        called, and the fence is read again just before. A key confirmed anywhere in the database is never done
+        again, and the call returns that result. An attempt whose outcome nobody saw is `unknown`. It is never
+        simply sent again but reconciled, by `lookup`, by a resend the service will ignore, or by a person with
+        `tui-agent reconcile`. What `do` raises decides what follows:
 
-        `do` raising `ParkRun` says the service did nothing and will not until a person fixes what the message
-        names (a branch that moved from the commit a person approved): the effect goes back to `not_done` and the
-        run parks; `resume` attempts it again with the same key.
-        `do(key)` or `do(key, token)`: a second positional parameter receives the attempt's token (run id,
-        generation, fence), so a service that records tokens can refuse an attempt older than one it has
-        seen from this run (raise `runtime.effects.StaleAttempt`: this worker then stops, as when the
-        fence refuses it).
-        The fence is re-read just before `do` is called. What holds, against a crash and against a worker
-        paused past its lease that wakes after a takeover:
-        - a deduplicating service (`dedupe_ttl_s`, window open): one delivery either way; a resend or a
-          late send carries the same key and is ignored.
-        - lookup only: after a crash the lookup tells (inside `lookup_ttl_s`). After a pause, the takeover
-          waits (`reconcile`) while the attempting worker's process lives and has not let go, so one
-          delivery, unless a person answers "not done" meanwhile (they are warned). Then only a service
-          that records tokens refuses the woken worker's send.
-        - neither: a person decides. A woken worker past the fence re-read is refused only by a service
-          that records tokens."""
+        - `EffectNotDone` says the service did nothing, so the retry policy may send again with the same key.
+        - `EffectDeclined` says nothing was done this time, and `effect` returns its outcome.
+        - `ParkRun` says the service did nothing until a person fixes what the message names. The run parks,
+          and `resume` attempts it again with the same key.
+        - `StaleAttempt` says the service has seen a newer token from this run. This worker then stops.
+        - Any other exception leaves the outcome unknown, and it is reconciled.
+
+        What holds against a crash, and against a worker paused past its lease that wakes after a takeover,
+        depends on what the service offers. A service that deduplicates, inside its `dedupe_ttl_s`, delivers
+        once either way, since a resend or a late send carries the same key. With a lookup only, the lookup
+        tells after a crash, inside `lookup_ttl_s`. After a pause, the run waits while the attempting worker's
+        process lives and has not let go, so there is one delivery unless a person answers "not done"
+        meanwhile, and they are warned. With neither, a person decides. A woken worker is refused past the
+        fence's second reading only by a service that records tokens.
+
+        Args:
+            name: The effect's name in the journal and in `tui-agent reconcile`.
+            key: The idempotency key, built from what the effect means, such as `report:2026-12-01:team-a`.
+            do: Does it, called as `do(key)` or `do(key, token)`. A second positional parameter receives the
+                attempt's `AttemptToken`, so a service that records tokens can refuse an older attempt. What it
+                returns is the effect's result, which must be JSON.
+            lookup: Asks the service whether the key was done, called as `lookup(key)`. It returns the result
+                when it was, and None when the service has no record of it.
+            dedupe_ttl_s: How long the service ignores a second send with the same key. None means it does not.
+            lookup_ttl_s: How long `lookup` can tell. Past it, the service's silence proves nothing. None means
+                always.
+            service: The service's name, kept with the effect.
+            timeout_s: How long `do` may run. One still running then is never retried. Its outcome is `unknown`,
+                and the run's next claim reconciles it as after a crash. The default is the agent's
+                `step_timeout_s`, and None means no deadline.
+
+        Returns:
+            What `do` returned, or the recorded result, or the declined outcome.
+        """
         return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
                        self._step_timeout if timeout_s is _UNSET else timeout_s)
 
     def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
                     env: Mapping[str, str] | None = None, timeout_s: float | None,
                     output_limit: int = OUTPUT_LIMIT) -> dict:
-        """Run a program as a journaled step, without a shell, in a process group of its own (runtime/commands.py):
-        returns {argv, env, exit, duration_s, stdout, stderr, stdout_artifact, stderr_artifact}: the names `env`
-        set (never their values), the last `output_limit` bytes of each stream and where the whole of it is kept.
-        The group and its start time are recorded before the program runs, so the next claim after a worker died
-        kills what is left of it. Past `timeout_s` (None: none) the whole group is killed and the attempt fails
-        (StepTimedOut, a temporary error the retry policy sees); so is it when the run is taken away (parked,
-        cancelled) or handed back. Replay returns the recorded result without running the program."""
+        """Run a program as a journaled step, without a shell, and kill all of it when the step must stop.
+
+        The program runs in a process group of its own. The group and its start time are recorded before the
+        program runs, so the next claim after a worker died kills what is left of it. The whole group is killed
+        past `timeout_s`, and the attempt then fails with `StepTimedOut`, a temporary error the retry policy
+        sees. It is killed too when the run is taken away, parked, cancelled or handed back. A replay returns
+        the recorded result without running the program. The exit code is not judged, so the caller decides
+        what a non-zero exit means.
+
+        Args:
+            name: The step's name in the journal.
+            argv: The program and its arguments, passed as they are.
+            cwd: The folder to run it in. None means the worker's.
+            stdin: The program's standard input. None gives it an empty one.
+            env: Variables laid over the worker's environment.
+            timeout_s: How long the program may run. None means no limit.
+            output_limit: How many of the last bytes of stdout and of stderr the entry keeps.
+
+        Returns:
+            A dict of the `argv`, the names `env` set but never their values, the `exit` code, which is negative
+            for the signal that ended it, the `duration_s`, the last bytes of `stdout` and `stderr` as text, and
+            where the whole of each is kept (`stdout_artifact`, `stderr_artifact`).
+        """
         return self._step(name, commands.run, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
                           _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 
 class Within:
-    """`ctx.within(seconds)`: the calls made through it have that deadline (see Context.within)."""
+    """What `ctx.within(seconds)` returns, whose calls have that deadline in place of the agent's."""
 
     __slots__ = ("_ctx", "_timeout_s")
 
@@ -637,4 +881,5 @@ class Within:
         self._ctx, self._timeout_s = ctx, timeout_s
 
     def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` as `Context.step` does, with this deadline."""
         return self._ctx._step(name, fn, args, kwargs, self._timeout_s)

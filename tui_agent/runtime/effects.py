@@ -47,9 +47,17 @@ def _span(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class AttemptToken:
-    """Which attempt this is, for a `do(key, token)` that takes it. Within one run a later claim has a larger
-    (generation, fence), so a service that keeps the newest token per run can refuse an older one: a worker
-    paused past its lease that wakes up and sends. A fork is another run: its tokens never compare."""
+    """Which attempt of an effect this is, handed to a `do(key, token)` that takes a second argument.
+
+    Within one run a later claim has a larger `(generation, fence)`. So a service that keeps the newest token
+    per run can refuse an older one, sent by a worker that was paused past its lease and woke up. A fork is
+    another run, and its tokens never compare with its parent's. `str(token)` is `run/gN/fN`.
+
+    Attributes:
+        run_id: The run making the attempt.
+        generation: The run's generation, which grows when a person restarts it with `resume --restart`.
+        fence: The claim's fence, which grows with every claim of the run.
+    """
 
     run_id: str
     generation: int
@@ -60,10 +68,12 @@ class AttemptToken:
 
 
 class StaleAttempt(FenceRefused):
-    """Raised by a service (from `do`) that has seen a newer token from the same run: it did nothing. The
-    worker holding the stale token has lost the run, so it stops exactly as when the store's fence refuses
-    it (the run is reported as taken): it records neither `not_done` (the run's current holder may be
-    sending) nor `unknown` (nothing was sent), and its writes would be refused anyway."""
+    """Raise it from an effect's `do` when the service has seen a newer token from the same run and did nothing.
+
+    The worker holding the stale token has lost the run, so it stops exactly as when the store's fence refuses
+    it, and the run is reported as taken. It records neither `not_done`, since the run's current holder may be
+    sending, nor `unknown`, since nothing was sent. Its writes would be refused anyway.
+    """
 
 
 def _takes_token(do: Callable) -> bool:
@@ -104,7 +114,7 @@ class _Effect:
         add_event(conn, ctx.run_id, self.ctx.clock.now(), "effect", f"{self.name}: {message}", ctx.worker, ctx.fence)
 
     def transition(self, row: dict, state: str, message: str, **fields) -> dict:
-        with self.ctx.write() as conn:
+        with self.ctx._write() as conn:
             set_state(conn, row["id"], state, self.ctx.clock.now(), **fields)
             self.event(conn, message)
         return {**row, "state": state, **fields}
@@ -134,7 +144,7 @@ class _Effect:
     def attempt(self, row: dict) -> Any:
         """Claim the key for one attempt, then call do(key); a doubt is reconciled, never retried blindly."""
         ctx = self.ctx
-        with ctx.write() as conn:
+        with ctx._write() as conn:
             done = confirmed_with_key(conn, self.key, row["id"])
             doubt = None if done else in_doubt_with_key(conn, self.key, row["id"])
             if not done and not doubt:
@@ -253,7 +263,7 @@ class _Effect:
                 # the back-off grows with how long the lookup has been failing, as if counted attempt by attempt
                 tries = 1 + int(math.log2(1 + since / policy.base_s))
                 delay = min(backoff_s(policy, tries), policy.patience_s - since)
-                with self.ctx.write() as conn:
+                with self.ctx._write() as conn:
                     self.event(conn, f"outcome unknown and {failed}; asking the service again in {delay:.1f}s")
                 self.ctx._back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
 
@@ -285,7 +295,7 @@ class _Effect:
                 self.wait_for_person(row, f"is unknown: do raised {type(raised).__name__} on each of its "
                                      f"{row['attempts']} attempts, the last the retry policy allows")
             delay = self.delay(row, raised)
-            with self.ctx.write() as conn:
+            with self.ctx._write() as conn:
                 self.event(conn, f"outcome unknown; sending again with the same key, which the service ignores "
                            f"for {_span(window)}" + (f", in {delay:.1f}s" if raised is not None else ""))
             return self.again(row, delay)
@@ -302,7 +312,7 @@ def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | 
     effect = _Effect(ctx, position, name, key, do, lookup, timeout_s)
     row = effect_at(ctx._store.conn, ctx.run_id, ctx.generation, position)
     if row is None:
-        with ctx.write() as conn:
+        with ctx._write() as conn:
             row = add_intended(conn, run_id=ctx.run_id, generation=ctx.generation, position=position, name=name,
                                key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
                                lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=ctx.clock.now())

@@ -13,6 +13,20 @@ from .outcomes import ACTIONS
 
 @dataclass(frozen=True)
 class Plateau:
+    """When a run that reports its progress counts as stuck, and what then happens to it.
+
+    The run reports with `ctx.progress` and `ctx.failure`. Reports are journaled, so a resumed run rebuilds
+    the same streaks and counts on from where it was. After a plateau the streak starts over. An agent without
+    a `plateau` of its own gets `DEFAULT_PLATEAU`, which is 5 equal progress reports or 3 equal failures, then
+    escalate. `Plateau(repeats=None, failures=None)` opts out.
+
+    Args:
+        repeats: How many equal values `ctx.progress` reports in a row make a plateau. None means no limit.
+        failures: How many equal fingerprints `ctx.failure` reports in a row make a plateau. None means no limit.
+        action: What a plateau does. `escalate` makes the run wait for a person, `park` parks it, and `stop`
+            fails it. Any other value raises ValueError.
+    """
+
     repeats: int | None = 3
     failures: int | None = 3
     action: str = "escalate"   # escalate: wait for a person; park; stop: the run fails

@@ -19,7 +19,23 @@ _ARG_LINE = re.compile(r"(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)")
 
 @dataclass(frozen=True, eq=False)
 class Tool:
-    """A function the model may call; built by `tool`, which derives the schema and description."""
+    """A function the model may call in `ctx.agent_loop`, with the JSON Schema its input must fit.
+
+    Make one with `@tool`, which derives the schema and the description from the function. A Tool still works
+    as the plain function when called. A mistake in its options raises TypeError when it is made, not mid-run.
+
+    Args:
+        name: The name the model calls it by.
+        description: What the model is told the tool does. It must not be empty.
+        input_schema: The JSON Schema the model's input is checked against before the call.
+        fn: The function, called with the model's input as keyword arguments.
+        effect: Send each call through the effect ledger, at most once per key, as `ctx.effect` does.
+        key: For an effect tool, a function of the validated input that returns the idempotency key.
+        lookup: For an effect tool, `ctx.effect`'s `lookup`.
+        dedupe_ttl_s: For an effect tool, `ctx.effect`'s `dedupe_ttl_s`.
+        lookup_ttl_s: For an effect tool, `ctx.effect`'s `lookup_ttl_s`.
+        service: For an effect tool, `ctx.effect`'s `service`.
+    """
 
     name: str
     description: str
@@ -50,15 +66,18 @@ class Tool:
 
     @property
     def supplied(self) -> frozenset[str]:
-        """Which runtime values to pass: a function need not accept all of them."""
+        """The runtime's values the function takes by parameter name, out of `ctx`, `key` and `token`."""
         return SUPPLIED & set(inspect.signature(self.fn).parameters)
 
     def param(self) -> dict:
-        """The tool definition for the Messages API's `tools` list."""
+        """Return the tool's definition for the Messages API's `tools` list."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
     def validate(self, args: Any) -> list[str]:
-        """The model's input against `input_schema`: one line per problem, sorted by path, [] when fine."""
+        """Check the model's input against `input_schema`, returning one line per problem sorted by path.
+
+        An empty list means the input fits.
+        """
         if not isinstance(args, dict):
             return [f"(root): expected object, got {_show(args)}"]
         errors: list[tuple[tuple, str]] = []
@@ -67,7 +86,7 @@ class Tool:
         return [f"{'/'.join(map(str, path)) or '(root)'}: {message}" for path, message in errors]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """So a decorated function still works as one, in tests and in plain code."""
+        """Call the function itself, so a decorated function still works as one in tests and plain code."""
         return self.fn(*args, **kwargs)
 
 
@@ -75,7 +94,32 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, descr
          schema: dict | None = None, effect: bool = False, key: Callable[[dict], str] | None = None,
          lookup: Callable[..., Any] | None = None, dedupe_ttl_s: float | None = None,
          lookup_ttl_s: float | None = None, service: str | None = None) -> Tool | Callable[[Callable], Tool]:
-    """Make a Tool from a function, bare (`@tool`) or with options (`@tool(effect=True, key=...)`)."""
+    """Make a `Tool` of a function, used bare as `@tool` or with options as `@tool(effect=True, key=...)`.
+
+    The function's docstring gives the description, and its `Args:` entries describe the parameters. The
+    signature gives the input schema. Each parameter must be passable by keyword and have a type hint JSON can
+    carry: str, int, float, bool, None, list, dict with str keys, Literal, or an Optional of one of them. A
+    parameter without a default is required, and the model may send no other. The parameters `ctx`, `key` and
+    `token` are filled in by the runtime, never by the model. Only an effect tool may take `key` and `token`.
+
+    Args:
+        fn: The function, when used bare.
+        name: The tool's name, in place of the function's.
+        description: The description, in place of the docstring's.
+        schema: The input schema, in place of the one the signature implies.
+        effect: Send each call through the effect ledger. Requires `key`.
+        key: A function of the validated input that returns the idempotency key.
+        lookup: Asks the service whether the effect with a key happened, as `ctx.effect`'s `lookup`.
+        dedupe_ttl_s: How long the service ignores a repeated key, as in `ctx.effect`.
+        lookup_ttl_s: How long `lookup` can tell, as in `ctx.effect`.
+        service: The service's name, as in `ctx.effect`.
+
+    Returns:
+        The Tool, or a decorator that makes one when options are given.
+
+    Raises:
+        TypeError: The function or the options cannot make a tool the model could call.
+    """
     def make(fn: Callable[..., Any]) -> Tool:
         summary, arg_docs = _parse_doc(fn.__doc__ or "")
         tool_name = name or fn.__name__

@@ -54,7 +54,7 @@ def approval(ctx: Context, name: str, question: str, on_deny: str = "cancel") ->
     position, recorded, value = ctx._next(name)
     if recorded:
         return _denied(name, value) if on_deny == "cancel" else value
-    with ctx.write() as conn:
+    with ctx._write() as conn:
         row = approval_at(conn, ctx.run_id, ctx.generation, position)
         if row is None:
             row = ask(conn, ctx.run_id, ctx.generation, position, name, question, ctx.clock.now())
