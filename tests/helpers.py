@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -33,6 +34,15 @@ from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import open_store, schema
 from tui_agent.store.runs import claim_run, db_clock, get_run
 from tui_agent.widgets.timeline import TimelineItem, timeline_items
+
+
+def console_script() -> str:
+    """The `tui-agent` that pip installed next to this Python (the venv's bin), else the one on PATH: what a
+    user runs, rather than `python -m tui_agent`."""
+    beside_python = Path(sys.executable).parent / "tui-agent"
+    found = str(beside_python) if beside_python.exists() else shutil.which("tui-agent")
+    assert found, "the tui-agent console script is not installed"
+    return found
 
 
 def later(seconds: float) -> str:

@@ -1,7 +1,7 @@
-"""The bad-input catalogue (README, "When input or the environment is bad"): for each kind of bad input or
-bad environment, the exit code, the one line that says so, and what is proved not lost or changed. Rows that
-other files already prove are linked from the table; the rest are proved here, through real CLI processes.
-The last test keeps the table honest: every test it names exists."""
+"""The bad-input catalogue (docs/reliability.md, "When input or the environment is bad"): for each kind of
+bad input or bad environment, the exit code, the one line that says so, and what is proved not lost or
+changed. Rows that other files already prove are linked from the table; the rest are proved here, through real
+CLI processes. The last test keeps the table honest: every test it names exists."""
 
 from __future__ import annotations
 
@@ -312,16 +312,16 @@ def test_a_model_reply_that_fails_for_good_fails_the_run_once_and_keeps_the_reco
     assert report["budget"]["dimensions"]["cost_usd"]["used"] > 0
 
 
-# -- the table in the README ---------------------------------------------------------------------
+# -- the table in docs/reliability.md ------------------------------------------------------------
 
 
 def _catalogue_rows() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### When input or the environment is bad", 1)[1].split("\n#", 1)[0]
+    text = (ROOT / "docs" / "reliability.md").read_text()
+    section = text.split("## When input or the environment is bad", 1)[1].split("\n#", 1)[0]
     return [line for line in section.splitlines() if line.startswith("|") and "`tests/" in line]
 
 
-def test_every_test_the_readme_catalogue_names_exists():
+def test_every_test_the_fault_catalogue_names_exists():
     rows = _catalogue_rows()
     assert len(rows) >= 16, "the catalogue has a row for each kind of bad input"
     named = [re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", row.split("|")[-2]) for row in rows]
@@ -329,4 +329,4 @@ def test_every_test_the_readme_catalogue_names_exists():
     for file, name in (ref for refs in named for ref in refs):
         tree = ast.parse((ROOT / file).read_text())
         functions = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        assert name in functions, f"README names {file}::{name}, which does not exist"
+        assert name in functions, f"docs/reliability.md names {file}::{name}, which does not exist"

@@ -1,9 +1,9 @@
-"""Hostile input at the door, and hostile values already in the store (README, "When input or the environment is
-bad"): text that is not Unicode (a lone surrogate, as JavaScript's JSON.stringify writes for a string cut in half,
-or a byte of the command line that is not UTF-8), JSON nested past Python's recursion limit, integers past its
-4,300-digit limit, and numbers in options past what a column holds. At the door each is one line and exit 2 with
-the database unchanged; a value of that class already stored (an older version's, another program's) fails its
-one run, or disables its one schedule, and the worker goes on."""
+"""Hostile input at the door, and hostile values already in the store (docs/reliability.md, "When input or the
+environment is bad"): text that is not Unicode (a lone surrogate, as JavaScript's JSON.stringify writes for a
+string cut in half, or a byte of the command line that is not UTF-8), JSON nested past Python's recursion limit,
+integers past its 4,300-digit limit, and numbers in options past what a column holds. At the door each is one line
+and exit 2 with the database unchanged; a value of that class already stored (an older version's, another
+program's) fails its one run, or disables its one schedule, and the worker goes on."""
 
 from __future__ import annotations
 

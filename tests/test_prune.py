@@ -1,7 +1,8 @@
 """Keeping the database small (issue 40, item 4): `tui-agent prune` removes exactly the ended runs it may, with every
 row and file that belonged to them, keeps what a kept run still needs, and the keys of the removed runs outlive
 them: a later run with a removed run's effect key does not do the effect again, a `patch-night` fire after its
-runs were removed starts none. A worker running meanwhile waits for prune at most the README's bound."""
+runs were removed starts none. A worker running meanwhile waits for prune at most the bound docs/operating.md
+gives."""
 
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ def test_a_patch_night_fire_after_its_runs_were_removed_starts_none(tui_agent, t
     assert report["run"]["result"] == {"issues": 2, "started": []}
 
 
-WORKER_WAIT_BOUND_S = 0.5   # README, "Keeping the database small": the longest a worker's commit waits behind prune
+WORKER_WAIT_BOUND_S = 0.5   # docs/operating.md: the longest a worker's commit waits behind prune
 
 
 def cloned(store, template: str, count: int) -> list[str]:
@@ -378,7 +379,7 @@ def test_db_vacuum_without_room_for_the_rewrite_is_one_line_exit_4_and_changes_n
 
 
 def test_a_schedule_of_the_prune_agent_prunes_as_the_command_does(database, clock, tui_agent):
-    """`schedule add --agent prune` (the README's nightly prune): its fire, worked, removes the old ended runs but
+    """`schedule add --agent prune` (operating.md's nightly prune): its fire, worked, removes the old ended runs but
     the newest of their agent, keeps their keys, and is itself a run that ends succeeded with what it did."""
     store = open_store(database)
     registry = load_registry()

@@ -75,7 +75,7 @@ def test_after_a_refactor_and_a_patch_end_both_are_listed_and_clean_lets_the_mer
     assert f"merged into main: delete it with git -C {repo} branch -d {branch}" in cleaned
     assert "not merged into main" in cleaned and cleaned.count("removed ") == 2
     assert not any(Path(tree["worktree"]).exists() for tree in trees.values())
-    git("branch", "-d", branch, cwd=repo)                              # now it works, as the README says
+    git("branch", "-d", branch, cwd=repo)                              # now it works, as docs/coding-agents.md says
     assert "no worktree" in ok(tui_agent("worktrees")).stdout
     assert any(e["kind"] == "worktree" and "removed" in e["message"] for e in show_json(tui_agent, moved)["events"])
 
