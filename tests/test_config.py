@@ -108,10 +108,11 @@ BAD = [  # (the file, its bad line, the key the line names, what it says)
     ('durability = "fast"\n', 1, "durability", "'fast' is not one of 'full', 'normal'"),
     ('[worker]\n\nleese = 10\n', 3, "worker.leese", "not a setting (did you mean lease?)"),
     ('\n[agent.helo]\nmodel = "scripted"\n', 2, "agent.helo", "no agent of that name (did you mean hello?)"),
+    ('theme = "nordd"\n', 1, "theme", "'nordd' is not a theme (did you mean nord?)"),
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "key", "why"), BAD, ids=["syntax", "range", "choice", "unknown", "agent"])
+@pytest.mark.parametrize(("text", "line", "key", "why"), BAD, ids=["syntax", "range", "choice", "unknown", "agent", "theme"])
 def test_a_bad_file_is_one_line_naming_the_key_and_line_exit_2_and_nothing_is_created(tui_agent, config_file,
                                                                                      db_path, text, line, key, why):
     config_file.write_text(text)
@@ -161,6 +162,22 @@ async def test_the_theme_chosen_in_the_tui_is_the_one_the_next_launch_opens_with
     async with tui(db_path) as (app, pilot):
         await key(pilot, "w")   # a screen painted in it, not just the attribute
         assert app.theme == "gruvbox"
+
+
+def test_the_tui_is_given_the_files_theme(invoke, config_file, monkeypatch):
+    given = {}
+
+    class FakeApp:   # the TUI itself: only what it is given matters here
+        def __init__(self, *args, theme=None):
+            given["theme"], self.spawned = theme, []
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr("tui_agent.app.TuiAgentApp", FakeApp)
+    config_file.write_text('theme = "dracula"\n')
+    assert invoke().exit_code == 0
+    assert given == {"theme": "dracula"}
 
 
 async def test_the_files_theme_is_the_default_and_an_edit_after_a_choice_wins_over_it(db_path, config_file):
