@@ -107,8 +107,6 @@ class OneLineErrors(click.Group):
     """Every mistake is one line on stderr and exit 2: click's usage block and tracebacks never show. The config
     file is read first, as the defaults under the flags and environment variables (config.py)."""
 
-    settings = config.Settings(config.path())
-
     def main(self, args=None, prog_name=None, **extra):  # noqa: D102
         self.settings = config.read(self)
         try:
@@ -147,9 +145,8 @@ class Session:
     """What the global options chose; the store and registry open on first use."""
 
     def __init__(self, db: str | None, durability: str, agent_modules: tuple[str, ...],
-                 settings: config.Settings | None = None) -> None:
-        self.db, self.durability = db, durability
-        self.settings = settings or config.Settings(config.path())
+                 settings: config.Settings) -> None:
+        self.db, self.durability, self.settings = db, durability, settings
         self.agent_modules = [m.strip() for spec in agent_modules for m in spec.split(",") if m.strip()]
         self._store: Store | None = None
         self._registry: Registry | None = None
