@@ -13,7 +13,7 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 
-from . import notify
+from . import config, notify
 from .errors import TuiAgentError
 from .messages import DataChanged
 from .runtime.registry import Registry, load_registry
@@ -38,8 +38,10 @@ class TuiAgentApp(App):
     ]
 
     def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
-                 agent_modules: list[str] = (), poll_s: float | None = POLL_S) -> None:
+                 agent_modules: list[str] = (), poll_s: float | None = POLL_S, theme: str | None = None) -> None:
+        """`theme`: the config file's (config.start_theme says which theme the app opens with)."""
         super().__init__()
+        self.file_theme = theme
         self.durability, self.agent_modules = durability, list(agent_modules)
         self.store: Store = open_store(db_path, durability)     # actions write through this one
         self.db_path = self.store.path                           # what reopens it: a file, or a URL
@@ -58,12 +60,24 @@ class TuiAgentApp(App):
         from .screens.runs import RunsScreen
 
         self.sub_title = self.store.label
+        opening = config.start_theme(self.file_theme, self.available_themes)
+        if opening:
+            self.theme = opening
+        self.watch(self, "theme", self.keep_theme, init=False)
         loop = asyncio.get_running_loop()
         for signum in STOP_SIGNALS:  # a closed terminal still stops the workers we started
             loop.add_signal_handler(signum, self.exit)
         self.push_screen(RunsScreen())
         if self._poll_s:
             self.set_interval(self._poll_s, self.poll)
+
+    def keep_theme(self, theme: str) -> None:
+        """A theme chosen here (the palette's "Change theme") is the one the next launch opens with."""
+        try:
+            config.save_theme(theme, self.file_theme)
+        except OSError as e:
+            self.notify(f"the theme is not kept for the next launch: cannot write {config.state_path()} "
+                        f"({e.strerror})", title="Theme", severity="warning", timeout=6)
 
     def poll(self) -> None:
         """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for

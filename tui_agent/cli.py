@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import filters, notify, operate, output_file
+from . import config, filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
 from .format import (
@@ -104,11 +104,14 @@ _OPENED: list[Store] = []  # the database this process opened, for naming it in 
 
 
 class OneLineErrors(click.Group):
-    """Every mistake is one line on stderr and exit 2: click's usage block and tracebacks never show."""
+    """Every mistake is one line on stderr and exit 2: click's usage block and tracebacks never show. The config
+    file is read first, as the defaults under the flags and environment variables (config.py)."""
 
     def main(self, args=None, prog_name=None, **extra):  # noqa: D102
+        self.settings = config.read(self)
         try:
-            code = super().main(args=args, prog_name=prog_name or "tui-agent", standalone_mode=False, **extra)
+            code = super().main(args=args, prog_name=prog_name or "tui-agent", standalone_mode=False,
+                                default_map=self.settings.default_map, **extra)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx else "tui-agent"
             _fail(f"{e.format_message()} (see '{where} --help')", EXIT_USAGE)
@@ -141,8 +144,9 @@ def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
 class Session:
     """What the global options chose; the store and registry open on first use."""
 
-    def __init__(self, db: str | None, durability: str, agent_modules: tuple[str, ...]) -> None:
-        self.db, self.durability = db, durability
+    def __init__(self, db: str | None, durability: str, agent_modules: tuple[str, ...],
+                 settings: config.Settings) -> None:
+        self.db, self.durability, self.settings = db, durability, settings
         self.agent_modules = [m.strip() for spec in agent_modules for m in spec.split(",") if m.strip()]
         self._store: Store | None = None
         self._registry: Registry | None = None
@@ -168,6 +172,7 @@ class Session:
     def registry(self) -> Registry:
         if self._registry is None:
             self._registry = load_registry(self.agent_modules)
+            self.settings.check_agents(self._registry.names())
         return self._registry
 
 
@@ -245,9 +250,12 @@ def cli(ctx: click.Context, db: str | None, data: str | None, durability: str, a
 
     A terminal UI and local runner for long-running AI agents; the commands below act on the same runs
     from a shell."""
+    settings = ctx.command.settings
+    if settings.problem and ctx.invoked_subcommand not in ("config", "doctor"):
+        raise settings.problem
     if data:   # in the environment, so the TUI's connections and the workers it starts keep artifacts there too
         os.environ[artifacts.ENV] = str(Path(data).expanduser().resolve())
-    ctx.obj = Session(db, durability, agent_modules)
+    ctx.obj = Session(db, durability, agent_modules, settings)
     ctx.call_on_close(lambda: ctx.obj._store and ctx.obj._store.close())
     if ctx.invoked_subcommand is None:
         _open_tui(ctx.obj, ctx.obj.store.path)
@@ -258,7 +266,8 @@ def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
     from .app import TuiAgentApp
 
     sources = session.registry.sources  # the workers it starts find the same modules from any folder
-    app = TuiAgentApp(db_path, session.durability, session.registry, sources)
+    theme = session.settings.get("theme")
+    app = TuiAgentApp(db_path, session.durability, session.registry, sources, theme=theme and theme.value)
     if worker:
         app.spawned.append(operate.start_worker(app.store, session.durability, sources, "w-demo"))
     app.run()
@@ -312,6 +321,7 @@ model_option = click.option("--model", default="default", show_default=True, typ
 def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
+    model, budget_specs = session.settings.agent_defaults(session.registry, agent, model, budget_specs)
     store = session.store
     run_id, created = start_run(store, session.registry, agent, _parse_input(input_text), key, model,
                                 operate.parse_budget(budget_specs, "--budget"))
@@ -397,6 +407,7 @@ def _report_outcome(outcome: Outcome) -> int:
 def run(session: Session, agent: str, input_text: str, key: str | None, model: str, budget_specs: tuple[str, ...],
         lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
+    model, budget_specs = session.settings.agent_defaults(session.registry, agent, model, budget_specs)
     store, registry = session.store, session.registry
     run_id, created = start_run(store, registry, agent, _parse_input(input_text), key, model,
                                 operate.parse_budget(budget_specs, "--budget"))
@@ -557,12 +568,47 @@ def _lease_left(worker: dict, held: dict) -> str:
 def doctor(session: Session, as_json: bool, full: bool) -> int:
     """Check the database without changing it: damage, schema, WAL, permissions, free disk; exit 0 when
     healthy, 1 otherwise. It opens the file read-only and never creates one."""
+    if session.settings.problem:   # doctor goes on: it may be what a person runs to find out what is wrong
+        echo(f"tui-agent: {session.settings.problem.what}; doctor goes on without the settings it could not read",
+             err=True)
     found = diagnose(session.db or default_path(), full)
     if as_json:
         _json_out(found.as_json())
     else:
         _print_diagnosis(found)
     return EXIT_OK if found.healthy else EXIT_NOT_SUCCEEDED
+
+
+@cli.command("config")
+@click.option("--path", "path_only", is_flag=True, help="Print where the config file is (it may not exist yet).")
+@json_option("One JSON object: path, exists, settings (key, value, from, where), problem")
+@click.pass_context
+def config_command(ctx: click.Context, path_only: bool, as_json: bool) -> int:
+    """Print each setting in effect and where it came from: a flag, an environment variable, the config file (its
+    line), the TUI's saved state or the default. Exit 2 when the file is bad, after naming the key and its line."""
+    settings = ctx.obj.settings
+    if path_only:
+        echo(str(settings.path))
+        return EXIT_OK
+    rows = config.effective(ctx.parent, settings)
+    if as_json:
+        _json_out({"path": str(settings.path), "exists": settings.exists, "settings": rows,
+                   "problem": settings.problem and str(settings.problem)})
+    else:
+        echo(f"{settings.path}" + ("" if settings.exists else " (no such file: every setting is a default or given)"))
+        shown = [(row["key"], _setting_text(row["value"]), config.said(row)) for row in rows]
+        _table((("SETTING", max(len(k) for k, _, _ in shown)), ("VALUE", min(40, max(len(v) for _, v, _ in shown))),
+                ("FROM", 0)), shown)
+    if settings.problem:
+        raise settings.problem
+    return EXIT_OK
+
+
+def _setting_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "-"
+    return "-" if value is None else str(value).lower() if isinstance(value, bool) else \
+        f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _print_diagnosis(found: Diagnosis) -> None:
@@ -1296,6 +1342,7 @@ def schedule() -> None:
 def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, input_text: str, missed: str,
                  overlap: str, grace: float, model: str) -> int:
     """Add a schedule; it counts fires from now on."""
+    model, _ = session.settings.agent_defaults(session.registry, agent, model, ())
     row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, _parse_input(input_text),
                                missed, overlap, grace * 60, model)
     echo(f"{name}: next fire {in_zone(row['next_fire_at'], tz).isoformat(timespec='seconds')}")
