@@ -56,6 +56,7 @@ from .report import (
     steps_of,
     workers_report,
 )
+from .runtime import traces
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
@@ -450,6 +451,7 @@ def _leave_the_step(progress: ProgressLine, control: RunControl) -> None:
          + (" (tui-agent worker --once goes on with the run)" if goes_on else ""))
     sys.stdout.flush()
     sys.stderr.flush()
+    traces.close()   # os._exit runs no atexit hook: the spans held go out first
     os._exit(EXIT_WAITING if status is None else exit_code(status))
 
 
@@ -514,6 +516,7 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
     if left_behind:  # threads inside calls that outlived their runs (handed back): they cannot be stopped
         sys.stdout.flush()
         sys.stderr.flush()
+        traces.close()   # os._exit runs no atexit hook: the spans held go out first
         os._exit(code)
     return code
 
@@ -1437,6 +1440,7 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
             attendant.last_pass(store, stop)
             sys.stdout.flush()
             sys.stderr.flush()
+            traces.close()   # os._exit runs no atexit hook: the spans held go out first
             os._exit(EXIT_ENVIRONMENT if strangers else EXIT_OK)
     attendant.last_pass(store, stop)   # reminders due, and what needs a person to --notify
     return EXIT_ENVIRONMENT if strangers else EXIT_OK

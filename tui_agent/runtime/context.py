@@ -53,6 +53,7 @@ from .registry import Registry
 from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
 from .retry import Retry, after_failure, failing_since, patience_ran_out, record_retry
 from .tools import Tool
+from .traces import Turn
 
 _UNSET = object()
 _NEVER = float("inf")
@@ -106,7 +107,8 @@ class Context:
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
-                 soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None) -> None:
+                 soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None,
+                 trace: Turn | None = None) -> None:
         self.clock = clock  # the run's time: the process's clock, or a scenario's own (the simulator moves it)
         self._registry = registry   # the agents this worker knows: what `start_run` may start
         self.run_id = claim.run_id
@@ -147,6 +149,7 @@ class Context:
         self._programs = 0   # programs run_command started in this claim (names their output files)
         self._last_at = claim.claimed_at
         self._renew_at = claim.claimed_at + claim.lease_s / 2
+        self._trace = trace   # this turn's span (runtime/traces.py), None while tracing is off
 
     @property
     def position(self) -> int:
@@ -220,6 +223,8 @@ class Context:
             raise Unreadable(f"journal.result of #{position} {recorded!r}{where}", e.why) from None
         if self._on_step is not None:
             self._on_step(self, position, name, True)
+        if self._trace is not None:
+            self._trace.replayed(position, name)
         if position == self._soft_position:
             self._degrade_now()
         return position, True, value
@@ -318,9 +323,10 @@ class Context:
 
     def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
                 usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
-                attempts: int = 1, inputs: str | None = None) -> Any:
+                attempts: int = 1, inputs: str | None = None, detail: Mapping[str, Any] | None = None) -> Any:
         """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
-        value as a replay will see it, after the JSON round trip."""
+        value as a replay will see it, after the JSON round trip. `detail`: what the entry's trace span says
+        beside the entry itself (runtime/traces.py `Turn.recorded`)."""
         encoded = encode(value, kind, name)
         result, artifact = encoded, None
         if len(encoded) > ARTIFACT_THRESHOLD:
@@ -355,6 +361,8 @@ class Context:
             self._cross_soft(position, crossed)
         if self._on_step is not None:
             self._on_step(self, position, name, False)
+        if self._trace is not None:
+            self._trace.recorded(position, name, kind, value, started_at, duration_s, attempts, cost, detail)
         return value if type(value) in _PLAIN else parse(encoded)
 
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:
@@ -502,7 +510,8 @@ class Context:
                       cache_read_tokens=used.cache_read_tokens, cache_write_tokens=used.cache_write_tokens)
         value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
                              also=lambda conn: model_calls.answered(conn, keys[-1], used, cost,
-                                                                    reply.get("_request_id"), self.clock.now()))
+                                                                    reply.get("_request_id"), self.clock.now()),
+                             detail={"provider": self.provider.name.partition(":")[0], "model": chosen})
         crash_point("after-model-commit", name)
         return value
 

@@ -134,7 +134,9 @@ class _Effect:
                 self.event(conn, message)
 
         return self.ctx._record(self.position, self.name, "effect", value, self.started_at,
-                                self.ctx.clock.perf() - self.t0, _EFFECT, also=also)
+                                self.ctx.clock.perf() - self.t0, _EFFECT, also=also,
+                                detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
+                                        **fields})
 
     def wait_for_person(self, row: dict, why: str) -> None:
         run = self.ctx.run_id

@@ -17,6 +17,7 @@ from ..store.runs import check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
 from ..strict_json import read_stored
+from . import traces
 from .budget import BudgetMeter
 from .clock import CLOCK, Clock, clock_time
 from .context import Context, StepObserver
@@ -77,7 +78,17 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
     time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases). A run
     whose agent or model this worker cannot set up (an agent it does not know, a script file it cannot find) is
-    parked with reason `environment`, saying what is missing, never left claimed."""
+    parked with reason `environment`, saying what is missing, never left claimed. With tracing on, the turn is a
+    span of the run's trace (runtime/traces.py)."""
+    turn = traces.turn(claim, clock)
+    if turn is None:
+        return _execute(store, registry, claim, on_step, control, clock, None)
+    with turn:
+        return turn.outcome(_execute(store, registry, claim, on_step, control, clock, turn))
+
+
+def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None,
+             control: RunControl | None, clock: Clock, turn: traces.Turn | None) -> Outcome:
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
     # runs and the run goes on, with the step's result kept in memory; past that, the run is dropped as a crash
@@ -98,6 +109,8 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
                    result_artifact=artifact, error=error, wake_at=wake_at,
                    wall_s=at - (ctx._last_at if ctx else claim.claimed_at),
                    traceback=as_column(raised))
+        if turn is not None:
+            turn.settled(status, reason, message, wake_at, raised, run["created_at"])
         return Outcome(claim.run_id, status, reason, result, error, message)
 
     try:
@@ -124,7 +137,7 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
         ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries, provider, on_step, agent, control,
-                      BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry)
+                      BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry, turn)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)
