@@ -37,8 +37,8 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """No test may touch the user's own database, config file or TUI state, or inherit a crash point or clock (the
-    subprocesses a test starts inherit the same)."""
+    """No test may touch the user's own database, config file or TUI state, or inherit a crash point, a clock or
+    a tracing collector (the subprocesses a test starts inherit the same)."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
@@ -46,6 +46,8 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
     for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY", "TUI_AGENT_DATA"):
         monkeypatch.delenv(name, raising=False)
+    for name in [name for name in os.environ if name.startswith("OTEL_") or name == "TUI_AGENT_TRACES"]:
+        monkeypatch.delenv(name)
     monkeypatch.syspath_prepend(str(FIXTURES))
 
 
