@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from . import filters, notify, operate, output_file
+from . import completion, filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
 from .errors import TuiAgentError, UserError
 from .format import (
@@ -303,7 +303,7 @@ model_option = click.option("--model", default="default", show_default=True, typ
 
 
 @cli.command()
-@click.argument("agent", type=TEXT)
+@click.argument("agent", type=TEXT, shell_complete=completion.agents)
 @input_option
 @key_option
 @model_option
@@ -386,7 +386,7 @@ def _report_outcome(outcome: Outcome) -> int:
 
 
 @cli.command()
-@click.argument("agent", type=TEXT)
+@click.argument("agent", type=TEXT, shell_complete=completion.agents)
 @input_option
 @key_option
 @model_option
@@ -543,6 +543,16 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
     return EXIT_OK
 
 
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(completion.SHELLS))
+def completion_command(shell: str) -> int:
+    """Print the script that makes SHELL complete tui-agent's commands, options, run ids, agents and schedules:
+    eval "$(tui-agent completion bash)" in ~/.bashrc (zsh: the same in ~/.zshrc; fish: tui-agent completion fish |
+    source in ~/.config/fish/config.fish)."""
+    echo(completion.script(cli, shell), nl=False)
+    return EXIT_OK
+
+
 def _lease_left(worker: dict, held: dict) -> str:
     """A held run's lease as `workers` says it: never negative; a dead worker's run says when it is claimable."""
     if worker["state"] == WorkerState.DEAD:
@@ -638,7 +648,7 @@ def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, n
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.argument("effect_ref", metavar="EFFECT", type=TEXT, required=False)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
@@ -697,7 +707,7 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
 @many_options
@@ -713,7 +723,7 @@ def approve(session: Session, run_ref: str | None, deny: bool, note: str | None,
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @note_option
 @many_options
 @click.pass_obj
@@ -726,7 +736,7 @@ def park(session: Session, run_ref: str | None, note: str | None, where: str | N
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @note_option
 @many_options
 @click.pass_obj
@@ -740,7 +750,7 @@ def cancel(session: Session, run_ref: str | None, note: str | None, where: str |
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
 @many_options
@@ -763,7 +773,7 @@ def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: t
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--from-step", "from_step", type=Whole(min=0), default=None, metavar="N",
               help="Keep positions before N; run N and everything after anew.")
 @click.option("--edit", "edit_at", type=Whole(min=0), default=None, metavar="N",
@@ -801,8 +811,8 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
 
 
 @cli.command("diff")
-@click.argument("a_ref", metavar="A", type=TEXT)
-@click.argument("b_ref", metavar="B", type=TEXT)
+@click.argument("a_ref", metavar="A", type=TEXT, shell_complete=completion.runs)
+@click.argument("b_ref", metavar="B", type=TEXT, shell_complete=completion.runs)
 @click.option("--all", "every_entry", is_flag=True,
               help="Print every entry, a page at a time (default: a window around the first divergence).")
 @json_option("One JSON object, its entries streamed")
@@ -981,7 +991,7 @@ def _with_ancestry(carried) -> str:
 
 
 @cli.command("export")
-@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT)
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT, shell_complete=completion.runs)
 @click.option("-o", "--output", required=True, metavar="FILE", type=click.Path(dir_okay=False),
               help="The SQLite file to write (a new one; --force replaces one that exists).")
 @click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
@@ -1281,7 +1291,7 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("name", type=TEXT)
-@click.option("--agent", required=True, type=TEXT, help="The agent each fire runs.")
+@click.option("--agent", required=True, type=TEXT, help="The agent each fire runs.", shell_complete=completion.agents)
 @click.option("--cron", required=True, type=TEXT, help="Five cron fields, read in --tz: '0 2 * * *' is 02:00 daily.")
 @click.option("--tz", default="UTC", show_default=True, type=TEXT, help="The zone the cron expression is read in.")
 @input_option
@@ -1322,7 +1332,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
 
 
 @schedule.command("rm")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_rm(session: Session, name: str) -> int:
     """Remove a schedule (its runs stay)."""
@@ -1332,7 +1342,7 @@ def schedule_rm(session: Session, name: str) -> int:
 
 
 @schedule.command("enable")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
@@ -1342,7 +1352,7 @@ def schedule_enable(session: Session, name: str) -> int:
 
 
 @schedule.command("disable")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
@@ -1352,7 +1362,7 @@ def schedule_disable(session: Session, name: str) -> int:
 
 
 @schedule.command("fire")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
     """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
@@ -1435,7 +1445,8 @@ WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or insta
 @cli.command("ls")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), multiple=True,
               help="Only runs with this status (repeatable: any of them).")
-@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.")
+@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.",
+              shell_complete=completion.agents)
 @click.option("--since", type=TEXT, default=None, metavar=WHEN,
               help="Only runs created at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
                    "(2026-11-29, 2026-11-29T14:00; local time unless it names its zone).")
@@ -1548,7 +1559,7 @@ def _step_line(s: dict) -> str:
 
 
 @cli.command()
-@click.argument("run_id", metavar="RUN", type=TEXT)
+@click.argument("run_id", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--steps", type=click.Choice(["all"]), default=None,
               help=f"all: print every step (default: the first and last {SHOWN_ENDS}, and a count between).")
 @json_option("One JSON object, streamed")
@@ -1687,8 +1698,9 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", required=False, type=TEXT)
-@click.option("--agent", "agent_name", default=None, type=TEXT, help="With --last: whose runs to replay.")
+@click.argument("run_ref", metavar="RUN", required=False, type=TEXT, shell_complete=completion.runs)
+@click.option("--agent", "agent_name", default=None, type=TEXT, help="With --last: whose runs to replay.",
+              shell_complete=completion.agents)
 @click.option("--last", type=Whole(min=1), default=None, metavar="N",
               help="Replay the agent's N most recently finished runs (a check before releasing new code).")
 @click.option("--agents", "more_modules", multiple=True, type=VERBATIM, metavar="MODULE|FILE.py",
@@ -1759,7 +1771,7 @@ def harness_init(folder: Path, commit: bool) -> int:
 
 
 @harness_group.command("rule")
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.argument("text", type=TEXT)
 @click.pass_obj
 def harness_rule(session: Session, run_ref: str, text: str) -> int:
@@ -1770,7 +1782,7 @@ def harness_rule(session: Session, run_ref: str, text: str) -> int:
 
 
 @harness_group.command("limit")
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--max-iterations", type=Whole(min=1), default=None, help="The most iterations the run may start.")
 @click.option("--max-files-changed", type=Whole(min=1), default=None,
               help="The most files its branch may change (PLAN.md, PROGRESS.md and RULES.md not counted).")
