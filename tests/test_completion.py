@@ -96,7 +96,7 @@ def test_run_ids_and_schedules_complete_from_a_postgresql_database(tui_agent, pg
     assert _complete(f"tui-agent --db {pg_url} schedule enable n")[0] == ["nightly"]
 
 
-def test_schedule_names_and_agents_complete(tui_agent, db_path):
+def test_schedule_names_agents_and_workers_complete(tui_agent, db_path):
     for name in ("nightly", "night-owl", "weekly"):
         _started(tui_agent, "schedule", "add", name, "--agent", "hello", "--cron", "0 2 * * *")
     assert sorted(_complete("tui-agent schedule fire night")[0]) == ["night-owl", "nightly"]
@@ -104,11 +104,15 @@ def test_schedule_names_and_agents_complete(tui_agent, db_path):
     assert _complete("tui-agent start nightly-r")[0] == ["nightly-report"]
     assert _complete("tui-agent --agents counting_agents run count")[0] == ["counting"]   # --agents modules too
     assert _complete("tui-agent ls --agent refac")[0] == ["refactor-imports"]
+    assert tui_agent("worker", "--once", "--name", "w-tab").returncode == 0
+    assert _complete("tui-agent logs w-t")[0] == ["w-tab"]
+    assert _offered("tui-agent worker --log /tm")[0] == [("file", "/tm")]   # the shell's own file names
 
 
 def test_a_missing_database_completes_nothing_and_nothing_is_created(tmp_path):
     missing = tmp_path / "nowhere" / "runs.db"
-    for line in (f"tui-agent --db {missing} show ", f"tui-agent --db {missing} schedule fire "):
+    for line in (f"tui-agent --db {missing} show ", f"tui-agent --db {missing} schedule fire ",
+                 f"tui-agent --db {missing} logs "):
         assert _complete(line)[0] == []
     assert not (tmp_path / "nowhere").exists()
     assert not (tmp_path / "runs.db").exists() and not (tmp_path / "xdg").exists()   # nor the default database

@@ -59,7 +59,7 @@ from .report import (
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
-from .runtime.liveness import label
+from .runtime.liveness import label, on_this_host
 from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
@@ -95,9 +95,10 @@ from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
+from .store.host import process_alive
 from .store.runs import claim_run, each_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
-from .store.workers import release
+from .store.workers import find_worker, release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
 _OPENED: list[Store] = []  # the database this process opened, for naming it in a one-line error
@@ -474,23 +475,34 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.option("--grace", type=Number(min=0), default=GRACE_S, show_default=True,
               help="On SIGTERM or SIGINT, seconds to let each run finish its current step.")
 @click.option("--name", default=None, type=TEXT, help="This worker's name (default: a short random one).")
+@click.option("--log", "log_file", envvar="TUI_AGENT_LOG", default=None, type=TEXT, metavar="FILE",
+              shell_complete=completion.files,
+              help="Also write every line it says to FILE (appended), each after the time; `tui-agent workers` says "
+                   "where, `tui-agent logs NAME` prints it.")
 @_notify_options
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
-           notify_cmd: str | None, remind_after: float) -> int:
+           log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
     """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
     of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
+    from . import worker_log
+
     name = name or worker_name()
     strangers: list[str] = []
     attendant = _attendant(name, notify_cmd, remind_after)
+    log = worker_log.place(log_file) if log_file else None
+    if log is not None:   # first: a database that stops the worker is said in its log too
+        worker_log.keep(log, name, session.db or default_path())
+    worker_log.say_retries()
     store = session.store  # validates the database before anything starts
     stop = _stop_on_signals()
     if not once:
-        echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
-             "SIGTERM or ctrl+c stops it", err=True)
+        echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s)"
+             + (f", its log {log}" if log else "") + "; SIGTERM or ctrl+c stops it", err=True)
     outcomes, left_behind, spent = serve(
         store.path, session.durability, session.registry, name, concurrency=concurrency, lease_s=lease, once=once,
         grace_s=grace, stop=stop, on_outcome=_report_outcome, attendant=attendant, on_stranger=_saying(strangers),
+        log=None if log is None else str(log),
         on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, fence {c.fence})",
                                 err=True))
     if once and not outcomes and not left_behind and not strangers:
@@ -535,11 +547,55 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
         return EXIT_OK
     clocks = [skew(row.get("clock_skew_s")) for row in rows]   # only on a server, whose clock judges leases
     shown = any(clocks)
-    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown), ("RUNS", 0)),
+    logs = [row["log"] or "-" for row in rows]
+    logged = max(map(len, logs)) if any(row["log"] for row in rows) else 0   # the column only when a worker logs
+    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown),
+            *([("LOG", logged)] * bool(logged)), ("RUNS", 0)),
            [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
-             *([clock or "-"] * shown),
+             *([clock or "-"] * shown), *([log] * bool(logged)),
              ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
-                       for r in row["runs"]) or "-") for row, clock in zip(rows, clocks)])
+                       for r in row["runs"]) or "-") for row, clock, log in zip(rows, clocks, logs)])
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("worker_ref", metavar="WORKER", type=TEXT, shell_complete=completion.workers)
+@click.option("-f", "--follow", is_flag=True, help="Then print each line it adds, until the worker stops (or ctrl+c).")
+@click.pass_obj
+def logs(session: Session, worker_ref: str, follow: bool) -> int:
+    """Print a worker's log (a worker started with --log, or by the TUI), found by its name, a prefix of it or its
+    pid; with -f, follow it as tail -f does, ending after its last line once the worker's process has ended."""
+    from . import worker_log
+
+    store = session.existing_store
+    row = find_worker(store, worker_ref)
+    name, path = row["name"], row["log"]
+    if path is None:
+        raise UserError(f"worker {name} keeps no log; start a worker with one: tui-agent worker --log FILE")
+    if not on_this_host(row):
+        raise UserError(f"the log of worker {name} is on {row['host']}, at {path}; read it there")
+    try:
+        log = open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"the log of worker {name}, {path}, is gone (removed or moved)") from None
+    except OSError as e:
+        raise UserError(f"the log of worker {name}, {path}, cannot be read ({e.strerror})") from None
+    stop = _stop_on_signals() if follow else threading.Event()   # ctrl+c ends -f quietly, exit 0
+
+    def stopped() -> bool:   # its process has written its last line and gone (stopped, or killed)
+        again = find_worker(store, name)
+        return not process_alive(again["pid"], again["pid_started"])
+
+    def printed(text: str) -> None:
+        echo(text, nl=False)
+        sys.stdout.flush()
+
+    try:
+        with log:
+            worker_log.follow(log, printed, stopped, stop, follow)
+    except BrokenPipeError:   # the reader went away (`logs w-1 | head`): nothing more to say, to anyone
+        sys.stderr.close()
+        os._exit(EXIT_OK)
     return EXIT_OK
 
 

@@ -1,6 +1,6 @@
 """Shell completion: the script for bash, zsh or fish (click's own), and what a Tab offers from the database.
 
-Run ids and schedule names come from the database the command line names so far (`--db`, else
+Run ids, schedule names and worker names come from the database the command line names so far (`--db`, else
 TUI_AGENT_DB, else the per-user file), agent names from the agents it registers (the built-in ones, entry points
 and `--agents`). Each lookup has DEADLINE_S: a server that is slow or away, a file that is missing, is not ours or
 is locked, an `--agents` module that fails or takes long to import: nothing is offered, nothing is printed, and
@@ -43,6 +43,18 @@ def schedules(ctx: click.Context, param: click.Parameter, incomplete: str) -> li
     return _from_database(ctx, lambda conn: [
         CompletionItem(name, help=f"{agent} '{cron}' {tz}")
         for name, agent, cron, tz in peek.starting_with(conn, peek.SCHEDULES, incomplete)])
+
+
+def workers(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Worker names (the newest first), each with its pid and host."""
+    return _from_database(ctx, lambda conn: [
+        CompletionItem(name, help=f"pid {pid} on {host}" + (" (stopped)" if stopped_at is not None else ""))
+        for name, pid, host, stopped_at in peek.starting_with(conn, peek.WORKERS, incomplete)])
+
+
+def files(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The shell's own completion of file names (for an option that is a path kept as text)."""
+    return [CompletionItem(incomplete, type="file")]
 
 
 def agents(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

@@ -1,5 +1,5 @@
-"""A glance at a database for shell completion: the run ids and schedule names starting with what was typed, read
-without ever changing anything.
+"""A glance at a database for shell completion: the run ids, schedule names and worker names starting with what was
+typed, read without ever changing anything.
 
 A SQLite file is read through SQLite's read-only URI and never created, validated or migrated; where no `-wal` and
 `-shm` lie beside it, as `immutable` (no locks, no index made), since a read-only reader of a WAL file otherwise
@@ -25,6 +25,8 @@ SHOWN = 100               # the newest N matches at most: a Tab, not a listing
 
 RUNS = "SELECT id, agent, status, reason FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created_at DESC LIMIT ?"
 SCHEDULES = "SELECT name, agent, cron, tz FROM schedules WHERE substr(name, 1, ?) = ? ORDER BY name LIMIT ?"
+WORKERS = ("SELECT name, pid, host, stopped_at FROM workers WHERE substr(name, 1, ?) = ? ORDER BY started_at DESC"
+           " LIMIT ?")
 
 
 @contextmanager
@@ -59,5 +61,5 @@ def glance(where: str | os.PathLike) -> Iterator[Connection | None]:
 
 
 def starting_with(conn: Connection, query: str, prefix: str) -> list[tuple]:
-    """The rows of `query` (RUNS or SCHEDULES) whose key starts with `prefix`."""
+    """The rows of `query` (RUNS, SCHEDULES or WORKERS) whose key starts with `prefix`."""
     return list(conn.execute(query, (len(prefix), prefix, SHOWN)))
