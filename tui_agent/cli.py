@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from . import completion, filters, notify, operate, output_file
+from . import filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
+from . import completion
 from .errors import TuiAgentError, UserError
 from .format import (
     COST_UNKNOWN,
