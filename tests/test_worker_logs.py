@@ -69,12 +69,14 @@ def test_workers_says_where_each_worker_logs_and_logs_prints_it(tui_agent, tmp_p
     _ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}'))
     _ok(tui_agent("worker", "--once", "--name", "w-a", "--log", str(log)))
     _ok(tui_agent("worker", "--once", "--name", "w-nolog"))
+    _ok(tui_agent("worker", "--once", "--name", "w-env", env={"TUI_AGENT_LOG": str(tmp_path / "logs" / "env.log")}))
     table = _ok(tui_agent("workers", "--all")).splitlines()
     assert table[0].split() == ["NAME", "PID", "STATE", "HEARTBEAT", "LOG", "RUNS"]
     assert any(line.startswith("w-a ") and f" {log} " in line for line in table), table
     assert any(line.startswith("w-nolog ") and " - " in line for line in table), table
     listed = {w["name"]: w for w in json.loads(_ok(tui_agent("workers", "--all", "--json")))}
     assert listed["w-a"]["log"] == str(log) and listed["w-nolog"]["log"] is None
+    assert listed["w-env"]["log"] == str(tmp_path / "logs" / "env.log")   # TUI_AGENT_LOG, as --log
     assert _ok(tui_agent("logs", "w-a")) == log.read_text()
     assert _ok(tui_agent("logs", str(listed["w-a"]["pid"]))) == log.read_text()   # by its pid, as listed
     assert "succeeded (check_passed)" in log.read_text()

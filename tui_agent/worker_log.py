@@ -53,8 +53,8 @@ def keep(path: Path, name: str, database: str | os.PathLike) -> None:
     stderr.only_to_log(f"{name}: worker started (pid {os.getpid()})")
 
     def ended() -> None:   # after the command's last line, its one-line error included
-        stdout.flush()
-        stderr.flush()
+        stdout.finish()
+        stderr.finish()
         stderr.only_to_log(f"{name}: worker ended (pid {os.getpid()})")
 
     atexit.register(ended)
@@ -121,11 +121,15 @@ class _Stamped:
             pass
 
     def flush(self) -> None:
+        if self._shown is not None:
+            self._shown.flush()
+
+    def finish(self) -> None:
+        """At the exit: this thread's unfinished line, as a line of its own."""
+        self.flush()
         if getattr(self._pending, "text", ""):
             self._to_log([self._pending.text])
             self._pending.text = ""
-        if self._shown is not None:
-            self._shown.flush()
 
     def isatty(self) -> bool:
         return self._shown is not None and self._shown.isatty()
