@@ -601,7 +601,7 @@ def logs(session: Session, worker_ref: str, follow: bool) -> int:
 
 
 @cli.command("completion")
-@click.argument("shell", type=click.Choice(completion.SHELLS))
+@click.argument("shell", metavar="SHELL", type=click.Choice(completion.SHELLS))
 def completion_command(shell: str) -> int:
     """Print the script that makes SHELL complete tui-agent's commands, options, run ids, agents and schedules:
     eval "$(tui-agent completion bash)" in ~/.bashrc (zsh: the same in ~/.zshrc; fish: tui-agent completion fish |
