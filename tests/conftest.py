@@ -44,7 +44,8 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("TUI_AGENT_DB", str(tmp_path / "runs.db"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
-    for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY", "TUI_AGENT_DATA"):
+    for name in ("TUI_AGENT_CRASH_AT", "TUI_AGENT_NOW", "TUI_AGENT_AGENTS", "TUI_AGENT_DURABILITY", "TUI_AGENT_DATA",
+                 "TUI_AGENT_LOG"):
         monkeypatch.delenv(name, raising=False)
     for name in [name for name in os.environ if name.startswith("OTEL_") or name == "TUI_AGENT_TRACES"]:
         monkeypatch.delenv(name)

@@ -89,6 +89,8 @@ async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
         assert process.args[-1] == row["name"]
         assert cell(screen, f"{row['name']}/", "pid") == str(process.pid)
         assert f"{row['name']} started (pid {process.pid})" in toasts
+        assert row["log"] == str(app.store.data_dir.absolute() / "logs" / f"{row['name']}.log")
+        assert f" · log {row['log']}" in str(screen.query_one("#worker-strip").content)   # where to read it
 
         await pilot.press("t")
         await until(pilot, "the worker to exit after SIGTERM", exited(process))

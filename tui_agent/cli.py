@@ -16,6 +16,7 @@ import click
 
 from . import config, filters, notify, operate, output_file
 from .cli_types import TEXT, VERBATIM, Number, Whole
+from . import completion
 from .errors import TuiAgentError, UserError
 from .format import (
     COST_UNKNOWN,
@@ -60,7 +61,7 @@ from .runtime import traces
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
-from .runtime.liveness import label
+from .runtime.liveness import label, on_this_host
 from .runtime.registry import Registry, load_registry
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
@@ -96,9 +97,10 @@ from .store import prune as prune_runs
 from .store.doctor import Diagnosis, diagnose
 from .store.effects import requeue_released
 from .store.environment import stop_for
+from .store.host import process_alive
 from .store.runs import claim_run, each_run, get_run, resolve_run, run_exists
 from .store.schema import SCHEMA_VERSION
-from .store.workers import release
+from .store.workers import find_worker, release
 from .strict_json import RESULT_EXAMPLE, finite, parse_json
 
 _OPENED: list[Store] = []  # the database this process opened, for naming it in a one-line error
@@ -313,7 +315,7 @@ model_option = click.option("--model", default="default", show_default=True, typ
 
 
 @cli.command()
-@click.argument("agent", type=TEXT)
+@click.argument("agent", type=TEXT, shell_complete=completion.agents)
 @input_option
 @key_option
 @model_option
@@ -397,7 +399,7 @@ def _report_outcome(outcome: Outcome) -> int:
 
 
 @cli.command()
-@click.argument("agent", type=TEXT)
+@click.argument("agent", type=TEXT, shell_complete=completion.agents)
 @input_option
 @key_option
 @model_option
@@ -487,23 +489,34 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.option("--grace", type=Number(min=0), default=GRACE_S, show_default=True,
               help="On SIGTERM or SIGINT, seconds to let each run finish its current step.")
 @click.option("--name", default=None, type=TEXT, help="This worker's name (default: a short random one).")
+@click.option("--log", "log_file", envvar="TUI_AGENT_LOG", default=None, type=TEXT, metavar="FILE",
+              shell_complete=completion.files,
+              help="Also write every line it says to FILE (appended), each after the time; `tui-agent workers` says "
+                   "where, `tui-agent logs NAME` prints it.")
 @_notify_options
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
-           notify_cmd: str | None, remind_after: float) -> int:
+           log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
     """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
     of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
+    from . import worker_log
+
     name = name or worker_name()
     strangers: list[str] = []
     attendant = _attendant(name, notify_cmd, remind_after)
+    log = worker_log.place(log_file) if log_file else None
+    if log is not None:   # first: a database that stops the worker is said in its log too
+        worker_log.keep(log, name, session.db or default_path())
+    worker_log.say_retries()
     store = session.store  # validates the database before anything starts
     stop = _stop_on_signals()
     if not once:
-        echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s); "
-             "SIGTERM or ctrl+c stops it", err=True)
+        echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s)"
+             + (f", its log {log}" if log else "") + "; SIGTERM or ctrl+c stops it", err=True)
     outcomes, left_behind, spent = serve(
         store.path, session.durability, session.registry, name, concurrency=concurrency, lease_s=lease, once=once,
         grace_s=grace, stop=stop, on_outcome=_report_outcome, attendant=attendant, on_stranger=_saying(strangers),
+        log=None if log is None else str(log),
         on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, fence {c.fence})",
                                 err=True))
     if once and not outcomes and not left_behind and not strangers:
@@ -549,11 +562,65 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
         return EXIT_OK
     clocks = [skew(row.get("clock_skew_s")) for row in rows]   # only on a server, whose clock judges leases
     shown = any(clocks)
-    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown), ("RUNS", 0)),
+    logs = [row["log"] or "-" for row in rows]
+    logged = max(map(len, logs)) if any(row["log"] for row in rows) else 0   # the column only when a worker logs
+    _table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown),
+            *([("LOG", logged)] * bool(logged)), ("RUNS", 0)),
            [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
-             *([clock or "-"] * shown),
+             *([clock or "-"] * shown), *([log] * bool(logged)),
              ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
-                       for r in row["runs"]) or "-") for row, clock in zip(rows, clocks)])
+                       for r in row["runs"]) or "-") for row, clock, log in zip(rows, clocks, logs)])
+    return EXIT_OK
+
+
+@cli.command()
+@click.argument("worker_ref", metavar="WORKER", type=TEXT, shell_complete=completion.workers)
+@click.option("-f", "--follow", is_flag=True, help="Then print each line it adds, until the worker stops (or ctrl+c).")
+@click.pass_obj
+def logs(session: Session, worker_ref: str, follow: bool) -> int:
+    """Print a worker's log (a worker started with --log, or by the TUI), found by its name, a prefix of it or its
+    pid; with -f, follow it as tail -f does, ending after its last line once the worker's process has ended."""
+    from . import worker_log
+
+    store = session.existing_store
+    row = find_worker(store, worker_ref)
+    name, path = row["name"], row["log"]
+    if path is None:
+        raise UserError(f"worker {name} keeps no log; start a worker with one: tui-agent worker --log FILE")
+    if not on_this_host(row):
+        raise UserError(f"the log of worker {name} is on {row['host']}, at {path}; read it there")
+    try:
+        log = open(path, "rb")
+    except FileNotFoundError:
+        raise UserError(f"the log of worker {name}, {path}, is gone (removed or moved)") from None
+    except OSError as e:
+        raise UserError(f"the log of worker {name}, {path}, cannot be read ({e.strerror})") from None
+    stop = _stop_on_signals() if follow else threading.Event()   # ctrl+c ends -f quietly, exit 0
+
+    def stopped() -> bool:   # its process has written its last line and gone (stopped, or killed)
+        again = find_worker(store, name)
+        return not process_alive(again["pid"], again["pid_started"])
+
+    def printed(text: str) -> None:
+        echo(text, nl=False)
+        sys.stdout.flush()
+
+    try:
+        with log:
+            worker_log.follow(log, printed, stopped, stop, follow)
+    except BrokenPipeError:   # the reader went away (`logs w-1 | head`): nothing more to say, to anyone
+        sys.stderr.close()
+        os._exit(EXIT_OK)
+    return EXIT_OK
+
+
+@cli.command("completion")
+@click.argument("shell", metavar="SHELL", type=click.Choice(completion.SHELLS))
+def completion_command(shell: str) -> int:
+    """Print the script that makes SHELL complete tui-agent's commands, options, run ids, agents and schedules:
+    eval "$(tui-agent completion bash)" in ~/.bashrc (zsh: the same in ~/.zshrc; fish: tui-agent completion fish |
+    source in ~/.config/fish/config.fish)."""
+    echo(completion.script(cli, shell), nl=False)
     return EXIT_OK
 
 
@@ -687,7 +754,7 @@ def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, n
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.argument("effect_ref", metavar="EFFECT", type=TEXT, required=False)
 @click.option("--happened", "decisions", flag_value="happened", multiple=True, help="It happened: record it as done.")
 @click.option("--not-done", "decisions", flag_value="not-done", multiple=True,
@@ -746,7 +813,7 @@ def _one_decision(given: tuple[str, ...]) -> str:
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @note_option
 @many_options
@@ -762,7 +829,7 @@ def approve(session: Session, run_ref: str | None, deny: bool, note: str | None,
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @note_option
 @many_options
 @click.pass_obj
@@ -775,7 +842,7 @@ def park(session: Session, run_ref: str | None, note: str | None, where: str | N
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @note_option
 @many_options
 @click.pass_obj
@@ -789,7 +856,7 @@ def cancel(session: Session, run_ref: str | None, note: str | None, where: str |
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False)
+@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
 @click.option("--restart", is_flag=True, help="Start from zero in a new journal generation (the old stays readable).")
 @budget_option
 @many_options
@@ -812,7 +879,7 @@ def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: t
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--from-step", "from_step", type=Whole(min=0), default=None, metavar="N",
               help="Keep positions before N; run N and everything after anew.")
 @click.option("--edit", "edit_at", type=Whole(min=0), default=None, metavar="N",
@@ -850,8 +917,8 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
 
 
 @cli.command("diff")
-@click.argument("a_ref", metavar="A", type=TEXT)
-@click.argument("b_ref", metavar="B", type=TEXT)
+@click.argument("a_ref", metavar="A", type=TEXT, shell_complete=completion.runs)
+@click.argument("b_ref", metavar="B", type=TEXT, shell_complete=completion.runs)
 @click.option("--all", "every_entry", is_flag=True,
               help="Print every entry, a page at a time (default: a window around the first divergence).")
 @json_option("One JSON object, its entries streamed")
@@ -1030,7 +1097,7 @@ def _with_ancestry(carried) -> str:
 
 
 @cli.command("export")
-@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT)
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True, type=TEXT, shell_complete=completion.runs)
 @click.option("-o", "--output", required=True, metavar="FILE", type=click.Path(dir_okay=False),
               help="The SQLite file to write (a new one; --force replaces one that exists).")
 @click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
@@ -1330,7 +1397,7 @@ def schedule() -> None:
 
 @schedule.command("add")
 @click.argument("name", type=TEXT)
-@click.option("--agent", required=True, type=TEXT, help="The agent each fire runs.")
+@click.option("--agent", required=True, type=TEXT, help="The agent each fire runs.", shell_complete=completion.agents)
 @click.option("--cron", required=True, type=TEXT, help="Five cron fields, read in --tz: '0 2 * * *' is 02:00 daily.")
 @click.option("--tz", default="UTC", show_default=True, type=TEXT, help="The zone the cron expression is read in.")
 @input_option
@@ -1372,7 +1439,7 @@ def schedule_ls(session: Session, as_json: bool) -> int:
 
 
 @schedule.command("rm")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_rm(session: Session, name: str) -> int:
     """Remove a schedule (its runs stay)."""
@@ -1382,7 +1449,7 @@ def schedule_rm(session: Session, name: str) -> int:
 
 
 @schedule.command("enable")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
@@ -1392,7 +1459,7 @@ def schedule_enable(session: Session, name: str) -> int:
 
 
 @schedule.command("disable")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
@@ -1402,7 +1469,7 @@ def schedule_disable(session: Session, name: str) -> int:
 
 
 @schedule.command("fire")
-@click.argument("name", type=TEXT)
+@click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
     """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
@@ -1486,7 +1553,8 @@ WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or insta
 @cli.command("ls")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), multiple=True,
               help="Only runs with this status (repeatable: any of them).")
-@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.")
+@click.option("--agent", "agent_name", type=TEXT, default=None, metavar="NAME", help="Only runs of this agent.",
+              shell_complete=completion.agents)
 @click.option("--since", type=TEXT, default=None, metavar=WHEN,
               help="Only runs created at or after WHEN: an age (30m, 2h, 3d, 2w) or an ISO date or instant "
                    "(2026-11-29, 2026-11-29T14:00; local time unless it names its zone).")
@@ -1599,7 +1667,7 @@ def _step_line(s: dict) -> str:
 
 
 @cli.command()
-@click.argument("run_id", metavar="RUN", type=TEXT)
+@click.argument("run_id", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--steps", type=click.Choice(["all"]), default=None,
               help=f"all: print every step (default: the first and last {SHOWN_ENDS}, and a count between).")
 @json_option("One JSON object, streamed")
@@ -1738,8 +1806,9 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", required=False, type=TEXT)
-@click.option("--agent", "agent_name", default=None, type=TEXT, help="With --last: whose runs to replay.")
+@click.argument("run_ref", metavar="RUN", required=False, type=TEXT, shell_complete=completion.runs)
+@click.option("--agent", "agent_name", default=None, type=TEXT, help="With --last: whose runs to replay.",
+              shell_complete=completion.agents)
 @click.option("--last", type=Whole(min=1), default=None, metavar="N",
               help="Replay the agent's N most recently finished runs (a check before releasing new code).")
 @click.option("--agents", "more_modules", multiple=True, type=VERBATIM, metavar="MODULE|FILE.py",
@@ -1810,7 +1879,7 @@ def harness_init(folder: Path, commit: bool) -> int:
 
 
 @harness_group.command("rule")
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.argument("text", type=TEXT)
 @click.pass_obj
 def harness_rule(session: Session, run_ref: str, text: str) -> int:
@@ -1821,7 +1890,7 @@ def harness_rule(session: Session, run_ref: str, text: str) -> int:
 
 
 @harness_group.command("limit")
-@click.argument("run_ref", metavar="RUN", type=TEXT)
+@click.argument("run_ref", metavar="RUN", type=TEXT, shell_complete=completion.runs)
 @click.option("--max-iterations", type=Whole(min=1), default=None, help="The most iterations the run may start.")
 @click.option("--max-files-changed", type=Whole(min=1), default=None,
               help="The most files its branch may change (PLAN.md, PROGRESS.md and RULES.md not counted).")

@@ -759,17 +759,19 @@ def forget_filter(store: Store, name: str) -> str:
 
 def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
-    """A worker in its own process (the TUI never runs agent code itself); its output goes to a log file. The
-    database is named in its environment, not its command line, which any user's `ps` shows (a URL's
-    password)."""
+    """A worker in its own process (the TUI never runs agent code itself), logging to `log_dir/NAME.log` (the data
+    folder's logs/ unless given) as `worker --log` does, so its row says where; whatever it prints before it reads
+    that option (an --agents module that fails) lands there too. The database is named in its environment, not its
+    command line, which any user's `ps` shows (a URL's password)."""
     name = name or worker_name()
     command = [sys.executable, "-m", "tui_agent", "--durability", durability]
     for module in agent_modules:
         command += ["--agents", module]
-    log_dir = log_dir or store.data_dir / "logs"
+    log_dir = (log_dir or store.data_dir / "logs").absolute()
     log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / f"{name}.log", "ab") as log:
-        return subprocess.Popen([*command, "worker", "--name", name], stdout=log, stderr=log,
+    path = log_dir / f"{name}.log"
+    with open(path, "ab", opener=lambda file, flags: os.open(file, flags, 0o600)) as log:   # it may quote a secret
+        return subprocess.Popen([*command, "worker", "--log", str(path), "--name", name], stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env={**os.environ, "TUI_AGENT_DB": reopening(store.path)})
 

@@ -54,9 +54,10 @@ class Waiting:
 
 class Heartbeat:
     def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
-                 waiting: Waiting | None = None, agents: list[str] | None = None) -> None:
-        """`agents`: the agents whose runs this worker claims, kept with its row (store.workers.register)."""
-        self.worker, self.lease_s, self.agents = worker, lease_s, agents
+                 waiting: Waiting | None = None, agents: list[str] | None = None, log: str | None = None) -> None:
+        """`agents`: the agents whose runs this worker claims, and `log`, the file it writes its log to, kept with its
+        row (store.workers.register)."""
+        self.worker, self.lease_s, self.agents, self.log = worker, lease_s, agents, log
         self.waiting = waiting or Waiting(worker)
         self._held: dict[str, tuple[int, RunControl]] = {}
         self._lock = threading.Lock()
@@ -95,7 +96,8 @@ class Heartbeat:
         """The thread: its own connection (SQLite's Python objects stay in the thread that made them)."""
         try:
             store = open_store(db_path, durability)
-            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now(), self.agents)
+            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now(), self.agents,
+                     self.log)
         except BaseException as e:
             self._failure = e
             self._ready.set()

@@ -167,6 +167,11 @@ def _import_file(spec: str) -> ModuleType:
     return module
 
 
+def modules_named(specs: tuple[str, ...]) -> list[str]:
+    """The modules that `--agents` options (or TUI_AGENT_AGENTS) name: each comma-separated, repeatable."""
+    return [m.strip() for spec in specs for m in spec.split(",") if m.strip()]
+
+
 def load_registry(modules: list[str] = ()) -> Registry:
     # here, not at the top: importing importlib.metadata costs a command's start ~50 ms
     from importlib.metadata import entry_points

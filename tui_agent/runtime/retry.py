@@ -19,6 +19,8 @@ from ..store.events import add_event, nth_newest_at
 from ..store.journal import record_failed_attempt
 from .agent import RetryPolicy
 
+LOGGER = "tui_agent.worker"   # what a worker says of its runs besides claims and ends: each retried failure
+
 TEMPORARY = (TemporaryError, TimeoutError, ConnectionError)
 UNREACHABLE = (NotReachable, TimeoutError, ConnectionError)
 RETRY_EVENT = "retry"
@@ -85,8 +87,10 @@ def record_retry(conn: sqlite3.Connection, run_id: str, name: str, attempts: int
     """Inside the fenced write of failed attempt `attempts`, which will be retried: the step's count in the checkpoint
     and one `retry` event. Every retried attempt is recorded here, which is what `failing_since` counts back on."""
     record_failed_attempt(conn, run_id, attempts, at)
-    add_event(conn, run_id, at, RETRY_EVENT, f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); "
-              f"next in {delay_s:.1f}s", worker, fence)
+    said = f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); next in {delay_s:.1f}s"
+    add_event(conn, run_id, at, RETRY_EVENT, said, worker, fence)
+    import logging   # here, on a failure, not on every command's start: a worker's log (worker_log.say_retries)
+    logging.getLogger(LOGGER).info("%s: %s %s", worker, run_id, said)
 
 
 def failing_since(conn: sqlite3.Connection, run_id: str, recorded: int) -> float | None:

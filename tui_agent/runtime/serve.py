@@ -55,7 +55,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
           on_outcome: Callable[[Outcome], None] | None = None,
-          attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None) -> Served:
+          attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None,
+          log: str | None = None) -> Served:
     """Work due runs until `stop` is set (or, with `once`, until none is due and all are done: threads left behind
     in calls that outlived their runs are not waited for). `attendant` (reminders, and --notify's deliveries) works
     on a thread of its own; with `once`, one pass as the worker exits.
@@ -64,14 +65,15 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     (`Waiting`); each run's writes wait for it while its lease allows (execute), and a run dropped meanwhile is
     handed back once the database answers. With `once`, it ends the worker instead (the command's one line,
     exit 4) when no run is in hand. `on_stranger` hears, once per agent, a line on due runs of an agent this
-    worker does not know (runtime/strangers.py), looked for whenever a poll claims nothing."""
+    worker does not know (runtime/strangers.py), looked for whenever a poll claims nothing. `log`: the absolute path
+    of the file this process writes its log to, kept with the worker's row for `tui-agent workers` and `logs`."""
     stop = stop or threading.Event()
     poll_s = min(0.5, lease_s / 3)
     store = open_store(db_path, durability)
     store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     waiting = Waiting(name)
-    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting, registry.names())
+    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting, registry.names(), log)
     strangers = Strangers(name, registry.names(), on_stranger) if on_stranger is not None else None
     attending = None
     if attendant is not None and not once:

@@ -168,6 +168,8 @@ class WorkersScreen(TableScreen):
         head = (f"{name} · {label(state)} · started{' here' if process else ''} {ago(worker['started_at'], at)}"
                 f"{exited} · pid {worker['pid']} on {worker['host']} · lease {span(worker['lease_s'])}"
                 + (f" · concurrency {worker['concurrency']}" if worker["concurrency"] != 1 else ""))
+        if worker.get("log"):
+            head += f" · log {worker['log']}"
         clock = skew(worker.get("clock_skew_s"))
         if clock:
             head += f" · its clock differs from the database's: {clock}"

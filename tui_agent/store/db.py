@@ -51,7 +51,8 @@ def data_dir_for(path: Path) -> Path:
     return path.with_name(path.stem + ".data") if path.suffix else path.with_name(path.name + ".data")
 
 
-def _uri(path: str | os.PathLike) -> str:
+def read_only_uri(path: str | os.PathLike) -> str:
+    """SQLite's URI that opens the file at `path` read-only (add `&immutable=1` to read it without locks)."""
     return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode=ro"   # the file system's bytes, any of them
 
 
@@ -59,7 +60,7 @@ def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connec
     """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
     closing would drop this process's POSIX locks on the file (see `_read_version`). Where SQLite cannot make the
     WAL's index beside the file (`as_it_is`), the file is read as it is."""
-    conn, _ = as_it_is(sqlite3.connect(_uri(path), uri=True, timeout=timeout_s), Path(path))
+    conn, _ = as_it_is(sqlite3.connect(read_only_uri(path), uri=True, timeout=timeout_s), Path(path))
     return conn
 
 
@@ -77,7 +78,7 @@ def as_it_is(conn: sqlite3.Connection, path: Path) -> tuple[sqlite3.Connection, 
         stop = stop_for(e, path)
         if stop is None or stop.kind not in (READ_ONLY, FULL) or _wal_has_frames(path):
             raise
-        return sqlite3.connect(_uri(path) + "&immutable=1", uri=True, isolation_level=None), stop
+        return sqlite3.connect(read_only_uri(path) + "&immutable=1", uri=True, isolation_level=None), stop
 
 
 def _wal_has_frames(path: Path) -> bool:

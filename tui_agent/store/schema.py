@@ -549,8 +549,15 @@ def _v17(db: sqlite_utils.Database) -> None:
         WHERE usage IS NOT NULL""")
 
 
+def _v18(db: sqlite_utils.Database) -> None:
+    """Where each worker writes its log (`worker --log FILE`, and every worker the TUI starts): `workers.log`, the
+    file's absolute path as the worker's host names it, so `tui-agent workers` can say where and `tui-agent logs`
+    print it; NULL for a worker that keeps no log, and in a row an older tui-agent wrote."""
+    db["workers"].add_column("log", str)
+
+
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
-                                                             _v12, _v13, _v14, _v15, _v16, _v17]
+                                                             _v12, _v13, _v14, _v15, _v16, _v17, _v18]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Versions whose migration an older tui-agent still running on the database does not survive: its writes name
 # what the migration changed (version 11: a step's INSERT into `journal`, now a view), and a run whose write

@@ -408,6 +408,7 @@ MIGRATIONS: dict[int, list[str]] = {
     16: [COMMANDS, COMMANDS_RUNNING],
     17: [*(column.replace("INTEGER", "bigint").replace("TEXT", "text") for column in V17_COLUMNS), *V17_INDEXES,
          SAVED_FILTERS, V17_USAGE],
+    18: ["ALTER TABLE workers ADD COLUMN log text"],   # schema._v18
 }
 
 # The whole schema of PG_SCHEMA_VERSION, in order.

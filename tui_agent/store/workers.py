@@ -9,7 +9,7 @@ import sqlite3
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
-from .base import Store, dict_rows, on_server, one_row
+from .base import Store, StoreError, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
 from .host import host_id, on_this_host, process_alive, process_start
@@ -22,11 +22,11 @@ _SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's
 
 
 def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
-             agents: list[str] | None = None) -> None:
+             agents: list[str] | None = None, log: str | None = None) -> None:
     """The worker's row, with its process's start time, so a later process given the same pid is not taken
     for this worker, its host's id and its process group (store/holders.py: what tells that it is verifiably
-    gone), and the names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as
-    every agent). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    gone), the names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as
+    every agent) and the absolute path of its log file (`log`; None: it keeps none). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
     `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
     first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
     PostgreSQL)."""
@@ -40,14 +40,15 @@ def register(store: Store, name: str, pid: int, host: str, concurrency: int, lea
         for skew in _skew(conn, name, now):
             conn.execute(*skew)
         conn.execute("INSERT INTO workers (name, pid, host, concurrency, lease_s, started_at, heartbeat_at,"
-                     " stopped_at, pid_started, host_id, pgid, agents) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)"
+                     " stopped_at, pid_started, host_id, pgid, agents, log)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)"
                      " ON CONFLICT (name) DO UPDATE"
                      " SET pid = excluded.pid, host = excluded.host, concurrency = excluded.concurrency,"
                      " lease_s = excluded.lease_s, started_at = excluded.started_at,"
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL, pid_started = excluded.pid_started,"
-                     " host_id = excluded.host_id, pgid = excluded.pgid, agents = excluded.agents",
+                     " host_id = excluded.host_id, pgid = excluded.pgid, agents = excluded.agents, log = excluded.log",
                      (name, pid, host, concurrency, lease_s, now, at, process_start(pid), host_id(host), _group(pid),
-                      None if agents is None else json.dumps(sorted(agents), ensure_ascii=False)))
+                      None if agents is None else json.dumps(sorted(agents), ensure_ascii=False), log))
 
 
 def _group(pid: int) -> int | None:
@@ -224,3 +225,20 @@ def refuse_migration_while_running(conn: sqlite3.Connection, where: object, foun
                               f"and worker {', '.join(workers[:3])} of an older tui-agent may still be running on it "
                               "(its runs would fail); stop it (Ctrl-C where it runs) and run the command again; "
                               "nothing was changed")
+
+
+class WorkerNotFound(StoreError):
+    pass
+
+
+def find_worker(store: Store, ref: str) -> dict:
+    """The worker row `ref` names: its name, the one name that starts with it, or its pid (as `workers` lists it)."""
+    rows = list(store.query("SELECT * FROM workers ORDER BY started_at DESC"))
+    for found in ([r for r in rows if r["name"] == ref], [r for r in rows if ref and r["name"].startswith(ref)],
+                  [r for r in rows if ref.isdigit() and r["pid"] == int(ref)]):
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise WorkerNotFound(f"worker {ref!r} is ambiguous ({', '.join(r['name'] for r in found[:3])}, ...); "
+                                 "type more of its name")
+    raise WorkerNotFound(f"no worker is named {ref!r} (nor has that pid); tui-agent workers --all lists them")
