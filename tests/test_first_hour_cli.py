@@ -395,10 +395,10 @@ def test_the_tui_pages_keys_table_has_every_key_of_the_run_runs_and_schedules_sc
 
 def test_the_readme_completion_lines_give_a_script_that_completes_commands(tui_agent):
     section = OPERATING.split("## Shell completion", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
-    shells = re.findall(r"_TUI_AGENT_COMPLETE=(\w+)_source tui-agent", section)
+    shells = re.findall(r"tui-agent completion (\w+)", section)
     assert shells == ["bash", "zsh", "fish"], section
     for shell in shells:
-        script = ok(tui_agent(env={"_TUI_AGENT_COMPLETE": f"{shell}_source"})).stdout
+        script = ok(tui_agent("completion", shell)).stdout
         assert f"_TUI_AGENT_COMPLETE={shell}_complete" in script, script
     completed = ok(tui_agent(env={"_TUI_AGENT_COMPLETE": "bash_complete", "COMP_WORDS": "tui-agent sch",
                                   "COMP_CWORD": "1"})).stdout

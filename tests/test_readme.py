@@ -73,6 +73,7 @@ def test_the_readme_has_at_most_250_lines():
     assert len(README.splitlines()) <= 250
 
 
+_TUI_AGENT_SPEC = re.compile(r"tui[-_]agent(\[[^\]]*\])?([<>=!~].*)?")   # the name, its extras, a version
 _INSTALLERS = re.compile(r"\b(?:pip3?|pipx|uv tool|uv pip|uv)\s+(?:install|add|run)\b(?P<args>[^`#\n&;|]*)"
                          r"|\buvx\b(?P<uvx>[^`#\n&;|]*)")
 
@@ -85,7 +86,7 @@ def _installs_from_an_index(line: str) -> bool:
             words = shlex.split(args)
         except ValueError:   # prose around the command, with an apostrophe
             words = args.split()
-        if any(re.match(r"tui[-_]agent\b", word.lstrip("'\"")) for word in words if not word.startswith("-")):
+        if any(_TUI_AGENT_SPEC.fullmatch(word.strip("'\"")) for word in words if not word.startswith("-")):
             return True
     return False
 
@@ -96,10 +97,11 @@ def test_no_readme_command_installs_tui_agent_from_a_package_index():
             assert not _installs_from_an_index(line), f"{page.relative_to(ROOT)}:{number}: {line}"
     assert "uv tool install ." in README and "pipx install ." in README, "the daily-use install is from the clone"
     for tried in ("pip install 'tui-agent[postgres]'", "pipx install tui-agent", "uv tool install tui_agent",
-                  "uvx tui-agent", ".venv/bin/pip install -U tui-agent"):
+                  "uvx tui-agent", ".venv/bin/pip install -U tui-agent", "pip install tui-agent==0.1.0"):
         assert _installs_from_an_index(tried), tried
     for fine in ("pip install -e '.[postgres]'", "uv tool install .", "pipx install --force '.[postgres]'",
-                 "pip install -e . && tui-agent demo"):
+                 "pip install -e . && tui-agent demo",
+                 "install the otel extra: pip install -e '.[otel]' in tui-agent's checkout"):
         assert not _installs_from_an_index(fine), fine
 
 
