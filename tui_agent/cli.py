@@ -62,7 +62,7 @@ from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.control import RunControl
 from .runtime.heartbeat import Heartbeat
 from .runtime.liveness import label, on_this_host
-from .runtime.registry import Registry, load_registry
+from .runtime.registry import Registry, load_registry, modules_named
 from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
 from .runtime.schedule import MISSED, OVERLAP
 from .runtime.schedule import tick as schedule_tick
@@ -150,7 +150,7 @@ class Session:
     def __init__(self, db: str | None, durability: str, agent_modules: tuple[str, ...],
                  settings: config.Settings) -> None:
         self.db, self.durability, self.settings = db, durability, settings
-        self.agent_modules = [m.strip() for spec in agent_modules for m in spec.split(",") if m.strip()]
+        self.agent_modules = modules_named(agent_modules)
         self._store: Store | None = None
         self._registry: Registry | None = None
 
@@ -1832,7 +1832,7 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
     by_agent = agent_name is not None and last is not None
     if (run_ref is None) != by_agent or (not by_agent and (agent_name or last)):
         raise UserError("give a RUN, or --agent NAME --last N")
-    session.agent_modules += [m.strip() for spec in more_modules for m in spec.split(",") if m.strip()]
+    session.agent_modules += modules_named(more_modules)
     store = session.existing_store
     if not on_copy:
         chosen = [run_ref] if run_ref else ["--agent", agent_name, "--last", str(last)]
