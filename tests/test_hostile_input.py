@@ -270,9 +270,12 @@ def _assert_each_failed_or_disabled(database, seeded: dict, tui_agent) -> None:
                                                         (name, "disabled"))]
             assert enabled == 0 and len(events) == 1 and said in events[0], (name, enabled, events)
             assert f"tui-agent schedule rm {name}" in events[0]
-        fired = store.conn.execute("SELECT r.status FROM events e JOIN runs r ON r.id = e.run_id"
-                                   " WHERE e.schedule = 'good' AND e.kind = 'fired'").fetchall()
-        assert fired and all(status == "succeeded" for (status,) in fired), "the good schedule fired and was worked"
+        fired = [status for (status,) in store.conn.execute(
+            "SELECT r.status FROM events e JOIN runs r ON r.id = e.run_id"
+            " WHERE e.schedule = 'good' AND e.kind = 'fired' ORDER BY e.id")]
+        # the fire that was due when the worker started was worked; a later minute's fire may still be queued
+        assert fired and fired[0] == "succeeded", ("the good schedule fired and was worked", fired)
+        assert set(fired) <= {"succeeded", "queued", "running"}, fired
     finally:
         store.close()
     disabled = set(seeded["schedules"])
