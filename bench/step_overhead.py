@@ -6,7 +6,7 @@ per-step time through the real runtime as a multiple of it, at synchronous FULL 
 NORMAL, and the same for loading and replaying a 10,000-step run against a raw
 SELECT + json.loads of those rows. A third figure, the fenced floor, is a step's own two
 statements with no runtime around them (the journal row with its fence check, committed on its own; every
-FOLD_EVERY steps the checkpoint row folded up in a transaction): the distance from ours to it is Python around
+FOLD_EVERY steps the checkpoint row folded up, journal.fold_step): the distance from ours to it is Python around
 the call. Interleaved repetitions: for writes, each rep's own ratio (ours and raw timed back to back, so a slow
 spell of the disk slows both) and the median of those with their range, as fsync time varies from file to file
 and minute to minute; for the replay, the best (pure CPU). The timed runs' journal rows land among an older
@@ -46,8 +46,8 @@ from tui_agent.store import open_store
 from tui_agent.store.db import BUSY_TIMEOUT_MS, DURABILITY
 from tui_agent.store.journal import (
     FOLD_EVERY,
-    add_entry,
     add_step,
+    fold_step,
     load_checkpoint,
     load_entries,
 )
@@ -158,7 +158,8 @@ def raw_inserts(conn, n: int, mark: str = "?") -> float:
 def fenced_steps(store, n: int, claim=None) -> float:
     """The fenced floor: the store's own calls for n plain steps, with no runtime around them: `add_step` (the
     journal row with its fence check, one statement that commits itself) and, every FOLD_EVERY steps,
-    `add_entry` in a transaction (the checkpoint row folded up). What ours adds above it is the runtime's Python.
+    `fold_step` (the checkpoint row folded up: on a server one statement too, on SQLite a transaction). What ours
+    adds above it is the runtime's Python.
     `claim`: a run already claimed (else a new one)."""
     if claim is None:
         run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
@@ -173,9 +174,8 @@ def fenced_steps(store, n: int, claim=None) -> float:
             if (i + 1) % FOLD_EVERY:
                 add_step(store, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, at, 0.0, 0.0)
             else:
-                with store.write() as conn:
-                    add_entry(conn, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, 1, at,
-                              0.0, checkpoint, at)
+                fold_step(store, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, at, 0.0,
+                          0.0, checkpoint, at)
     return timed(loop)
 
 

@@ -8,7 +8,7 @@ from tui_agent.operate import start
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.worker import execute
 from tui_agent.store import FenceRefused
-from tui_agent.store.journal import add_entry, journal_for, load_checkpoint
+from tui_agent.store.journal import add_entry, add_step, fold_step, journal_for, load_checkpoint
 from tui_agent.store.runs import (
     check_fence,
     claim_next,
@@ -80,6 +80,36 @@ def test_a_write_with_an_old_fence_is_refused_and_changes_nothing(store, clock):
     assert journal_for(store, run_id) == journal_before
     assert load_checkpoint(store, run_id) == checkpoint_before
     assert get_run(store, run_id) == run_before
+    assert not store.conn.in_transaction
+
+
+def _tables(store, run_id: str) -> tuple:
+    """The run's rows in each table a plain step or a fold writes (the tail, the rows, the checkpoint)."""
+    return tuple(store.conn.execute(f"SELECT {columns} FROM {table} WHERE run_id = ? ORDER BY 1", (run_id,)).fetchall()
+                 for table, columns in (("journal_tail", "position, fence"), ("journal_rows", "position, fence"),
+                                        ("checkpoints", "current_step, used_steps, used_wall_s, updated_at")))
+
+
+@pytest.mark.parametrize("write", ["plain-step", "fold"])
+def test_a_plain_step_or_its_fold_with_an_old_fence_is_refused_and_moves_nothing(store, clock, write):
+    """A plain step and the plain step that folds the checkpoint (on a server each one statement, its fence
+    checked inside it): refused after a takeover, the tail the old worker wrote left where it is, uncounted."""
+    run_id, _ = start(store, _noop_agent(), "noop", {})
+    old = claim_run(store, run_id, "w-a", 10, now())
+    for position in range(2):   # plain steps: the tail a fold would move
+        add_step(store, run_id, old.generation, old.fence, position, f"s{position}", "step", "1", None, now(), 0.0, 0.0)
+    clock.advance(11)
+    assert claim_run(store, run_id, "w-b", 10, now()).fence == old.fence + 1
+    before = (_tables(store, run_id), journal_for(store, run_id), load_checkpoint(store, run_id))
+    assert before[0][0] == [(0, old.fence), (1, old.fence)]
+    at = now()
+    with pytest.raises(FenceRefused):
+        if write == "fold":
+            fold_step(store, run_id, old.generation, old.fence, 2, "s2", "step", "1", None, at, 0.0, 0.0,
+                      load_checkpoint(store, run_id), at)
+        else:
+            add_step(store, run_id, old.generation, old.fence, 2, "s2", "step", "1", None, at, 0.0, 0.0)
+    assert (_tables(store, run_id), journal_for(store, run_id), load_checkpoint(store, run_id)) == before
     assert not store.conn.in_transaction
 
 

@@ -31,6 +31,7 @@ from tui_agent.runtime.faults import watching
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
 from tui_agent.store.base import WRITE_LOCK
+from tui_agent.store.journal import FOLD_EVERY
 from tui_agent.store.runs import claim_run, events_for, get_run
 from tui_agent.store.workers import beat, register
 
@@ -99,6 +100,25 @@ def test_a_plain_step_is_one_round_trip(pg_url):
         rows = store.conn.execute("SELECT position, name FROM journal WHERE run_id = ? ORDER BY position",
                                   (outcome.run_id,)).fetchall()
         assert rows == [(0, "s0"), (1, "s1"), (2, "s2"), (3, "s3")] and ran == ["s0", "s1", "s2", "s3"]
+    finally:
+        store.close()
+
+
+def test_a_plain_step_that_folds_the_checkpoint_is_one_round_trip(pg_url):
+    """The plain step whose turn it is to fold: the tail moved, the checkpoint moved past it and its row, in one
+    statement, one Sync."""
+    store = open_store(pg_url)
+    names, ran, wires = [f"s{i}" for i in range(FOLD_EVERY + 1)], [], {}
+    folding = names[FOLD_EVERY - 1]
+    try:
+        with watching(_bracket(store, ("after-step", folding), ("after-step-commit", folding), wires)):
+            outcome = start_and_work(store, registry_of(_steps(names, ran)), "steps", {})
+        assert outcome.status == "succeeded" and ran == names
+        assert wires["traced"].round_trips() == 1, wires["traced"].sent()
+        sent = wires["traced"].sent()
+        assert "DELETE FROM journal_tail" in sent and "UPDATE checkpoints SET current_step" in sent
+        assert store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ?",
+                                  (outcome.run_id,)).fetchone()[0] == FOLD_EVERY + 1
     finally:
         store.close()
 
@@ -216,15 +236,17 @@ class _EndSession:
 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["committed", "not-committed"])
-def test_a_step_whose_session_the_server_ends_under_its_commit_is_there_exactly_once(own_server, committed):
+@pytest.mark.parametrize("cut", [2, FOLD_EVERY - 1], ids=["plain-step", "folding-step"])
+def test_a_step_whose_session_the_server_ends_under_its_commit_is_there_exactly_once(own_server, committed, cut):
+    """A plain step, or the one whose turn it is to fold the checkpoint (one statement each), cut."""
     store = open_store(own_server)
     end = _EndSession(own_server, committed)
     ran, sent = [], []
 
     def run(ctx, request):
-        out = [ctx.step("s0", ran.append, "s0"), ctx.step("s1", ran.append, "s1")]
-        out.append(ctx.step("s2", lambda: (ran.append("s2"), end.arm(store))[0]))   # s2's commit is cut
-        return [*out, ctx.step("s3", ran.append, "s3")]
+        out = [ctx.step(f"s{i}", ran.append, f"s{i}") for i in range(cut)]
+        out.append(ctx.step(f"s{cut}", lambda: (ran.append(f"s{cut}"), end.arm(store))[0]))   # its commit is cut
+        return [*out, ctx.step(f"s{cut + 1}", ran.append, f"s{cut + 1}")]
 
     try:
         store.conn.set_trace_callback(sent.append)
@@ -233,14 +255,16 @@ def test_a_step_whose_session_the_server_ends_under_its_commit_is_there_exactly_
         end.thread.join(timeout=30)
         assert end.ended, "the session was never ended"
         assert (outcome.status, outcome.reason) == ("succeeded", "returned"), outcome
-        assert ran == ["s0", "s1", "s2", "s3"], "no step ran again"
+        assert ran == [f"s{i}" for i in range(cut + 2)], "no step ran again"
         rows = store.conn.execute("SELECT position, name, fence FROM journal WHERE run_id = ? ORDER BY position",
                                   (outcome.run_id,)).fetchall()
-        assert rows == [(0, "s0", 1), (1, "s1", 1), (2, "s2", 1), (3, "s3", 1)]
+        assert rows == [(i, f"s{i}", 1) for i in range(cut + 2)]
+        assert store.conn.execute("SELECT used_steps FROM checkpoints_now WHERE run_id = ?",
+                                  (outcome.run_id,)).fetchone()[0] == cut + 2
     finally:
         store.close()
         end.admin.close()
-    writes = [s for s in sent if "INSERT INTO journal_tail" in s and f"'{outcome.run_id}', 1, 2," in s]
+    writes = [s for s in sent if "INSERT INTO journal_" in s and f"'{outcome.run_id}', 1, {cut}, 's{cut}'," in s]
     assert len(writes) == (1 if committed else 2), writes   # written again only when it had not committed
     assert any(s.startswith("SELECT fence FROM journal WHERE") for s in sent), "the step was read back"
 

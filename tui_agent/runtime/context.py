@@ -32,6 +32,7 @@ from ..store.journal import (
     Usage,
     add_entry,
     add_step,
+    fold_step,
     record_soft,
     write_entry,
 )
@@ -337,10 +338,14 @@ class Context:
         # A plain step commits its row alone, one statement; the checkpoint row moves every FOLD_EVERY steps, and
         # with any entry that changes more than the step count and running time (usage, a reset attempt count, a
         # new plan), or that commits more (`also`, a lease renewal).
-        if (usage is NO_USAGE and attempts == 1 and not self._plan_unsaved and also is None and at <= self._renew_at
-                and position + 1 - self._folded_at < FOLD_EVERY):
+        plain = usage is NO_USAGE and attempts == 1 and not self._plan_unsaved and also is None and at <= self._renew_at
+        if plain and position + 1 - self._folded_at < FOLD_EVERY:
             add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
                      started_at, duration_s, wall, inputs)
+        elif plain:   # its turn to fold: a transaction of its own (on a server one statement, as add_step's)
+            fold_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
+                      started_at, duration_s, wall, self._checkpoint, at, inputs)
+            self._folded_at = position + 1
         else:
             renew = at > self._renew_at   # less than half the lease is left: renew it in this commit
 

@@ -103,8 +103,8 @@ def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int
     return rows
 
 
-class _ReadWhole:
-    """A cursor's rows and rowcount, read before the next statement runs."""
+class ReadWhole:
+    """A cursor's rows and rowcount, read before the next statement runs (so the cursor may run another)."""
 
     __slots__ = ("rows", "rowcount", "description")
 
@@ -313,7 +313,7 @@ class Store:
         returned except through SQL: each carries its own checks (the fence in its WHERE), and the caller reads
         the rowcounts afterwards."""
         with self.write_shared() as conn:
-            return [_ReadWhole(conn.execute(sql, params)) for sql, params in statements]
+            return [ReadWhole(conn.execute(sql, params)) for sql, params in statements]
 
     def wait_for_lock(self, error: DatabaseError, sql: str = "BEGIN IMMEDIATE", params: tuple = ()) -> Cursor:
         """`sql` (the start of a write, or a statement on its own) failed. A lock held past the busy timeout is

@@ -120,6 +120,27 @@ def add_step(store: Store, run_id: str, generation: int, fence: int, position: i
                 lambda: refuse_stale(store.write_one(_STEP[server], row, whole=server), run_id, fence))
 
 
+def fold_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str, kind: str,
+              result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float,
+              checkpoint: Checkpoint, now: float, inputs: str | None = None) -> None:
+    """A plain step whose turn it is to fold the checkpoint (add_step's, plus `checkpoint` and `now`): add_entry
+    as a transaction of its own, on a server in one round trip (one statement, as add_step's); refused
+    (FenceRefused, nothing written) unless `fence` is the run's."""
+    if on_server(store.conn):
+        params = (run_id, fence, run_id, position + 1, checkpoint.total_steps, checkpoint.next_input,
+                  checkpoint.plan_revision, position + 1, wall_s, now, run_id, run_id, generation, position, name,
+                  kind, result, artifact, 1, started_at, duration_s, fence, None, inputs)
+
+        def write() -> None:
+            refuse_stale(store.write_one(_FOLD_STEP, params, whole=True), run_id, fence)
+    else:
+        def write() -> None:
+            with store.write_shared() as conn:
+                add_entry(conn, run_id, generation, fence, position, name, kind, result, artifact, 1, started_at,
+                          duration_s, checkpoint, now, wall_s=wall_s, inputs=inputs)
+    write_entry(store, run_id, generation, position, fence, write)
+
+
 def write_entry(store: Store, run_id: str, generation: int, position: int, fence: int,
                 write: Callable[[], object]) -> None:
     """`write()`: the transaction that commits the journal entry at (run, generation, position) under `fence`,
@@ -170,6 +191,16 @@ _MOVE_TAIL = {False: [(f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM jo
                       ("DELETE FROM journal_tail WHERE run_id = ?", 1)],
               True: [(f"{_MOVED} {_INTO_ROWS}", 1)]}
 _FOLD = {False: [(_FOLD_ROW, 2), *_MOVE_TAIL[False]], True: [(f"{_MOVED}, kept AS ({_INTO_ROWS}) {_FOLD_ROW}", 3)]}
+# On a server a plain step whose turn it is to fold is one statement, its whole transaction, as every other plain
+# step is (fold_step): `fenced` checks the fence once, taking the writers' lock (shared) before it locks the run's
+# row; the tail is moved, the checkpoint moved past the entry and the entry written only if it held. Its parts see
+# one snapshot, so the checkpoint's sum of the tail's running time sees the rows the DELETE takes, as add_entry's
+# statements do one after the other.
+_IF_FENCED = " AND EXISTS (SELECT 1 FROM fenced)"
+_FOLD_STEP = (f"WITH fenced AS (SELECT 1 FROM runs WHERE id = ? AND fence = ? AND {SHARED_LOCK} IS NOT NULL"
+              f"{FOR_UPDATE}), moved AS (DELETE FROM journal_tail WHERE run_id = ?{_IF_FENCED} RETURNING {_ALL}),"
+              f" kept AS ({_INTO_ROWS}), folded AS ({_MOVE} WHERE run_id = ?{_IF_FENCED} RETURNING 1)"
+              f" INSERT INTO journal_rows ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL FROM folded")
 
 
 def _run(conn: sqlite3.Connection, statements: list[tuple[str, int]], run_id: str) -> None:

@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import SHARED_LOCK, WRITE_LOCK, Store, StoreError, Write, backoff, dict_rows
+from .base import SHARED_LOCK, WRITE_LOCK, ReadWhole, Store, StoreError, Write, backoff, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -143,6 +143,9 @@ class _Connection:
         self.reopen = reopen
         self.writing = False   # inside a writer's transaction (_Write)
         self._trace: Callable[[str], object] | None = None
+        # at_once's cursor for one statement, kept with the connection it was made on: psycopg spends more client
+        # CPU making a cursor than sending a statement on it (bench/step_overhead.py --postgres)
+        self._one: psycopg.Cursor | None = None
 
     def set_trace_callback(self, trace: Callable[[str], object] | None) -> None:
         """As sqlite3's: `trace(sql)` for every statement sent, its parameters after it (a test counts what a
@@ -182,8 +185,11 @@ class _Connection:
         for sql, params in statements:
             self._traced(sql, params)
         if len(statements) == 1:
+            cur = self._one
+            if cur is None or cur.connection is not raw:
+                cur = self._one = raw.cursor()
             try:
-                return [_Cursor(raw.execute(translate(statements[0][0]), statements[0][1]))]
+                return [ReadWhole(_Cursor(cur.execute(translate(statements[0][0]), statements[0][1])))]
             except psycopg.Error as e:
                 raise PostgresError(e) from e
         first = None   # an error met while sending: raised once the pipeline is left (whose own end then fails)
