@@ -146,7 +146,10 @@ async def tui(db: Path, size: tuple[int, int] = SIZE, *, toasts: list[str] | Non
 async def settled(pilot, deadline_s: float = 20) -> None:
     """Let the app settle: every read and action it handed to its reader and actor threads answered and painted
     (what a re-read after DataChanged, a poll or a decision needs before a test looks)."""
-    session = pilot.app.session
+    session = getattr(pilot.app, "session", None)      # the Simulator's own app has none: nothing runs off it
+    if session is None:
+        await pilot.pause()
+        return
     deadline = time.monotonic() + deadline_s
     while True:
         await pilot.pause()
@@ -161,6 +164,12 @@ async def settled(pilot, deadline_s: float = 20) -> None:
 async def polled(pilot) -> None:
     """The app's change poll, as its timer would run it, and what it made the screen read."""
     pilot.app.poll()
+    await settled(pilot)
+
+
+async def changed(pilot) -> None:
+    """What an action does after it wrote (the screen shown re-reads now), and the re-read painted."""
+    pilot.app.session.changed()
     await settled(pilot)
 
 

@@ -57,13 +57,21 @@ class TuiAgentApp(App):
         self.session = Session(self, store, reader=opened(), loading=opened(any_thread=True),
                                registry=registry or load_registry(list(agent_modules)), durability=durability,
                                agent_modules=list(agent_modules))
-        self.store, self.reader, self.registry = store, self.session.reader, self.session.registry
+        self.store, self.reader, self.spawned = store, self.session.reader, self.session.spawned
         self._poll_s = poll_s
         self._version: int | None = None
         # The runner calls you: every notice after this one rings the bell and posts a desktop notification
         # (`desktop`, which tests replace). A display's own cursor: it never claims what --notify delivers.
         self.notice_cursor = notices.last_id(self.reader)
         self.desktop: Callable[[dict], Any] = notify.notify_desktop
+
+    @property
+    def registry(self) -> Registry:
+        return self.session.registry
+
+    @registry.setter
+    def registry(self, registry: Registry) -> None:
+        self.session.registry = registry
 
     def on_mount(self) -> None:
         from .screens.runs import RunsScreen
