@@ -136,18 +136,49 @@ async def tui(db: Path, size: tuple[int, int] = SIZE, *, toasts: list[str] | Non
         recorded_toasts(app, into=toasts)
     try:
         async with app.run_test(size=size, notifications=notifications) as pilot:
+            await settled(pilot)
             yield app, pilot
     finally:
         if cleanup is not None:
             cleanup(app)
 
 
+async def settled(pilot, deadline_s: float = 20) -> None:
+    """Let the app settle: every read and action it handed to its reader and actor threads answered and painted
+    (what a re-read after DataChanged, a poll or a decision needs before a test looks)."""
+    session = getattr(pilot.app, "session", None)      # the Simulator's own app has none: nothing runs off it
+    if session is None:
+        await pilot.pause()
+        return
+    deadline = time.monotonic() + deadline_s
+    while True:
+        await pilot.pause()
+        if not session.busy():
+            await pilot.pause()
+            if not session.busy():
+                return
+        assert time.monotonic() < deadline, "the app's reader or actor did not answer"
+        await pilot.pause(0.01)
+
+
+async def polled(pilot) -> None:
+    """The app's change poll, as its timer would run it, and what it made the screen read."""
+    pilot.app.poll()
+    await settled(pilot)
+
+
+async def changed(pilot) -> None:
+    """What an action does after it wrote (the screen shown re-reads now), and the re-read painted."""
+    pilot.app.session.changed()
+    await settled(pilot)
+
+
 async def open_run(app: TuiAgentApp, pilot, run_id: str) -> RunScreen:
     """Push one run's screen, as Enter on the Runs table would, and let it paint."""
-    await pilot.pause()
+    await settled(pilot)
     screen = RunScreen(run_id)
     app.push_screen(screen)
-    await pilot.pause()
+    await settled(pilot)
     return screen
 
 
@@ -197,6 +228,7 @@ async def select(pilot, run_id: str) -> None:
         index = shown_ids(pilot.app).index(run_id)
         await pilot.press("j" if index > screen.query_one("DataTable").cursor_row else "k")
     assert screen.selected_id() == run_id
+    await settled(pilot)
 
 
 def rendered(app) -> list[str]:
@@ -211,14 +243,14 @@ def strip(app) -> str:
 
 
 async def key(pilot, name: str) -> None:
-    """Press a key in a Pilot test and let the app settle."""
+    """Press a key in a Pilot test and let the app settle (its reads and actions answered)."""
     await pilot.press(name)
-    await pilot.pause()
+    await settled(pilot)
 
 
 async def click(pilot, selector: str) -> None:
     await pilot.click(selector)
-    await pilot.pause()
+    await settled(pilot)
 
 
 def process_state(pid: int) -> str:
@@ -375,3 +407,10 @@ class Recording:
     def execute(self, sql, params=()):
         self.statements.append((sql, params))
         return self.conn.execute(sql, params)
+
+
+
+def slowed(store, delay_s: float = 0.3) -> None:
+    """Each statement `store` runs from now on takes `delay_s` longer, in the thread that runs it: a database
+    far away (SQLite's trace callback, which runs before each statement)."""
+    store.conn.set_trace_callback(lambda statement: time.sleep(delay_s))

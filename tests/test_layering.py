@@ -12,7 +12,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
 ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
           "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",
           "safe_text.py", "exports.py", "worktrees.py", "filters.py"]
-TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.widgets"]
+TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.session",
+       "tui_agent.widgets"]
 
 
 def engine_files(package: Path = PACKAGE, parts: list[str] = ENGINE) -> list[Path]:
@@ -99,3 +100,23 @@ def test_screens_and_widgets_read_through_report_and_write_through_operate():
     found = sorted({f"{f.relative_to(PACKAGE)}: {name}" for f in files for name in imported_modules(f)
                     if name == "tui_agent.store" or name.startswith("tui_agent.store.")})
     assert found == []
+
+
+def test_screens_and_widgets_never_import_the_app():
+    """Screens and widgets get the session (tui_agent/session.py), never the App: no import of app.py, not
+    even one under TYPE_CHECKING (the walk sees every import statement, in any block)."""
+    assert app_importers(engine_files(PACKAGE, ["screens", "widgets"])) == []
+
+
+def app_importers(files: list[Path], package: Path = PACKAGE) -> list[str]:
+    return sorted({f"{f.relative_to(package)}: {name}" for f in files for name in imported_modules(f, package)
+                   if name == "tui_agent.app" or name.startswith("tui_agent.app.")})
+
+
+def test_the_app_check_sees_type_checking_imports(tmp_path):
+    package = _tree(tmp_path, {
+        "screens/run_actions.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..app import TuiAgentApp\n",
+        "widgets/footer.py": "from .. import app\n",
+    })
+    assert app_importers(engine_files(package, ["screens", "widgets"]), package) == ["screens/run_actions.py: tui_agent.app", "screens/run_actions.py: tui_agent.app.TuiAgentApp",
+                     "widgets/footer.py: tui_agent.app"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import stranded_agents
-from helpers import ok, registry_of, select, strip, tui, until
+from helpers import changed, ok, registry_of, select, strip, tui, until
 
 from tui_agent import operate
 from tui_agent.runtime import strangers
@@ -176,13 +176,13 @@ async def test_the_runs_strip_says_no_running_worker_knows_the_agent(store):
     triage, _ = operate.start(store, registry_of(stranded_agents.TRIAGE), "triage", {})
     async with tui(store.path) as (app, pilot):
         register(app.store, "w-plain", os.getpid(), this_host(), 1, 60.0, now(), agents=["hello"])   # alive: us
-        app.changed()
+        await changed(pilot)
         await pilot.pause()
         await select(pilot, triage)
         assert "no running worker knows agent 'triage': start one with --agents MODULE" in strip(app)
         assert "will claim" not in strip(app)
         register(app.store, "w-older", os.getpid(), this_host(), 1, 60.0, now())   # an older worker's row: any agent
-        app.changed()
+        await changed(pilot)
         await pilot.pause()
         assert "a worker will claim it" in strip(app) and "no running worker knows" not in strip(app)
 

@@ -9,7 +9,7 @@ import time
 
 import psycopg
 import pytest
-from helpers import registry_of, shown_ids, tui, work
+from helpers import polled, registry_of, shown_ids, tui, work
 
 from tui_agent import operate
 from tui_agent.runtime.registry import load_registry
@@ -74,7 +74,7 @@ async def test_a_run_worked_elsewhere_appears_at_the_next_poll(pg_url):
     elsewhere = open_store(pg_url)
     try:
         async with tui(pg_url) as (app, pilot):
-            app.poll()
+            await polled(pilot)
             await pilot.pause()
             assert shown_ids(app) == []
 
@@ -82,12 +82,12 @@ async def test_a_run_worked_elsewhere_appears_at_the_next_poll(pg_url):
             work(elsewhere, registry, run_id)
             await pilot.pause()
             assert shown_ids(app) == [], "nothing re-reads before the poll"
-            app.poll()
+            await polled(pilot)
             await pilot.pause()
             assert shown_ids(app) == [run_id]
 
             seen = app._version
-            app.poll()   # nothing new: the same version, no re-read
+            await polled(pilot)   # nothing new: the same version, no re-read
             await pilot.pause()
             assert app._version == seen
     finally:
@@ -117,7 +117,7 @@ async def test_a_server_gone_between_the_poll_and_the_re_read_is_a_toast_and_the
         async with tui(pg_url, toasts=toasts) as (app, pilot):
             if where == "run":
                 await open_run(app, pilot, run_id)
-            app.poll()
+            await polled(pilot)
             await pilot.pause()
             assert shown_ids(app) == [run_id] if where == "runs" else app.screen.view["run"]["id"] == run_id
             _connections(pg_url, allowed=False)
@@ -129,7 +129,7 @@ async def test_a_server_gone_between_the_poll_and_the_re_read_is_a_toast_and_the
             await pilot.pause()
             assert sum("trying again" in t for t in toasts) == 1, "said once, not at every re-read"
             _connections(pg_url, allowed=True)
-            app.poll()
+            await polled(pilot)
             await pilot.pause()
             assert any("answers again" in t for t in toasts), toasts
     finally:

@@ -21,7 +21,7 @@ import time
 import pytest
 from conftest import ROOT
 from fixtures.hostile_agents import ASKING, HOSTILE, HOSTILE_AGENT
-from helpers import key, ok, open_run, registry_of, rendered, start_and_work, tui
+from helpers import key, ok, open_run, polled, registry_of, rendered, start_and_work, tui
 from helpers import select as select_run
 from rich.text import Text
 from textual.app import App
@@ -274,7 +274,7 @@ async def test_the_tui_shows_hostile_text_as_text_on_every_widget(db_path):
         await key(pilot, "down")
         look(app)
         start_and_work(store, registry, "hostile", {})             # a run comes to need a person: a toast
-        app.poll()
+        await polled(pilot)
         await pilot.pause(0.3)
         assert "(tui-agent resume r-" in look(app)
     store.close()

@@ -8,7 +8,7 @@ import re
 import socket
 
 import pytest
-from helpers import click, key, screen_of, select, selected, shown_ids, strip, tui
+from helpers import changed, click, key, screen_of, select, selected, shown_ids, strip, tui
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Footer
 from textual.widgets._footer import FooterKey
@@ -96,7 +96,7 @@ async def test_a_cell_that_grows_on_refresh_widens_its_column(db_path, one_queue
         table = screen_of(app).query_one(DataTable)
         queued = table.columns[next(k for k in table.columns if k.value == "status")].content_width
         operate.park(app.store, one_queued)   # same run, same place: "○ queued" becomes "■ parked: person"
-        app.changed()
+        await changed(pilot)
         await pilot.pause()
         grown = badge("parked", "person")
         assert str(table.get_cell(one_queued, "status")) == grown.plain
@@ -218,12 +218,12 @@ async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
         assert NO_WORKER in strip(app)
         assert "will claim" not in strip(app)
         register(app.store, "w-here", os.getpid(), socket.gethostname(), 1, 60.0, now())   # this process: alive
-        app.changed()
+        await changed(pilot)
         await pilot.pause()
         assert "a worker will claim it" in strip(app)
         assert NO_WORKER not in strip(app)
         stopped(app.store, "w-here", now())
-        app.changed()
+        await changed(pilot)
         await pilot.pause()
         assert NO_WORKER in strip(app)
 

@@ -4,7 +4,7 @@ BURN sparkline of a running run's cost per step, read from a bounded window."""
 from __future__ import annotations
 
 import pytest
-from helpers import open_run, registry_of, screen_of, start_and_work, tui, work
+from helpers import open_run, registry_of, screen_of, settled, start_and_work, tui, work
 
 from tui_agent import Agent, Budget, operate
 from tui_agent.forecast import sparkline
@@ -86,11 +86,13 @@ async def test_the_burn_column_sparks_each_running_runs_last_twenty_steps_in_one
         assert table.get_cell(parked, "burn") == ""       # not running: no sparkline, and nothing read for it
 
         statements: list[str] = []
-        app.reader.conn.set_trace_callback(statements.append)
+        loading = app.session.loader.store      # a reload reads on the reader thread's connection
+        loading.conn.set_trace_callback(statements.append)
         try:
             runs.reload()
+            await settled(pilot)
         finally:
-            app.reader.conn.set_trace_callback(None)
+            loading.conn.set_trace_callback(None)
         journal_reads = [s for s in statements if "journal" in s and "checkpoints_now" not in s
                          and "runs r" not in s]
         assert len(journal_reads) == 1, journal_reads        # one read, for the one running run

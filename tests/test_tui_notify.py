@@ -6,7 +6,7 @@ processes that deliver them to --notify."""
 from __future__ import annotations
 
 from fixtures import notify_agents
-from helpers import registry_of, start_and_work, tui
+from helpers import polled, registry_of, settled, start_and_work, tui
 
 from tui_agent import operate
 from tui_agent.store import notices
@@ -30,7 +30,7 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(store):
     toasts: list[str] = []
     async with tui(store.path, toasts=toasts) as (app, pilot):
         bells, sent = _observed(app)
-        app.poll()
+        await polled(pilot)
         await pilot.pause()
         assert bells == [] and sent == []
 
@@ -38,7 +38,7 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(store):
         asking = start_and_work(store, REGISTRY, "asking", {"question": "release?"})   # a worker
         done = start_and_work(store, REGISTRY, "napping", {"sleep_s": 60})            # needs nobody
         assert done.status == "waiting"
-        app.poll()
+        await polled(pilot)
         await pilot.pause()
         assert bells == ["bell", "bell"]
         assert [(n["run_id"], n["status"], n["reason"]) for n in sent] == [
@@ -46,14 +46,14 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(store):
         assert "release?" in sent[1]["message"]
         assert any("from another terminal" in t and f"tui-agent resume {napping}" in t for t in toasts)
 
-        app.poll()                                                # nothing new: nothing again
+        await polled(pilot)                                                # nothing new: nothing again
         operate.start(store, REGISTRY, "napping", {})             # a change, but nobody is needed
-        app.poll()
+        await polled(pilot)
         await pilot.pause()
         assert len(bells) == 2 and len(sent) == 2
 
         parked = start_and_work(store, REGISTRY, "parking", {"why": "[b]no[/b] key"})   # markup is shown as text
-        app.poll()
+        await polled(pilot)
         await pilot.pause()
         assert len(bells) == 3 and sent[-1]["run_id"] == parked.run_id
         assert any("[b]no[/b] key" in t for t in toasts)
@@ -73,7 +73,7 @@ async def test_a_call_whose_need_passed_before_the_app_read_it_rings_nothing(sto
         operate.resume(store, resumed)
         parked, _ = operate.start(store, REGISTRY, "napping", {})
         operate.park(store, parked, "still needed")
-        app.poll()
+        await polled(pilot)
         await pilot.pause()
         assert bells == ["bell"] and [n["run_id"] for n in sent] == [parked]
         assert not any("release?" in t for t in toasts) and any("still needed" in t for t in toasts)
@@ -84,8 +84,9 @@ async def test_an_action_taken_in_the_tui_itself_rings_too(store):
     run_id, _ = operate.start(store, REGISTRY, "napping", {})
     async with tui(store.path) as (app, pilot):
         bells, sent = _observed(app)
-        app.act(operate.park, app.store, run_id)
-        app.poll()
+        app.session.act(operate.park, run_id)
+        await settled(pilot)
+        await polled(pilot)
         await pilot.pause()
         assert bells == ["bell"] and [n["run_id"] for n in sent] == [run_id]
 
@@ -99,5 +100,4 @@ def test_the_app_sends_desktop_notifications_through_notify(db_path):
     try:
         assert app.desktop is notify.notify_desktop
     finally:
-        app.store.close()
-        app.reader.close()
+        app.session.close()

@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from helpers import SIZE, key, tui
+from helpers import SIZE, key, polled, tui
 
 from tui_agent import operate
 from tui_agent.app import TuiAgentApp
@@ -27,7 +27,7 @@ async def until(pilot, what: str, check, deadline_s: float = 20.0):
     """Poll `check` (the app re-reads as its change poll would) until it returns something truthy."""
     deadline = time.monotonic() + deadline_s
     while True:
-        pilot.app.poll()
+        await polled(pilot)
         await pilot.pause()
         found = check()
         if found:
@@ -257,7 +257,7 @@ async def test_fire_now_starts_a_run_keyed_by_the_schedule(db_path, scheduled):
 async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled):
     async with tui(db_path) as (app, pilot):
         screen = await open_schedules(pilot)
-        app.poll()
+        await polled(pilot)
         store = open_store(db_path)
         operate.schedule_add(store, load_registry(), "another", "hello", "*/5 * * * *", tz="Europe/Berlin")
         store.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from textual.message import Message
 
@@ -31,3 +33,12 @@ class Replayed(Message):
     run_id: str
     replay: Replay | None = None
     error: str | None = None
+
+
+class Loaded(Message, bubble=False):
+    """The reader or the actor thread finished what a screen (or the App) asked: `paint(value)` shows it, or
+    `error` says why it could not (tui_agent/session.py)."""
+
+    def __init__(self, paint: Callable[[Any], None], value: Any, error: Exception | None) -> None:
+        super().__init__()
+        self.paint, self.value, self.error = paint, value, error

@@ -10,7 +10,8 @@ and offers `n` to jump there."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 from rich.table import Table
 from rich.text import Text
@@ -45,7 +46,8 @@ from ..diff import (
 )
 from ..format import ago, duration_ms
 from ..paging import Window
-from ..report import data_version, shown_stored
+from ..report import Store, data_version, shown_stored
+from ..session import Reads
 from ..runtime.clock import now
 from ..safe_text import json_text
 from ..widgets.footer import KeysFooter
@@ -172,7 +174,7 @@ def _cell(entry: dict | None, width: int, differs: dict) -> Text:
     return cell
 
 
-class DiffScreen(Screen):
+class DiffScreen(Reads, Screen):
     CSS_PATH = "diff.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -203,6 +205,9 @@ class DiffScreen(Screen):
         self.searched = False            # the current search has answered
         self._search_id = 0
         self._version: int | None = None
+        self._end = 0                    # the positions of the longer journal, read with the pair
+        self._totals_read: tuple[dict, dict] = ({}, {})
+        self._rereading = False          # a change's re-read: it may search again
 
     def compose(self) -> ComposeResult:
         yield Static(id="diff-header")
@@ -222,7 +227,9 @@ class DiffScreen(Screen):
         return self.query_one(AlignedRows)
 
     def on_mount(self) -> None:
-        self.reload()
+        ok, current = self.session.guard(pair_of, self.session.reader, self.a_id, self.b_id)
+        if ok:
+            self._paint_loaded(self._load(self.session.reader, current, self.rows))
         self.list.focus()
         self.call_after_refresh(self._search)     # after the first paint: the search is the background
         follow_theme(self, self.reload)
@@ -230,32 +237,48 @@ class DiffScreen(Screen):
     # -- data -------------------------------------------------------------------------------------
 
     def _read(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
-        return aligned_page(self.app.reader, self.pair, after, limit, newest_first)
+        return aligned_page(self.session.reader, self.pair, after, limit, newest_first)
 
     def reload(self) -> None:
-        """Read both runs, their totals and the stretch of rows held again (a run may have moved on)."""
-        reader = self.app.reader
-        fresh = self.pair is None
-        ok, current = self.app.guard(pair_of if fresh else refreshed, reader,
-                                     *((self.a_id, self.b_id) if fresh else (self.pair,)))
-        if not ok:
-            return
-        restarted = not fresh and (current.a["generation"], current.b["generation"]) != (
-            self.pair.a["generation"], self.pair.b["generation"])
-        self.pair, self._version = current, data_version(reader)
-        if fresh or restarted:
+        """Read both runs, their totals and the stretch of rows held again on the reader thread (a run may have
+        moved on); the screen repaints when it answers."""
+        if self.pair is not None:
+            self.session.read(self, "reload", partial(self._load, pair=self.pair, rows=replace(self.rows)),
+                              self._paint_loaded)
+
+    def _load(self, store: Store, pair: Pair, rows: Window) -> dict:
+        """Everything a repaint shows, read from `store`; `pair` as last read (the first time, just read)."""
+        current = pair if self.pair is None else refreshed(store, pair)
+        restarted = self.pair is not None and (current.a["generation"], current.b["generation"]) != (
+            pair.a["generation"], pair.b["generation"])
+        rows.fetch = lambda after, limit, newest_first: aligned_page(store, current, after, limit, newest_first)
+        if self.pair is None or restarted:
             if current.fork and current.shared_until:
-                self.rows.around(current.shared_until)    # everything before the fork point is shared
+                rows.around(current.shared_until)    # everything before the fork point is shared
             else:
-                self.rows.first()
+                rows.first()
         else:
-            self.rows.refresh()
+            rows.refresh()
+        return {"pair": current, "version": data_version(store), "restarted": restarted, "rows": rows,
+                "totals": (totals(store, current.a["id"]), totals(store, current.b["id"])),
+                "end": end_of(store, current)}
+
+    def _paint_loaded(self, loaded: dict) -> None:
+        fresh, current = self.pair is None, loaded["pair"]
+        self.pair, self._version = current, loaded["version"]
+        self.rows.rows, self.rows.at_start, self.rows.at_end = (loaded["rows"].rows, loaded["rows"].at_start,
+                                                                loaded["rows"].at_end)
+        self._end, self._totals_read = loaded["end"], loaded["totals"]
         with self.app.batch_update():
             self._header()
             self._totals()
             self._paint(select=current.shared_until if fresh and current.shared_until else None)
-        if restarted:
+        if loaded["restarted"]:
             self._search()
+        elif self._rereading:
+            self._rereading = False
+            if self.searched and (self.divergence is None or self.divergence["why"] in ("only_a", "only_b")):
+                self._search()          # a run moved on: what was the end of one journal may not be any more
 
     def _search(self) -> None:
         self._search_id += 1
@@ -268,7 +291,7 @@ class DiffScreen(Screen):
         """Scan both journals a page at a time for the first divergence; post the answer, and only that."""
         worker = get_current_worker()
         try:
-            found = search(self.app.db_path, self.app.durability, a_id, b_id, lambda: worker.is_cancelled)
+            found = search(self.session.db_path, self.session.durability, a_id, b_id, lambda: worker.is_cancelled)
         except Exception as e:      # a busy or damaged database, a run deleted: the screen says it, the app goes on
             self.post_message(self.DivergenceFound(search_id, None, str(e) or type(e).__name__))
             return
@@ -323,8 +346,8 @@ class DiffScreen(Screen):
         self.query_one("#diff-header", Static).update(safe(text))
 
     def _totals(self) -> None:
-        reader, colours = self.app.reader, palette(self.app)
-        a, b = totals(reader, self.pair.a["id"]), totals(reader, self.pair.b["id"])
+        colours = palette(self.app)
+        a, b = self._totals_read
         differ = totals_differ(a, b)
         table = Table.grid(padding=(0, 2))
         table.add_column()
@@ -345,8 +368,7 @@ class DiffScreen(Screen):
         columns.append(f" {'pos':>7} ")
         columns.append(f"{'A ' + self.pair.a['id']:<{side}} │ {'B ' + self.pair.b['id']:<{side}} differs")
         self.query_one("#diff-columns", Static).update(columns)
-        end = end_of(self.app.reader, self.pair)
-        self.query_one("#diff-pane").border_title = f"Entries · {end:,} positions"
+        self.query_one("#diff-pane").border_title = f"Entries · {self._end:,} positions"
         self._show_selected()
 
     def _show_selected(self) -> None:
@@ -362,7 +384,7 @@ class DiffScreen(Screen):
                 f" · {EDITED} edited" if entry.get("edited") else ""))
         if row is None:
             return
-        ok, results = self.app.guard(results_at, self.app.reader, row)     # artifacts: for this row only
+        ok, results = self.session.guard(results_at, self.session.reader, row)     # artifacts: for this row only
         for index, label in enumerate(("a", "b")):
             if row[label] is None or not ok:
                 continue
@@ -374,20 +396,14 @@ class DiffScreen(Screen):
     # -- events -----------------------------------------------------------------------------------
 
     def on_data_changed(self, message) -> None:
-        self.app.reread(self._reread)
-
-    def _reread(self) -> None:
+        self._rereading = True
         self.reload()
-        if self.searched and (self.divergence is None or self.divergence["why"] in ("only_a", "only_b")):
-            self._search()          # a run moved on: what was the end of one journal may not be any more
 
     def on_screen_resume(self) -> None:
         if self.pair is not None:
-            self.app.reread(self._reread_if_changed)
-
-    def _reread_if_changed(self) -> None:
-        if data_version(self.app.reader) != self._version:
-            self._reread()
+            version = self._version
+            self.session.read(self, "resume", lambda store: data_version(store) != version,
+                              lambda changed: changed and self.on_data_changed(None))
 
     @on(OptionList.OptionHighlighted, "#diff-rows")
     def _highlighted(self) -> None:
@@ -411,7 +427,7 @@ class DiffScreen(Screen):
 
     def go_to(self, position: int) -> None:
         """Select the row at `position`, reading its page unless it is held."""
-        end = end_of(self.app.reader, self.pair)
+        end = end_of(self.session.reader, self.pair)
         position = max(0, min(position, end - 1))
         if self.rows.index_of(position) is None:
             self.rows.around(position)
@@ -432,7 +448,7 @@ class DiffScreen(Screen):
             if position is not None:
                 self.go_to(position)
 
-        self.app.push_screen(GotoModal(end_of(self.app.reader, self.pair)), chosen)
+        self.app.push_screen(GotoModal(end_of(self.session.reader, self.pair)), chosen)
 
     def action_first(self) -> None:
         if not self.rows.at_start:
@@ -499,9 +515,9 @@ class PickRunModal(Dialog):
         return None
 
 
-def open_diff(app, run_id: str) -> None:
+def open_diff(session, run_id: str) -> None:
     """Offer the other run, then open the diff: a fork's parent on the left (A), else this run."""
-    ok, choices = app.guard(candidates, app.reader, run_id)
+    ok, choices = session.guard(candidates, session.reader, run_id)
     if not ok:
         return
     parents = {c["id"] for c in choices if c["kind"] == "parent"}
@@ -509,12 +525,12 @@ def open_diff(app, run_id: str) -> None:
     def chosen(ref: str | None) -> None:
         if ref is None:
             return
-        ok, other = app.guard(resolve, app.reader, ref)
+        ok, other = session.guard(resolve, session.reader, ref)
         if not ok:
             return
         if other == run_id:
-            app.notify(f"{other} is this run; choose another", severity="warning")
+            session.app.notify(f"{other} is this run; choose another", severity="warning")
             return
-        app.push_screen(DiffScreen(other, run_id) if other in parents else DiffScreen(run_id, other))
+        session.app.push_screen(DiffScreen(other, run_id) if other in parents else DiffScreen(run_id, other))
 
-    app.push_screen(PickRunModal(run_id, choices), chosen)
+    session.app.push_screen(PickRunModal(run_id, choices), chosen)

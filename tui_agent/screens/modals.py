@@ -217,7 +217,8 @@ class ReconcileModal(Dialog):
 
     def sender_warning(self) -> str | None:
         """Before a person answers "It did not happen": the worker that attempted it may still send it."""
-        reader = getattr(self.app, "reader", None)
+        session = getattr(self.app, "session", None)     # none in the Simulator's own app
+        reader = session and session.reader
         if self.scenario or reader is None or not self.effect.get("attempted_by") or "run_id" not in self.effect:
             return None
         return sender_warning(reader.conn, self.effect)

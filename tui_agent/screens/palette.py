@@ -18,9 +18,9 @@ HELP = "the same action as the CLI's"
 
 
 
-def _filter_commands(app, screen) -> list[tuple[str, Callable[[], None]]]:
+def _filter_commands(session, screen) -> list[tuple[str, Callable[[], None]]]:
     """On the runs list: each saved filter, to show its runs or to forget it, and saving the filter shown."""
-    found, saved = app.guard(saved_filters_report, app.reader)
+    found, saved = session.guard(saved_filters_report, session.reader)
     commands = []
     for row in saved or ():
         name, words = escape(visible(row["name"])), escape(visible(row["words"]))
@@ -29,7 +29,7 @@ def _filter_commands(app, screen) -> list[tuple[str, Callable[[], None]]]:
         commands.append((f"Save the filter {escape(visible(str(screen.where)))} as…", screen.save_filter))
     for row in saved or ():
         commands.append((f"Forget the saved filter {escape(visible(row['name']))}",
-                         partial(app.act, operate.forget_filter, app.store, row["name"],
+                         partial(session.act, operate.forget_filter, row["name"],
                                  done=lambda said, words=row["words"]: f"{said} (it selected: {words})")))
     return commands
 
@@ -41,31 +41,31 @@ class RunCommands(Provider):
         from .run import RunScreen
         from .runs import RunsScreen
 
-        app, screen = self.app, self.screen
+        session, screen = self.app.session, self.screen
         run_id = getattr(screen, "run_id", None) or (screen.selected_id() if hasattr(screen, "selected_id")
                                                      else None)
-        commands = [("Start a new run", partial(run_actions.new_run, app))]
+        commands = [("Start a new run", partial(run_actions.new_run, session))]
         if isinstance(screen, RunsScreen):
-            commands += _filter_commands(app, screen)
+            commands += _filter_commands(session, screen)
         if not run_id:
             return commands
-        found, run = app.guard(get_run, app.reader, run_id)   # gone, or the database unreadable: a toast
+        found, run = session.guard(get_run, session.reader, run_id)   # gone, or the database unreadable: a toast
         if not found:
             return commands
         item = screen.selected if isinstance(screen, RunScreen) else None
         name = escape(visible(item.name)) if item else ""    # the palette reads its commands as markup
-        commands += [(f"{action.title} {run_id}", partial(app.guard, action.do, app, run_id, item))
+        commands += [(f"{action.title} {run_id}", partial(session.guard, action.do, session, run_id, item))
                      for action in run_actions.RUN_ACTIONS.values() if action.name != "fork"
-                     and action.why_not(app, run) is None]
+                     and action.why_not(session, run) is None]
         if operate.why_not_harness(run) is None:   # not a RUN_ACTIONS entry: only a harness run has a rulebook
             commands.append((f"Add a rule to {run_id}'s RULES.md, then resume it",
-                             partial(app.guard, run_actions.rule, app, run_id)))
+                             partial(session.guard, run_actions.rule, session, run_id)))
         # On the run screen, from the position selected in the timeline; elsewhere from where the run
         # stopped, the one position a person can name without seeing the timeline.
-        position, why = run_actions.why_not_fork(app, run, item.position if item else None)
+        position, why = run_actions.why_not_fork(session, run, item.position if item else None)
         if why is None:
             where = f"at #{position} {name}" if item else f"from where it stopped (#{position})"
-            commands.append((f"Fork {run_id} {where}", partial(app.guard, run_actions.fork, app, run_id, item)))
+            commands.append((f"Fork {run_id} {where}", partial(session.guard, run_actions.fork, session, run_id, item)))
         if isinstance(screen, RunScreen):   # what needs the run screen: its selection, its thread, its picker
             commands += [(f"Replay {run_id} with the current code", screen.action_replay),
                          (f"Diff {run_id} with another run", screen.action_diff)]

@@ -27,9 +27,9 @@ def start_replay(screen, run_id: str) -> threading.Thread:
 
 def replay_in_thread(screen, run_id: str) -> None:
     """The thread's body: never touches a widget, only posts the outcome to `screen`."""
-    app = screen.app
+    session = screen.session
     try:
-        screen.post_message(Replayed(run_id, replay=replay_run(app.db_path, app.registry, run_id)))
+        screen.post_message(Replayed(run_id, replay=replay_run(session.db_path, session.registry, run_id)))
     except TuiAgentError as e:   # the agent is unknown here, the database went away: said, not raised
         screen.post_message(Replayed(run_id, error=str(e)))
 

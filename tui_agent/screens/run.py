@@ -1,7 +1,7 @@
 """Run: understand one run and act on it. The timeline of its journal on the left, the selected entry
 on the right; budget gauges, the effect ledger, the events and the checkpoint below (side by side on a
 large terminal, as tabs on a small one). Reads through report.py; acts through run_actions and operate.py;
-re-reads in place on DataChanged.
+re-reads in place on DataChanged, on the session's reader thread (tui_agent/session.py), and paints when it answers.
 
 A run may be 100,000 steps long, so the screen holds a stretch of each list (paging.Window: a page of the
 timeline, of the events, of the ledger) and reads the next page as the cursor nears an end; home, end, g and
@@ -10,11 +10,14 @@ N read the page they land on. Opening a run reads its row, its checkpoint, its c
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from functools import partial
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.reactive import reactive
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Label, OptionList, Static, Tab, Tabs
@@ -24,6 +27,7 @@ from ..format import held_by
 from ..messages import DataChanged, Replayed
 from ..paging import Window
 from ..report import (
+    Store,
     beside,
     data_version,
     effects_page,
@@ -46,6 +50,7 @@ from ..widgets.caption import Caption
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
+from ..widgets.pending import Pending
 from ..widgets.gauges import BudgetGauges, StepBar
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
@@ -65,6 +70,33 @@ LOWER = [("budget", "Budget"), ("plan", "Plan"), ("events", "Events"), ("ledger"
          ("checkpoint", "Checkpoint")]    # the plan only for a run that records one (a harness run's)
 LEFT = {"budget", "plan", "checkpoint"}
 WIDE_AT = (110, 32)          # below either (columns, rows), the lower panes become tabs
+
+
+def _steps(store: Store, run: dict, after: int | None, limit: int, newest_first: bool) -> list[dict]:
+    return timeline_page(store, run, after, limit, newest_first)
+
+
+def _events(store: Store, run_id: str, after: int | None, limit: int, newest_first: bool) -> list[dict]:
+    return [iso_times(e) for e in events_page(store, run_id, after, limit, newest_first)]
+
+
+def _effects(store: Store, run_id: str, after: tuple[int, int] | None, limit: int, newest_first: bool) -> list[dict]:
+    return effects_page(store, run_id, after, limit, newest_first)
+
+
+def _situation(store: Store, run_id: str) -> str:
+    """Where the run stands, in a sentence, and the last thing that happened to it."""
+    text = situation(store, run_id)
+    last = last_event(store.conn, run_id)
+    if last and last["message"] not in text:
+        text += f"\n\nlast event: {last['message']}"
+    return text
+
+
+def _held(window: Window) -> tuple:
+    """Where a window stands: a reload adopts what it read only for a window no key has moved since."""
+    return (window.key(window.rows[0]) if window.rows else None, window.key(window.rows[-1]) if window.rows else None,
+            window.at_start, window.at_end)
 
 
 class RunScreen(run_actions.RunActionKeys, Screen):
@@ -89,23 +121,26 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     ]
     FOOTER = ("escape", "t", "r", "p", "x", "f", "b")   # what a narrow footer keeps longest (widgets/footer.py)
 
+    compact: reactive[bool] = reactive(True, init=False)    # the lower panes as tabs (WIDE_AT), one shown
+    pane: reactive[str] = reactive("budget", init=False)     # the lower pane shown while they are tabs
+    raw_json: reactive[bool] = reactive(False, init=False)   # the entry as its stored JSON (v)
+    planned: reactive[bool] = reactive(False, init=False)    # the run records a plan: the Plan pane is shown
+
     def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
         self.view: dict | None = None       # report.run_view: the run, its checkpoint, budget and counts
-        self.steps = Window(self._read_steps, key=lambda row: row["position"], page=PAGE)
-        self.events = Window(self._read_events, key=lambda event: event["id"], page=PAGE)
-        self.effects = Window(self._read_effects, key=lambda e: (e["generation"], e["position"]), page=PAGE)
-        self.raw_json = False
+        self.steps = Window(lambda *page: _steps(self.session.reader, self.view["run"], *page),
+                            key=lambda row: row["position"], page=PAGE)
+        self.events = Window(partial(self._on_loop, _events), key=lambda event: event["id"], page=PAGE)
+        self.effects = Window(partial(self._on_loop, _effects), key=lambda e: (e["generation"], e["position"]),
+                              page=PAGE)
         self._version: int | None = None     # the database's data_version when last read
         self._claimable_at = 0.0              # when a claim may take the run from a worker that is gone
         self._artifact: tuple[str | None, object] = (None, None)    # (path, result) of the entry last shown
-        self.compact = True
-        self.pane = "budget"
-        self._arranged = False
+        self._said = ""                       # where the run stands (situation), read with the view
         self._replaying = None               # the thread of the replay `R` started, while its code runs
         self._worktree: dict | None = None    # the worktree the run recorded (worktrees.recorded), once it has
-        self._planned = False                 # the run records a plan (widgets/plan.py): the Plan pane is shown
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -138,6 +173,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                             with Vertical(id=f"{key}-pane", classes="pane lower-pane") as pane:
                                 pane.border_title = title
                                 yield widget
+        yield Pending()
         yield KeysFooter()
 
     # The panes, each used from several places.
@@ -155,8 +191,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         return self.query_one(EffectLedger)
 
     def on_mount(self) -> None:
-        self._arrange(self.app.size.width, self.app.size.height)
-        self.reload()
+        self.compact = self._compact_at(self.app.size.width, self.app.size.height)
+        self._arrange()
+        self.refresh_bindings()
+        self._paint_loaded(self._load(self.session.reader, self._asked()))
         self.timeline.focus()
         follow_theme(self, self.reload)
         self.set_interval(1.0, self._count_down)
@@ -167,66 +205,107 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self._header(self.view)
 
     def on_resize(self, event) -> None:
-        self._arrange(event.size.width, event.size.height)
+        self.compact = self._compact_at(event.size.width, event.size.height)
+
+    def watch_compact(self) -> None:
+        self._arrange()
+        self.refresh_bindings()
+
+    def watch_pane(self) -> None:
+        self._arrange()
+
+    def watch_planned(self) -> None:
+        self._arrange()
+
+    def watch_raw_json(self) -> None:
+        self._show_selected()
 
     @staticmethod
     def _compact_at(width: int, height: int) -> bool:
         return width < WIDE_AT[0] or height < WIDE_AT[1]
 
-    def _arrange(self, width: int, height: int) -> None:
+    def _arrange(self) -> None:
         """Side by side when there is room; otherwise one lower pane at a time, chosen with tabs."""
-        compact = self._compact_at(width, height)
-        changed = compact != self.compact or not self._arranged
-        self._arranged = True
-        self.compact = compact
+        compact = self.compact
         self.set_class(compact, "-compact")
         self.set_class(not compact, "-wide")
         tabs = self.query_one("#lower-tabs", Tabs)
         tabs.display = compact
-        (tabs.show if self._planned else tabs.hide)("tab-plan")
+        (tabs.show if self.planned else tabs.hide)("tab-plan")
         for key, _ in LOWER:
             self.query_one(f"#{key}-pane").display = (not compact or key == self.pane) and \
-                (key != "plan" or self._planned)
+                (key != "plan" or self.planned)
         self.query_one("#lower-left").display = not compact or self.pane in LEFT
         self.query_one("#lower-right").display = not compact or self.pane not in LEFT
-        if changed:
-            self.refresh_bindings()
 
     # -- data -----------------------------------------------------------------------------------
 
-    def _read_steps(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
-        return timeline_page(self.app.reader, self.view["run"], after, limit, newest_first)
+    def _on_loop(self, read, after, limit: int, newest_first: bool) -> list[dict]:
+        """A page the cursor reached, read on the loop: one page, at a key."""
+        return read(self.session.reader, self.run_id, after, limit, newest_first)
 
-    def _read_events(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
-        return [iso_times(e) for e in events_page(self.app.reader, self.run_id, after, limit, newest_first)]
+    def reload(self, only_if_changed: bool = False) -> None:
+        """Re-read the run and the stretch of each list the screen holds on the reader thread; the screen
+        repaints what changed when it answers, keeping the selected entry (on the last one, following the run
+        as it moves on). `only_if_changed`: nothing is read past data_version when no commit happened."""
+        self.session.read(self, "reload", partial(self._load, asked=self._asked(), only_if_changed=only_if_changed),
+                          self._paint_loaded)
 
-    def _read_effects(self, after: tuple[int, int] | None, limit: int, newest_first: bool) -> list[dict]:
-        return effects_page(self.app.reader, self.run_id, after, limit, newest_first)
+    def _asked(self) -> dict:
+        """What a reload starts from, taken on the loop: the view shown and a copy of each window."""
+        return {"view": self.view, "version": self._version, "worktree": self._worktree,
+                "windows": [(_held(w), replace(w, rows=list(w.rows))) for w in (self.steps, self.events, self.effects)]}
 
-    def reload(self) -> None:
-        """Re-read the run and the stretch of each list the screen holds, and repaint what changed, keeping the
-        selected entry (on the last one, following the run as it moves on)."""
-        try:
-            view = run_view(self.app.reader, self.run_id)
-        except UserError as e:
-            self.notify(str(e), severity="error")
-            return
-        self._version = data_version(self.app.reader)
-        self._claimable_at = now() + (view["run"]["claimable_in_s"] or 0)
-        fresh = self.view is None or self.view["run"]["generation"] != view["run"]["generation"]
-        self.view = view
-        for window in (self.steps, self.events, self.effects):
+    def _load(self, store: Store, asked: dict, only_if_changed: bool = False) -> dict | None:
+        """Everything a repaint shows, read from `store` (on the reader thread, or on the loop at the first
+        paint); None when `only_if_changed` and nothing was committed since the last read."""
+        version = data_version(store)
+        if only_if_changed and version == asked["version"]:
+            return None
+        view, before = run_view(store, self.run_id), asked["view"]
+        fresh = before is None or before["run"]["generation"] != view["run"]["generation"]
+        fetches = (partial(_steps, store, view["run"]), partial(_events, store, self.run_id),
+                   partial(_effects, store, self.run_id))
+        windows = []
+        for (held, window), fetch in zip(asked["windows"], fetches):
+            window.fetch = fetch
             if not fresh:
                 window.refresh()
-            elif window is self.effects:
+            elif fetch.func is _effects:
                 window.first()              # the ledger reads from its first effect down, as it always has
             else:
                 window.last()               # the timeline and the events open where the run is now
+            windows.append((held, window))
+        steps = windows[0][1]
+        first = steps.rows[0]["position"] if steps.rows else 0
+        last = None if steps.at_end else steps.rows[-1]["position"]
+        return {"view": view, "version": version, "fresh": fresh, "windows": windows,
+                "beside": beside(store, view["run"], first, last),
+                "worktree": asked["worktree"] or recorded_worktree(store, self.run_id),
+                "said": _situation(store, self.run_id) if view["run"]["status"] not in TERMINAL else ""}
+
+    def _paint_loaded(self, loaded: dict | None) -> None:
+        """Repaint what `_load` read; a window a key moved while it read keeps the stretch the key chose."""
+        if loaded is None:
+            return
+        view = loaded["view"]
+        self._version, self._said = loaded["version"], loaded["said"]
+        self._claimable_at = now() + (view["run"]["claimable_in_s"] or 0)
+        self.view = view
+        beside_rows = loaded["beside"]
+        for (held, read), window in zip(loaded["windows"], (self.steps, self.events, self.effects)):
+            if loaded["fresh"] or _held(window) == held:
+                window.rows, window.at_start, window.at_end = read.rows, read.at_start, read.at_end
+            elif window is self.steps:
+                beside_rows = None
+        if self._worktree is None and loaded["worktree"] is not None:
+            self._worktree = loaded["worktree"]
+            self.refresh_bindings()
         with self.app.batch_update():
             self._header(view)
             self._worktree_line(view["run"])
             self._progress(view["checkpoint"])
-            self._paint_timeline()
+            self._paint_timeline(beside_rows=beside_rows)
             # a budget reason is only ever written by the stop (waiting, parked or failed on that dimension)
             self.query_one(BudgetGauges).set_budget(view["budget"], budget_dimension(view["run"]["reason"]))
             self._paint_effects()
@@ -235,13 +314,15 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self._plan(view["checkpoint"])
             self._titles(view)
 
-    def _paint_timeline(self, select: str | None = None) -> None:
+    def _paint_timeline(self, select: str | None = None, beside_rows: list | None = None) -> None:
         """Show the stretch held, the highlight staying on its entry, or moving to `select` (a key, or "first"
-        or "last" of the stretch)."""
+        or "last" of the stretch). `beside_rows`: what a reload read beside it (else read here, at a key)."""
         rows, run = self.steps.rows, self.view["run"]
         first = rows[0]["position"] if rows else 0
         last = None if self.steps.at_end else rows[-1]["position"]
-        items = timeline_items(self.view, rows, beside(self.app.reader, run, first, last), self.steps.at_end)
+        if beside_rows is None:
+            beside_rows = beside(self.session.reader, run, first, last)
+        items = timeline_items(self.view, rows, beside_rows, self.steps.at_end)
         if items and select in ("first", "last"):
             select = items[0 if select == "first" else -1].key
         self.timeline.set_items(items, select, follow=self.steps.at_end)
@@ -275,11 +356,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     def _worktree_line(self, run: dict) -> None:
         """A coding run's worktree and branch, under the header (the run records them once, among its first
-        entries; no git is asked here, on every refresh)."""
-        if self._worktree is None:
-            self._worktree = recorded_worktree(self.app.reader, self.run_id)
-            if self._worktree is not None:
-                self.refresh_bindings()
+        entries, and a reload reads them until it has; no git is asked here, on every refresh)."""
         line = self.query_one("#run-worktree", Static)
         line.display = self._worktree is not None
         if self._worktree is not None:   # the branch first: a long path is what the width cuts
@@ -304,9 +381,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def _plan(self, checkpoint: dict) -> None:
         """A harness run's plan as it recorded it last, ticked and open tasks; no pane for a run that keeps none."""
         found = recorded_plan(checkpoint)
-        if bool(found) != self._planned:
-            self._planned = bool(found)
-            self._arrange(self.size.width or self.app.size.width, self.size.height or self.app.size.height)
+        self.planned = bool(found)
         if found:
             plan, record = found
             self.query_one("#plan", Caption).text = plan_text(plan, record, palette(self.app))
@@ -335,37 +410,25 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         if self.raw_json:
             text = raw(item, self.view)
         else:
-            text = human(item, self._situation() if item.pending else "", now(), palette(self.app))
+            text = human(item, self._said if item.pending else "", now(), palette(self.app))
         viewer.show(text, (item.key, self.raw_json))
 
     def _read_artifact(self, entry: dict) -> dict:
         """The selected entry's large result, read once while it stays selected (a refresh rebuilds the items)."""
         if self._artifact[0] != entry["artifact"]:
-            self._artifact = (entry["artifact"], with_artifact(self.app.reader, entry)["result"])
+            self._artifact = (entry["artifact"], with_artifact(self.session.reader, entry)["result"])
         return {**entry, "result": self._artifact[1]}
-
-    def _situation(self) -> str:
-        """Where the run stands, in a sentence, and the last thing that happened to it."""
-        text = situation(self.app.reader, self.run_id)
-        last = last_event(self.app.reader.conn, self.run_id)
-        if last and last["message"] not in text:
-            text += f"\n\nlast event: {last['message']}"
-        return text
 
     # -- events ---------------------------------------------------------------------------------
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.app.reread(self.reload)
+        self.reload()
 
     def on_screen_resume(self) -> None:
         """Shown again after a modal or another screen: re-read only if another commit happened meanwhile (the
         app's poll tells only the screen on top)."""
         if self.view is not None:
-            self.app.reread(self._reload_if_changed)
-
-    def _reload_if_changed(self) -> None:
-        if data_version(self.app.reader) != self._version:
-            self.reload()
+            self.reload(only_if_changed=True)
 
     @on(OptionList.OptionHighlighted, "#timeline")
     def _highlighted(self) -> None:
@@ -385,7 +448,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         if item is None or item.kind != "effect" or not isinstance(outcome, dict) or "task_id" not in outcome:
             return
         try:
-            name, text = worker_log(self.app.reader, outcome)
+            name, text = worker_log(self.session.reader, outcome)
         except UserError as e:
             self.notify(str(e), severity="warning")
             return
@@ -419,7 +482,6 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def _show_pane(self, event: Tabs.TabActivated) -> None:
         if event.tab is not None and event.tab.id:
             self.pane = event.tab.id.removeprefix("tab-")
-            self._arrange(self.size.width or self.app.size.width, self.size.height or self.app.size.height)
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "next_pane":
@@ -476,7 +538,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         if self.view is None:
             return
         item = self.selected
-        found = next_for_person(self.app.reader, self.view, item.position if item else -1)
+        found = next_for_person(self.session.reader, self.view, item.position if item else -1)
         if found is None:
             self.notify("nothing in this run needs a person: no effect in doubt, no question, no budget crossing")
             return
@@ -484,18 +546,17 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     def action_toggle_json(self) -> None:
         self.raw_json = not self.raw_json
-        self._show_selected()
 
     def action_next_pane(self) -> None:
         tabs = self.query_one(Tabs)
-        keys = [key for key, _ in LOWER if key != "plan" or self._planned]
+        keys = [key for key, _ in LOWER if key != "plan" or self.planned]
         tabs.active = f"tab-{keys[(keys.index(self.pane) + 1) % len(keys)]}"
 
     def action_diff(self) -> None:
         """This run side by side with another (a fork's parent is offered first)."""
         from .diff import open_diff
 
-        open_diff(self.app, self.run_id)
+        open_diff(self.session, self.run_id)
 
     def action_replay(self) -> None:
         if self._replaying is not None and self._replaying.is_alive():
@@ -516,17 +577,17 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                                  lambda position: position is not None and self._go_to(position))
 
     def action_remove_worktree(self) -> None:
-        self.app.guard(run_actions.remove_worktree, self.app, self.run_id)
+        self.session.guard(run_actions.remove_worktree, self.session, self.run_id)
 
     def action_edit_fork(self) -> None:
         """Not a RUN_ACTIONS entry: it needs the timeline's selected entry, which the runs screen and the
         palette's rule (`why_not(app, run)`) do not have."""
-        self.app.guard(run_actions.edit_fork, self.app, self.run_id, self.selected)
+        self.session.guard(run_actions.edit_fork, self.session, self.run_id, self.selected)
 
     def action_rule(self) -> None:
         """Not a RUN_ACTIONS entry: only a harness run has a rulebook, so it is a key of this screen alone (the
         palette offers it on the runs list too)."""
-        self.app.guard(run_actions.rule, self.app, self.run_id)
+        self.session.guard(run_actions.rule, self.session, self.run_id)
 
     def run_target(self) -> tuple[str, TimelineItem | None]:
         """This run, and the timeline's selected position (a fork starts there, a doubtful effect is reconciled)."""

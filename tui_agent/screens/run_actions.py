@@ -1,6 +1,6 @@
 """The run actions, defined once for the runs screen, the run screen and the command palette: each one's key,
 label and palette title, operate.py's rule for whether it applies, and the deed, which opens its modal when it
-needs an answer and acts through operate.py via `app.act`. The screens' bindings, their `action_run` and the
+needs an answer and acts through operate.py via `session.act`. The screens' bindings, their `action_run` and the
 palette's commands are all read from `RUN_ACTIONS`."""
 
 from __future__ import annotations
@@ -28,85 +28,86 @@ from ..report import (
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..worktrees import branch_advice, why_not_remove
+from ..session import Reads, Session
 from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:
-    from ..app import TuiAgentApp
+    
     from ..widgets.timeline import TimelineItem
 
 
-def _why_not_approve(app: TuiAgentApp, run: dict) -> str | None:
-    return operate.why_not_approve(run, pending_approval(app.reader, run["id"], run["generation"]))
+def _why_not_approve(session: Session, run: dict) -> str | None:
+    return operate.why_not_approve(run, pending_approval(session.reader, run["id"], run["generation"]))
 
 
-def _in_doubt(app: TuiAgentApp, run: dict) -> list[dict]:
-    return in_doubt(app.reader, run["id"], run["generation"], (*IN_DOUBT, EffectState.INTENDED))
+def _in_doubt(session: Session, run: dict) -> list[dict]:
+    return in_doubt(session.reader, run["id"], run["generation"], (*IN_DOUBT, EffectState.INTENDED))
 
 
-def _why_not_reconcile(app: TuiAgentApp, run: dict) -> str | None:
+def _why_not_reconcile(session: Session, run: dict) -> str | None:
     why = operate.why_not_decide(run)
-    return why or (None if _in_doubt(app, run) else "it has no effect waiting for a decision")
+    return why or (None if _in_doubt(session, run) else "it has no effect waiting for a decision")
 
 
-def _applies(app: TuiAgentApp, run_id: str, why_not) -> dict | None:
+def _applies(session: Session, run_id: str, why_not) -> dict | None:
     """The run, when the action applies to it as it is now; else a toast says why (operate.py's rule)."""
-    run = get_run(app.reader, run_id)
-    why = why_not(app, run)
+    run = get_run(session.reader, run_id)
+    why = why_not(session, run)
     if why:
-        app.notify(f"{run_id}: {why}", severity="warning")
+        session.app.notify(f"{run_id}: {why}", severity="warning")
         return None
     return run
 
 
-def _why_not_resume(app: TuiAgentApp, run: dict) -> str | None:
-    return operate.why_not_resume(with_holders(app.reader, [run])[0])   # a running run: whether it is held
+def _why_not_resume(session: Session, run: dict) -> str | None:
+    return operate.why_not_resume(with_holders(session.reader, [run])[0])   # a running run: whether it is held
 
 
-def resume(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+def resume(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
     """`r`: a parked run goes on where it stopped; a run waiting to retry tries again now."""
-    run = _applies(app, run_id, _why_not_resume)
+    run = _applies(session, run_id, _why_not_resume)
     if run:
-        app.act(operate.resume, app.store, run_id, done=f"{run_id} {operate.resumed(run)}; a worker will pick it up")
+        session.act(operate.resume, run_id, done=f"{run_id} {operate.resumed(run)}; a worker will pick it up")
 
 
-def park(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    if _applies(app, run_id, lambda app, run: operate.why_not_park(run)):
-        app.act(operate.park, app.store, run_id, done=f"{run_id} parked")
+def park(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
+    if _applies(session, run_id, lambda session, run: operate.why_not_park(run)):
+        session.act(operate.park, run_id, done=f"{run_id} parked")
 
 
-def cancel(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    if not _applies(app, run_id, lambda app, run: operate.why_not_cancel(run)):
+def cancel(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
+    if not _applies(session, run_id, lambda session, run: operate.why_not_cancel(run)):
         return
 
     def confirmed(yes: bool | None) -> None:
         if yes:
-            app.act(operate.cancel_run, app.store, run_id, done=f"{run_id} cancelled")
+            session.act(operate.cancel_run, run_id, done=f"{run_id} cancelled")
 
-    app.push_screen(ConfirmModal(f"Cancel {run_id}?", "The run ends for good; its journal stays readable.",
+    session.app.push_screen(ConfirmModal(f"Cancel {run_id}?", "The run ends for good; its journal stays readable.",
                                  "Cancel the run", "Keep it"), confirmed)
 
 
-def approve(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    run = _applies(app, run_id, _why_not_approve)
+def approve(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
+    run = _applies(session, run_id, _why_not_approve)
     if run is None:
         return
 
     def decided(answer: tuple[bool, str | None] | None) -> None:
         if answer is not None:
             deny, note = answer
-            app.act(operate.approve, app.store, run_id, deny, note,
+            session.act(operate.approve, run_id, deny, note,
                     done=f"{run_id} {operate.answered(deny)}")
 
-    question = pending_approval(app.reader, run_id, run["generation"])
-    app.push_screen(ApproveModal(run_id, question["question"]), decided)
+    question = pending_approval(session.reader, run_id, run["generation"])
+    session.app.push_screen(ApproveModal(run_id, question["question"]), decided)
 
 
-def reconcile(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+def reconcile(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
     """The effect selected in the timeline when it is in doubt, else the run's doubtful one."""
-    run = _applies(app, run_id, _why_not_reconcile)
+    run = _applies(session, run_id, _why_not_reconcile)
     if run is None:
         return
-    effect = item.effect if item is not None and item.in_doubt else _in_doubt(app, run)[-1]
+    effect = item.effect if item is not None and item.in_doubt else _in_doubt(session, run)[-1]
     ref = str(effect["position"])
     actions = {"ask": operate.reconcile_ask, "not-done": operate.reconcile_not_done, "abandon": operate.abandon}
 
@@ -115,18 +116,18 @@ def reconcile(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -
             return
         decision, result, note = answer
         if decision == "happened":
-            app.act(operate.reconcile_happened, app.store, run_id, ref, result, note,
+            session.act(operate.reconcile_happened, run_id, ref, result, note,
                     done=f"{effect['name']} recorded as done; {run_id} queued again")
         else:
-            app.act(actions[decision], app.store, run_id, ref, note,
+            session.act(actions[decision], run_id, ref, note,
                     done=f"{effect['name']}: {decision}; {run_id} " + ("cancelled" if decision == "abandon"
                                                                        else "queued again"))
 
-    app.push_screen(ReconcileModal(effect), decided)
+    session.app.push_screen(ReconcileModal(effect), decided)
 
 
-def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
-    run = _applies(app, run_id, _why_not_resume)
+def raise_budget(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
+    run = _applies(session, run_id, _why_not_resume)
     if run is None:
         return
 
@@ -134,39 +135,39 @@ def raise_budget(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None
         if limits:
             said = "unbounded (no default ceilings)" if UNBOUNDED in limits else \
                 ", ".join(f"{k} {v:g}" for k, v in limits.items())
-            app.act(operate.resume, app.store, run_id, budget=limits, done=lambda _: f"{run_id}: {said}; resumed")
+            session.act(operate.resume, run_id, budget=limits, done=lambda _: f"{run_id}: {said}; resumed")
 
-    app.push_screen(BudgetModal(run_view(app.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
+    session.app.push_screen(BudgetModal(run_view(session.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
 
 
-def rule(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+def rule(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
     """`u`: a line for a harness run's RULES.md, committed in its worktree; then the run resumes."""
-    if _applies(app, run_id, lambda app, run: operate.why_not_harness(run)) is None:
+    if _applies(session, run_id, lambda session, run: operate.why_not_harness(run)) is None:
         return
 
     def chosen(text: str | None) -> None:
         if text:
-            app.act(operate.harness_rule, app.store, run_id, text, done=lambda said: said)
+            session.act(operate.harness_rule, run_id, text, done=lambda said: said)
 
-    app.push_screen(RuleModal(), chosen)
+    session.app.push_screen(RuleModal(), chosen)
 
 
-def why_not_fork(app: TuiAgentApp, run: dict, position: int | None = None) -> tuple[int, str | None]:
+def why_not_fork(session: Session, run: dict, position: int | None = None) -> tuple[int, str | None]:
     """The position a fork starts from (None: where the run stopped, after every entry it recorded) and
     operate.py's rule for it."""
-    recorded = recorded_positions(app.reader.conn, run["id"], run["generation"])
+    recorded = recorded_positions(session.reader.conn, run["id"], run["generation"])
     position = recorded if position is None else position
     return position, operate.why_not_fork(recorded, position)
 
 
-def fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+def fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
     """A new run keeping the journal before the selected position, which runs anew (no selection: all the run
     recorded, so the new run goes on from where this one stopped); asks first, then opens the new run."""
-    run = get_run(app.reader, run_id)
-    position, why = why_not_fork(app, run, item.position if item else None)
+    run = get_run(session.reader, run_id)
+    position, why = why_not_fork(session, run, item.position if item else None)
     name = item.name if item else None
     if why:
-        app.notify(f"{run_id}: {why}", severity="warning")
+        session.app.notify(f"{run_id}: {why}", severity="warning")
         return
     kept = f"positions 0-{position - 1}" if position else "nothing"
     goes_on = f"runs #{position} {name} and everything after it anew" if name else \
@@ -177,41 +178,44 @@ def fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> Non
     def confirmed(yes: bool | None) -> None:
         if not yes:
             return
-        new_id = app.act(operate.fork, app.store, run_id, position,
-                         done=lambda new: f"{run_id} forked at #{position} into {new}; queued")
-        if new_id:
-            from .run import RunScreen
+        session.act(operate.fork, run_id, position, done=lambda new: f"{run_id} forked at #{position} into {new}; queued",
+                    then=lambda new_id: _open_run(session, new_id))
 
-            app.push_screen(RunScreen(new_id))
-
-    app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"), confirmed)
+    session.app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"), confirmed)
 
 
-def run_editor(app: TuiAgentApp, argv: list[str]) -> int:
-    """The editor on the app's own terminal: Textual hands it over (`app.suspend()`) and takes it back when the
+def _open_run(session: Session, run_id: str) -> None:
+    """A fork made: its screen opened."""
+    from .run import RunScreen
+
+    session.app.push_screen(RunScreen(run_id))
+
+
+def run_editor(session: Session, argv: list[str]) -> int:
+    """The editor on the session's own terminal: Textual hands it over (`session.app.suspend()`) and takes it back when the
     editor exits. Pilot's headless driver cannot hand over a terminal, so its tests put another in its place."""
     try:
-        with app.suspend():
+        with session.app.suspend():
             return subprocess.run(argv, check=False).returncode
     except SuspendNotSupported:
         raise UserError("this terminal cannot be handed to an editor; use tui-agent fork RUN --edit N") from None
 
 
-def edit_fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -> None:
+def edit_fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
     """`e`: the selected step's result or model reply in the person's editor (editing.py: a private file, removed
     afterwards), checked by operate.py's rules; then, asked first, a fork from that position with the edit in
     place of the recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`); opens the new run."""
     if item is None or item.pending:
-        app.notify(f"{run_id}: select a step or a model reply in the timeline first", severity="warning")
+        session.app.notify(f"{run_id}: select a step or a model reply in the timeline first", severity="warning")
         return
-    entry = operate.recorded_entry(app.reader, run_id, item.position)      # a refusal is the guard's toast
+    entry = operate.recorded_entry(session.reader, run_id, item.position)      # a refusal is the guard's toast
     position, name = entry["position"], entry["name"]
     text = editing.edit_text(editing.as_text(entry["result"]), editing.file_name(entry),
-                             run=lambda argv: run_editor(app, argv))
+                             run=lambda argv: run_editor(session, argv))
     value = editing.parse_edited(text, f"the edited result of #{position} {name}")
     why = operate.why_not_edited(entry["kind"], entry["result"], value)
     if why:
-        app.notify(f"{run_id} #{position} {name}: {why}", severity="warning")
+        session.app.notify(f"{run_id} #{position} {name}: {why}", severity="warning")
         return
     kept = f"positions 0-{position - 1}" if position else "nothing"
     what = "model reply" if entry["kind"] == "model" else "step result"
@@ -222,25 +226,21 @@ def edit_fork(app: TuiAgentApp, run_id: str, item: TimelineItem | None = None) -
     def confirmed(yes: bool | None) -> None:
         if not yes:
             return
-        new_id = app.act(operate.fork_edited, app.store, run_id, position, value, name=name,
-                         generation=entry["generation"],
-                         done=lambda new: f"{run_id} forked at #{position} with {name} edited into {new}; queued")
-        if new_id:
-            from .run import RunScreen
+        session.act(operate.fork_edited, run_id, position, value, name=name, generation=entry["generation"],
+                    done=lambda new: f"{run_id} forked at #{position} with {name} edited into {new}; queued",
+                    then=lambda new_id: _open_run(session, new_id))
 
-            app.push_screen(RunScreen(new_id))
-
-    app.push_screen(ConfirmModal(f"Fork {run_id} with #{position} {name} edited?", question, "Fork it",
+    session.app.push_screen(ConfirmModal(f"Fork {run_id} with #{position} {name} edited?", question, "Fork it",
                                  "Don't fork"), confirmed)
 
 
-def remove_worktree(app: TuiAgentApp, run_id: str) -> None:
+def remove_worktree(session: Session, run_id: str) -> None:
     """`W` on a coding run's screen: its worktree removed once every run working in it has ended, asked first
     (operate.remove_worktree, as `tui-agent worktrees --clean` does for each); the branch stays."""
-    tree = worktree_of(app.reader, run_id)
+    tree = worktree_of(session.reader, run_id)
     why = "it names no worktree that git knows" if tree is None else why_not_remove(tree)
     if why:
-        app.notify(f"{run_id}: {'its worktree stays: ' if tree else ''}{why}", severity="warning")
+        session.app.notify(f"{run_id}: {'its worktree stays: ' if tree else ''}{why}", severity="warning")
         return
     merged = f", merged into {tree.onto}" if tree.merged else f", not merged into {tree.onto}" if tree.onto else ""
     question = (f"{tree.path} ({file_size(tree.size)}) is deleted. Its branch {tree.branch} stays in {tree.repo}"
@@ -248,32 +248,30 @@ def remove_worktree(app: TuiAgentApp, run_id: str) -> None:
 
     def confirmed(yes: bool | None) -> None:
         if yes:
-            app.act(operate.remove_worktree, app.store, run_id,
+            session.act(operate.remove_worktree, run_id,
                     done=lambda removed: f"{run_id}: worktree removed; {branch_advice(removed)}")
 
-    app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
+    session.app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
                     confirmed)
 
 
 SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest stay marked to look at
 
 
-def act_on_marked(app: TuiAgentApp, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
+def act_on_marked(session: Session, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
     """The marked runs together: one confirmation that says how many runs are marked and which of the bulk actions
     applies to how many of them (operate.py's rules, read now), `action` chosen first; then operate.bulk, each run in
     its own write, and a toast with the summary and what stood in the way of the others. `after(decided)` hears
     what was done."""
-    preview = operate.bulk_preview(app.reader, run_ids)
+    preview = operate.bulk_preview(session.reader, run_ids)
 
     def chosen(answer: tuple[str, str | None] | None) -> None:
         if answer is None:
             return
         action, note = answer
-        decided = app.act(operate.bulk, app.store, action, run_ids, note, done=_said)
-        if decided is not None:
-            after(decided)
+        session.act(operate.bulk, action, run_ids, note, done=_said, then=after)
 
-    app.push_screen(BulkModal(len(run_ids), preview, action), chosen)
+    session.app.push_screen(BulkModal(len(run_ids), preview, action), chosen)
 
 
 def _said(decided: operate.Decided) -> str:
@@ -283,27 +281,27 @@ def _said(decided: operate.Decided) -> str:
     return "\n".join(lines)
 
 
-def new_run(app: TuiAgentApp) -> None:
+def new_run(session: Session) -> None:
     def chosen(answer) -> None:
         if answer is not None:
             agent, request = answer
-            app.act(operate.start, app.store, app.registry, agent, request,
+            session.act(operate.start, session.registry, agent, request,
                     done=lambda started: f"{started[0]} queued ({agent}); a worker will pick it up")
 
-    app.push_screen(NewRunModal(app.registry.names()), chosen)
+    session.app.push_screen(NewRunModal(session.registry.names()), chosen)
 
 
 @dataclass(frozen=True)
 class RunAction:
-    """One thing a person does to a run. `why_not(app, run)` is operate.py's rule (None: it applies now): the
+    """One thing a person does to a run. `why_not(session, run)` is operate.py's rule (None: it applies now): the
     key refuses with its words, and the palette offers only what applies."""
 
     name: str
     key: str
     label: str
     title: str
-    why_not: Callable[[TuiAgentApp, dict], str | None]
-    do: Callable[[TuiAgentApp, str, TimelineItem | None], None]
+    why_not: Callable[[Session, dict], str | None]
+    do: Callable[[Session, str, TimelineItem | None], None]
 
     def binding(self, show: bool = True) -> Binding:
         return Binding(self.key, f"run('{self.name}')", self.label, show=show)
@@ -311,12 +309,12 @@ class RunAction:
 
 RUN_ACTIONS = {action.name: action for action in (
     RunAction("resume", "r", "Resume", "Resume", _why_not_resume, resume),
-    RunAction("park", "p", "Park", "Park", lambda app, run: operate.why_not_park(run), park),
-    RunAction("cancel", "x", "Cancel", "Cancel", lambda app, run: operate.why_not_cancel(run), cancel),
+    RunAction("park", "p", "Park", "Park", lambda session, run: operate.why_not_park(run), park),
+    RunAction("cancel", "x", "Cancel", "Cancel", lambda session, run: operate.why_not_cancel(run), cancel),
     RunAction("approve", "a", "Approve", "Approve or deny", _why_not_approve, approve),
     RunAction("reconcile", "c", "Reconcile", "Reconcile an effect", _why_not_reconcile, reconcile),
     RunAction("budget", "b", "Budget", "Raise a budget ceiling", _why_not_resume, raise_budget),
-    RunAction("fork", "f", "Fork here", "Fork", lambda app, run: why_not_fork(app, run)[1], fork),
+    RunAction("fork", "f", "Fork here", "Fork", lambda session, run: why_not_fork(session, run)[1], fork),
 )}
 
 
@@ -325,7 +323,7 @@ def bindings(*names: str, hidden: tuple[str, ...] = ()) -> list[Binding]:
     return [RUN_ACTIONS[name].binding(show=name not in hidden) for name in names]
 
 
-class RunActionKeys:
+class RunActionKeys(Reads):
     """`action_run(name)` for a screen that knows its run and, on the run screen, the selected position."""
 
     def run_target(self) -> tuple[str | None, TimelineItem | None]:
@@ -336,4 +334,4 @@ class RunActionKeys:
         if run_id is None:
             self.notify("no run selected", severity="warning")
         else:
-            self.app.guard(RUN_ACTIONS[name].do, self.app, run_id, item)
+            self.session.guard(RUN_ACTIONS[name].do, self.session, run_id, item)

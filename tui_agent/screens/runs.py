@@ -4,6 +4,7 @@ the selected run is waiting for and which key acts on it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 
 from rich.cells import cell_len
@@ -17,7 +18,7 @@ from .. import operate
 from ..filters import Filter, FilterError, parse
 from ..forecast import WINDOW, sparkline
 from ..format import age, spent, step_cell, tokens
-from ..report import busiest_budget, cost_window, counts, each_run, runs_page, tasks_of
+from ..report import Store, busiest_budget, cost_window, counts, each_run, runs_page, tasks_of
 from ..runtime.clock import now
 from ..states import RunStatus
 from ..widgets.gauges import level_style
@@ -45,6 +46,11 @@ BUDGET_SOFT = 0.7                  # the BUDGET column turns the gauges' soft co
 
 def _width(cell: Text | str) -> int:
     return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+
+
+def _burns(store: Store, rows: list[dict]) -> dict[str, list]:
+    """BURN: each running run's cost per step of its last WINDOW entries (one bounded read each), oldest left."""
+    return {row["id"]: cost_window(store, row["id"], WINDOW) for row in rows if row["status"] == RunStatus.RUNNING}
 
 
 def fitting(cells: list[dict], width: int) -> list[tuple[str, str]]:
@@ -94,13 +100,15 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._shown: dict[str, dict] = {}     # the cells of each run, so a refresh updates only what changed
         self._columns = list(COLUMNS)         # the columns on screen: a narrow one leaves some out
         self._saying: Callable[[float], str] = lambda at: ""  # the strip, said at an instant
+        self._burn: dict[str, list] = {}      # each running run's cost per step, its last WINDOW entries
+        self._figures: tuple[dict, int] = ({"queued": 0, "running": 0, "needs_you": 0}, 0)   # counts, workers
 
     def above_table(self) -> ComposeResult:
         yield Input(placeholder="filter: status:waiting agent:NAME since:3d cost>:0.10 words   (enter applies, "
                                 "escape clears)", id="filter", classes="filter")
 
     def on_mount(self) -> None:
-        self.reload()
+        self.reload_now()
         self.table.focus()
         self.set_interval(AGE_TICK_S, self.tick)
 
@@ -111,17 +119,17 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         (each newest first), or one section of every run newest first."""
         return (True, False) if self.needs_first else (None,)
 
-    def _read(self, limit: int, section: int = 0, before: tuple[float, str] | None = None,
+    def _read(self, store: Store, limit: int, section: int = 0, before: tuple[float, str] | None = None,
               ) -> tuple[list[dict], tuple[int, tuple[float, str] | None] | None]:
         """Up to `limit` rows from `_sections()[section]` after the keyset cursor `before` (from its newest
         without one), going on to the next section from its newest when one runs out; and where the page
         after these starts (section and cursor), None when every section ran out."""
-        reader, sections = self.app.reader, self._sections()
+        sections = self._sections()
         if self.refused:
             return [], None
         rows: list[dict] = []
         while True:
-            rows += runs_page(reader, limit=limit - len(rows), needs_person=sections[section], before=before,
+            rows += runs_page(store, limit=limit - len(rows), needs_person=sections[section], before=before,
                               where=self.where)
             if len(rows) == limit:       # this section may hold more: the next page asks it first
                 return rows, (section, (rows[-1]["created_at"], rows[-1]["id"]))
@@ -129,17 +137,24 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
                 return rows, None
             section, before = section + 1, None
 
-    def reload(self) -> None:
-        """Re-read the loaded pages (`loaded_rows`, the first page and those the person scrolled to, not
-        the whole table) and repaint what changed, keeping the cursor on the same run: when the same runs
-        are shown in the same order in the same columns only changed cells are updated (their columns'
-        widths following), else the table is rebuilt."""
-        read, self._next = self._read(self.loaded_rows)
+    def load(self, store: Store) -> tuple:
+        """The loaded pages (`loaded_rows`, the first page and those the person scrolled to, not the whole
+        table), each running run's burn, and the summary's figures."""
+        read, after = self._read(store, self.loaded_rows)
         held: dict[str, dict] = {}
         for row in read:     # each section is its own read: a run that moved between them is shown once
             held.setdefault(row["id"], row)
+        rows = list(held.values())
+        return rows, after, _burns(store, rows), counts(store), workers_alive(store)
+
+    def show(self, loaded: tuple) -> None:
+        """Repaint what `load` read, keeping the cursor on the same run: when the same runs are shown in the
+        same order in the same columns only changed cells are updated (their columns' widths following), else
+        the table is rebuilt."""
+        rows, self._next, self._burn, figures, alive = loaded
+        self._figures = figures, alive
         at, colours = now(), palette(self.app)
-        self._paint(list(held.values()), {run_id: self._cells(row, at, colours) for run_id, row in held.items()})
+        self._paint(rows, {row["id"]: self._cells(row, at, colours) for row in rows})
         self._summarize()
         self._explain()
 
@@ -170,7 +185,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         far the person scrolled) and added under them; the rows held stay as they are and the cursor stays."""
         if self._next is None:
             return
-        rows, self._next = self._read(PAGE, *self._next)
+        rows, self._next = self._read(self.session.reader, PAGE, *self._next)
+        self._burn.update(_burns(self.session.reader, rows))
         self.loaded_rows += PAGE
         at, colours = now(), palette(self.app)
         rows = [row for row in rows if row["id"] not in self._shown]  # a run moved since the last reload
@@ -206,9 +222,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
     def _cells(self, row: dict, at: float, colours: Palette) -> dict:
         step = step_cell(row["current_step"], row["total_steps"], tasks_of(row["next_input"]))
         busiest = busiest_budget(row)
-        # BURN: cost per step of a running run's last WINDOW entries (one bounded read each), oldest left
-        burn = Text(sparkline(cost_window(self.app.reader, row["id"], WINDOW)),
-                    style=style(colours, "text-primary")) if row["status"] == RunStatus.RUNNING else ""
+        burn = Text(sparkline(self._burn[row["id"]]), style=style(colours, "text-primary")) \
+            if row["id"] in self._burn else ""
         budget = Text(f"{busiest[0].removesuffix('_usd')} {busiest[1]:.0%}",
                       style=level_style(busiest[1], BUDGET_SOFT, colours=colours)) \
             if busiest else Text("–", style="dim")
@@ -222,12 +237,11 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         return self.typed.strip() if self.refused else str(self.where)
 
     def _summarize(self) -> None:
-        figures = counts(self.app.reader)
-        alive = workers_alive(self.app.reader)
+        figures, alive = self._figures
         shown = f" · filter: {self._filter_text()}" if self.where or self.refused else ""
         marked = f" · {len(self.marked)} marked" if self.marked else ""
         self.summary.text = (
-            f"{self.app.store.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
+            f"{self.session.label} · workers {alive} {'●' if alive else '○'} · queued {figures['queued']} · "
             f"running {figures['running']} · needs you {figures['needs_you']}{marked}"
             f"{' · needs you first' if self.needs_first else ' · newest first'}{shown}")
 
@@ -235,11 +249,17 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         """The strip for the selected run, read once; without one, why the table is empty."""
         run_id = self.selected_id()
         if run_id:
-            self._saying = situation_over_time(self.app.reader, run_id)
-        else:
-            empty = self._nothing_shown()
-            self._saying = lambda at: empty
+            self.session.read(self, "explain", lambda store: situation_over_time(store, run_id),
+                              partial(self._explained, run_id))
+            return
+        empty = self._nothing_shown()
+        self._saying = lambda at: empty
         self._say(now())
+
+    def _explained(self, run_id: str, saying: Callable[[float], str]) -> None:
+        if run_id == self.selected_id():     # else the newer selection's read follows
+            self._saying = saying
+            self._say(now())
 
     def _nothing_shown(self) -> str:
         if not (self.where or self.refused):
@@ -290,7 +310,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         """A run action's key: on the marked runs together when any are marked (one confirmation that says which
         actions apply to how many of them), else on the selected run."""
         if self.marked and name in BULK_KEYS:
-            run_actions.act_on_marked(self.app, sorted(self.marked), BULK_KEYS[name], self._acted)
+            run_actions.act_on_marked(self.session, sorted(self.marked), BULK_KEYS[name], self._acted)
         else:
             super().action_run(name)
 
@@ -321,7 +341,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def action_mark_matching(self) -> None:
         """`*`: mark every run the filter selects (every run without one), not only the rows loaded."""
-        chosen = [] if self.refused else each_run(self.app.reader, self.where, now())
+        chosen = [] if self.refused else each_run(self.session.reader, self.where, now())
         found = [run["id"] for run in islice(chosen, MARK_LIMIT)]
         self.marked |= set(found)
         self._remark(found)
@@ -354,7 +374,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self.reload()
 
     def action_new(self) -> None:
-        run_actions.new_run(self.app)
+        run_actions.new_run(self.session)
 
     def action_workers(self) -> None:
         from .workers import WorkersScreen
@@ -374,7 +394,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
         def named(name: str | None) -> None:
             if name:
-                self.app.act(operate.save_filter, self.app.store, name, words, done=lambda said: said)
+                self.session.act(operate.save_filter, name, words, done=lambda said: said)
 
         self.app.push_screen(SaveFilterModal(words), named)
 

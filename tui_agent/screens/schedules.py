@@ -18,6 +18,7 @@ from .. import operate
 from ..format import countdown, in_zone, zoned
 from ..messages import DataChanged
 from ..report import (
+    Store,
     RunNotFound,
     get_run,
     recent_runs,
@@ -26,6 +27,7 @@ from ..report import (
 )
 from ..runtime.clock import now
 from ..runtime.schedule import fires
+from ..session import Reads
 from ..widgets.safe import safe
 from ..widgets.status import badge, mark_of, style_of
 from ..widgets.theme import Palette, follow_theme, palette, style
@@ -66,7 +68,7 @@ class SchedulesScreen(TableScreen):
         self._last: dict[str, dict | None] = {}      # each schedule's last run, when it still exists
 
     def on_mount(self) -> None:
-        self.reload()
+        self.reload_now()
         self.table.focus()
         self.set_interval(1.0, self._count_down)
 
@@ -77,14 +79,16 @@ class SchedulesScreen(TableScreen):
 
     # -- data -----------------------------------------------------------------------------------
 
-    def reload(self) -> None:
-        """Re-read the schedules and repaint in one batch, keeping the cursor on the same schedule."""
+    def load(self, store: Store) -> tuple[list[dict], dict[str, dict | None], int]:
+        rows = schedule_listing(store)
+        return rows, {row["name"]: _run(store, row["last_run_id"]) for row in rows}, workers_alive(store)
+
+    def show(self, loaded: tuple[list[dict], dict[str, dict | None], int]) -> None:
+        """Repaint the schedules read in one batch, keeping the cursor on the same schedule."""
         table = self.table
         selected = self.selected_key()
         old_index = table.cursor_row
-        reader = self.app.reader
-        self._rows = schedule_listing(reader)
-        self._last = {row["name"]: self._run(row["last_run_id"]) for row in self._rows}
+        self._rows, self._last, alive = loaded
         at, colours = now(), palette(self.app)
         with self.app.batch_update():
             table.clear()
@@ -96,20 +100,11 @@ class SchedulesScreen(TableScreen):
             elif names:
                 table.move_cursor(row=min(old_index, len(names) - 1), animate=False)
         enabled = sum(1 for row in self._rows if row["enabled"])
-        alive = workers_alive(reader)
-        summary = Text(f"Schedules · {self.app.store.label} · {len(self._rows)} ({enabled} enabled) · ")
+        summary = Text(f"Schedules · {self.session.label} · {len(self._rows)} ({enabled} enabled) · ")
         summary.append("running workers fire them" if alive else "no worker running: nothing fires (w, +)",
                        style="" if alive else style(colours, LATE))
         self.summary.text = summary
         self._explain()
-
-    def _run(self, run_id: str | None) -> dict | None:
-        if not run_id:
-            return None
-        try:
-            return get_run(self.app.reader, run_id)
-        except RunNotFound:
-            return None
 
     def _cells(self, row: dict, at: float, colours: Palette) -> list:
         enabled = bool(row["enabled"])
@@ -201,13 +196,13 @@ class SchedulesScreen(TableScreen):
             if not enabled:
                 return f"{name} disabled; it does not fire until enabled again"
             try:
-                fresh = next(r for r in schedule_listing(self.app.reader) if r["name"] == name)
+                fresh = next(r for r in schedule_listing(self.session.reader) if r["name"] == name)
                 return (f"{name} enabled; next fire {zoned(fresh['next_fire_at'], fresh['tz'], now())} "
                         f"{fresh['tz']} (fires while it was disabled never count)")
             except StopIteration:
                 return f"{name} enabled"
 
-        self.app.act(operate.schedule_enable, self.app.store, name, enabled, done=done)
+        self.session.act(operate.schedule_enable, name, enabled, done=done)
 
     def action_enable(self) -> None:
         self._switch(True)
@@ -229,7 +224,7 @@ class SchedulesScreen(TableScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.app.act(operate.schedule_fire, self.app.store, self.app.registry, name,
+                self.session.act(operate.schedule_fire, self.session.registry, name,
                              done=lambda fired: str(fired) + ("; a worker will pick it up" if fired.started else ""))
 
         question = (f"Start a run of {row['agent']} now? overlap={row['overlap']}: "
@@ -237,7 +232,17 @@ class SchedulesScreen(TableScreen):
         self.app.push_screen(ConfirmModal(f"Fire {name} now?", question, "Fire it now", "Don't fire"), confirmed)
 
 
-class ScheduleDetail(ModalScreen):
+def _run(store: Store, run_id: str | None) -> dict | None:
+    """A schedule's last run, when it still exists."""
+    if not run_id:
+        return None
+    try:
+        return get_run(store, run_id)
+    except RunNotFound:
+        return None
+
+
+class ScheduleDetail(Reads, ModalScreen):
     """One schedule: its next fires in its own zone, the runs its fires started and its events.
     escape closes; F closes and fires it (asking first)."""
 
@@ -261,18 +266,25 @@ class ScheduleDetail(ModalScreen):
                 yield Button("Close", variant="primary", id="close")
 
     def on_mount(self) -> None:
-        self.reload()
+        self.show(self.load(self.session.reader))
         follow_theme(self, self.reload)
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.app.reread(self.reload)
+        self.reload()
 
     def reload(self) -> None:
-        reader = self.app.reader
-        row = next((r for r in schedule_listing(reader) if r["name"] == self.schedule_name), None)
+        self.session.read(self, "reload", self.load, self.show)
+
+    def load(self, store: Store) -> tuple[dict | None, list[dict], list[dict]]:
+        row = next((r for r in schedule_listing(store) if r["name"] == self.schedule_name), None)
+        if row is None:
+            return None, [], []
+        return row, recent_runs(store, self.schedule_name), schedule_events(store, self.schedule_name)
+
+    def show(self, loaded: tuple[dict | None, list[dict], list[dict]]) -> None:
+        row, runs, events = loaded
         self.query_one("#schedule-detail-text", Static).update(safe(
-            self.describe(row, recent_runs(reader, self.schedule_name),
-                          schedule_events(reader, self.schedule_name), now(), palette(self.app))
+            self.describe(row, runs, events, now(), palette(self.app))
             if row is not None else Text(f"{self.schedule_name} was removed", style="dim")))
 
     def describe(self, row: dict, runs: list[dict], events: list[dict], at: float, colours: Palette) -> Text:

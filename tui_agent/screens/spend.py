@@ -3,7 +3,7 @@ table as `tui-agent spend`, by day, agent or model (`g`), as charged or priced b
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,6 +12,7 @@ from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
 from ..format import NONE, count, spent, usd
+from ..report import Store
 from ..runtime.clock import now
 from ..spend import BY, days_back, report
 from ..widgets.safe import safe
@@ -56,16 +57,21 @@ class SpendScreen(TableScreen):
         yield Static(id="chart", classes="chart")
 
     def on_mount(self) -> None:
-        self.reload()
+        self.reload_now()
         self.table.focus()
 
-    def reload(self) -> None:
-        """Read the report of the last DAYS days again and repaint the chart and the table (the cursor stays on
-        the same row)."""
-        at = now()
+    def load(self, store: Store) -> tuple[str, bool, date, dict]:
+        """The report of the last DAYS days, grouped and priced as asked now."""
+        at, by, reprice = now(), self.by, self.reprice
         today = datetime.fromtimestamp(at).astimezone().date()
         first = datetime.combine(today - timedelta(days=DAYS - 1), datetime.min.time()).astimezone()
-        done = report(self.app.reader, at, self.by, first.timestamp(), reprice=self.reprice)
+        return by, reprice, today, report(store, at, by, first.timestamp(), reprice=reprice)
+
+    def show(self, loaded: tuple[str, bool, date, dict]) -> None:
+        """Repaint the chart and the table (the cursor stays on the same row)."""
+        by, reprice, today, done = loaded
+        if (by, reprice) != (self.by, self.reprice):    # asked before g or r: their own read follows
+            return
         axis = days_back(today, DAYS)
         self._chart(axis, [done["daily"].get(day, 0.0) for day in axis])
         selected = self.selected_key()
@@ -83,7 +89,7 @@ class SpendScreen(TableScreen):
         total = done["total"]
         billed = f" · possibly billed {usd(total['possibly_billed_usd'])}" if total["possibly_billed_usd"] else ""
         prices = f"today's prices ({done['prices_date']})" if self.reprice else "as charged"
-        self.summary.text = (f"{self.app.store.label} · spend of the last {DAYS} days (local) by {self.by} · "
+        self.summary.text = (f"{self.session.label} · spend of the last {DAYS} days (local) by {self.by} · "
                              f"{spent(total['cost_usd'], total['unpriced_calls'], 0)}{billed} · {prices}")
         self._explain()
 

@@ -1,7 +1,9 @@
 """The shape the list screens share: a summary line, a table with a row cursor, a strip that
-explains the selected row, and the footer; re-read whenever the database changed."""
+explains the selected row, and the footer; re-read on the reader thread whenever the database changed."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,12 +11,15 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from ..messages import DataChanged
+from ..session import Reads
+from ..report import Store
 from ..widgets.caption import Caption
 from ..widgets.footer import KeysFooter
+from ..widgets.pending import Pending
 from ..widgets.theme import follow_theme
 
 
-class TableScreen(Screen):
+class TableScreen(Reads, Screen):
     COLUMNS: list[tuple[str, str]] = []
     TABLE_ID = "table"
     STRIP_ID = "situation"
@@ -31,6 +36,7 @@ class TableScreen(Screen):
             table.add_column(label, key=key)
         yield table
         yield Caption(id=self.STRIP_ID, classes="situation")
+        yield Pending()
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -52,8 +58,21 @@ class TableScreen(Screen):
     def above_table(self) -> ComposeResult:
         yield from ()
 
-    def reload(self) -> None:
+    def load(self, store: Store) -> Any:
+        """What the screen shows, read from `store` (on the reader thread, or on the loop for the first paint)."""
         raise NotImplementedError
+
+    def show(self, loaded: Any) -> None:
+        """Paint what `load` read."""
+        raise NotImplementedError
+
+    def reload(self) -> None:
+        """Read again on the reader thread; the screen paints when it answers."""
+        self.session.read(self, "reload", self.load, self.show)
+
+    def reload_now(self) -> None:
+        """The first paint, read on the loop: what a screen opens with."""
+        self.show(self.load(self.session.reader))
 
     def selected_key(self) -> str | None:
         table = self.table
@@ -62,10 +81,10 @@ class TableScreen(Screen):
         return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
 
     def on_data_changed(self, message: DataChanged) -> None:
-        self.app.reread(self.reload)
+        self.reload()
 
     def on_screen_resume(self) -> None:
-        self.app.reread(self.reload)
+        self.reload()
 
     def action_cursor_down(self) -> None:
         self.table.action_cursor_down()

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 from .. import operate
 from ..format import ago, skew
 from ..format import column_span as span
-from ..report import workers_listing
+from ..report import Store, workers_listing
 from ..runtime.clock import now
 from ..runtime.liveness import label, on_this_host, worker_state
 from ..runtime.worker import worker_name
@@ -31,6 +31,11 @@ STATE_TONES = {WorkerState.ALIVE: "text-success", WorkerState.CLOCK_AHEAD: LATE,
                WorkerState.DEAD: "text-error", WorkerState.STOPPED: "foreground-muted"}
 ORDER = {state: i for i, state in enumerate(WorkerState)}
 NONE = Text("–", style="dim")
+
+
+def stop_worker(store: Store, pid: int, kill: bool = False) -> None:
+    """operate.stop_worker as an action of the session (which hands every action its store): a signal only."""
+    operate.stop_worker(pid, kill=kill)
 
 
 def _row_key(worker: str, run_id: str | None) -> str:
@@ -56,19 +61,21 @@ class WorkersScreen(TableScreen):
         self._follow: str | None = None                          # a worker just started: select it once it shows
 
     def on_mount(self) -> None:
-        self.reload()
+        self.reload_now()
         self.table.focus()
         self.set_interval(TICK_S, self.tick)
 
     # -- data -----------------------------------------------------------------------------------
 
-    def reload(self) -> None:
-        """Re-read the workers and repaint in one batch, keeping the cursor on the same worker."""
+    def load(self, store: Store) -> list[dict]:
+        return workers_listing(store)
+
+    def show(self, workers: list[dict]) -> None:
+        """Repaint the workers read in one batch, keeping the cursor on the same worker."""
         table = self.table
         selected_key, selected_worker = self._selected()
         old_index = table.cursor_row
         at, colours = now(), palette(self.app)
-        workers = workers_listing(self.app.reader)
         workers.sort(key=lambda w: ORDER[worker_state(w, at)])      # stable: newest first inside each state
         self._workers = workers
         self._rows = []
@@ -132,7 +139,7 @@ class WorkersScreen(TableScreen):
 
     def tick(self) -> None:
         """Every half second: ages, states and leases move on even when nothing was written."""
-        for process in self.app.spawned:
+        for process in self.session.spawned:
             process.poll()                  # reap a worker this app started, so its exit shows
         if not self.is_current:
             return
@@ -149,8 +156,8 @@ class WorkersScreen(TableScreen):
         states = [worker_state(w, at) for w in self._workers]
         held = sum(len(w["runs"]) for w in self._workers)
         figures = [f"{states.count(s)} {label(s)}" for s in ORDER if states.count(s)]
-        mine = sum(1 for p in self.app.spawned if p.returncode is None)
-        text = (f"Workers · {self.app.store.label} · " + (" · ".join(figures) or "none yet")
+        mine = sum(1 for p in self.session.spawned if p.returncode is None)
+        text = (f"Workers · {self.session.label} · " + (" · ".join(figures) or "none yet")
                 + f" · {held} run{'s' * (held != 1)} held" + (f" · {mine} mine" if mine else ""))
         self.summary.text = text
 
@@ -204,7 +211,7 @@ class WorkersScreen(TableScreen):
     def _process(self, worker: dict) -> subprocess.Popen | None:
         if not on_this_host(worker):
             return None
-        return next((p for p in self.app.spawned if p.pid == worker["pid"]), None)
+        return next((p for p in self.session.spawned if p.pid == worker["pid"]), None)
 
     def _selected(self) -> tuple[str | None, str | None]:
         key = self.selected_key() if self._rows else None
@@ -222,13 +229,14 @@ class WorkersScreen(TableScreen):
     # -- actions --------------------------------------------------------------------------------
 
     def action_start(self) -> None:
-        app = self.app
-        name = worker_name()
-        process = app.act(operate.start_worker, app.store, app.durability, app.agent_modules, name,
-                          done=lambda p: f"{name} started (pid {p.pid})")
-        if process is not None:
-            app.spawned.append(process)
+        session, name = self.session, worker_name()
+
+        def started(process: subprocess.Popen) -> None:
+            session.spawned.append(process)
             self._follow = name
+
+        session.act(operate.start_worker, session.durability, session.agent_modules, name,
+                    done=lambda p: f"{name} started (pid {p.pid})", then=started)
 
     def _signalable(self) -> dict | None:
         """The selected worker, if a signal can reach it from here."""
@@ -249,7 +257,7 @@ class WorkersScreen(TableScreen):
     def action_stop(self) -> None:
         worker = self._signalable()
         if worker is not None:
-            self.app.act(operate.stop_worker, worker["pid"],
+            self.session.act(stop_worker, worker["pid"],
                          done=f"{worker['name']}: SIGTERM sent (pid {worker['pid']}); it finishes its step, "
                               "hands its runs back and stops")
 
@@ -261,7 +269,7 @@ class WorkersScreen(TableScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.app.act(operate.stop_worker, pid, kill=True,
+                self.session.act(stop_worker, pid, kill=True,
                              done=f"{name} killed (SIGKILL, pid {pid}); a worker on this host takes its runs over "
                                   "once nothing of it is left, else when their leases run out")
 

@@ -64,7 +64,8 @@ def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connec
     return conn
 
 
-def as_it_is(conn: sqlite3.Connection, path: Path) -> tuple[sqlite3.Connection, EnvironmentStop | None]:
+def as_it_is(conn: sqlite3.Connection, path: Path, any_thread: bool = False,
+             ) -> tuple[sqlite3.Connection, EnvironmentStop | None]:
     """`conn` after its first read, and None. Every reader of a WAL file makes the WAL's index (`-shm`, `-wal`)
     beside it; in a read-only folder or on a full disk it cannot. When that is why the read failed and no `-wal`
     with frames is there (so the file alone holds every commit), a connection that reads the file as it is
@@ -78,7 +79,8 @@ def as_it_is(conn: sqlite3.Connection, path: Path) -> tuple[sqlite3.Connection, 
         stop = stop_for(e, path)
         if stop is None or stop.kind not in (READ_ONLY, FULL) or _wal_has_frames(path):
             raise
-        return sqlite3.connect(read_only_uri(path) + "&immutable=1", uri=True, isolation_level=None), stop
+        return sqlite3.connect(read_only_uri(path) + "&immutable=1", uri=True, isolation_level=None,
+                               check_same_thread=not any_thread), stop
 
 
 def _wal_has_frames(path: Path) -> bool:
@@ -212,12 +214,14 @@ class SqliteStore(Store):
     """The per-user SQLite file: one connection in autocommit mode; writers use `write()` (or `write_one`), the
     first of which refuses a damaged file (store/integrity.py) or one that can only be read as it is (`as_it_is`)."""
 
-    def __init__(self, path: Path, durability: str = "full", create: bool = True) -> None:
+    def __init__(self, path: Path, durability: str = "full", create: bool = True, any_thread: bool = False) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor
-        its folders are made (a mistyped --db must not leave an empty database behind)."""
+        its folders are made (a mistyped --db must not leave an empty database behind). `any_thread`: the
+        connection may be handed to another thread (one thread at a time uses it: the TUI's reader and actor)."""
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         super().__init__()
+        self._any_thread = any_thread
         self._unchecked = True                     # no write yet: the first one checks the file (_first_write)
         self.cannot_write: EnvironmentStop | None = None
         self.path = Path(path)
@@ -251,8 +255,9 @@ class SqliteStore(Store):
             raise
 
     def _connect(self, durability: str) -> None:
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
-        self.conn, self.cannot_write = as_it_is(conn, self.path)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000,
+                               check_same_thread=not self._any_thread)
+        self.conn, self.cannot_write = as_it_is(conn, self.path, self._any_thread)
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
@@ -330,11 +335,16 @@ class SqliteStore(Store):
         return wal.checkpoint(self)
 
 
-def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True) -> Store:
+def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True, *,
+               any_thread: bool = False, statement_timeout_s: float | None = None) -> Store:
     """The database at `path` (None: the per-user default): a SQLite file, or a PostgreSQL server's database
-    named by a postgresql:// URL."""
+    named by a postgresql:// URL.
+
+    `any_thread`: the connection may be handed to another thread, used by one thread at a time (a psycopg
+    connection always may be). `statement_timeout_s`: on PostgreSQL, a statement that runs longer is cancelled,
+    the environment's BUSY stop (SQLite's readers never wait on a writer, so it has none)."""
     if path is not None and is_url(path):
         # psycopg is an optional extra: imported only for a URL
         from .postgres import PostgresStore
-        return PostgresStore(path, durability, create)
-    return SqliteStore(default_path() if path is None else Path(path), durability, create)
+        return PostgresStore(path, durability, create, statement_timeout_s=statement_timeout_s)
+    return SqliteStore(default_path() if path is None else Path(path), durability, create, any_thread)

@@ -257,7 +257,10 @@ class _SharedWrite(_Write):
 
 
 class PostgresStore(Store):
-    def __init__(self, url: str, durability: str = "full", create: bool = True) -> None:
+    def __init__(self, url: str, durability: str = "full", create: bool = True, *,
+                 statement_timeout_s: float | None = None) -> None:
+        """`statement_timeout_s`: a statement running longer is cancelled (the TUI's sessions: a slow server
+        cannot hold a screen), the BUSY stop; None leaves the server's default."""
         if durability not in SYNCHRONOUS:
             raise StoreError(f"durability must be one of {', '.join(SYNCHRONOUS)}, not {durability!r}")
         super().__init__()
@@ -268,6 +271,8 @@ class PostgresStore(Store):
         self.data_dir = data_dir_for_url(self.path)
         self._settings = {"synchronous_commit": SYNCHRONOUS[durability],   # set again on a new connection
                           "idle_in_transaction_session_timeout": str(IDLE_IN_WRITE_MS)}
+        if statement_timeout_s is not None:
+            self._settings["statement_timeout"] = str(int(statement_timeout_s * 1000))
         self._snapshot: str | None = None     # the server's snapshot at the last data_version
         self._changes = 0                     # how often it was found to have moved: data_version
         self.conn = _Connection(self._connect(first=True), self._reconnect)
@@ -413,6 +418,10 @@ class PostgresStore(Store):
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
         state = getattr(error, "sqlstate", "")
+        if state == "57014" and "statement_timeout" in self._settings:
+            return EnvironmentStop(BUSY, f"{self.path} did not answer within the statement timeout of "
+                                   f"{int(self._settings['statement_timeout']) / 1000:g} s; nothing was lost; "
+                                   "try again")
         if state in ("55P03", "57014", "40P01"):   # lock timeout, statement timeout, deadlock
             return EnvironmentStop(BUSY, f"{self.path} is busy: another session held tui-agent's write lock past "
                                    f"{BUSY_TIMEOUT_MS / 1000:g} s; nothing was lost; run the command again")
