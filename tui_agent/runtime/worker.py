@@ -20,7 +20,7 @@ from ..strict_json import read_stored
 from . import traces
 from .budget import BudgetMeter
 from .clock import CLOCK, Clock, clock_time
-from .context import Context, StepObserver
+from .context import Context, StepObserver, last_entry_at
 from .control import RunControl
 from .faults import SimulatedCrash
 from .outcomes import CodeChanged, StepFailed, Suspend
@@ -107,7 +107,7 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
         at = clock.now()
         settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
                    result_artifact=artifact, error=error, wake_at=wake_at,
-                   wall_s=at - (ctx._last_at if ctx else claim.claimed_at),
+                   wall_s=at - (last_entry_at(ctx) if ctx else claim.claimed_at),
                    traceback=as_column(raised))
         if turn is not None:
             turn.settled(status, reason, message, wake_at, raised, run["created_at"])
