@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..errors import StepTimedOut
 from ..format import span
-from ..states import EffectState, Reason, RunStatus
+from ..states import EffectState, EventKind, Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, open_store
 from ..store.effects import effect_at, set_state
 from ..store.events import add_event
@@ -112,7 +112,7 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
         waited = seconds(flight.timeout_s)
         if flight.effect is not None:
             set_state(conn, flight.effect, EffectState.UNKNOWN, at)
-            add_event(conn, run, at, "effect", f"{flight.name}: outcome unknown: do was still running after "
+            add_event(conn, run, at, EventKind.EFFECT, f"{flight.name}: outcome unknown: do was still running after "
                       f"{waited}, its deadline; reconciled as after a crash", claim.worker, claim.fence)
             settle(status=RunStatus.QUEUED, reason=Reason.RESUMED,
                    message=f"handed back: effect {flight.name!r} passed its deadline; the next claim reconciles it",

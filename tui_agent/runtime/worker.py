@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import ParkRun, Unreadable, UserError
 from ..models import provider_for
-from ..states import Reason, RunStatus
+from ..states import EventKind, Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
@@ -194,7 +194,7 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> N
         check_fence(conn, claim.run_id, claim.fence, at, None)
         conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
                      (agent.code_version, agent.version, claim.run_id))
-        add_event(conn, claim.run_id, at, "code_version",
+        add_event(conn, claim.run_id, at, EventKind.CODE_VERSION,
                   f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
                      else "") + ")", claim.worker, claim.fence)
