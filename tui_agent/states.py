@@ -114,6 +114,14 @@ class EventKind(StrEnum):
     REMINDER = "reminder"
 
 
+class TurnEnd(StrEnum):
+    """How a worker's turn of a run ended for that worker (runtime/worker.Outcome's `kind`)."""
+
+    SETTLED = "settled"   # the worker settled the run, or its deadline watcher did: the outcome's `settled`
+    REFUSED = "refused"   # another lease or a person took the run
+    DROPPED = "dropped"   # the database stayed busy, or its server away, past the lease: nothing was settled
+
+
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 # An attempt went out (or may have) and nobody recorded what came of it: it must be reconciled, never retried.
 # `intended` is not in doubt: nothing was sent yet. Tuples keep the order messages list them in.

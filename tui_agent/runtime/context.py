@@ -538,13 +538,15 @@ class Context:
         """
         position, recorded, _ = self._journal.next(name)
         if not recorded:
-            self._journal.record(position, name, EntryKind.STEP, message, self.clock.now(), 0.0,
-                                 also=lambda conn: self._journal.event(conn, EventKind.NOTE, message))
+            at = self.clock.now()
+            self._journal.record(position, name, EntryKind.STEP, message, at, 0.0,
+                                 also=lambda conn: self._journal.event(conn, EventKind.NOTE, message, at))
 
     def _report(self, kind: EntryKind, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
-        position, recorded, _ = self._journal.next(kind)
+        name = kind.value   # the entry's name is its kind's, a plain string as a recorded name is
+        position, recorded, _ = self._journal.next(name)
         if not recorded:
-            self._journal.record(position, kind, kind, value, self.clock.now(), 0.0)
+            self._journal.record(position, name, kind, value, self.clock.now(), 0.0)
         found = feed(self._plateau) if self._plateau is not None else None
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
             action = self._plateau.plateau.action

@@ -144,8 +144,7 @@ class Recorder:
         with self.write(at) as conn:
             record_soft(conn, self.run_id, position, dimensions, at)
             for dimension in crossed:
-                add_event(conn, self.run_id, at, EventKind.BUDGET, self.budget.describe(dimension), self.worker,
-                          self.fence)
+                self.event(conn, EventKind.BUDGET, self.budget.describe(dimension), at)
         self.budget.soft_dimensions = dimensions
         if self.soft_position is None:
             self.soft_position = position
@@ -293,7 +292,7 @@ class Recorder:
             self._renew(conn, self.clock.now() if at is None else at)
             yield conn
 
-    def event(self, conn: sqlite3.Connection, kind: str, message: str) -> None:
-        """Add one of the run's events in the caller's fenced write."""
-        add_event(conn, self.run_id, self.clock.now(), kind, message, self.worker, self.fence)
+    def event(self, conn: sqlite3.Connection, kind: str, message: str, at: float | None = None) -> None:
+        """Add one of the run's events, at `at` or now, in the caller's fenced write."""
+        add_event(conn, self.run_id, self.clock.now() if at is None else at, kind, message, self.worker, self.fence)
 
