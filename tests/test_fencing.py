@@ -7,6 +7,7 @@ from tui_agent import Agent
 from tui_agent.operate import start
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.worker import execute
+from tui_agent.states import TurnEnd
 from tui_agent.store import FenceRefused
 from tui_agent.store.journal import add_entry, add_step, fold_step, journal_for, load_checkpoint
 from tui_agent.store.runs import (
@@ -121,7 +122,7 @@ def test_a_worker_whose_fence_is_stale_stops_the_run_without_writing(store, cloc
     claim_run(store, run_id, "w-b", 10, now())
     events_before = events_for(store, run_id)
     outcome = execute(store, registry, stale)
-    assert outcome.status == "refused"
+    assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.REFUSED, None, "refused")
     assert journal_for(store, run_id) == []
     assert events_for(store, run_id) == events_before
     assert get_run(store, run_id)["worker"] == "w-b"
@@ -190,3 +191,11 @@ def test_a_worker_only_claims_agents_it_knows(store):
     assert claim_next(store, "w-x", 30, ["other"], now()) is None
     assert claim_next(store, "w-x", 30, ["noop"], now()) is not None
 
+
+
+def test_a_turn_that_settles_the_run_says_so_apart_from_its_status(store, clock):
+    registry = _noop_agent()
+    run_id, _ = start(store, registry, "noop", {})
+    outcome = execute(store, registry, claim_run(store, run_id, "w-a", 10, now()))
+    assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.SETTLED, "succeeded", "succeeded")
+    assert get_run(store, run_id)["status"] == outcome.settled

@@ -120,3 +120,103 @@ def test_the_app_check_sees_type_checking_imports(tmp_path):
     })
     assert app_importers(engine_files(package, ["screens", "widgets"]), package) == ["screens/run_actions.py: tui_agent.app", "screens/run_actions.py: tui_agent.app.TuiAgentApp",
                      "widgets/footer.py: tui_agent.app"]
+
+
+# The modules that may touch what `Context` keeps private: the class itself and the journal recorder it owns.
+CONTEXT_INSIDE = ["runtime/context.py", "runtime/journal.py"]
+
+
+def context_privates(package: Path = PACKAGE) -> set[str]:
+    """The private names of `Context`: its `_methods` and every `self._x` its methods assign."""
+    tree = ast.parse((package / "runtime" / "context.py").read_text())
+    [context] = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Context"]
+    names = set()
+    for node in ast.walk(context):
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("_") and not node.name.startswith("__"):
+            names.add(node.name)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name)
+              and node.value.id == "self" and node.attr.startswith("_")):
+            names.add(node.attr)
+    return names
+
+
+def _is_context(node: ast.expr, annotated: set[str]) -> bool:
+    """An expression that holds a Context by the code's own conventions: `ctx`, `context`, `x.ctx`, or a name
+    annotated `Context`."""
+    if isinstance(node, ast.Name):
+        return node.id in ("ctx", "context") or node.id in annotated
+    return isinstance(node, ast.Attribute) and node.attr in ("ctx", "context")
+
+
+def _annotated_context(tree: ast.AST) -> set[str]:
+    """The names a module annotates as a Context (`x: Context`, `x: Context | None`)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            hint, name = node.annotation, node.arg
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            hint, name = node.annotation, node.target.id
+        else:
+            continue
+        if "Context" in {n.id for n in ast.walk(hint) if isinstance(n, ast.Name)} | (
+                {hint.value} if isinstance(hint, ast.Constant) else set()):
+            names.add(name)
+    return names
+
+
+def context_reach(files: list[Path], package: Path = PACKAGE) -> list[str]:
+    """Every `x._name` outside CONTEXT_INSIDE on what is a Context: a private attribute of `ctx` (and the other
+    Context names of _is_context), or one of Context's own private names on `self` in a subclass of Context, or
+    defined there to override it."""
+    privates = context_privates(package)
+    found = set()
+    for path in files:
+        where = path.relative_to(package).as_posix()
+        if where in CONTEXT_INSIDE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        annotated = _annotated_context(tree)
+        subclasses = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                      and any(ast.unparse(base).split(".")[-1] == "Context" for base in node.bases)]
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and _is_context(node.value, annotated)):
+                found.add(f"{where}: {ast.unparse(node)}")
+        for cls in subclasses:
+            for node in ast.walk(cls):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+                        and node.attr in privates):
+                    found.add(f"{where}: {ast.unparse(node)} (in {cls.name}, a Context)")
+                elif isinstance(node, ast.FunctionDef) and node.name in privates:
+                    found.add(f"{where}: def {node.name} (in {cls.name}, a Context)")
+    return sorted(found)
+
+
+def test_only_the_context_and_its_recorder_touch_what_the_context_keeps_private():
+    """The journal's private state is the recorder's (runtime/journal.py): effects, waits, loops, commands, the
+    worker and the replay cassette go through it or through Context's public calls."""
+    for inside in CONTEXT_INSIDE:
+        assert (PACKAGE / inside).is_file(), f"CONTEXT_INSIDE lists {inside}, which does not exist"
+    assert {"_journal", "_store", "_step"} <= context_privates()
+    assert context_reach(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_context_check_sees_every_way_of_reaching_in(tmp_path):
+    package = _tree(tmp_path, {
+        "runtime/context.py": ("class Context:\n    def __init__(self):\n        self._store = 1\n"
+                               "        self.public = 2\n    def _next(self):\n        return self._store\n"),
+        "runtime/journal.py": "def fine(ctx):\n    return ctx._store\n",
+        "runtime/effects.py": ("class _Effect:\n    def attempt(self):\n        return self.ctx._next()\n\n"
+                               "def perform(ctx):\n    return ctx._store, ctx.public\n"),
+        "runtime/worker.py": ("from .context import Context\n\ndef turn(run: Context | None, other):\n"
+                              "    return run._store, other._store\n"),
+        "replay.py": ("from .runtime import context\n\nclass _Cassette(context.Context):\n"
+                      "    def _next(self):\n        return self._store, self._own\n"),
+    })
+    assert context_reach(sorted(package.rglob("*.py")), package) == [
+        "replay.py: def _next (in _Cassette, a Context)",
+        "replay.py: self._store (in _Cassette, a Context)",
+        "runtime/effects.py: ctx._store",
+        "runtime/effects.py: self.ctx._next",
+        "runtime/worker.py: run._store",
+    ]

@@ -4,6 +4,7 @@ docs/architecture.md section 3.1, and the SQL (store.runs.NEEDS_PERSON, the part
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from tui_agent.states import (
     EXIT_OK,
     EXIT_WAITING,
     TERMINAL,
+    CallState,
+    EntryKind,
+    EventKind,
     Reason,
     RunStatus,
     WorkerState,
@@ -126,3 +130,18 @@ def test_the_sql_agrees_with_needs_person_on_every_pair(tmp_path):
     assert by_sql == by_index == wanted
     assert others == set(expected) - wanted
     assert set(_pairs()) <= set(pairs)
+
+
+def test_the_journal_table_lists_every_entry_kind_and_no_other():
+    """Section 11's `journal_rows` row names the kinds a journal entry has: EntryKind's members, and no other."""
+    text = ARCHITECTURE.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `journal_rows`"))
+    listed = re.search(r"kind \(([^)]*)\)", row)[1]
+    assert set(re.findall(r"`([^`]+)`", listed)) == set(EntryKind)
+
+
+def test_the_vocabularies_are_the_strings_the_database_holds():
+    """Str enums: a member is its stored string, so rows, SQL parameters and JSON stay as they were."""
+    assert EntryKind.MODEL == "model" and f"{EntryKind.TOOL}" == "tool"
+    assert {CallState.IN_FLIGHT, CallState.ANSWERED, CallState.FAILED} == {"in_flight", "answered", "failed"}
+    assert EventKind.RETRY == "retry" and json.dumps([EventKind.NOTE]) == '["note"]'

@@ -44,6 +44,7 @@ from .report import (
 )
 from .runtime.results import decode, parse
 from .safe_text import json_text
+from .states import EntryKind
 from .store import artifacts
 from .store.runs import resolve_run
 from .strict_json import finite
@@ -167,7 +168,7 @@ def same_result(a: dict, b: dict, store: Store) -> bool:
     if a["artifact"] is None and b["artifact"] is None:
         if a["result"] == b["result"]:
             return True
-        if a["kind"] == "model" == b["kind"] and a["result"] is not None and b["result"] is not None:
+        if a["kind"] == EntryKind.MODEL == b["kind"] and a["result"] is not None and b["result"] is not None:
             return _without_id(a["result"]) == _without_id(b["result"])
         return False
     if a["artifact"] is None or b["artifact"] is None:
@@ -176,7 +177,7 @@ def same_result(a: dict, b: dict, store: Store) -> bool:
         return True
     try:
         first, second = artifacts.load(store, a["artifact"]), artifacts.load(store, b["artifact"])
-        if a["kind"] == "model" == b["kind"]:
+        if a["kind"] == EntryKind.MODEL == b["kind"]:
             return _without_id(first.decode("utf-8")) == _without_id(second.decode("utf-8"))
         return first == second
     except OSError:
@@ -398,7 +399,7 @@ def side_text(row: dict | None, width: int = NAME_W) -> str:
         return f"{'—':<{width}} {'':>8} {'':>8}"
     name = row["name"] + (f" {EDITED}" if row.get("edited") else "")
     name = name if len(name) <= width else name[: width - 1] + "…"
-    cost = money(row["cost_usd"]) if row["cost_usd"] is not None else ("$?" if row["kind"] == "model" else "")
+    cost = money(row["cost_usd"]) if row["cost_usd"] is not None else ("$?" if row["kind"] == EntryKind.MODEL else "")
     return f"{name:<{width}} {duration_ms(row['duration_s'] * 1000):>8} {cost:>8}"
 
 

@@ -47,7 +47,7 @@ from .agents.files import shown
 from .errors import UserError
 from .output_file import refusal
 from .runtime.clock import iso, now
-from .states import TERMINAL, RunStatus
+from .states import TERMINAL, EventKind, RunStatus
 from .store import Store, artifacts, open_store
 from .store.db import read_only
 from .store.events import add_event
@@ -245,7 +245,7 @@ def import_runs(source: Store, meta: dict, target: Store, file: str, adopt: bool
             mark(target.conn, [run for run in runs if run not in carried.adopted], carried.source,
                  carried.exported_at, at)
             for run in carried.adopted:
-                add_event(target.conn, run, at, "adopted", f"adopted by {who} from {carried.source} (exported "
+                add_event(target.conn, run, at, EventKind.ADOPTED, f"adopted by {who} from {carried.source} (exported "
                           f"{iso(carried.exported_at)}, imported from {shown(file)}): this database runs it now, and "
                           f"{carried.source} must not resume it (both would do its pending effects)", who)
     return Carried(**{**carried.__dict__, "counts": tally.counts()})

@@ -33,6 +33,8 @@ from .states import (
     IN_DOUBT,
     TERMINAL,
     EffectState,
+    EntryKind,
+    EventKind,
     Reason,
     RunStatus,
     budget_dimension,
@@ -268,7 +270,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 
 def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
-    add_event(conn, run["id"], at, "decision", message, who)
+    add_event(conn, run["id"], at, EventKind.DECISION, message, who)
     requeue(conn, run["id"], run["status"], Reason.RESUMED, f"queued: {message}", at)
 
 
@@ -554,7 +556,7 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(after), run["id"]))
             raised = ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" if k != UNBOUNDED else
                                "unbounded (no default ceilings)" for k in budget)
-            add_event(conn, run["id"], at, "budget", f"budget changed by {who}: {raised}", who)
+            add_event(conn, run["id"], at, EventKind.BUDGET, f"budget changed by {who}: {raised}", who)
         if restart:
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
@@ -600,7 +602,7 @@ def why_not_edit(kind: str) -> str | None:
 def why_not_edited(kind: str, recorded: Any, edited: Any) -> str | None:
     """What is wrong with `edited` in place of `recorded`: a model reply must stay a reply (an object with
     `role` "assistant" and `content` a list of blocks), and an edit that changes nothing forks nothing."""
-    if kind == "model":
+    if kind == EntryKind.MODEL:
         if not isinstance(edited, dict):
             return f"an edited model reply must be a JSON object (a Messages API reply), not a {_json_type(edited)}"
         if edited.get("role") != "assistant":
@@ -833,7 +835,7 @@ def harness_rule(store: Store, run_ref: str, text: str) -> str:
     run, settings, place = _harness_run(store, run_ref)
     commit = add_rule(place, run["id"], settings["rules"], text)
     with store.write() as conn:
-        add_event(conn, run["id"], now(), "rule", f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
+        add_event(conn, run["id"], now(), EventKind.RULE, f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
                   f"{' '.join(text.split())}", _person())
     return f"{run['id']}: rule committed in {place['worktree']} ({commit[:12]}); {_resumed_if_waiting(store, run)}"
 
@@ -854,5 +856,5 @@ def harness_limit(store: Store, run_ref: str, limits: dict[str, int]) -> str:
     artifacts.save(store, where, json.dumps(after).encode())
     said = ", ".join(f"{name} {before.get(name, settings[name])} -> {value}" for name, value in limits.items())
     with store.write() as conn:
-        add_event(conn, run["id"], now(), "limit", f"{_person()} raised the harness's ceilings: {said}", _person())
+        add_event(conn, run["id"], now(), EventKind.LIMIT, f"{_person()} raised the harness's ceilings: {said}", _person())
     return f"{run['id']}: {said}; {_resumed_if_waiting(store, run)}"

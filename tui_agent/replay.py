@@ -25,13 +25,14 @@ from .errors import ParkRun, UserError
 from .models import provider_for
 from .models.scripted import ScriptedProvider
 from .runtime.clock import now
-from .runtime.context import Context, shared_prefix
+from .runtime.context import Context, asking, shared_prefix
+from .runtime.journal import Recorder
 from .runtime.outcomes import CodeChanged, Suspend
 from .runtime.registry import Registry
 from .runtime.results import decode, digest
 from .states import TERMINAL, RunStatus
 from .store import Store, model_calls, open_store
-from .store.journal import load_checkpoint, load_entries, recorded_inputs
+from .store.journal import Checkpoint, load_checkpoint, load_entries, recorded_inputs
 from .store.runs import Claim, get_run, last_finished, resolve_run
 
 # What a divergence can be: the code calls another name at a position; makes a call the recorded run never
@@ -106,35 +107,42 @@ class _Stop(BaseException):
         self.position, self.name, self.divergence = position, name, divergence
 
 
-class _Cassette(Context):
-    """A Context whose every call is answered from the journal; a call it cannot answer stops the replay."""
+class _Tape(Recorder):
+    """A recorder that answers every call from the journal; a call it cannot answer stops the replay."""
 
-    def __init__(self, *args: Any, check_inputs: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._check_inputs = check_inputs
-
-    def _recorded_name(self, position: int) -> str | None:
-        return self._entries[position][1] if position < len(self._entries) else None
-
-    def event(self, message: str) -> None:
-        """Nothing: a replay writes no event (the database is opened query-only)."""
-
-    def _next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
-        position = self._position
-        recorded = self._recorded_name(position)
-        if recorded is None:
+    def next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
+        position = self.position
+        if position >= len(self.entries):
             raise _Stop(position, name)
         try:
-            return super()._next(name, **needs)
+            return super().next(name, **needs)
         except CodeChanged:
+            recorded = self.entries[position][1]
             raise _Stop(position, name, Divergence(
                 position, "name", recorded, name,
                 f"#{position}: the journal holds {recorded!r} here, the code now calls {name!r}")) from None
 
+
+class _Cassette(Context):
+    """A Context whose journal is a `_Tape`, which also compares a step's arguments and a model call's request
+    with what the run recorded."""
+
+    def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
+                 entries: list[tuple], provider: Any, *, agent: Any, registry: Registry, check_inputs: bool) -> None:
+        super().__init__(store, claim, request, artifact_dir, checkpoint, entries, provider, agent=agent,
+                         registry=registry, recorder=_Tape)
+        self._db, self._names, self._check_inputs = store, [entry[1] for entry in entries], check_inputs
+
+    def _recorded_name(self, position: int) -> str | None:
+        return self._names[position] if position < len(self._names) else None
+
+    def event(self, message: str) -> None:
+        """Nothing: a replay writes no event (the database is opened query-only)."""
+
     def step(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        position = self._position
+        position = self.position
         if self._check_inputs and self._recorded_name(position) == name:
-            recorded = recorded_inputs(self._store, self.run_id, self.generation, position)
+            recorded = recorded_inputs(self._db, self.run_id, self.generation, position)
             if recorded is not None and recorded != digest(args, kwargs):
                 raise _Stop(position, name, Divergence(
                     position, "inputs", name, name,
@@ -144,11 +152,12 @@ class _Cassette(Context):
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: Any = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
-        position = self._position
+        position = self.position
         if self._recorded_name(position) == name:
-            recorded = model_calls.answered_request(self._store, self.run_id, self.generation, position)
+            recorded = model_calls.answered_request(self._db, self.run_id, self.generation, position)
             if recorded is not None:
-                diff = self._request_diff(recorded, self._model_id(model), max_tokens, system, tools, messages)
+                chosen, previous = asking(self, model)
+                diff = self._request_diff(recorded, chosen, previous, max_tokens, system, tools, messages)
                 if diff:
                     raise _Stop(position, name, Divergence(
                         position, "model-request", name, name,
@@ -156,8 +165,8 @@ class _Cassette(Context):
         return super().model(name, messages=messages, max_tokens=max_tokens, model=model, system=system,
                              tools=tools, cache=cache)
 
-    def _request_diff(self, recorded: dict, model_id: str, max_tokens: int, system: Any, tools: Any,
-                      messages: list[dict]) -> tuple[str, ...]:
+    def _request_diff(self, recorded: dict, model_id: str, previous: list[dict], max_tokens: int, system: Any,
+                      tools: Any, messages: list[dict]) -> tuple[str, ...]:
         """The fields that differ from the recorded request, compactly. The calls before this one matched,
         so the recorded messages are the previous call's first `after` and the ones it added."""
         lines: list[str] = []
@@ -167,16 +176,16 @@ class _Cassette(Context):
                 lines.append(f"{field}: recorded {was!r}, now {is_now!r}")
         for field, value in (("system", system), ("tools", tools)):
             if recorded[field] != model_calls.part_digest(value):
-                lines += _text_diff(field, model_calls.part(self._store, self.run_id, recorded[field]), value)
-        was = _normal(self._last_messages[:recorded["after"]] + recorded["messages"])
+                lines += _text_diff(field, model_calls.part(self._db, self.run_id, recorded[field]), value)
+        was = _normal(previous[:recorded["after"]] + recorded["messages"])
         is_now = _normal(messages)
         if was != is_now:
             lines += _messages_diff(was, is_now)
         return tuple(lines)
 
     def start_run(self, agent: str, request: Any, key: str | None = None, model: str = "default") -> list:
-        raise _Stop(self._position, None, Divergence(
-            self._position, "side-effect", None, None,
+        raise _Stop(self.position, None, Divergence(
+            self.position, "side-effect", None, None,
             f"the code starts a run of {agent!r} outside a step; a replay cannot answer that from the journal"))
 
 

@@ -22,7 +22,7 @@ from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.liveness import worker_state
 from .runtime.results import decode
-from .states import TERMINAL, Reason, RunStatus, ahead_s, budget_dimension
+from .states import TERMINAL, CallState, Reason, RunStatus, ahead_s, budget_dimension
 from .store import Store as Store
 from .store import artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
@@ -43,7 +43,7 @@ from .store.journal import (
     journal_pages,
 )
 from .store.journal import cost_window as cost_window
-from .store.model_calls import IN_FLIGHT, Held, calls_for, held_by, possibly_billed
+from .store.model_calls import Held, calls_for, held_by, possibly_billed
 from .store.runs import RunNotFound as RunNotFound
 from .store.runs import counts as counts
 from .store.runs import data_version as data_version
@@ -76,7 +76,7 @@ def live_line(name: str, provider: str, tokens: int, elapsed_s: float) -> str:
 
 def _call(row: dict, at: float) -> dict:
     """A model call attempt for the report: seconds so far while in flight, else how long it took."""
-    end = at if row["state"] == IN_FLIGHT else row["updated_at"]
+    end = at if row["state"] == CallState.IN_FLIGHT else row["updated_at"]
     return {**iso_times(row), "elapsed_s": round(max(0.0, end - row["started_at"]), 3)}
 
 

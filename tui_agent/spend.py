@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta, timezone
 
 from .models.pricing import PRICES_DATE, cost_usd
 from .runtime.clock import iso
+from .states import CallState
 from .store import Store
 from .store.spend import BUCKET_S, calls_spending, spending
 
@@ -62,7 +63,7 @@ def day_of(bucket: int, utc: bool) -> date:
 
 def _repriced(call: dict) -> dict:
     """A call of calls_spending as a piece of `spending`, priced by today's table."""
-    answered = call["state"] == "answered"
+    answered = call["state"] == CallState.ANSWERED
     if answered:
         usage = _usage(call["usage"])
         price = None if usage is None else cost_usd(call["model"], usage)

@@ -65,6 +65,63 @@ class WorkerState(StrEnum):
     STOPPED = "stopped"
 
 
+class EntryKind(StrEnum):
+    """What a journal entry records (`journal.kind`), one per journaled call of `Context`."""
+
+    STEP = "step"              # step, run_command, note, spent, and a loop's check
+    MODEL = "model"
+    TOOL = "tool"              # one tool result of agent_loop
+    EFFECT = "effect"
+    SLEEP = "sleep"            # sleep and sleep_until: the wake time
+    APPROVAL = "approval"      # a person's decision
+    PROGRESS = "progress"
+    FAILURE = "failure"
+
+
+class CallState(StrEnum):
+    """A model call's attempt (`model_calls.state`); `died` is how a reader shows an `in_flight` row whose worker
+    is gone, and is never stored."""
+
+    IN_FLIGHT = "in_flight"
+    ANSWERED = "answered"
+    FAILED = "failed"
+    DIED = "died"
+
+
+class EventKind(StrEnum):
+    """What a line of a run's events says (`events.kind`), besides a status the run entered, whose event is named
+    after its RunStatus. Schedules' events have kinds of their own (runtime/schedule.py)."""
+
+    CLAIMED = "claimed"
+    WOKE = "woke"
+    TAKEOVER = "takeover"
+    RETRY = "retry"
+    BUDGET = "budget"
+    EFFECT = "effect"
+    APPROVAL = "approval"
+    COMMAND = "command"
+    MODEL = "model"
+    AGENT = "agent"           # ctx.event
+    NOTE = "note"             # ctx.note
+    CODE_VERSION = "code_version"
+    DECISION = "decision"
+    FORKED = "forked"
+    EDITED = "edited"
+    ADOPTED = "adopted"
+    WORKTREE = "worktree"
+    RULE = "rule"
+    LIMIT = "limit"
+    REMINDER = "reminder"
+
+
+class TurnEnd(StrEnum):
+    """How a worker's turn of a run ended for that worker (runtime/worker.Outcome's `kind`)."""
+
+    SETTLED = "settled"   # the worker settled the run, or its deadline watcher did: the outcome's `settled`
+    REFUSED = "refused"   # another lease or a person took the run
+    DROPPED = "dropped"   # the database stayed busy, or its server away, past the lease: nothing was settled
+
+
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 # An attempt went out (or may have) and nobody recorded what came of it: it must be reconciled, never retried.
 # `intended` is not in doubt: nothing was sent yet. Tuples keep the order messages list them in.

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .agents import worktree as git_tree
 from .agents.githost import read_pulls
-from .states import TERMINAL, RunStatus
+from .states import TERMINAL, EventKind, RunStatus
 from .store import Store
 from .store.coding_runs import family, naming_worktrees, runs_shown
 from .store.events import add_event
@@ -170,7 +170,7 @@ def remove(store: Store, tree: Worktree, who: str, at: float) -> Worktree:
             raise ValueError(str(e)) from None
         said = f"worktree {tree.path} removed by {who}; {branch_advice(tree)}"
         for run in tree.runs:
-            add_event(conn, run["id"], at, "worktree", said, who)
+            add_event(conn, run["id"], at, EventKind.WORKTREE, said, who)
     return tree
 
 

@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EffectDeclined, ParkRun, PermanentError
-from ..runtime import commands
 from ..runtime.agent import PATIENCE_S, Agent, RetryPolicy
-from ..runtime.context import Context
+from ..runtime.context import Context, programs_started, run_program
 from ..runtime.outcomes import ACTIONS, Suspend
 from ..runtime.plateau import Plateau, PlateauDetector
 from ..states import Reason, RunStatus, budget_reason
@@ -323,8 +322,8 @@ def _act(ctx: Context, s: dict, place: dict, load: dict, failure: str | None, ke
     command = s["worker"]["command"]
     argv = [arg.replace("{prompt}", prompt) for arg in command]
     given = any("{prompt}" in arg for arg in command)
-    ran = commands.run(ctx, "coding agent", argv, tree, None if given else prompt, None, s["timeout_s"],
-                       AGENT_LOG_LIMIT)
+    ran = run_program(ctx, "coding agent", argv, tree, None if given else prompt, None, s["timeout_s"],
+                      AGENT_LOG_LIMIT)
     cost = harness_check.claude_cost(ran["stdout"]) if s["worker"].get("cost_from") == "claude-json" else None
     said = [line for line in ran["stdout"].splitlines() if line.strip()]
     agent = {"exit": ran["exit"], "seconds": ran["duration_s"], "log": ran["stdout_artifact"],
@@ -545,7 +544,7 @@ def _iteration(ctx: Context, s: dict, place: dict, load: dict, loop: Loop) -> di
     if "command" in s["worker"]:
         at = ctx.position
         outcome = ctx.effect(name, key=key, do=lambda k: _act(ctx, s, place, load, failure, k), **lookup)
-        starts = commands.started(ctx, at, "coding agent")
+        starts = programs_started(ctx, at, "coding agent")
         cost = outcome.get("cost_usd")
         ctx.spent(f"{name}: spend", model_calls=max(starts, 1), cost_usd=cost,
                   unpriced_calls=max(starts, 1) - 1 if cost is not None else 0)

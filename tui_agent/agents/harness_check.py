@@ -15,13 +15,8 @@ import re
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from ..runtime import commands
+from ..runtime.context import Context, run_program
 from ..runtime.plateau import fingerprint
-
-if TYPE_CHECKING:
-    from ..runtime.context import Context
 
 PASS, FAIL = "pass", "fail"
 _VERBOSE = re.compile(r"^(?P<name>\w+) \((?P<where>[\w.]+)\)(?:\n.*?)?? \.\.\. (?P<verdict>ok|FAIL|ERROR|skipped\b.*|"
@@ -49,7 +44,7 @@ def run_check(ctx: Context, name: str, tree: Path, argv: list[str], timeout_s: f
         run = [*argv, f"--junitxml={junit}", "-p", "no:cacheprovider"] if which == "pytest" else argv
         if which == "unittest" and not {"-v", "--verbose"} & set(argv):
             run = [*argv, "-v"]
-        done = commands.run(ctx, name, run, tree, None, {"PYTHONDONTWRITEBYTECODE": "1"}, timeout_s, _OUTPUT_LIMIT)
+        done = run_program(ctx, name, run, tree, None, {"PYTHONDONTWRITEBYTECODE": "1"}, timeout_s, _OUTPUT_LIMIT)
         text = done["stdout"] + done["stderr"]
         tests = _junit(junit) if which == "pytest" else _verbose(text) if which == "unittest" else None
     passed = done["exit"] == 0

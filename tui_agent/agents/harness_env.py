@@ -17,12 +17,8 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..runtime import commands
-
-if TYPE_CHECKING:
-    from ..runtime.context import Context
+from ..runtime.context import Context, run_program
 
 LOCKS = ("uv.lock", "poetry.lock", "requirements*.txt", "package-lock.json", "pnpm-lock.yaml", "Cargo.lock", "go.sum")
 _PYTHON = re.compile(r"^python[0-9.]*$")
@@ -70,7 +66,7 @@ def identify(ctx: Context, settings: dict, tree: Path) -> dict:
     if "command" in worker:
         ids["agent"] = _program(worker["command"][0], tree)
         if worker.get("version_command") and not ids["agent"].get("missing"):
-            said = commands.run(ctx, "agent version", worker["version_command"], tree, None, None, 60, 4096)
+            said = run_program(ctx, "agent version", worker["version_command"], tree, None, None, 60, 4096)
             ids["agent_version"] = (said["stdout"].strip().splitlines() or [f"exit {said['exit']}"])[0]
     check = _resolved(settings["check"][0], tree)
     if check is not None and _PYTHON.match(check.name):

@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from ..errors import StepTimedOut
 from ..store import artifacts
@@ -47,9 +47,7 @@ from ..store import commands as rows
 from ..store.host import process_start
 from .control import kill_group
 from .faults import crash_point
-
-if TYPE_CHECKING:
-    from .context import Context
+from .journal import Recorder
 
 OUTPUT_LIMIT = 64 * 1024   # bytes of stdout and of stderr kept in the entry (the last ones)
 # The gate, on a pipe as its standard input: wait for the go line (end of file: the worker died first, so run
@@ -59,20 +57,20 @@ GATE = 'read -r go || exit 126; input=$1; shift; exec "$@" <"$input"'
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def run(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
-        env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
+def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: str | Path | None,
+        stdin: str | bytes | None, env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
     """Run the program inside the journaled call in progress (a step's function, an effect's `do`: the position
-    before `ctx.position`), recorded as its program; returns what Context.run_command journals. Not journaled
+    before the journal's position), recorded as its program; returns what Context.run_command journals. Not journaled
     itself: a caller that is not a step records what it returns."""
     if not argv:
         raise ValueError("run_command needs a program to run: argv is empty")
     merged = None if env is None else {**os.environ, **env}
     _findable(argv[0], cwd, merged)
-    position = ctx.position - 1
-    ctx._programs += 1
-    relative = f"{ctx._artifact_dir}/commands/g{ctx.generation}-{position:05d}-f{ctx.fence}-{ctx._programs}-" \
-               f"{_UNSAFE.sub('-', name)[:40]}"
-    folder = ctx.artifact_dir / "commands"
+    position = journal.position - 1
+    journal.programs += 1
+    relative = f"{journal.artifact_dir}/commands/g{journal.generation}-{position:05d}-f{journal.fence}-" \
+               f"{journal.programs}-{_UNSAFE.sub('-', name)[:40]}"
+    folder = artifact_dir / "commands"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     base = folder / Path(relative).name
     with (open(f"{base}.stdout", "w+b") as out, open(f"{base}.stderr", "w+b") as err,
@@ -80,9 +78,9 @@ def run(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin:
         into.write(stdin.encode() if isinstance(stdin, str) else stdin or b"")
         into.flush()
         t0 = time.monotonic()
-        child, command_id = _started(ctx, name, position, [into.name, *argv], env,
+        child, command_id = _started(journal, name, position, [into.name, *argv], env,
                                      dict(cwd=cwd, stdout=out, stderr=err, env=merged))
-        control = ctx._control
+        control = journal.control
         try:
             code = child.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -96,16 +94,16 @@ def run(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin:
                 child.wait()
             if control is not None:
                 control.disown(child.pid)
-            rows.ended(ctx._store, command_id, child.returncode, ctx.clock.now())
+            rows.ended(journal.store, command_id, child.returncode, journal.clock.now())
         duration = round(time.monotonic() - t0, 3)
-        kept = {stream: _keep(ctx, f"{relative}.{stream}", handle)
+        kept = {stream: _keep(journal, f"{relative}.{stream}", handle)
                 for stream, handle in (("stdout", out), ("stderr", err))}
         return {"argv": argv, "env": sorted(env or ()), "exit": code, "duration_s": duration,
                 "stdout": _tail(out, output_limit), "stderr": _tail(err, output_limit),
                 "stdout_artifact": kept["stdout"], "stderr_artifact": kept["stderr"]}
 
 
-def _started(ctx: Context, name: str, position: int, gated: list[str], env: Mapping[str, str] | None,
+def _started(journal: Recorder, name: str, position: int, gated: list[str], env: Mapping[str, str] | None,
              files: dict) -> tuple[subprocess.Popen, int]:
     """The program started behind its gate, its row committed, then let go; (the process, its row's id).
     `gated`: the input file's path, then the program's argv. When the row cannot be written (the run was taken,
@@ -120,17 +118,18 @@ def _started(ctx: Context, name: str, position: int, gated: list[str], env: Mapp
             os.close(gate)
         try:
             crash_point("command-gated", name)
-            with ctx._write() as conn:
-                command_id = rows.begin(conn, run_id=ctx.run_id, generation=ctx.generation, position=position,
-                                        name=name, fence=ctx.fence, argv=argv, env=list(env or ()), pgid=child.pid,
-                                        pid_started=process_start(child.pid), now=ctx.clock.now())
+            with journal.write() as conn:
+                command_id = rows.begin(conn, run_id=journal.run_id, generation=journal.generation,
+                                        position=position, name=name, fence=journal.fence, argv=argv,
+                                        env=list(env or ()), pgid=child.pid, pid_started=process_start(child.pid),
+                                        now=journal.clock.now())
         except BaseException:
             os.close(go)
             go = None
             child.wait()   # the gate read end of file: it exits without running the program
             raise
-        if ctx._control is not None:
-            ctx._control.adopt(child.pid)
+        if journal.control is not None:
+            journal.control.adopt(child.pid)
         os.write(go, b"go\n")
         return child, command_id
     finally:
@@ -149,13 +148,13 @@ def _findable(program: str, cwd: str | Path | None, env: Mapping[str, str] | Non
         raise FileNotFoundError(errno.ENOENT, "no such program, or not executable", program)
 
 
-def _keep(ctx: Context, relative: str, handle: IO[bytes]) -> str:
+def _keep(journal: Recorder, relative: str, handle: IO[bytes]) -> str:
     """Where the whole stream is kept, as `show` prints it: the file itself, or on a store whose artifacts are rows,
     the copy saved there."""
-    if artifacts.folder(ctx._store) is None:
+    if artifacts.folder(journal.store) is None:
         handle.seek(0)
-        return artifacts.save(ctx._store, relative, handle.read())
-    return artifacts.where(ctx._store, relative)
+        return artifacts.save(journal.store, relative, handle.read())
+    return artifacts.where(journal.store, relative)
 
 
 def _tail(file: IO[bytes], limit: int) -> str:
@@ -163,7 +162,8 @@ def _tail(file: IO[bytes], limit: int) -> str:
     return os.pread(file.fileno(), limit, max(0, size - limit)).decode("utf-8", errors="replace")
 
 
-def started(ctx: Context, position: int, name: str) -> int:
+def started(journal: Recorder, position: int, name: str) -> int:
     """How many programs named `name` were started inside the journaled call at `position`, those a dead worker
     started included: what was spent on them stays counted."""
-    return sum(row["name"] == name for row in rows.of_position(ctx._store.conn, ctx.run_id, ctx.generation, position))
+    return sum(row["name"] == name
+               for row in rows.of_position(journal.store.conn, journal.run_id, journal.generation, position))

@@ -4,15 +4,11 @@ and name; a recorded call returns its recorded result instead of running again."
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-from ..errors import ParkRun, Unreadable
 from ..models import (
     Provider,
     Unresolved,
@@ -21,45 +17,29 @@ from ..models import (
     provider_for,
 )
 from ..models.caching import with_cache_marks
-from ..states import Reason, RunStatus
+from ..states import EntryKind, EventKind, Reason, RunStatus
 from ..store import Claim, Store, artifacts, model_calls
 from ..store import prune as prune_runs
-from ..store.events import add_event
-from ..store.journal import (
-    FOLD_EVERY,
-    NO_USAGE,
-    Checkpoint,
-    Usage,
-    add_entry,
-    add_step,
-    fold_step,
-    record_soft,
-    write_entry,
-)
-from ..store.runs import check_fence, create_run, lineage, record_model, renewal
+from ..store.journal import Checkpoint, Usage
+from ..store.runs import create_run, lineage, record_model, renewal
 from . import commands, loop, waits
 from .agent import BUDGET_DIMENSIONS, DEFAULT_RETRY, Agent
 from .budget import BudgetMeter
-from .clock import CLOCK, Clock, clock_time
+from .clock import CLOCK, Clock
 from .commands import OUTPUT_LIMIT
 from .control import RunControl
-from .deadlines import InFlight
 from .effects import perform
 from .faults import crash_point
+from .journal import NO_KWARGS, UNSET, Recorder
 from .live import LiveCall
-from .outcomes import ACTIONS, CodeChanged, StepFailed, Suspend
+from .outcomes import ACTIONS, Suspend
 from .plateau import DEFAULT_PLATEAU, PlateauDetector
 from .plateau import fingerprint as plateau_fingerprint
 from .registry import Registry
-from .results import ARTIFACT_THRESHOLD, decode, digest, encode, parse, place
-from .retry import Retry, after_failure, failing_since, patience_ran_out, record_retry
+from .results import digest
 from .tools import Tool
 from .traces import Turn
 
-_UNSET = object()
-_NEVER = float("inf")
-_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
-_PLAIN = (str, int, float, bool, type(None))
 _MODEL_DIMENSIONS = ("model_calls", "input_tokens", "output_tokens", "cost_usd")
 
 StepObserver = Callable[["Context", int, str, bool], None]
@@ -109,7 +89,7 @@ class Context:
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
                  soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None,
-                 trace: Turn | None = None) -> None:
+                 trace: Turn | None = None, recorder: type[Recorder] = Recorder) -> None:
         self.clock = clock  # the run's time: the process's clock, or a scenario's own (the simulator moves it)
         self._registry = registry   # the agents this worker knows: what `start_run` may start
         self.run_id = claim.run_id
@@ -127,45 +107,38 @@ class Context:
         self._store = store
         self._claim = claim
         self._artifact_dir = artifact_dir
-        self._checkpoint = checkpoint
-        self._folded_at = checkpoint.current_step   # the checkpoint row counts the positions before this
-        self._plan_unsaved = False                  # plan() changed a field only the checkpoint row holds
-        self._entries = entries
-        self._position = 0
         self._model_calls = 0
         self._last_messages: list[dict] = []   # the previous model call's, so a request records only what is new
         self._switched: str | None = None      # the model the degrade hook switched to
-        self._inside: str | None = None        # the step whose function is running: it may not journal
-        self._on_step = on_step
         self._on_live = getattr(on_step, "live", None)  # an observer may also show a model call's live count
-        self._retry = (agent.retry if agent else None) or DEFAULT_RETRY
-        self._step_timeout = agent.step_timeout_s if agent else None
-        self._degrade = agent.degrade if agent else None
         self._plateau = PlateauDetector(agent.plateau or DEFAULT_PLATEAU) if agent else None
         self._journal_inputs = agent.journal_inputs if agent else False
-        self._control = control
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
-        self._soft_position = soft_position
-        self._programs = 0   # programs run_command started in this claim (names their output files)
-        self._last_at = claim.claimed_at
-        self._renew_at = claim.claimed_at + claim.lease_s / 2
-        self._trace = trace   # this turn's span (runtime/traces.py), None while tracing is off
+        self._journal = journal = recorder(
+            store, claim, artifact_dir, checkpoint, entries, clock=clock, budget=self.budget,
+            retry=(agent.retry if agent else None) or DEFAULT_RETRY,
+            step_timeout=agent.step_timeout_s if agent else None, control=control, soft_position=soft_position,
+            trace=trace)
+        if on_step is not None:
+            journal.on_step = lambda position, name, replayed: on_step(self, position, name, replayed)
+        if agent is not None and agent.degrade is not None:
+            journal.degrade = lambda: agent.degrade(self)
 
     @property
     def position(self) -> int:
         """The position the next journaled call will take."""
-        return self._position
+        return self._journal.position
 
     @property
     def replaying(self) -> bool:
         """True while the next journaled call is answered from the journal instead of being made."""
-        return self._position < len(self._entries)
+        return self._journal.replaying
 
     @property
     def total_steps(self) -> int | None:
         """The run's expected length, as `plan` last declared it, or None when it never did."""
-        return self._checkpoint.total_steps
+        return self._journal.checkpoint.total_steps
 
     @property
     def lineage(self) -> tuple[str, ...]:
@@ -178,7 +151,7 @@ class Context:
             self._lineage = lineage(self._store, self.run_id)
         return self._lineage
 
-    def plan(self, total_steps: int | None = None, revision: int | None = None, next_input: Any = _UNSET) -> None:
+    def plan(self, total_steps: int | None = None, revision: int | None = None, next_input: Any = UNSET) -> None:
         """Declare the run's expected length, plan revision or next input, saved with the next journaled call.
 
         It journals nothing by itself. An argument left out keeps its value.
@@ -189,202 +162,7 @@ class Context:
             next_input: Any JSON value saying what the run will do next, shown with its checkpoint by
                 `tui-agent show --json`. A `"tasks": [done, total]` in it is shown by the runs list.
         """
-        self._plan_unsaved = True
-        if total_steps is not None:
-            self._checkpoint.total_steps = total_steps
-        if revision is not None:
-            self._checkpoint.plan_revision = revision
-        if next_input is not _UNSET:
-            self._checkpoint.next_input = encode(next_input, "next_input")
-
-    # -- the journal ---------------------------------------------------------------------------
-
-    def _next(self, name: str, **needs: float) -> tuple[int, bool, Any]:
-        """Take the next position; (position, recorded?, recorded value). A new call must fit the budget:
-        one more step, the running time so far, and any `needs` (a model call's reservation)."""
-        if self._control is not None:
-            self._control.check()
-        if self._inside is not None:
-            raise RuntimeError(f"{name!r} was called inside step {self._inside!r}: a step's function (or a loop's "
-                               "check) must not make journaled calls, since a replay does not run it")
-        position = self._position
-        self._position = position + 1
-        if position >= len(self._entries):
-            self.budget.admit_step(self.clock.now() - self._last_at)
-            if needs:
-                self.budget.admit(**needs)
-            return position, False, None
-        _, recorded, result, artifact = self._entries[position]
-        if recorded != name:
-            raise CodeChanged(position, recorded, name)
-        try:
-            value = decode(self._store, result, artifact)
-        except Unreadable as e:   # recorded by an older version, or changed by another program
-            where = f" (the artifact {artifact})" if artifact else ""
-            raise Unreadable(f"journal.result of #{position} {recorded!r}{where}", e.why) from None
-        if self._on_step is not None:
-            self._on_step(self, position, name, True)
-        if self._trace is not None:
-            self._trace.replayed(position, name)
-        if position == self._soft_position:
-            self._degrade_now()
-        return position, True, value
-
-    def _degrade_now(self) -> None:
-        """The first soft crossing, live or replayed at the same position: the agent's hook, once."""
-        if not self.budget.soft_exceeded:
-            self.budget.soft_exceeded = True
-            if self._degrade is not None:
-                self._degrade(self)
-
-    def _cross_soft(self, position: int, crossed: list[str]) -> None:
-        at = self.clock.now()
-        dimensions = self.budget.soft_dimensions + crossed
-        with self._write(at) as conn:
-            record_soft(conn, self.run_id, position, dimensions, at)
-            for dimension in crossed:
-                add_event(conn, self.run_id, at, "budget", self.budget.describe(dimension), self.worker, self.fence)
-        self.budget.soft_dimensions = dimensions
-        if self._soft_position is None:
-            self._soft_position = position
-        self._degrade_now()
-
-    def _attempt(self, position: int, name: str, call: Callable[..., Any],
-                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
-                 kwargs: Mapping[str, Any] = _NO_KWARGS, timeout_s: float | None | object = _UNSET,
-                 ) -> tuple[Any, int, float, float]:
-        """Call `call(*args, **kwargs)` until it succeeds, retrying temporary errors by the agent's policy (runtime/retry.py
-        `after_failure`); returns (value, attempts, started_at, duration). Failed attempts are committed, so a crash
-        does not reset the count; `failed(conn, error)` adds to that commit. A service still unreachable when the
-        policy's patience runs out parks the run (reason environment): resuming it tries the step again. Each
-        attempt has `timeout_s` (default: the agent's `step_timeout_s`) to return before the deadline watcher
-        hands the run on (runtime/deadlines.py)."""
-        attempts = self._checkpoint.step_attempts
-        self._checkpoint.step_attempts = 0
-        control = self._control
-        timeout = self._step_timeout if timeout_s is _UNSET else timeout_s
-        allowed = _NEVER if timeout is None else timeout
-        while True:
-            started_at = self.clock.now()
-            t0 = self.clock.perf()
-            if control is not None:   # what the deadline watcher reads: one assignment, no hand-off
-                control.in_flight = InFlight._make((started_at + allowed, self, position, name, attempts, timeout,
-                                                    None))
-            try:
-                try:
-                    value = call(*args, **kwargs)
-                finally:
-                    if control is not None:
-                        control.in_flight = None
-                return value, attempts + 1, started_at, self.clock.perf() - t0
-            except ParkRun:
-                raise   # a person looks first: not a failed attempt
-            except Exception as e:
-                attempts += 1
-                retry = self._after_failure(e, attempts)
-                if retry.again or failed is not None:
-                    at = self.clock.now()
-                    with self._write(at) as conn:
-                        if failed is not None:
-                            failed(conn, e)
-                        if retry.again:
-                            record_retry(conn, self.run_id, name, attempts, e, retry.delay_s, at, self.worker,
-                                         self.fence)
-                said = f"step {position} {name!r} raised {type(e).__name__}: {e}"
-                if retry.out_of_patience:
-                    raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, patience_ran_out(
-                        self._retry, retry, f"step {position} {name!r}", attempts, e, self.run_id), error=said) from e
-                if not retry.again:
-                    raise StepFailed(position, name, e, attempts) from e
-                self._back_off(name, attempts, retry.delay_s, said)
-
-    def _after_failure(self, error: Exception, attempts: int) -> Retry:
-        """What the retry policy says follows failed attempt `attempts` (runtime/retry.py `after_failure`). A step
-        that passed its deadline comes here too, from the deadline watcher (StepTimedOut)."""
-        return after_failure(self._retry, error, attempts, lambda: self._failing_s(attempts))
-
-    def _failing_s(self, attempts: int) -> float:
-        """How long the step of failed attempt `attempts` (the newest, not recorded yet) has been failing."""
-        at = self.clock.now()
-        since = failing_since(self._store.conn, self.run_id, attempts - 1)
-        return at - (at if since is None else since)
-
-    def _back_off(self, name: str, attempts: int, delay: float, error: str | None = None) -> None:
-        """Wait before attempt `attempts + 1`: here when short, as a durable wait (no worker held) when long. `error`:
-        how the attempt failed, kept with the waiting run for the screens."""
-        if delay > self._retry.wait_over_s:
-            wake_at = self.clock.now() + delay
-            raise Suspend(RunStatus.WAITING, Reason.RETRY, f"{name}: attempt {attempts + 1} at {clock_time(wake_at)}, "
-                          f"after a {delay:.0f}s back-off" + (f"; the last: {error}" if error else ""),
-                          wake_at=wake_at, error=error) from None
-        if self._control is not None:
-            self._control.pause(delay)
-        else:
-            time.sleep(delay)
-
-    def _record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
-                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
-                attempts: int = 1, inputs: str | None = None, detail: Mapping[str, Any] | None = None) -> Any:
-        """Commit one journal entry (with `also(conn)` in the same fenced transaction); returns the
-        value as a replay will see it, after the JSON round trip. `detail`: what the entry's trace span says
-        beside the entry itself (runtime/traces.py `Turn.recorded`)."""
-        encoded = encode(value, kind, name)
-        result, artifact = encoded, None
-        if len(encoded) > ARTIFACT_THRESHOLD:
-            result, artifact = place(self._store, self._artifact_dir,
-                                     f"g{self.generation}-{position:05d}-f{self.fence}-{name}", encoded)
-        at = self.clock.now()
-        wall, self._last_at = at - self._last_at, at
-        # A plain step commits its row alone, one statement; the checkpoint row moves every FOLD_EVERY steps, and
-        # with any entry that changes more than the step count and running time (usage, a reset attempt count, a
-        # new plan), or that commits more (`also`, a lease renewal).
-        plain = usage is NO_USAGE and attempts == 1 and not self._plan_unsaved and also is None and at <= self._renew_at
-        if plain and position + 1 - self._folded_at < FOLD_EVERY:
-            add_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                     started_at, duration_s, wall, inputs)
-        elif plain:   # its turn to fold: a transaction of its own (on a server one statement, as add_step's)
-            fold_step(self._store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                      started_at, duration_s, wall, self._checkpoint, at, inputs)
-            self._folded_at = position + 1
-        else:
-            renew = at > self._renew_at   # less than half the lease is left: renew it in this commit
-
-            def commit() -> None:   # shared: its first statement (the renewal, or add_entry's fence check) locks
-                with self._store.write_shared() as conn:   # the run's row; `also` writes only rows of this run
-                    if renew:   # from the moment the lock is held (the write may have waited)
-                        self._renew(conn, self.clock.now())
-                    add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result,
-                              artifact, attempts, started_at, duration_s, self._checkpoint, at, usage, cost, wall,
-                              inputs)
-                    if also is not None:
-                        also(conn)
-
-            write_entry(self._store, self.run_id, self.generation, position, self.fence, commit)
-            self._folded_at, self._plan_unsaved = position + 1, False
-        crossed = self.budget.charge(usage, wall)
-        if crossed:
-            self._cross_soft(position, crossed)
-        if self._on_step is not None:
-            self._on_step(self, position, name, False)
-        if self._trace is not None:
-            self._trace.recorded(position, name, kind, value, started_at, duration_s, attempts, cost, detail)
-        return value if type(value) in _PLAIN else parse(encoded)
-
-    def _renew(self, conn: sqlite3.Connection, at: float) -> None:
-        check_fence(conn, self.run_id, self.fence, at, at + self._claim.lease_s)
-        self._renewed(at)
-
-    def _renewed(self, at: float) -> None:
-        self._renew_at = at + self._claim.lease_s / 2
-        if self._control is not None:
-            self._control.renewed(at + self._claim.lease_s)
-
-    @contextmanager
-    def _write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
-        """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
-        with self._store.write() as conn:
-            self._renew(conn, self.clock.now() if at is None else at)
-            yield conn
+        self._journal.plan(total_steps, revision, next_input)
 
     # -- what agents call ----------------------------------------------------------------------
 
@@ -405,7 +183,7 @@ class Context:
         Returns:
             What `fn` returned, as it comes back from JSON. A value that is not JSON fails the run.
         """
-        return self._step(name, fn, args, kwargs, _UNSET)
+        return self._step(name, fn, args, kwargs, UNSET)
 
     def within(self, timeout_s: float | None) -> Within:
         """Give the next step its own deadline in place of the agent's `step_timeout_s`.
@@ -424,24 +202,26 @@ class Context:
 
     def _step(self, name: str, fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
               timeout_s: float | None | object) -> Any:
-        position, recorded, value = self._next(name)
+        journal = self._journal
+        position, recorded, value = journal.next(name)
         if recorded:
             return value
         crash_point("before-step", name)
         inputs = digest(args, kwargs) if self._journal_inputs else None   # before `fn` may change them
-        self._inside = name
+        journal.inside = name
         try:
-            value, attempts, started_at, duration = self._attempt(position, name, fn, None, args, kwargs, timeout_s)
+            value, attempts, started_at, duration = journal.attempt(position, name, fn, None, args, kwargs, timeout_s)
         finally:
-            self._inside = None
+            journal.inside = None
         crash_point("after-step", name)
-        value = self._record(position, name, "step", value, started_at, duration, attempts=attempts, inputs=inputs)
+        value = journal.record(position, name, EntryKind.STEP, value, started_at, duration, attempts=attempts,
+                               inputs=inputs)
         crash_point("after-step-commit", name)
         return value
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
-              timeout_s: float | None | object = _UNSET) -> dict:
+              timeout_s: float | None | object = UNSET) -> dict:
         """Ask the run's model for one reply, journaled with its usage and cost, so a resumed run never asks again.
 
         Each attempt is committed before its request is sent, and holds its worst case against the budget. A
@@ -469,7 +249,8 @@ class Context:
             self._resolve_default()
         chosen = self._model_id(model)
         reserved = self._reservation(chosen, system, messages, tools, max_tokens)
-        position, recorded, value = self._next(name, **self._needs(reserved))
+        journal = self._journal
+        position, recorded, value = journal.next(name, **self._needs(reserved))
         call_index = self._model_calls
         self._model_calls += 1
         previous, self._last_messages = self._last_messages, list(messages)
@@ -490,7 +271,7 @@ class Context:
             keys.append(model_calls.begin(self._store, self.run_id, self.generation, position, name, self.fence,
                                           self.provider.name.partition(":")[0], chosen, request, reserved, at,
                                           renew, keys[-1].call if keys else 0))
-            self._renewed(at)
+            journal.renewed(at)
             self.budget.hold(reserved)
             crash_point("in-model-call", name)
             live = LiveCall(self._store, keys[-1], self._live_observer(name), self.clock)
@@ -505,7 +286,7 @@ class Context:
             model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", self.clock.now())
             self.budget.hold(reserved, -1)
 
-        reply, attempts, started_at, duration = self._attempt(position, name, call, failed, timeout_s=timeout_s)
+        reply, attempts, started_at, duration = journal.attempt(position, name, call, failed, timeout_s=timeout_s)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
         used = model_calls.Spent.of(usage)
@@ -513,10 +294,10 @@ class Context:
                       output_tokens=used.output_tokens - reserved.output_tokens,
                       cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None),
                       cache_read_tokens=used.cache_read_tokens, cache_write_tokens=used.cache_write_tokens)
-        value = self._record(position, name, "model", reply, started_at, duration, spent, cost, attempts=attempts,
-                             also=lambda conn: model_calls.answered(conn, keys[-1], used, cost,
-                                                                    reply.get("_request_id"), self.clock.now()),
-                             detail={"provider": self.provider.name.partition(":")[0], "model": chosen})
+        value = journal.record(position, name, EntryKind.MODEL, reply, started_at, duration, spent, cost,
+                               attempts=attempts, also=lambda conn: model_calls.answered(
+                                   conn, keys[-1], used, cost, reply.get("_request_id"), self.clock.now()),
+                               detail={"provider": self.provider.name.partition(":")[0], "model": chosen})
         crash_point("after-model-commit", name)
         return value
 
@@ -550,8 +331,8 @@ class Context:
             `end_turn`, `check_passed` or `max_turns`. It also counts the `turns`, `tool_calls`, `cost_usd` and
             `unpriced_turns`.
         """
-        return loop.agent_loop(self, name, system=system, tools=loop.checked_tools(tools), messages=messages,
-                               model=model, max_tokens=max_tokens, max_turns=max_turns, check=check)
+        return loop.agent_loop(self, self._journal, name, system=system, tools=loop.checked_tools(tools),
+                               messages=messages, model=model, max_tokens=max_tokens, max_turns=max_turns, check=check)
 
     def switch_model(self, model_id: str) -> None:
         """Make every later model call of this run ask `model_id`, usually a cheaper model.
@@ -578,10 +359,9 @@ class Context:
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,
                           f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
                           "has no built-in script; set ANTHROPIC_API_KEY, or start it with --model scripted:FILE")
-        with self._write() as conn:
+        with self._journal.write() as conn:
             record_model(conn, self.run_id, self.fence, spec)
-            add_event(conn, self.run_id, self.clock.now(), "model", f"--model default resolved to {spec}",
-                      self.worker, self.fence)
+            self._journal.event(conn, EventKind.MODEL, f"--model default resolved to {spec}")
         self.provider = provider_for(spec, self.provider.script)
 
     def _model_id(self, model: str | None) -> str:
@@ -696,8 +476,8 @@ class Context:
         Args:
             message: The line.
         """
-        with self._write() as conn:
-            add_event(conn, self.run_id, self.clock.now(), "agent", message, self.worker, self.fence)
+        with self._journal.write() as conn:
+            self._journal.event(conn, EventKind.AGENT, message)
 
     def progress(self, value: Any) -> None:
         """Report how far the run has come, journaled, so that the same value reported too often is a plateau.
@@ -709,7 +489,7 @@ class Context:
         Args:
             value: The run's measure, such as the tests passing or the files done. Any JSON value.
         """
-        self._report("progress", value, lambda detector: detector.progress(value))
+        self._report(EntryKind.PROGRESS, value, lambda detector: detector.progress(value))
 
     def failure(self, error: BaseException | str, fingerprint: str | None = None) -> None:
         """Report a failure the run handled and goes on after, journaled, so that one repeating is a plateau.
@@ -723,7 +503,7 @@ class Context:
                 with the digits removed, so "timeout after 31s" and "timeout after 45s" are one failure.
         """
         print_ = fingerprint or plateau_fingerprint(error)
-        self._report("failure", {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
+        self._report(EntryKind.FAILURE, {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
 
     def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
         """Journal what a program spent that tui-agent cannot see itself, counted against the budget once.
@@ -737,13 +517,14 @@ class Context:
             cost_usd: What they cost in all. None means nothing was reported, so every call counts as unpriced.
             unpriced_calls: How many more calls had no price.
         """
-        position, recorded, _ = self._next(name)
+        position, recorded, _ = self._journal.next(name)
         if recorded:
             return
         unpriced = model_calls if cost_usd is None else unpriced_calls
-        self._record(position, name, "step", {"model_calls": model_calls, "cost_usd": cost_usd,
-                                               "unpriced_calls": unpriced}, self.clock.now(), 0.0,
-                     Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced), cost_usd)
+        self._journal.record(position, name, EntryKind.STEP, {"model_calls": model_calls, "cost_usd": cost_usd,
+                                                              "unpriced_calls": unpriced}, self.clock.now(), 0.0,
+                             Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced),
+                             cost_usd)
 
     def note(self, name: str, message: str) -> None:
         """Add `message` to the run's events once, journaled, so that a replay passes it silently.
@@ -755,16 +536,17 @@ class Context:
             name: The entry's name in the journal.
             message: The line.
         """
-        position, recorded, _ = self._next(name)
+        position, recorded, _ = self._journal.next(name)
         if not recorded:
             at = self.clock.now()
-            self._record(position, name, "step", message, at, 0.0, also=lambda conn: add_event(
-                conn, self.run_id, at, "note", message, self.worker, self.fence))
+            self._journal.record(position, name, EntryKind.STEP, message, at, 0.0,
+                                 also=lambda conn: self._journal.event(conn, EventKind.NOTE, message, at))
 
-    def _report(self, kind: str, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
-        position, recorded, _ = self._next(kind)
+    def _report(self, kind: EntryKind, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
+        name = kind.value   # the entry's name is its kind's, a plain string as a recorded name is
+        position, recorded, _ = self._journal.next(name)
         if not recorded:
-            self._record(position, kind, kind, value, self.clock.now(), 0.0)
+            self._journal.record(position, name, kind, value, self.clock.now(), 0.0)
         found = feed(self._plateau) if self._plateau is not None else None
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
             action = self._plateau.plateau.action
@@ -780,7 +562,7 @@ class Context:
             name: The wait's name in the journal.
             seconds: How long to wait, counted from the first pass.
         """
-        waits.sleep(self, name, seconds)
+        waits.sleep(self._journal, name, seconds)
 
     def sleep_until(self, name: str, when: float | str | datetime) -> None:
         """Wait durably until the instant `when`, with no process kept alive, as `sleep` does.
@@ -789,7 +571,7 @@ class Context:
             name: The wait's name in the journal.
             when: Epoch seconds, an ISO-8601 instant or a datetime. A naive one is taken as UTC.
         """
-        waits.sleep_until(self, name, when)
+        waits.sleep_until(self._journal, name, when)
 
     def approval(self, name: str, question: str, on_deny: str = "cancel") -> dict:
         """Wait durably for a person to approve or deny, and return the decision, which is journaled.
@@ -806,11 +588,11 @@ class Context:
         Returns:
             The decision, a dict of `approved`, the person's `note`, who decided (`by`) and when (`at`).
         """
-        return waits.approval(self, name, question, on_deny)
+        return waits.approval(self._journal, name, question, on_deny)
 
     def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
-               service: str | None = None, timeout_s: float | None | object = _UNSET) -> Any:
+               service: str | None = None, timeout_s: float | None | object = UNSET) -> Any:
         """Change the world outside the run at most once per key, through the effect ledger.
 
         The effect is recorded `intended` with its key before the first attempt and `attempted` before `do` is
@@ -853,8 +635,9 @@ class Context:
         Returns:
             What `do` returned, or the recorded result, or the declined outcome.
         """
-        return perform(self, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
-                       self._step_timeout if timeout_s is _UNSET else timeout_s)
+        journal = self._journal
+        return perform(journal, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
+                       journal.step_timeout if timeout_s is UNSET else timeout_s)
 
     def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
                     env: Mapping[str, str] | None = None, timeout_s: float | None,
@@ -882,8 +665,33 @@ class Context:
             for the signal that ended it, the `duration_s`, the last bytes of `stdout` and `stderr` as text, and
             where the whole of each is kept (`stdout_artifact`, `stderr_artifact`).
         """
-        return self._step(name, commands.run, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
-                          _NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
+        return self._step(name, run_program, (self, name, list(argv), cwd, stdin, env, timeout_s, output_limit),
+                          NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
+
+
+def run_program(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
+                env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
+    """Run a program inside the journaled call in progress, as `run_command` does, without journaling it.
+
+    A built-in agent whose effect's `do` runs a program calls it (agents/harness.py); the caller records what
+    it returns.
+    """
+    return commands.run(ctx._journal, ctx.artifact_dir, name, argv, cwd, stdin, env, timeout_s, output_limit)
+
+
+def last_entry_at(ctx: Context) -> float:
+    """When the claim's last journal entry was committed, or the run claimed: where its running time counts from."""
+    return ctx._journal.last_at
+
+
+def asking(ctx: Context, model: str | None) -> tuple[str, list[dict]]:
+    """The model a call with `model=` asks now, and the previous model call's messages: what a replay compares."""
+    return ctx._model_id(model), ctx._last_messages
+
+
+def programs_started(ctx: Context, position: int, name: str) -> int:
+    """How many programs named `name` were started inside the journaled call at `position`, a dead worker's too."""
+    return commands.started(ctx._journal, position, name)
 
 
 class Within:

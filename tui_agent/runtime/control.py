@@ -16,14 +16,41 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from ..states import Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused
+from .budget import BudgetMeter
 from .outcomes import Suspend
+from .retry import Retry
 
-if TYPE_CHECKING:
-    from .deadlines import InFlight
+
+class InFlight(NamedTuple):
+    """The call a run's thread is inside: what the deadline watcher needs to hand the run on without that thread.
+
+    Made with `InFlight._make` on the step path, a tuple with no Python-level constructor to run. The budget and
+    the time of the run's last entry do not change while the call runs.
+    """
+
+    deadline: float            # the call's own deadline (inf: none; then only the run's wall_s budget bounds it)
+    budget: BudgetMeter
+    last_at: float             # when the run's last entry was committed
+    after_failure: Callable[[Exception, int], Retry]   # the retry policy's word on a failed attempt
+    position: int
+    name: str
+    attempts: int              # the call's attempts before this one, all committed
+    timeout_s: float | None
+    effect: int | None         # an effect's row id, when the call is its `do`
+
+    @property
+    def what(self) -> str:
+        return f"{'effect' if self.effect is not None else 'step'} {self.name!r}"
+
+    @property
+    def wall_end(self) -> float:
+        """When the run's wall_s budget runs out (inf: no ceiling)."""
+        cap = self.budget._wall_cap
+        return float("inf") if cap is None else self.last_at + cap - self.budget.used["wall_s"]
 
 
 class RunControl:

@@ -9,7 +9,7 @@ so that the call's late return (and anything else its thread writes) is refused:
 
 - past the call's own deadline (`Agent.step_timeout_s`, `ctx.within(seconds)`, the `timeout_s` of `ctx.model`
   and `ctx.effect`), a step, model call or tool call counts a failed attempt (`StepTimedOut`, a temporary error
-  that goes through the run's retry policy like any other: `Context._after_failure`). The run then waits out its
+  that goes through the run's retry policy like any other: `Recorder.after_failure`). The run then waits out its
   back-off (`waiting: retry`), or fails when no attempt is left. An effect's `do` becomes `unknown`, and the run is
   queued for the next claim to reconcile it as after a crash: never a blind retry.
 - past the end of the run's `wall_s` budget, the budget's action (park, stop or escalate), as between calls.
@@ -25,50 +25,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import StepTimedOut
 from ..format import span
-from ..states import EffectState, Reason, RunStatus
+from ..states import EffectState, EventKind, Reason, RunStatus
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, open_store
 from ..store.effects import effect_at, set_state
 from ..store.events import add_event
 from ..store.journal import recorded
 from ..store.runs import check_fence, settle
 from .clock import now
+from .control import InFlight, RunControl
 from .outcomes import StepFailed, Suspend
 from .retry import record_retry
 
-if TYPE_CHECKING:
-    from .context import Context
-    from .control import RunControl
-
 WATCH_S = 0.25   # how often the watcher looks: a deadline is kept to within this
-
-
-class InFlight(NamedTuple):
-    """The call a run's thread is inside: what the watcher needs to hand the run on without that thread. Made with
-    `InFlight._make` on the step path (a tuple, with no Python-level constructor to run)."""
-
-    deadline: float            # the call's own deadline (inf: none; then only the run's wall_s budget bounds it)
-    ctx: Context
-    position: int
-    name: str
-    attempts: int              # the call's attempts before this one, all committed
-    timeout_s: float | None
-    effect: int | None         # an effect's row id, when the call is its `do`
-
-    @property
-    def what(self) -> str:
-        return f"{'effect' if self.effect is not None else 'step'} {self.name!r}"
-
-
-def wall_end(ctx: Context) -> float:
-    """When the run's wall_s budget runs out (inf: no ceiling). Read by the watcher while the run's thread is
-    inside a call, when neither the time of its last entry nor the running time used can change."""
-    budget = ctx.budget
-    cap = budget._wall_cap
-    return float("inf") if cap is None else ctx._last_at + cap - budget.used["wall_s"]
 
 
 def seconds(value: float) -> str:
@@ -96,7 +67,7 @@ class Deadlines:
                 for control in self._held():
                     flight = control.in_flight
                     if flight is None or control.given_up is not None or at < min(flight.deadline,
-                                                                                   wall_end(flight.ctx)):
+                                                                                   flight.wall_end):
                         continue
                     if store is None:
                         store = open_store(self._db_path, self._durability)
@@ -127,22 +98,21 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
     """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence;
     returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was
     recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
-    ctx = flight.ctx
     run = claim.run_id
     with store.write() as conn:
         check_fence(conn, run, claim.fence, at, None)
         if _made_it(conn, claim, flight):
             return None
-        ended = dict(conn=conn, claim=claim, now=at, wall_s=at - ctx._last_at, handed_on=True)
-        if at >= wall_end(ctx):
-            stop = _wall_exhausted(ctx, flight, at)
+        ended = dict(conn=conn, claim=claim, now=at, wall_s=at - flight.last_at, handed_on=True)
+        if at >= flight.wall_end:
+            stop = _wall_exhausted(flight, at)
             settle(status=stop.status, reason=stop.reason, message=stop.message, **ended)
             return (f"{flight.what} of {run} was still running when the run's wall_s budget ran out: "
                     f"{stop.status} ({stop.reason}): {stop.message}"), stop.status, stop.reason
         waited = seconds(flight.timeout_s)
         if flight.effect is not None:
             set_state(conn, flight.effect, EffectState.UNKNOWN, at)
-            add_event(conn, run, at, "effect", f"{flight.name}: outcome unknown: do was still running after "
+            add_event(conn, run, at, EventKind.EFFECT, f"{flight.name}: outcome unknown: do was still running after "
                       f"{waited}, its deadline; reconciled as after a crash", claim.worker, claim.fence)
             settle(status=RunStatus.QUEUED, reason=Reason.RESUMED,
                    message=f"handed back: effect {flight.name!r} passed its deadline; the next claim reconciles it",
@@ -151,7 +121,7 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
                     "outcome is unknown, and the run is queued to reconcile it"), RunStatus.QUEUED, Reason.RESUMED
         error = StepTimedOut(f"still running after {waited}, its deadline")
         attempts = flight.attempts + 1
-        retry = ctx._after_failure(error, attempts)
+        retry = flight.after_failure(error, attempts)
         if not retry.again:
             failed = StepFailed(flight.position, flight.name, error, attempts)
             settle(status=RunStatus.FAILED, reason=Reason.ERROR, message=f"failed: {failed}", error=str(failed),
@@ -176,9 +146,9 @@ def _made_it(conn, claim: Claim, flight: InFlight) -> bool:
     return recorded(conn, claim.run_id, claim.generation, flight.position)
 
 
-def _wall_exhausted(ctx: Context, flight: InFlight, at: float) -> Suspend:
+def _wall_exhausted(flight: InFlight, at: float) -> Suspend:
     """The run's wall_s budget ended inside the call: the budget's own refusal, as the next call would meet it."""
-    budget = ctx.budget
+    budget = flight.budget
     of = "the default " if "wall_s" in budget.defaults else ""
-    return budget.refusal("wall_s", f"{at - ctx._last_at + budget.used['wall_s']:.0f}s used of "
+    return budget.refusal("wall_s", f"{at - flight.last_at + budget.used['wall_s']:.0f}s used of "
                                     f"{of}{budget.limits['wall_s']:g}s, reached inside {flight.what}")

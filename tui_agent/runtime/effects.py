@@ -10,11 +10,11 @@ import math
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import EffectDeclined, EffectNotDone, ParkRun
 from ..format import span
-from ..states import IN_DOUBT, EffectState, Reason, RunStatus
+from ..states import IN_DOUBT, EffectState, EntryKind, EventKind, Reason, RunStatus
 from ..store import FenceRefused
 from ..store.effects import (
     add_intended,
@@ -25,18 +25,15 @@ from ..store.effects import (
     run_fence,
     set_state,
 )
-from ..store.events import add_event
 from ..store.journal import Usage
 from ..store.workers import still_sending
 from .clock import now
-from .deadlines import InFlight
+from .control import InFlight
 from .faults import crash_point
+from .journal import Recorder
 from .outcomes import StepFailed, Suspend
 from .results import encode
 from .retry import backoff_s, is_unreachable
-
-if TYPE_CHECKING:
-    from .context import Context
 
 _EFFECT = Usage(effects=1)
 
@@ -101,21 +98,21 @@ def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
 class _Effect:
     """One `ctx.effect` call: the row it owns and the callables that only the agent's code has."""
 
-    def __init__(self, ctx: Context, position: int, name: str, key: str, do: Callable, lookup: Callable | None,
+    def __init__(self, journal: Recorder, position: int, name: str, key: str, do: Callable, lookup: Callable | None,
                  timeout_s: float | None = None):
-        self.ctx, self.position, self.name, self.key, self.do, self.lookup = ctx, position, name, key, do, lookup
+        self.journal, self.position, self.name, self.key, self.do, self.lookup = (journal, position, name, key, do,
+                                                                                  lookup)
         self.timeout_s = timeout_s
         self.takes_token = _takes_token(do)
-        self.started_at = self.ctx.clock.now()
-        self.t0 = self.ctx.clock.perf()
+        self.started_at = journal.clock.now()
+        self.t0 = journal.clock.perf()
 
     def event(self, conn, message: str) -> None:
-        ctx = self.ctx
-        add_event(conn, ctx.run_id, self.ctx.clock.now(), "effect", f"{self.name}: {message}", ctx.worker, ctx.fence)
+        self.journal.event(conn, EventKind.EFFECT, f"{self.name}: {message}")
 
     def transition(self, row: dict, state: str, message: str, **fields) -> dict:
-        with self.ctx._write() as conn:
-            set_state(conn, row["id"], state, self.ctx.clock.now(), **fields)
+        with self.journal.write() as conn:
+            set_state(conn, row["id"], state, self.journal.clock.now(), **fields)
             self.event(conn, message)
         return {**row, "state": state, **fields}
 
@@ -129,28 +126,28 @@ class _Effect:
         encoded = encode(value, "effect", self.name)
 
         def also(conn):
-            set_state(conn, row["id"], state, self.ctx.clock.now(), result=encoded, **fields)
+            set_state(conn, row["id"], state, self.journal.clock.now(), result=encoded, **fields)
             if message:
                 self.event(conn, message)
 
-        return self.ctx._record(self.position, self.name, "effect", value, self.started_at,
-                                self.ctx.clock.perf() - self.t0, _EFFECT, also=also,
+        return self.journal.record(self.position, self.name, EntryKind.EFFECT, value, self.started_at,
+                                   self.journal.clock.perf() - self.t0, _EFFECT, also=also,
                                 detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
                                         **fields})
 
     def wait_for_person(self, row: dict, why: str) -> None:
-        run = self.ctx.run_id
+        run = self.journal.run_id
         raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} {why}; decide with "
                       f"tui-agent reconcile {run} {self.name} --happened | --not-done | --abandon")
 
     def attempt(self, row: dict) -> Any:
         """Claim the key for one attempt, then call do(key); a doubt is reconciled, never retried blindly."""
-        ctx = self.ctx
-        with ctx._write() as conn:
+        journal = self.journal
+        with journal.write() as conn:
             done = confirmed_with_key(conn, self.key, row["id"])
             doubt = None if done else in_doubt_with_key(conn, self.key, row["id"])
             if not done and not doubt:
-                mark_attempted(conn, row["id"], ctx.worker, ctx.fence, self.ctx.clock.now())
+                mark_attempted(conn, row["id"], journal.worker, journal.fence, journal.clock.now())
         if done:
             return self.confirm(row, json.loads(done["result"]),
                                 f"key {self.key} was already confirmed by run {done['run_id']}; not done again",
@@ -158,8 +155,8 @@ class _Effect:
         if doubt:
             raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in doubt in run "
                           f"{doubt['run_id']}; reconcile it there, then resume this run")
-        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": self.ctx.clock.now(), "attempts": row["attempts"] + 1,
-               "attempted_by": ctx.worker, "fence": ctx.fence}
+        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": journal.clock.now(), "attempts": row["attempts"] + 1,
+               "attempted_by": journal.worker, "fence": journal.fence}
         crash_point("after-attempted", self.name)
         self.still_ours()
         try:
@@ -188,38 +185,39 @@ class _Effect:
     def spent(self, row: dict) -> bool:
         """The retry policy allows no more attempts of this effect (attempts are counted in its row, so a crash
         or a durable back-off between them does not reset the count)."""
-        return row["attempts"] >= self.ctx._retry.attempts
+        return row["attempts"] >= self.journal.retry.attempts
 
     def delay(self, row: dict, raised: Exception | None) -> float:
         """The back-off before acting again: none after a worker stopped (the service did not fail), the retry
         policy's after `do` raised."""
-        return backoff_s(self.ctx._retry, row["attempts"]) if raised is not None else 0.0
+        return backoff_s(self.journal.retry, row["attempts"]) if raised is not None else 0.0
 
     def again(self, row: dict, delay: float) -> Any:
         if delay:
-            self.ctx._back_off(self.name, row["attempts"], delay)
+            self.journal.back_off(self.name, row["attempts"], delay)
         return self.attempt(row)
 
     def still_ours(self) -> None:
         """Re-read the fence just before the call: a worker paused between marking `attempted` and calling
         (past its lease) must not send for a run another worker or a person has taken since."""
-        ctx = self.ctx
-        fence = run_fence(ctx._store.conn, ctx.run_id)
-        if fence != ctx.fence:
-            raise FenceRefused(f"run {ctx.run_id}: fence {ctx.fence} is stale (the run's is {fence}); another lease "
-                               f"or a person took the run, so {self.name} was not sent")
+        journal = self.journal
+        fence = run_fence(journal.store.conn, journal.run_id)
+        if fence != journal.fence:
+            raise FenceRefused(f"run {journal.run_id}: fence {journal.fence} is stale (the run's is {fence}); another "
+                               f"lease or a person took the run, so {self.name} was not sent")
 
     def call(self, row: dict) -> Any:
         """`do(key)`, watched by the deadline watcher: past `timeout_s` the attempt is `unknown` and the run
         handed on (runtime/deadlines.py), never retried."""
-        ctx, control = self.ctx, self.ctx._control
+        journal, control = self.journal, self.journal.control
         if control is not None:
             allowed = float("inf") if self.timeout_s is None else self.timeout_s
-            control.in_flight = InFlight(ctx.clock.now() + allowed, ctx, self.position, self.name, row["attempts"],
+            control.in_flight = InFlight(journal.clock.now() + allowed, journal.budget, journal.last_at,
+                                         journal.after_failure, self.position, self.name, row["attempts"],
                                          self.timeout_s, row["id"])
         try:
             if self.takes_token:
-                return self.do(self.key, AttemptToken(ctx.run_id, ctx.generation, ctx.fence))
+                return self.do(self.key, AttemptToken(journal.run_id, journal.generation, journal.fence))
             return self.do(self.key)
         finally:
             if control is not None:
@@ -230,11 +228,11 @@ class _Effect:
         a closed lid) or hung inside `do` past its lease may send after the lookup answered. While its process
         lives and it has not let go of the run, the run waits; `requeue_released` queues it again after that.
         A late send to a service that still deduplicates the key is harmless, so that does not wait."""
-        ctx = self.ctx
+        journal = self.journal
         window = row["dedupe_ttl_s"]
-        if row["fence"] == ctx.fence or (window is not None and self.ctx.clock.now() - row["attempted_at"] < window):
+        if row["fence"] == journal.fence or (window is not None and journal.clock.now() - row["attempted_at"] < window):
             return
-        sender, _ = still_sending(ctx._store.conn, row, self.ctx.clock.now())
+        sender, _ = still_sending(journal.store.conn, row, journal.clock.now())
         if sender is None:
             return
         who = f"{sender['name']} (pid {sender['pid']} on {sender['host']})"
@@ -243,20 +241,20 @@ class _Effect:
                         "its process ends", waits_for=sender["name"])
         raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"{self.name}: {who} attempted it and its process is alive (paused "
                       "or hung), so it may still send it; the run goes on by itself once that worker lets go of "
-                      f"the run or its process ends, or decide now with tui-agent reconcile {ctx.run_id} "
+                      f"the run or its process ends, or decide now with tui-agent reconcile {journal.run_id} "
                       f"{self.name} --happened | --not-done | --abandon")
 
     def look_up(self, row: dict) -> Any:
         """What the lookup says about the key. A lookup that cannot reach its service (a dropped network) is asked
         again with the retry policy's back-off while the attempt is younger than the policy's patience (the
         service, not the send, is what is away); any other failure, or one past the patience, waits for a person."""
-        policy = self.ctx._retry
+        policy = self.journal.retry
         while True:
             try:
                 return self.lookup(self.key)
             except Exception as e:
                 failed = f"the lookup failed ({type(e).__name__}: {e})"
-                since = self.ctx.clock.now() - row["attempted_at"]
+                since = self.journal.clock.now() - row["attempted_at"]
                 if not is_unreachable(e) or policy.patience_s is None:
                     self.wait_for_person(row, f"is unknown and {failed}")
                 if since >= policy.patience_s:
@@ -265,16 +263,16 @@ class _Effect:
                 # the back-off grows with how long the lookup has been failing, as if counted attempt by attempt
                 tries = 1 + int(math.log2(1 + since / policy.base_s))
                 delay = min(backoff_s(policy, tries), policy.patience_s - since)
-                with self.ctx._write() as conn:
+                with self.journal.write() as conn:
                     self.event(conn, f"outcome unknown and {failed}; asking the service again in {delay:.1f}s")
-                self.ctx._back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
+                self.journal.back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
 
     def reconcile(self, row: dict, raised: Exception | None = None) -> Any:
         """Find out what happened to an `unknown` attempt before acting again. `raised`: the attempt's `do` raised
         it (rather than a worker stopping): acting again then follows the retry policy, as after a refusal."""
         if self.lookup is not None:
             found = self.look_up(row)
-            since = self.ctx.clock.now() - row["attempted_at"]
+            since = self.journal.clock.now() - row["attempted_at"]
             if found is not None:
                 return self.confirm(row, found, "the service has the key: confirmed without doing it again")
             window = row["lookup_ttl_s"]
@@ -290,14 +288,14 @@ class _Effect:
                 return self.again(row, delay)
             self.wait_for_person(row, f"is unknown: the service's lookup window ({_span(window)}) has passed, "
                                  "so its silence proves nothing")
-        since = self.ctx.clock.now() - row["attempted_at"]
+        since = self.journal.clock.now() - row["attempted_at"]
         window = row["dedupe_ttl_s"]
         if window is not None and since < window:
             if raised is not None and self.spent(row):
                 self.wait_for_person(row, f"is unknown: do raised {type(raised).__name__} on each of its "
                                      f"{row['attempts']} attempts, the last the retry policy allows")
             delay = self.delay(row, raised)
-            with self.ctx._write() as conn:
+            with self.journal.write() as conn:
                 self.event(conn, f"outcome unknown; sending again with the same key, which the service ignores "
                            f"for {_span(window)}" + (f", in {delay:.1f}s" if raised is not None else ""))
             return self.again(row, delay)
@@ -305,19 +303,20 @@ class _Effect:
                              "deduplicate this key now)")
 
 
-def perform(ctx: Context, name: str, key: str, do: Callable, lookup: Callable | None,
+def perform(journal: Recorder, name: str, key: str, do: Callable, lookup: Callable | None,
             dedupe_ttl_s: float | None, lookup_ttl_s: float | None, service: str | None,
             timeout_s: float | None = None) -> Any:
-    position, recorded, value = ctx._next(name, effects=1)
+    position, recorded, value = journal.next(name, effects=1)
     if recorded:
         return value
-    effect = _Effect(ctx, position, name, key, do, lookup, timeout_s)
-    row = effect_at(ctx._store.conn, ctx.run_id, ctx.generation, position)
+    effect = _Effect(journal, position, name, key, do, lookup, timeout_s)
+    row = effect_at(journal.store.conn, journal.run_id, journal.generation, position)
     if row is None:
-        with ctx._write() as conn:
-            row = add_intended(conn, run_id=ctx.run_id, generation=ctx.generation, position=position, name=name,
-                               key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
-                               lookup_ttl_s=lookup_ttl_s, service=service, fence=ctx.fence, now=ctx.clock.now())
+        with journal.write() as conn:
+            row = add_intended(conn, run_id=journal.run_id, generation=journal.generation, position=position,
+                               name=name, key=key, has_lookup=lookup is not None, dedupe_ttl_s=dedupe_ttl_s,
+                               lookup_ttl_s=lookup_ttl_s, service=service, fence=journal.fence,
+                               now=journal.clock.now())
         crash_point("after-intended", name)
     elif row["key"] != key:
         raise StepFailed(position, name, ValueError(

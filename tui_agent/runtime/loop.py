@@ -11,23 +11,33 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..models import cost_usd
+from ..states import EntryKind
 from ..store.journal import Usage
 from .faults import crash_point
+from .journal import Recorder
 from .outcomes import StepFailed
 from .tools import Tool
 
-if TYPE_CHECKING:
-    from .context import Context
 
-Check = Callable[["Context", list[dict]], Any]  # -> passed | (passed, why) | (passed, why, measure)
+class Calls(Protocol):
+    """The journaled calls a loop makes through the run's `Context`, which its tools and check are handed too."""
+
+    def model(self, name: str, *args: Any, **kwargs: Any) -> dict: ...
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
+    def effect(self, name: str, *args: Any, **kwargs: Any) -> Any: ...
+    def progress(self, value: Any) -> None: ...
+    def failure(self, error: BaseException | str, fingerprint: str | None = None) -> None: ...
+
+
+Check = Callable[[Calls, list[dict]], Any]  # -> passed | (passed, why) | (passed, why, measure)
 _TOOL = Usage(tool_calls=1)
 
 
-def agent_loop(ctx: Context, name: str, *, system: str | None, tools: Sequence[Tool], messages: list[dict],
-               model: str | None, max_tokens: int, max_turns: int, check: Check | None) -> dict:
+def agent_loop(ctx: Calls, journal: Recorder, name: str, *, system: str | None, tools: Sequence[Tool],
+               messages: list[dict], model: str | None, max_tokens: int, max_turns: int, check: Check | None) -> dict:
     by_name = {t.name: t for t in tools}
     definitions = [t.param() for t in tools] or None
     messages = list(messages)
@@ -40,7 +50,8 @@ def agent_loop(ctx: Context, name: str, *, system: str | None, tools: Sequence[T
         messages.append({"role": "assistant", "content": _echo(reply["content"])})
         uses = [block for block in reply["content"] if block.get("type") == "tool_use"]
         if uses:
-            messages.append({"role": "user", "content": [_use(ctx, name, by_name, block) for block in uses]})
+            results = [_use(ctx, journal, name, by_name, block) for block in uses]
+            messages.append({"role": "user", "content": results})
             summary["tool_calls"] += len(uses)
             continue
         if check is None:
@@ -84,7 +95,7 @@ def _echo(content: list[dict]) -> list[dict]:
     return [{k: v for k, v in block.items() if v is not None} for block in content]
 
 
-def _judge(ctx: Context, entry: str, check: Check, messages: list[dict]) -> dict:
+def _judge(ctx: Calls, entry: str, check: Check, messages: list[dict]) -> dict:
     """The check's verdict, journaled like a step, so a replay does not run the check again."""
     def verdict() -> dict:
         said = check(ctx, messages)
@@ -94,7 +105,7 @@ def _judge(ctx: Context, entry: str, check: Check, messages: list[dict]) -> dict
     return ctx.step(entry, verdict)
 
 
-def _use(ctx: Context, loop: str, tools: dict[str, Tool], block: dict) -> dict:
+def _use(ctx: Calls, journal: Recorder, loop: str, tools: dict[str, Tool], block: dict) -> dict:
     """One tool call: its result block, journaled by the tool_use id (an effect tool's ledger entry first)."""
     tool, args = tools.get(block["name"]), block.get("input")
     entry = f"{loop}/{block['name']}"
@@ -104,26 +115,27 @@ def _use(ctx: Context, loop: str, tools: dict[str, Tool], block: dict) -> dict:
         problem = "; ".join(f"invalid input: {p}" for p in tool.validate(args)) or None
     done: tuple[str, Any] | None = None  # an effect tool's outcome, from the ledger
     if tool is not None and tool.effect and problem is None:
-        position = ctx.position
+        position = journal.position
         try:
             done = ("value", ctx.effect(entry, key=tool.key(args), do=_sender(ctx, tool, args), lookup=tool.lookup,
                                         dedupe_ttl_s=tool.dedupe_ttl_s, lookup_ttl_s=tool.lookup_ttl_s,
                                         service=tool.service))
         except StepFailed as e:  # the service refused it to the last attempt: nothing was done, and the position
-            ctx._record(position, entry, "effect", None, ctx.clock.now(), 0.0)  # is filled, so the journal has no gap
+            journal.record(position, entry, EntryKind.EFFECT, None, journal.clock.now(), 0.0)  # is filled, so the
+            # journal has no gap
             done = ("error", e.error)
-    position, recorded, result = ctx._next(entry, tool_calls=1)
+    position, recorded, result = journal.next(entry, tool_calls=1)
     if not recorded:
-        result = _run(ctx, position, entry, block, tool, args, problem, done)
+        result = _run(ctx, journal, position, entry, block, tool, args, problem, done)
         crash_point("after-tool-commit", entry)
     if result.get("is_error"):
         ctx.failure(f"{block['name']}: {result['content']}")
     return result
 
 
-def _run(ctx: Context, position: int, entry: str, block: dict, tool: Tool | None, args: Any, problem: str | None,
-         done: tuple[str, Any] | None) -> dict:
-    started_at, duration, attempts = ctx.clock.now(), 0.0, 1
+def _run(ctx: Calls, journal: Recorder, position: int, entry: str, block: dict, tool: Tool | None, args: Any,
+         problem: str | None, done: tuple[str, Any] | None) -> dict:
+    started_at, duration, attempts = journal.clock.now(), 0.0, 1
     if problem is not None:
         result = _result(block, problem, error=True)
     elif done is not None:
@@ -131,11 +143,11 @@ def _run(ctx: Context, position: int, entry: str, block: dict, tool: Tool | None
         result = _result(block, _failed(value) if kind == "error" else value, error=kind == "error")
     else:
         try:
-            value, attempts, started_at, duration = ctx._attempt(position, entry, _call, None, (ctx, tool, args))
+            value, attempts, started_at, duration = journal.attempt(position, entry, _call, None, (ctx, tool, args))
             result = _result(block, value)
         except StepFailed as e:  # permanent, or temporary past the retry policy: the model hears about it
             result, attempts = _result(block, _failed(e.error), error=True), e.attempts
-    return ctx._record(position, entry, "tool", result, started_at, duration, _TOOL, attempts=attempts)
+    return journal.record(position, entry, EntryKind.TOOL, result, started_at, duration, _TOOL, attempts=attempts)
 
 
 def _failed(error: BaseException) -> str:
@@ -147,15 +159,15 @@ def _result(block: dict, value: Any, error: bool = False) -> dict:
     return {"type": "tool_result", "tool_use_id": block["id"], "content": content, **({"is_error": True} if error else {})}
 
 
-def _supplied(ctx: Context, tool: Tool, **given: Any) -> dict:
+def _supplied(ctx: Calls, tool: Tool, **given: Any) -> dict:
     return {name: value for name, value in {"ctx": ctx, **given}.items() if name in tool.supplied}
 
 
-def _call(ctx: Context, tool: Tool, args: dict) -> Any:
+def _call(ctx: Calls, tool: Tool, args: dict) -> Any:
     return tool.fn(**args, **_supplied(ctx, tool))
 
 
-def _sender(ctx: Context, tool: Tool, args: dict) -> Callable:
+def _sender(ctx: Calls, tool: Tool, args: dict) -> Callable:
     """The effect's `do`: the tool with its idempotency key (and attempt token) when it takes them."""
     def do(key: str, token) -> Any:
         return tool.fn(**args, **_supplied(ctx, tool, key=key, token=token))

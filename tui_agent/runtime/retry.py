@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import NotReachable, PermanentError, TemporaryError
 from ..format import span
+from ..states import EventKind
 from ..store.events import add_event, nth_newest_at
 from ..store.journal import record_failed_attempt
 from .agent import RetryPolicy
@@ -23,7 +24,7 @@ LOGGER = "tui_agent.worker"   # what a worker says of its runs besides claims an
 
 TEMPORARY = (TemporaryError, TimeoutError, ConnectionError)
 UNREACHABLE = (NotReachable, TimeoutError, ConnectionError)
-RETRY_EVENT = "retry"
+RETRY_EVENT = EventKind.RETRY
 
 
 def is_temporary(error: BaseException) -> bool:

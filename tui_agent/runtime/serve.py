@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..states import RunStatus
+from ..states import RunStatus, TurnEnd
 from ..store import Claim, EnvironmentStop, Store, open_store
 from ..store.effects import requeue_released
 from ..store.runs import any_due, claim_next
@@ -28,7 +28,7 @@ from .pool import Pool, Turn
 from .registry import Registry
 from .schedule import tick
 from .strangers import Strangers
-from .worker import DEFAULT_LEASE_S, DROPPED, WAITED_OUT, Outcome, execute, refused
+from .worker import DEFAULT_LEASE_S, WAITED_OUT, Outcome, execute, refused
 
 if TYPE_CHECKING:
     from ..notify import Attendant
@@ -113,7 +113,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
                 outcomes.append(_given_up(store, turn.control))
             else:
                 outcomes.append(turn.result())
-                if outcomes[-1].status == DROPPED:
+                if outcomes[-1].kind == TurnEnd.DROPPED:
                     dropped.append(turn.claim)
             if on_outcome is not None:
                 on_outcome(outcomes[-1])
@@ -226,8 +226,8 @@ def _given_up(store: Store, control: RunControl) -> Outcome:
     if control.given_up_as is None:
         return refused(store, run_id, control.given_up)
     status, reason = control.given_up_as
-    return Outcome(run_id, status, reason, error=control.given_up if status == RunStatus.FAILED else None,
-                   message=control.given_up)
+    return Outcome(run_id, TurnEnd.SETTLED, RunStatus(status), reason,
+                   error=control.given_up if status == RunStatus.FAILED else None, message=control.given_up)
 
 
 def _listed(turns: list[Turn]) -> str:

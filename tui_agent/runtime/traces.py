@@ -34,7 +34,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..states import TERMINAL, RunStatus
+from ..states import TERMINAL, EntryKind, RunStatus
 from ..store import Claim
 from ..store.model_calls import Spent
 from .clock import Clock, iso
@@ -325,15 +325,15 @@ class Turn:
         if cost is not None:
             attributes["tui_agent.cost_usd"] = cost
         span_name, client = kind if name == kind else f"{kind} {name}", False
-        if kind == "model" and isinstance(value, dict):
+        if kind == EntryKind.MODEL and isinstance(value, dict):
             span_name, client = _model_call(value, detail or {}, attributes), True
-        elif kind == "tool" and isinstance(value, dict):
+        elif kind == EntryKind.TOOL and isinstance(value, dict):
             span_name = _tool_call(name, value, attributes)
-        elif kind in ("sleep", "approval", "effect") and detail:
+        elif kind in (EntryKind.SLEEP, EntryKind.APPROVAL, EntryKind.EFFECT) and detail:
             attributes.update({f"tui_agent.{kind}.{k}": v for k, v in detail.items() if v is not None})
-        if kind == "sleep" and isinstance(value, dict):
+        if kind == EntryKind.SLEEP and isinstance(value, dict):
             attributes["tui_agent.wait.until"] = iso(value.get("wake_at"))
-        elif kind == "approval" and isinstance(value, dict):
+        elif kind == EntryKind.APPROVAL and isinstance(value, dict):
             attributes.update({"tui_agent.approval.approved": bool(value.get("approved")),
                                "tui_agent.approval.by": str(value.get("by") or "")})
         self._span(span_name, started, ended, attributes, client).end(end_time=ended)

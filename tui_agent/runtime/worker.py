@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import ParkRun, Unreadable, UserError
 from ..models import provider_for
-from ..states import Reason, RunStatus
+from ..states import EventKind, Reason, RunStatus, TurnEnd
 from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
@@ -20,7 +20,7 @@ from ..strict_json import read_stored
 from . import traces
 from .budget import BudgetMeter
 from .clock import CLOCK, Clock, clock_time
-from .context import Context, StepObserver
+from .context import Context, StepObserver, last_entry_at
 from .control import RunControl
 from .faults import SimulatedCrash
 from .outcomes import CodeChanged, StepFailed, Suspend
@@ -29,7 +29,7 @@ from .results import ARTIFACT_THRESHOLD, ResultNotJSON, encode, place
 from .tracebacks import as_column
 
 DEFAULT_LEASE_S = 60.0
-REFUSED, DROPPED = "refused", "dropped"  # an Outcome's status when this worker settled nothing (see Outcome)
+REFUSED, DROPPED = TurnEnd.REFUSED, TurnEnd.DROPPED   # the kinds of an Outcome that settled nothing
 # What a worker's run waits out, within its lease, and drops the run for past that: the database busy (a held
 # lock) or its server away (a restart). Anything else the environment does (read-only, full, damaged) stops it.
 WAITED_OUT = (BUSY, UNREACHABLE)
@@ -50,16 +50,25 @@ def standing(store: Store, run: dict) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one turn of a run ended for this worker; `refused` means another lease took it, `dropped` that the
-    database stayed busy, or its server away, past the lease (nothing was settled; the run is claimable as after
-    a crash)."""
+    """How one turn of a run ended for this worker.
+
+    `kind` says whether the run was settled, and then `settled` is its status. A turn that settled nothing is
+    `refused`, the run taken by another lease or a person, or `dropped`, the database busy or its server away past
+    the lease, and the run is claimable as after a crash.
+    """
 
     run_id: str
-    status: str
+    kind: TurnEnd
+    settled: RunStatus | None
     reason: str | None
     result: Any = None
     error: str | None = None
     message: str | None = None
+
+    @property
+    def status(self) -> str:
+        """The settled status, or the kind of a turn that settled nothing: the one word `run` prints."""
+        return self.kind if self.settled is None else self.settled
 
 
 def refused(store: Store, run_id: str, error: str) -> Outcome:
@@ -70,7 +79,7 @@ def refused(store: Store, run_id: str, error: str) -> Outcome:
         if stop.kind not in WAITED_OUT:
             raise
         message = f"could not be read now ({_HELD_UP[stop.kind]})"
-    return Outcome(run_id, REFUSED, None, error=error, message=message)
+    return Outcome(run_id, TurnEnd.REFUSED, None, None, error=error, message=message)
 
 
 def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
@@ -107,11 +116,11 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
         at = clock.now()
         settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
                    result_artifact=artifact, error=error, wake_at=wake_at,
-                   wall_s=at - (ctx._last_at if ctx else claim.claimed_at),
+                   wall_s=at - (last_entry_at(ctx) if ctx else claim.claimed_at),
                    traceback=as_column(raised))
         if turn is not None:
             turn.settled(status, reason, message, wake_at, raised, run["created_at"])
-        return Outcome(claim.run_id, status, reason, result, error, message)
+        return Outcome(claim.run_id, TurnEnd.SETTLED, RunStatus(status), reason, result, error, message)
 
     try:
         try:
@@ -178,7 +187,7 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
     except EnvironmentStop as e:
         if e.kind not in WAITED_OUT:
             raise  # read-only, full or damaged: this worker stops writing altogether
-        return Outcome(claim.run_id, DROPPED, None, error=str(e),
+        return Outcome(claim.run_id, TurnEnd.DROPPED, None, None, error=str(e),
                        message=f"dropped: {_HELD_UP[e.kind]} for as long as its lease (or the worker) could wait; "
                                "the next worker to claim it repeats the step in flight")
     except SimulatedCrash:
@@ -194,7 +203,7 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> N
         check_fence(conn, claim.run_id, claim.fence, at, None)
         conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
                      (agent.code_version, agent.version, claim.run_id))
-        add_event(conn, claim.run_id, at, "code_version",
+        add_event(conn, claim.run_id, at, EventKind.CODE_VERSION,
                   f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
                      else "") + ")", claim.worker, claim.fence)

@@ -14,6 +14,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from ..states import EventKind
 from .base import Store, dict_rows
 from .events import add_event
 from .holders import KILL_WAIT_S
@@ -59,11 +60,11 @@ def end_left(conn: sqlite3.Connection, run_id: str, now: float, worker: str, fen
             state, said = KILLED, f"killed what was left of {what}, before this claim touches the run"
         else:
             survived.append(row)
-            add_event(conn, run_id, now, "command", f"{what} still has {left} process(es) after SIGKILL",
+            add_event(conn, run_id, now, EventKind.COMMAND, f"{what} still has {left} process(es) after SIGKILL",
                       worker, fence)
             continue
         conn.execute("UPDATE commands SET state = ?, ended_at = ? WHERE id = ?", (state, now, row["id"]))
-        add_event(conn, run_id, now, "command", said, worker, fence)
+        add_event(conn, run_id, now, EventKind.COMMAND, said, worker, fence)
     return survived
 
 

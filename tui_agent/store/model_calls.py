@@ -15,14 +15,11 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..states import RunStatus
+from ..states import CallState, RunStatus
 from .base import Store, refuse_stale, write_once
 
 if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
     from .journal import Usage
-
-IN_FLIGHT, ANSWERED, FAILED = "in_flight", "answered", "failed"
-DIED = "died"  # how a reader shows an in_flight row whose worker is gone; never stored
 
 _HOLD = ("UPDATE checkpoints SET used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
          " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ? WHERE run_id = ?")
@@ -189,8 +186,8 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
     live = _live(run, now)
     shown = []
     for row in rows:
-        if row["state"] == IN_FLIGHT and not (live and row["fence"] == run["fence"]):
-            row["state"] = DIED
+        if row["state"] == CallState.IN_FLIGHT and not (live and row["fence"] == run["fence"]):
+            row["state"] = CallState.DIED
         row["request"] = json.loads(row["request"])
         shown.append(row)
     return shown

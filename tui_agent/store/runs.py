@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..filters import Filter
-from ..states import SELF_WAKING, TERMINAL, EffectState, Reason, RunStatus, needs_person
+from ..states import SELF_WAKING, TERMINAL, EffectState, EventKind, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
     FenceRefused,
@@ -221,11 +221,11 @@ def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
         said = f"{previous}: {why}" if why else f"lease of {previous} expired"
-        add_event(conn, run_id, now, "takeover", f"{said}; {claimed}", worker, fence)
+        add_event(conn, run_id, now, EventKind.TAKEOVER, f"{said}; {claimed}", worker, fence)
         return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
-        add_event(conn, run_id, now, "woke", "woke: its wait is over")
-    add_event(conn, run_id, now, "claimed", claimed, worker, fence)
+        add_event(conn, run_id, now, EventKind.WOKE, "woke: its wait is over")
+    add_event(conn, run_id, now, EventKind.CLAIMED, claimed, worker, fence)
     return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
@@ -581,7 +581,7 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
         return run_id
     add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
-    add_event(conn, parent["id"], now, "forked", f"forked into {run_id} at position {from_step}")
+    add_event(conn, parent["id"], now, EventKind.FORKED, f"forked into {run_id} at position {from_step}")
     return run_id
 
 
@@ -607,9 +607,9 @@ def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: i
     by = f" by {edited.by}" if edited.by else ""
     add_event(conn, run_id, now, RunStatus.QUEUED,
               f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
-    add_event(conn, run_id, now, "edited", f"#{position} {name}: result edited{by} in place of the one "
+    add_event(conn, run_id, now, EventKind.EDITED, f"#{position} {name}: result edited{by} in place of the one "
               f"{parent['id']} recorded; runs on from #{position + 1}", edited.by)
-    add_event(conn, parent["id"], now, "forked",
+    add_event(conn, parent["id"], now, EventKind.FORKED,
               f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
 
 

@@ -5,6 +5,7 @@ an effect with its ledger row), or as raw JSON (`v`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.json import JSON
@@ -16,10 +17,10 @@ from ..format import clock, cost, duration_ms, span, usd
 from ..report import PROVIDERS, effect_shown
 from ..runtime.clock import now, parse_instant
 from ..safe_text import json_text
-from ..states import IN_DOUBT, EffectState
+from ..states import IN_DOUBT, CallState, EffectState, EntryKind
 from .safe import safe
 from .theme import OFFLINE, Palette, style
-from .timeline import TimelineItem
+from .timeline import PENDING, TimelineItem
 
 LABEL = 9
 GOOD, DOUBT, BAD = "text-success", "text-warning", "text-error"
@@ -123,8 +124,8 @@ def model_lines(reply: Any, cost: float | None) -> Text:
     return text
 
 
-_CALL_STATES = {"answered": "answered", "failed": "failed", "in_flight": "in flight",
-                "died": "in flight when the worker died"}
+_CALL_STATES = {CallState.ANSWERED: "answered", CallState.FAILED: "failed", CallState.IN_FLIGHT: "in flight",
+                CallState.DIED: "in flight when the worker died"}
 
 
 def call_lines(calls: list[dict], colours: Palette = OFFLINE) -> Text:
@@ -135,14 +136,14 @@ def call_lines(calls: list[dict], colours: Palette = OFFLINE) -> Text:
         request = call["request"]
         state = _CALL_STATES.get(call["state"], call["state"])
         text.append(f"  {call['call']}  ")
-        tone = DOUBT if call["state"] == "died" else BAD if call["state"] == "failed" else ""
+        tone = DOUBT if call["state"] == CallState.DIED else BAD if call["state"] == CallState.FAILED else ""
         text.append(state, style=style(colours, tone, bold=tone == BAD) or None)
         parts = [f"{PROVIDERS.get(call['provider'], call['provider'])} {call['model']}", call.get("request_id"),
                  f"{call['tokens']:,} tokens" if call.get("tokens") is not None else None,
                  duration_ms(call["elapsed_s"] * 1000), f"fence {call['fence']}"]
-        if call["state"] == "answered":
+        if call["state"] == CallState.ANSWERED:
             parts.append(cost(call["cost_usd"]))
-        elif call["state"] == "died":
+        elif call["state"] == CallState.DIED:
             held = call["reserved_usd"]
             parts.append(f"possibly billed {usd(held)}" if held is not None else cost(None))
         text.append(" · " + " · ".join(p for p in parts if p) + "\n", style="dim")
@@ -173,11 +174,105 @@ def diff_lines(result: dict, colours: Palette = OFFLINE) -> Text:
     return text
 
 
+# What each kind of entry shows below its meta line: `(text, item, at, colours)`, adding to `text`. One that
+# returns False leaves the entry to _result, as does a kind not in _BODIES.
+Body = Callable[[Text, TimelineItem, float, Palette], bool]
+
+
+def _model(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    if item.entry is None:
+        return False
+    text.append(model_lines(item.entry["result"], (item.step or {}).get("cost_usd")))
+    if item.calls:
+        text.append("\n\n")
+        text.append(call_lines(item.calls, colours))
+    return True
+
+
+def _effect(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    entry = item.entry
+    if item.effect:
+        text.append(effect_lines(item.effect, at, colours))
+    if entry is not None:
+        text.append("\nresult\n", style="dim")
+        text.append(pretty_json(entry["result"]))
+    elif item.effect and item.effect.get("result") is not None:
+        text.append("\nresult\n", style="dim")
+        text.append(pretty_json(json.loads(item.effect["result"]) if isinstance(item.effect["result"], str)
+                                else item.effect["result"]))
+    return True
+
+
+def _sleep(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    entry = item.entry
+    if entry is None:
+        return False
+    wake = entry["result"].get("wake_at") if isinstance(entry["result"], dict) else None
+    if wake:
+        left = wake - at
+        _field(text, "wakes at" if left > 0 else "woke at", clock(wake, at) + (f" (in {span(left)})" if left > 0
+                                                                              else ""))
+    text.append(pretty_json(entry["result"]))
+    return True
+
+
+def _approval(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    entry, a = item.entry, item.approval or {}
+    if a.get("question"):
+        _field(text, "question", a["question"])
+    if entry is not None and isinstance(entry["result"], dict):
+        r = entry["result"]
+        _field(text, "decision", "approved" if r.get("approved") else "denied",
+               style(colours, GOOD) if r.get("approved") else style(colours, BAD, bold=True))
+        _field(text, "by", f"{r.get('by') or '–'} at {r.get('at') or '–'}")
+        if r.get("note"):
+            _field(text, "note", r["note"])
+    elif a.get("decision"):
+        _field(text, "decision", f"{a['decision']} by {a.get('decided_by') or '–'}")
+    else:
+        text.append("waits for your answer: a approves or denies\n", style=style(colours, DOUBT))
+    return True
+
+
+def _tool(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    if item.entry is None or not isinstance(item.entry["result"], dict):
+        return False
+    r = item.entry["result"]
+    _field(text, "for", r.get("tool_use_id", ""))
+    if r.get("is_error"):
+        _field(text, "error", "went back to the model as an error result", style(colours, BAD, bold=True))
+    text.append("\n" + str(r.get("content", "")))
+    return True
+
+
+def _failure(text: Text, item: TimelineItem, at: float, colours: Palette) -> bool:
+    if item.entry is None or not isinstance(item.entry["result"], dict):
+        return False
+    _field(text, "error", item.entry["result"].get("error", ""), style(colours, BAD, bold=True))
+    _field(text, "print", item.entry["result"].get("fingerprint", ""))
+    return True
+
+
+def _result(text: Text, item: TimelineItem, colours: Palette) -> None:
+    """Any other entry: its result, as a diff when it carries one, else as JSON."""
+    entry = item.entry
+    if entry is None:
+        return
+    if isinstance(entry["result"], dict) and isinstance(entry["result"].get("diff"), str):
+        text.append(diff_lines(entry["result"], colours))
+    else:
+        text.append(pretty_json(entry["result"]))
+
+
+_BODIES: dict[str, Body] = {EntryKind.MODEL: _model, EntryKind.EFFECT: _effect, EntryKind.SLEEP: _sleep,
+                            EntryKind.APPROVAL: _approval, EntryKind.TOOL: _tool, EntryKind.FAILURE: _failure}
+
+
 def human(item: TimelineItem, situation: str = "", at: float | None = None, colours: Palette = OFFLINE) -> Text:
-    """The selected entry for people."""
+    """The selected entry for people: its meta line, then what its kind shows (_BODIES)."""
     at = at or now()
     text = Text()
-    entry, step = item.entry, item.step or {}
+    entry = item.entry
     if entry is not None:
         meta = [item.kind, f"attempts {item.attempts}" if item.attempts > 1 else None,
                 duration_ms(item.duration_ms) or None, f"started {clock(_epoch(entry.get('started_at')), at)}",
@@ -186,57 +281,10 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None, colo
         if entry.get("artifact"):
             text.append(f"artifact {entry['artifact']}\n", style="dim")
         text.append("\n")
-    if item.kind == "model" and entry is not None:
-        text.append(model_lines(entry["result"], step.get("cost_usd")))
-        if item.calls:
-            text.append("\n\n")
-            text.append(call_lines(item.calls, colours))
-    elif item.kind == "effect":
-        if item.effect:
-            text.append(effect_lines(item.effect, at, colours))
-        if entry is not None:
-            text.append("\nresult\n", style="dim")
-            text.append(pretty_json(entry["result"]))
-        elif item.effect and item.effect.get("result") is not None:
-            text.append("\nresult\n", style="dim")
-            text.append(pretty_json(json.loads(item.effect["result"]) if isinstance(item.effect["result"], str)
-                                    else item.effect["result"]))
-    elif item.kind == "sleep" and entry is not None:
-        wake = entry["result"].get("wake_at") if isinstance(entry["result"], dict) else None
-        if wake:
-            left = wake - at
-            _field(text, "wakes at" if left > 0 else "woke at", clock(wake, at) + (f" (in {span(left)})" if left > 0
-                                                                                  else ""))
-        text.append(pretty_json(entry["result"]))
-    elif item.kind == "approval":
-        a = item.approval or {}
-        if a.get("question"):
-            _field(text, "question", a["question"])
-        if entry is not None and isinstance(entry["result"], dict):
-            r = entry["result"]
-            _field(text, "decision", "approved" if r.get("approved") else "denied",
-                   style(colours, GOOD) if r.get("approved") else style(colours, BAD, bold=True))
-            _field(text, "by", f"{r.get('by') or '–'} at {r.get('at') or '–'}")
-            if r.get("note"):
-                _field(text, "note", r["note"])
-        elif a.get("decision"):
-            _field(text, "decision", f"{a['decision']} by {a.get('decided_by') or '–'}")
-        else:
-            text.append("waits for your answer: a approves or denies\n", style=style(colours, DOUBT))
-    elif item.kind == "tool" and entry is not None and isinstance(entry["result"], dict):
-        r = entry["result"]
-        _field(text, "for", r.get("tool_use_id", ""))
-        if r.get("is_error"):
-            _field(text, "error", "went back to the model as an error result", style(colours, BAD, bold=True))
-        text.append("\n" + str(r.get("content", "")))
-    elif item.kind == "failure" and entry is not None and isinstance(entry["result"], dict):
-        _field(text, "error", entry["result"].get("error", ""), style(colours, BAD, bold=True))
-        _field(text, "print", entry["result"].get("fingerprint", ""))
-    elif entry is not None and isinstance(entry["result"], dict) and isinstance(entry["result"].get("diff"), str):
-        text.append(diff_lines(entry["result"], colours))
-    elif entry is not None:
-        text.append(pretty_json(entry["result"]))
-    if item.pending and item.kind == "pending":
+    body = _BODIES.get(item.kind)
+    if body is None or not body(text, item, at, colours):
+        _result(text, item, colours)
+    if item.pending and item.kind == PENDING:
         text.append(situation or item.note)
         text.append("\n")
         if item.calls:

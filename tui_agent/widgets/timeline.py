@@ -16,15 +16,16 @@ from textual.widgets.option_list import Option
 from ..format import clock, cost, duration_ms, span, usd_narrow
 from ..report import PROVIDERS, live_line, retry_said, retry_wait
 from ..runtime.clock import now, parse_instant
-from ..states import IN_DOUBT, EffectState, Reason, RunStatus, needs_person
+from ..states import IN_DOUBT, CallState, EffectState, EntryKind, Reason, RunStatus, needs_person
 from .safe import safe
 from .status import NEEDS_YOU, bold_of, mark_of, tone_of
 from .theme import palette, style
 
 DONE, DOUBT, FAILED, WAITING = "✓", "?", "✗", "◔"
 DONE_TONE, FAILED_TONE, WAITING_TONE = "text-success", "text-error", "text-secondary"
-TAGS = {"model": "model", "effect": "effect", "sleep": "sleep", "approval": "ask", "progress": "progress",
-        "failure": "failure", "tool": "tool"}
+TAGS = {EntryKind.MODEL: "model", EntryKind.EFFECT: "effect", EntryKind.SLEEP: "sleep", EntryKind.APPROVAL: "ask",
+        EntryKind.PROGRESS: "progress", EntryKind.FAILURE: "failure", EntryKind.TOOL: "tool"}
+PENDING = "pending"   # the kind of the row that says where the run stands, which is no journal entry
 
 
 @dataclass
@@ -63,7 +64,7 @@ class TimelineItem:
     @property
     def possibly_billed(self) -> float:
         """What the calls that died in flight here reserved: the API may have billed them."""
-        return sum(c["reserved_usd"] or 0 for c in self.calls if c["state"] == "died")
+        return sum(c["reserved_usd"] or 0 for c in self.calls if c["state"] == CallState.DIED)
 
 
 def shown_names(items: list[TimelineItem]) -> list[str]:
@@ -116,17 +117,17 @@ def timeline_items(view: dict, rows: list[dict], beside: dict, to_end: bool = Tr
         entry, step = row["entry"], row["step"]
         position, kind = entry["position"], entry["kind"]
         mark, tone, bold, note = DONE, DONE_TONE, False, ""
-        if kind == "failure":
+        if kind == EntryKind.FAILURE:
             mark, tone, bold = FAILED, FAILED_TONE, True
             note = (entry["result"] or {}).get("fingerprint", "") if isinstance(entry["result"], dict) else ""
-        elif kind == "sleep" and run["status"] == RunStatus.WAITING and run["reason"] == Reason.SLEEP \
+        elif kind == EntryKind.SLEEP and run["status"] == RunStatus.WAITING and run["reason"] == Reason.SLEEP \
                 and position == checkpoint.get("current_step", 0) - 1:
             mark, tone = WAITING, WAITING_TONE
             wake = (entry["result"] or {}).get("wake_at") if isinstance(entry["result"], dict) else None
             note = f"until {clock(wake, now())}" if wake else "sleeping"
-        elif kind == "approval" and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
+        elif kind == EntryKind.APPROVAL and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
             note = "denied"
-        elif kind == "effect" and isinstance(entry["result"], dict) and {"task_id", "status"} <= set(entry["result"]):
+        elif kind == EntryKind.EFFECT and isinstance(entry["result"], dict) and {"task_id", "status"} <= set(entry["result"]):
             note = iteration_note(entry["result"])
         items.append(TimelineItem(position, entry["name"], kind, mark, tone, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
@@ -188,18 +189,18 @@ def _standing(run: dict, position: int, name: str, note: str, **fields) -> Timel
     """The pending row, marked and painted as the run's status: the row says where the run stands (a queued
     run's, in the plain foreground, in bold so that it still stands out)."""
     status, reason = run["status"], run["reason"]
-    return TimelineItem(position, name, "pending", mark_of(status, reason), tone_of(status, reason), note, run=run,
+    return TimelineItem(position, name, PENDING, mark_of(status, reason), tone_of(status, reason), note, run=run,
                         bold=bold_of(status, reason) or status == RunStatus.QUEUED, **fields)
 
 
 def _asking(position: int, calls: list[dict], view: dict) -> TimelineItem | None:
     """A model call with no reply recorded: streaming now, or in flight when its worker died (else None)."""
     run, checkpoint, last = view["run"], view["checkpoint"], calls[-1]
-    if last["state"] not in ("in_flight", "died"):
+    if last["state"] not in (CallState.IN_FLIGHT, CallState.DIED):
         return None
     item = _standing(run, position, last["name"], "", attempts=(checkpoint.get("step_attempts") or 0) + 1,
                      calls=calls)
-    if last["state"] == "in_flight":
+    if last["state"] == CallState.IN_FLIGHT:
         item.note = live_line(last["name"], last["provider"], last["tokens"] or 0, last["elapsed_s"])
     else:
         billed = cost(item.possibly_billed or None)
@@ -288,11 +289,11 @@ class Timeline(OptionList, inherit_bindings=False):
     @staticmethod
     def _extra(item: TimelineItem, with_tag: bool) -> str:
         parts = []
-        if with_tag and item.kind != "model":
+        if with_tag and item.kind != EntryKind.MODEL:
             parts.append(TAGS.get(item.kind, ""))
         if item.attempts > 1:
             parts.append(f"↺{item.attempts}")
-        if item.kind == "model":
+        if item.kind == EntryKind.MODEL:
             parts.append(usd_narrow(item.cost_usd) if item.cost_usd is not None else "$?")
             if item.possibly_billed:
                 parts.append("+" + usd_narrow(item.possibly_billed) + "?")
@@ -303,7 +304,7 @@ class Timeline(OptionList, inherit_bindings=False):
     @staticmethod
     def _tag(item: TimelineItem) -> str:
         """The kind column; a model call names its model there instead (`sonnet-5-5`, `scripted`)."""
-        if item.kind == "model" and item.calls:
+        if item.kind == EntryKind.MODEL and item.calls:
             return model_label(item.calls[-1])
         return TAGS.get(item.kind, "")
 
@@ -358,7 +359,7 @@ class Timeline(OptionList, inherit_bindings=False):
             line.append(f"{self._timing(item):>{time_w}} ", style="dim" if not item.note else mark)
         if extra_w:
             extra = self._extra(item, folded)
-            tag = TAGS.get(item.kind, "") if folded and item.kind != "model" else ""
+            tag = TAGS.get(item.kind, "") if folded and item.kind != EntryKind.MODEL else ""
             if tag:
                 line.append(tag, style="dim")
                 extra = extra[len(tag):]
