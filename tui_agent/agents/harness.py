@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
