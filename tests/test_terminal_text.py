@@ -176,7 +176,7 @@ def test_every_command_that_echoes_stored_text_prints_it_visible(tui_agent, tmp_
 
 def test_the_cli_prints_through_its_echo_alone():
     """cli.py calls click.echo only inside `echo`, so no command (one added later included) prints raw."""
-    tree = ast.parse((ROOT / "tui_agent" / "cli.py").read_text())
+    tree = ast.parse((ROOT / "tui_agent" / "cli" / "runs.py").read_text())
 
     def echoes(node: ast.AST) -> list[ast.Call]:
         return [call for call in ast.walk(node) if isinstance(call, ast.Call)

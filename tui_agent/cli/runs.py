@@ -14,11 +14,11 @@ from typing import Any
 
 import click
 
-from . import config, filters, notify, operate, output_file
-from .cli_types import TEXT, VERBATIM, Number, Whole
-from . import completion
-from .errors import TuiAgentError, UserError
-from .format import (
+from .. import config, filters, notify, operate, output_file
+from ..cli_types import TEXT, VERBATIM, Number, Whole
+from .. import completion
+from ..errors import TuiAgentError, UserError
+from ..format import (
     COST_UNKNOWN,
     age,
     ago,
@@ -36,10 +36,10 @@ from .format import (
     usd,
     usd_exact,
 )
-from .models import Unresolved
-from .models.pricing import PRICES_DATE
-from .operate import start as start_run
-from .report import (
+from ..models import Unresolved
+from ..models.pricing import PRICES_DATE
+from ..operate import start as start_run
+from ..report import (
     REPORT_KEYS,
     approvals_of,
     budget_stop,
@@ -57,18 +57,18 @@ from .report import (
     steps_of,
     workers_report,
 )
-from .runtime import traces
-from .runtime.clock import clock_time, iso, now, parse_instant
-from .runtime.control import RunControl
-from .runtime.heartbeat import Heartbeat
-from .runtime.liveness import label, on_this_host
-from .runtime.registry import Registry, load_registry, modules_named
-from .runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
-from .runtime.schedule import MISSED, OVERLAP
-from .runtime.schedule import tick as schedule_tick
-from .runtime.serve import GRACE_S, serve
-from .runtime.tracebacks import innermost
-from .runtime.worker import (
+from ..runtime import traces
+from ..runtime.clock import clock_time, iso, now, parse_instant
+from ..runtime.control import RunControl
+from ..runtime.heartbeat import Heartbeat
+from ..runtime.liveness import label, on_this_host
+from ..runtime.registry import Registry, load_registry, modules_named
+from ..runtime.schedule import GRACE_S as SCHEDULE_GRACE_S
+from ..runtime.schedule import MISSED, OVERLAP
+from ..runtime.schedule import tick as schedule_tick
+from ..runtime.serve import GRACE_S, serve
+from ..runtime.tracebacks import innermost
+from ..runtime.worker import (
     DEFAULT_LEASE_S,
     DROPPED,
     REFUSED,
@@ -76,10 +76,10 @@ from .runtime.worker import (
     execute,
     worker_name,
 )
-from .safe_text import json_text, one_line, visible
-from .spend import BY
-from .spend import report as spend_report
-from .states import (
+from ..safe_text import json_text, one_line, visible
+from ..spend import BY
+from ..spend import report as spend_report
+from ..states import (
     EXIT_ENVIRONMENT,
     EXIT_NOT_SUCCEEDED,
     EXIT_OK,
@@ -91,17 +91,17 @@ from .states import (
     exit_code,
     needs_person,
 )
-from .store import DatabaseError, Store, artifacts, default_path, notices, open_store
-from .store.base import on_server
-from .store import prune as prune_runs
-from .store.doctor import Diagnosis, diagnose
-from .store.effects import requeue_released
-from .store.environment import stop_for
-from .store.host import process_alive
-from .store.runs import claim_run, each_run, get_run, resolve_run, run_exists
-from .store.schema import SCHEMA_VERSION
-from .store.workers import find_worker, release
-from .strict_json import RESULT_EXAMPLE, finite, parse_json
+from ..store import DatabaseError, Store, artifacts, default_path, notices, open_store
+from ..store.base import on_server
+from ..store import prune as prune_runs
+from ..store.doctor import Diagnosis, diagnose
+from ..store.effects import requeue_released
+from ..store.environment import stop_for
+from ..store.host import process_alive
+from ..store.runs import claim_run, each_run, get_run, resolve_run, run_exists
+from ..store.schema import SCHEMA_VERSION
+from ..store.workers import find_worker, release
+from ..strict_json import RESULT_EXAMPLE, finite, parse_json
 
 _OPENED: list[Store] = []  # the database this process opened, for naming it in a one-line error
 
@@ -266,7 +266,7 @@ def cli(ctx: click.Context, db: str | None, data: str | None, durability: str, a
 
 
 def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
-    from .app import TuiAgentApp
+    from ..app import TuiAgentApp
 
     sources = session.registry.sources  # the workers it starts find the same modules from any folder
     theme = session.settings.get("theme")
@@ -280,7 +280,7 @@ def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
 @click.pass_obj
 def demo(session: Session) -> int:
     """Rebuild demo.db beside your database by executing real runs, then open the TUI on it."""
-    from .demo import build, demo_path
+    from ..demo import build, demo_path
 
     path = demo_path(Path(session.db) if session.db else default_path())
     echo(f"building {path} by running nightly-report seven times (crashes included)...", err=True)
@@ -499,7 +499,7 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
            log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
     """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
     of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
-    from . import worker_log
+    from .. import worker_log
 
     name = name or worker_name()
     strangers: list[str] = []
@@ -580,7 +580,7 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
 def logs(session: Session, worker_ref: str, follow: bool) -> int:
     """Print a worker's log (a worker started with --log, or by the TUI), found by its name, a prefix of it or its
     pid; with -f, follow it as tail -f does, ending after its last line once the worker's process has ended."""
-    from . import worker_log
+    from .. import worker_log
 
     store = session.existing_store
     row = find_worker(store, worker_ref)
@@ -899,7 +899,7 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
     if edit_at is None:
         echo(operate.fork(store, run_ref, from_step))
         return EXIT_OK
-    from . import editing
+    from .. import editing
 
     entry = operate.recorded_entry(store, run_ref, edit_at)
     if result_text is None:
@@ -927,7 +927,7 @@ def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_js
     """Compare two runs side by side (a fork with its parent, a rerun with the run before): the totals, the
     first divergence, and per entry whether the name, result, cost and duration differ. Exit 0 when they
     are the same entry for entry (names and results), 1 when they differ, 2 on bad input."""
-    from .diff import first_divergence, json_lines, pair, text_lines
+    from ..diff import first_divergence, json_lines, pair, text_lines
 
     store = session.existing_store
     runs = pair(store, a_ref, b_ref)
@@ -1050,7 +1050,7 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
     journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the
     target keeps them)."""
-    from .copying import copy_database, open_source, target_for_copy
+    from ..copying import copy_database, open_source, target_for_copy
 
     shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
 
@@ -1106,7 +1106,7 @@ def export_command(session: Session, run_refs: tuple[str, ...], output: str, for
     """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
     their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
     replay, fork), and tui-agent import FILE loads it into another database."""
-    from .exports import export_runs
+    from ..exports import export_runs
 
     done = export_runs(session.existing_store, run_refs, output, force)
     echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
@@ -1123,7 +1123,7 @@ def import_command(session: Session, file: str, adopt: bool) -> int:
     """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
     are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
     an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
-    from .exports import open_export
+    from ..exports import open_export
 
     source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
     try:
@@ -1151,7 +1151,7 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
     its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
     those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
     ended run (changes no commit holds, a lock)."""
-    from .worktrees import listing
+    from ..worktrees import listing
 
     store = session.existing_store
     trees = listing(store)
@@ -1174,7 +1174,7 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
 def _clean_worktrees(store, trees: list, yes: bool) -> int:
     """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
     remove each as operate.clean_worktrees decides it again."""
-    from .worktrees import branch_advice, why_not_remove
+    from ..worktrees import branch_advice, why_not_remove
 
     if not trees:
         echo("no worktree of a coding agent's run is left")
@@ -1210,7 +1210,7 @@ def _clean_worktrees(store, trees: list, yes: bool) -> int:
 def pulls(session: Session, repo: str | None, as_json: bool) -> int:
     """List the pull requests on the local git host (what patch opens, kept in the repository's
     .git/tui-agent/pulls.json), oldest first."""
-    from .worktrees import pulls as pulls_of, repositories
+    from ..worktrees import pulls as pulls_of, repositories
 
     repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
     try:
@@ -1710,7 +1710,7 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
                                   if d["used"] or d["limit"]) + _unpriced(budget))
     if bounds := _bounds(budget):
         echo(f"bounds    {bounds}")
-    from .forecast import sentence as forecast_sentence
+    from ..forecast import sentence as forecast_sentence
 
     if ahead := forecast_sentence(budget["forecast"]):
         echo(f"forecast  {ahead}")
@@ -1745,7 +1745,7 @@ def _section(title: str | None, items: Iterator[dict], line: Callable[[dict], st
 
 
 def _setting_option(name: str):
-    from .sim.settings import CHOICES, FLAGS, Settings
+    from ..sim.settings import CHOICES, FLAGS, Settings
 
     default = getattr(Settings(), name)
     return click.option(FLAGS[name], name, type=click.Choice(list(CHOICES[name])), default=default, show_default=True)
@@ -1769,12 +1769,12 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
     """Crash it yourself: the nightly report on the real runtime, in a throw-away store, with a crash where
     you choose (the Simulator screen; never touches your runs). A setting left out is the lesson's default:
     save nothing, no key, a service that dedupes, send again on doubt, crash after the send, worker 2 now."""
-    from .sim import Settings
-    from .sim import simulate as execute_scenario
-    from .sim.explain import why
+    from ..sim import Settings
+    from ..sim import simulate as execute_scenario
+    from ..sim.explain import why
 
     if table:
-        from .sim.table import lessons_matrix, markdown, whole_matrix
+        from ..sim.table import lessons_matrix, markdown, whole_matrix
 
         rows = list(whole_matrix() if whole else lessons_matrix())
         with click.progressbar(length=len(rows), label="executing", file=sys.stderr) as bar:
@@ -1783,7 +1783,7 @@ def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_js
         return EXIT_OK
     settings = Settings(**chosen)
     if not (headless or as_json or person):   # asking for JSON or a person's answer means headless
-        from .screens.simulator import SimulatorApp
+        from ..screens.simulator import SimulatorApp
 
         SimulatorApp(settings).run()
         return EXIT_OK
@@ -1826,8 +1826,8 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
     when the code reproduces the run, 1 at the first divergence (a renamed call, another model request,
     other step inputs, another result, a write of its own to the database) or when it ran out of time, 2 on
     bad input."""
-    from .replay import replay_last, replay_run
-    from .replay_copy import replay_on_copy
+    from ..replay import replay_last, replay_run
+    from ..replay_copy import replay_on_copy
 
     by_agent = agent_name is not None and last is not None
     if (run_ref is None) != by_agent or (not by_agent and (agent_name or last)):
@@ -1869,7 +1869,7 @@ def harness_group() -> None:
 def harness_init(folder: Path, commit: bool) -> int:
     """Write a starter PLAN.md, PROGRESS.md and RULES.md into the repository FOLDER is in (those it lacks);
     nothing is committed unless --commit: the run starts from the committed plan."""
-    from .agents.harness_person import init
+    from ..agents.harness_person import init
 
     written, commands = init(folder.resolve(), commit)
     echo(f"wrote {', '.join(written)}" + (" and committed them" if commit else "; commit them before a run:"))
