@@ -318,11 +318,11 @@ def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since:
         echo(f'no run matches "{where}"' if where else "no runs yet; try: tui-agent run hello")
         return EXIT_OK
     print_table((("ID", 11), ("AGENT", 18), ("STATUS", 24), ("STEP", -11), ("ATT", -3), ("COST", -8), ("TOKENS", -11),
-            ("WORKER", 8), ("AGE", 0)),
-           [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
-             step_cell(r["current_step"], r["total_steps"], r["tasks"]), r["attempt"],
-             spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
-             _age(r["created_at"])) for r in rows])
+                 ("WORKER", 8), ("AGE", 0)),
+                [(r["id"], r["agent"], r["status"] + (f": {r['reason']}" if r["reason"] else ""),
+                  step_cell(r["current_step"], r["total_steps"], r["tasks"]), r["attempt"],
+                  spent(r["cost_usd"], r["unpriced_calls"], r["possibly_billed_usd"]), tokens(r), _holder(r),
+                  _age(r["created_at"])) for r in rows])
     for r in rows:   # under the table: each run waiting to retry, its next try and how the last one failed
         if r["retry"]:
             echo(f"{r['id']} waits to retry: {retrying(r['retry'])}")
@@ -357,10 +357,10 @@ def spend(session: Session, since: str | None, by: str, utc: bool, reprice: bool
         return EXIT_OK
     rows = [*done["rows"], {by: "total", **done["total"]}]
     print_table(((by.upper(), max(10, *(len(r[by]) for r in rows))), ("COST", -8), ("POSSIBLY BILLED", -15),
-            ("CALLS", -6), ("RUNS", -5), ("INPUT", -8), ("CACHE READ", -10), ("CACHE WRITE", -11), ("OUTPUT", -8)),
-           [(r[by], spent(r["cost_usd"], r["unpriced_calls"], 0), usd(r["possibly_billed_usd"] or None),
-             r["calls"], r["runs"], count(r["input_tokens"]), count(r["cache_read_tokens"]),
-             count(r["cache_write_tokens"]), count(r["output_tokens"])) for r in rows])
+                 ("CALLS", -6), ("RUNS", -5), ("INPUT", -8), ("CACHE READ", -10), ("CACHE WRITE", -11), ("OUTPUT", -8)),
+                [(r[by], spent(r["cost_usd"], r["unpriced_calls"], 0), usd(r["possibly_billed_usd"] or None),
+                  r["calls"], r["runs"], count(r["input_tokens"]), count(r["cache_read_tokens"]),
+                  count(r["cache_write_tokens"]), count(r["output_tokens"])) for r in rows])
     return EXIT_OK
 
 

@@ -73,8 +73,8 @@ def config_command(ctx: click.Context, path_only: bool, as_json: bool) -> int:
     else:
         echo(f"{settings.path}" + ("" if settings.exists else " (no such file: every setting is a default or given)"))
         shown = [(row["key"], _setting_text(row["value"]), config.said(row)) for row in rows]
-        print_table((("SETTING", max(len(k) for k, _, _ in shown)), ("VALUE", min(40, max(len(v) for _, v, _ in shown))),
-                ("FROM", 0)), shown)
+        print_table((("SETTING", max(len(k) for k, _, _ in shown)),
+                     ("VALUE", min(40, max(len(v) for _, v, _ in shown))), ("FROM", 0)), shown)
     if settings.problem:
         raise settings.problem
     return EXIT_OK
@@ -228,7 +228,7 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
              tree.run["status"] + (f": {tree.run['reason']}" if tree.run["reason"] else ""),
              {True: "yes", False: "no", None: "-"}[tree.merged], file_size(tree.size), tree.path) for tree in trees]
     print_table((("RUN", 11), ("AGENT", 16), ("BRANCH", max(len(row[2]) for row in rows)),
-            ("STATE", max(len(row[3]) for row in rows)), ("MERGED", 6), ("SIZE", -9), ("WORKTREE", 0)), rows)
+                 ("STATE", max(len(row[3]) for row in rows)), ("MERGED", 6), ("SIZE", -9), ("WORKTREE", 0)), rows)
     return EXIT_OK
 
 
@@ -287,10 +287,10 @@ def pulls(session: Session, repo: str | None, as_json: bool) -> int:
         return EXIT_OK
     at = now()
     many = len({pr["repo"] for pr in found}) > 1
-    print_table((("#", -4), ("STATE", 6), ("BRANCH", max(len(pr["branch"]) for pr in found)), ("BASE", 10), ("HEAD", 12), ("OPENED", -10),
-            *([("REPO", 30)] * many), ("TITLE", 0)),
-           [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
-             ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
+    print_table((("#", -4), ("STATE", 6), ("BRANCH", max(len(pr["branch"]) for pr in found)), ("BASE", 10),
+                 ("HEAD", 12), ("OPENED", -10), *([("REPO", 30)] * many), ("TITLE", 0)),
+                [(pr["number"], pr["state"], pr["branch"], pr["base"], (pr.get("head") or "-")[:12],
+                  ago(pr["opened_at"], at), *([pr["repo"]] * many), pr["title"]) for pr in found])
     return EXIT_OK
 
 

@@ -139,11 +139,11 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
     logs = [row["log"] or "-" for row in rows]
     logged = max(map(len, logs)) if any(row["log"] for row in rows) else 0   # the column only when a worker logs
     print_table((("NAME", 10), ("PID", -7), ("STATE", 11), ("HEARTBEAT", -15), *([("CLOCK", 14)] * shown),
-            *([("LOG", logged)] * bool(logged)), ("RUNS", 0)),
-           [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
-             *([clock or "-"] * shown), *([log] * bool(logged)),
-             ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
-                       for r in row["runs"]) or "-") for row, clock, log in zip(rows, clocks, logs)])
+                 *([("LOG", logged)] * bool(logged)), ("RUNS", 0)),
+                [(row["name"], row["pid"], label(row["state"]), ago(row["heartbeat_at"], at),
+                  *([clock or "-"] * shown), *([log] * bool(logged)),
+                  ", ".join(f"{r['id']} {r['agent']} ({_lease_left(row, r)}, fence {r['fence']})"
+                            for r in row["runs"]) or "-") for row, clock, log in zip(rows, clocks, logs)])
     return EXIT_OK
 
 
