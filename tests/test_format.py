@@ -159,7 +159,7 @@ def test_pace_says_the_rate_and_the_time_left():
 
 
 def test_the_run_progress_line_counts_the_pace_from_the_first_step_it_ran():
-    from tui_agent.cli import ProgressLine
+    from tui_agent.cli.text import ProgressLine
 
     line = ProgressLine()
     assert line.line(None, 4, "ask", False, 0.0) == "step 5 ask"

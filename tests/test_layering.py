@@ -220,3 +220,40 @@ def test_the_context_check_sees_every_way_of_reaching_in(tmp_path):
         "runtime/effects.py: self.ctx._next",
         "runtime/worker.py: run._store",
     ]
+
+
+# What the command line takes from the store itself, each for a reason; every write it makes goes through
+# operate.py, or runtime/here.work_here for `run` (docs/architecture.md section 4).
+CLI_FROM_STORE = {
+    "tui_agent.store": {"DatabaseError", "Store", "default_path", "open_store",   # opening one, its errors
+                        "artifacts", "notices",    # artifact and watch read them, db init says where artifacts go
+                        "prune"},                  # prune's statuses, db vacuum's free space: reads
+    "tui_agent.store.base": {"on_server"},     # which dialect (db vacuum, where the data folder is)
+    "tui_agent.store.doctor": {"Diagnosis", "diagnose"},   # doctor: read only, never creates a file
+    "tui_agent.store.environment": {"stop_for"},   # a read's database error said in one line
+    "tui_agent.store.host": {"process_alive"},     # logs -f: whether the worker's process is still there
+    "tui_agent.store.runs": {"each_run", "get_run", "resolve_run", "run_exists"},   # reads
+    "tui_agent.store.schema": {"SCHEMA_VERSION"},
+    "tui_agent.store.workers": {"find_worker"},    # logs: a worker's row by name or pid
+}
+
+
+def _from_store(path: Path) -> set[tuple[str, str]]:
+    """The (module, name) pairs a file of the cli package imports from tui_agent.store and its modules."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            module = "tui_agent." + node.module if node.level == 2 and node.module else node.module or ""
+            if module == "tui_agent.store" or module.startswith("tui_agent.store."):
+                found.update((module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("tui_agent.store") for a in node.names), path
+    return found
+
+
+def test_the_cli_takes_from_the_store_only_its_reads_and_its_opening():
+    """A write the command line makes goes through operate.py: a new import from the store is refused until it
+    is added to CLI_FROM_STORE with its reason, and an entry no file imports any more fails too."""
+    taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in _from_store(path)}
+    allowed = {(module, name) for module, names in CLI_FROM_STORE.items() for name in names}
+    assert taken == allowed, (sorted(taken - allowed), sorted(allowed - taken))

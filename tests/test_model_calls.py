@@ -13,7 +13,7 @@ from fake_messages import message
 from helpers import registry_of, timeline_of, work
 
 from tui_agent import Agent, Budget, RetryPolicy
-from tui_agent.cli import ProgressLine
+from tui_agent.cli.text import ProgressLine
 from tui_agent.errors import PermanentError, TemporaryError
 from tui_agent.models import ScriptedProvider
 from tui_agent.operate import approve, start

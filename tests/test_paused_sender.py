@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 import sqlite_utils
@@ -323,7 +324,7 @@ async def test_the_reconcile_modal_warns_while_the_attempting_process_lives(db_p
 
     store, _, effect = _attempted_by_this_process(db_path)
     app = App()
-    app.reader = store
+    app.session = SimpleNamespace(reader=store)   # what the modal reads through (tui_agent/session.py)
     async with app.run_test() as pilot:
         await pilot.app.push_screen(ReconcileModal(effect))
         await pilot.pause()

@@ -47,6 +47,7 @@ from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.base import reopening
 from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
+from .store.effects import requeue_released as requeue_held_back
 from .store.events import add_event, add_schedule_event
 from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
@@ -738,6 +739,17 @@ def schedule_remove(store: Store, name: str) -> None:
 def schedule_fire(store: Store, registry: Registry, name: str) -> schedule.Fired:
     """Fire a schedule now: the runs started, or the run whose overlap policy held the fire back."""
     return schedule.fire_now(store, registry, name)
+
+
+def schedule_tick(store: Store, registry: Registry) -> list[str]:
+    """Fire what is due of the schedules whose agent this process knows, as a worker's pass does; the runs started."""
+    return schedule.tick(store, registry)
+
+
+def requeue_released(store: Store) -> list[str]:
+    """Queue again the runs that waited only because a worker might still send an effect, that worker having let
+    go (store.effects.requeue_released); their ids."""
+    return requeue_held_back(store, now())
 
 
 def save_filter(store: Store, name: str, words: str) -> str:
