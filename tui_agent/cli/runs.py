@@ -23,7 +23,7 @@ from ..runtime.control import RunControl
 from ..runtime.here import HandedBack, work_here
 from ..runtime.registry import modules_named
 from ..runtime.tracebacks import innermost
-from ..runtime.worker import DEFAULT_LEASE_S, DROPPED, REFUSED, Outcome
+from ..runtime.worker import DEFAULT_LEASE_S, Outcome
 from ..safe_text import json_text
 from ..spend import BY
 from ..spend import report as spend_report
@@ -34,6 +34,7 @@ from ..states import (
     EXIT_WAITING,
     TERMINAL,
     RunStatus,
+    TurnEnd,
     exit_code,
     needs_person,
 )
@@ -99,11 +100,11 @@ def _removed_by_prune(key: str | None, run_id: str) -> str:
 
 
 def report_outcome(outcome: Outcome) -> int:
-    if outcome.status == REFUSED:
+    if outcome.kind == TurnEnd.REFUSED:
         echo(f"{outcome.run_id} was taken by another worker or a person; it {outcome.message}; "
              f"this worker wrote nothing more (see tui-agent show {outcome.run_id})")
         return EXIT_WAITING
-    if outcome.status == DROPPED:
+    if outcome.kind == TurnEnd.DROPPED:
         echo(f"{outcome.run_id} {outcome.message}: {outcome.error}")
         return EXIT_ENVIRONMENT
     detail = outcome.error or (outcome.message if outcome.status in (RunStatus.WAITING, RunStatus.PARKED) else None)

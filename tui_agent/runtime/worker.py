@@ -29,7 +29,6 @@ from .results import ARTIFACT_THRESHOLD, ResultNotJSON, encode, place
 from .tracebacks import as_column
 
 DEFAULT_LEASE_S = 60.0
-REFUSED, DROPPED = TurnEnd.REFUSED, TurnEnd.DROPPED   # the kinds of an Outcome that settled nothing
 # What a worker's run waits out, within its lease, and drops the run for past that: the database busy (a held
 # lock) or its server away (a restart). Anything else the environment does (read-only, full, damaged) stops it.
 WAITED_OUT = (BUSY, UNREACHABLE)
