@@ -66,12 +66,16 @@ def agents(session: Session) -> int:
     return EXIT_OK
 
 
+def new_run_options(command):
+    """The agent and the options that make a new run, as `start` and `run` both take them."""
+    for option in (budget_option, model_option, key_option, input_option,
+                   click.argument("agent", type=TEXT, shell_complete=completion.agents)):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.argument("agent", type=TEXT, shell_complete=completion.agents)
-@input_option
-@key_option
-@model_option
-@budget_option
+@new_run_options
 @click.pass_obj
 def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
@@ -115,11 +119,7 @@ def report_outcome(outcome: Outcome) -> int:
 
 
 @cli.command()
-@click.argument("agent", type=TEXT, shell_complete=completion.agents)
-@input_option
-@key_option
-@model_option
-@budget_option
+@new_run_options
 @click.option("--lease", type=Number(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds this process holds the run before another worker may take it.")
 @click.pass_obj

@@ -122,9 +122,7 @@ def schedule_rm(session: Session, name: str) -> int:
 @click.pass_obj
 def schedule_enable(session: Session, name: str) -> int:
     """Enable a schedule; fires while it was disabled never count."""
-    operate.schedule_enable(session.existing_store, name, True)
-    echo(f"{name}: enabled")
-    return EXIT_OK
+    return _switched(session, name, True)
 
 
 @schedule.command("disable")
@@ -132,8 +130,12 @@ def schedule_enable(session: Session, name: str) -> int:
 @click.pass_obj
 def schedule_disable(session: Session, name: str) -> int:
     """Disable a schedule."""
-    operate.schedule_enable(session.existing_store, name, False)
-    echo(f"{name}: disabled")
+    return _switched(session, name, False)
+
+
+def _switched(session: Session, name: str, enabled: bool) -> int:
+    operate.schedule_enable(session.existing_store, name, enabled)
+    echo(f"{name}: {'enabled' if enabled else 'disabled'}")
     return EXIT_OK
 
 
