@@ -1,5 +1,6 @@
 import compileall
 import contextlib
+import inspect
 import os
 import shutil
 import signal
@@ -136,6 +137,29 @@ def store(database):
     s = open_store(database)
     yield s
     s.close()
+
+
+@pytest.fixture
+def snap_compare(snap_compare):
+    """pytest-textual-snapshot's snap_compare, but each key is pressed, and the picture taken, once the app has
+    settled: a read a key starts (a filter, a re-read) answers on the app's reader thread, which the plugin's own
+    pauses do not wait for, so without this a loaded machine photographs the screen before the answer is painted."""
+    from helpers import settled   # not at the top: helpers imports conftest
+
+    def compare(app, press=(), run_before=None, **options):
+        async def before(pilot):
+            if run_before is not None:
+                result = run_before(pilot)
+                if inspect.isawaitable(result):
+                    await result
+            await settled(pilot)
+            for key in press:          # as a person types: each key once the screen has answered the last
+                await pilot.press(key)
+                await settled(pilot)
+
+        return snap_compare(app, run_before=before, **options)
+
+    return compare
 
 
 @pytest.fixture(scope="session")
