@@ -176,6 +176,9 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
                         table.add_column(label, key=key)
                 for run_id, new in cells.items():
                     table.add_row(*(new[key] for _, key in columns), key=run_id)
+                for _, key in columns:   # sized now: the table's own sizing on its next idle was seen to miss rows
+                    column = table.columns[key]
+                    column.content_width = max([column.content_width, *(_width(new[key]) for new in cells.values())])
                 if selected and selected in cells:
                     table.move_cursor(row=table.get_row_index(selected), animate=False)
         self._rows, self._shown, self._columns = rows, cells, columns
