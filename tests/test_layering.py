@@ -1,6 +1,6 @@
-"""The import rule of docs/architecture.md section 4 (Layers and the import rule): the engine never imports
-textual, neither directly nor through the TUI's own modules (`app`, `messages`, `screens`, `widgets`), by an
-absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
+"""The import rule of docs/architecture.md section 4 (Layers and the import rule): the engine, services/
+included, never imports textual, neither directly nor through the TUI's own modules (`app`, `messages`,
+`screens`, `widgets`), by an absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
 
 import ast
 from pathlib import Path
@@ -9,9 +9,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
 # Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
-ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
-          "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",
-          "safe_text.py", "exports.py", "worktrees.py", "filters.py"]
+ENGINE = ["runtime", "store", "services", "models", "agents", "sim", "operate.py", "report.py", "states.py",
+          "format.py", "testing.py", "safe_text.py", "filters.py"]
 TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.session",
        "tui_agent.widgets"]
 
@@ -229,6 +228,7 @@ CLI_FROM_STORE = {
                         "artifacts", "notices",    # artifact and watch read them, db init says where artifacts go
                         "prune"},                  # prune's statuses, db vacuum's free space: reads
     "tui_agent.store.base": {"on_server"},     # which dialect (db vacuum, where the data folder is)
+    "tui_agent.store.copying": {"copy_database", "open_source", "target_for_copy"},   # copy: writes a new target
     "tui_agent.store.doctor": {"Diagnosis", "diagnose"},   # doctor: read only, never creates a file
     "tui_agent.store.environment": {"stop_for"},   # a read's database error said in one line
     "tui_agent.store.host": {"process_alive"},     # logs -f: whether the worker's process is still there

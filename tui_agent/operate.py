@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import filters, worktrees
+from . import filters
+from .services import worktrees
 from .errors import UserError
-from .exports import Carried, import_runs
+from .services.exports import Carried, import_runs
 from .format import held_by, usd_exact
 from .report import with_holders
 from .runtime import schedule
@@ -66,7 +67,7 @@ from .store.runs import (
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
-from .worktrees import Worktree
+from .services.worktrees import Worktree
 
 
 FILTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")

@@ -15,13 +15,13 @@ from typing import Any
 
 from .errors import Unreadable, UserError
 from .filters import Filter
-from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.liveness import worker_state
 from .runtime.results import decode
+from .services.forecast import forecast
 from .states import TERMINAL, CallState, Reason, RunStatus, ahead_s, budget_dimension
 from .store import Store as Store
 from .store import artifacts
@@ -58,8 +58,8 @@ from .store.schedules import schedule_events as schedule_events
 from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
-from .worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
-from .worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
+from .services.worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
+from .services.worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at", "exported_at",

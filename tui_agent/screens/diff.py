@@ -25,7 +25,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ..diff import (
+from ..services.diff import (
     EDITED,
     TOTALS,
     Pair,

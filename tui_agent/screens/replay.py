@@ -13,7 +13,7 @@ from textual.widgets import Label, Static
 
 from ..errors import TuiAgentError
 from ..messages import Replayed
-from ..replay import Replay, replay_run
+from ..services.replay import Replay, replay_run
 from ..widgets.safe import safe
 from .modals import Dialog
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from textual.app import SuspendNotSupported
 from textual.binding import Binding
 
-from .. import editing, operate
+from .. import operate
+from ..services import editing
 from ..errors import UserError
 from ..format import file_size
 from ..report import (
@@ -27,7 +28,7 @@ from ..report import (
 )
 from ..runtime.agent import UNBOUNDED
 from ..states import IN_DOUBT, EffectState, budget_dimension
-from ..worktrees import branch_advice, why_not_remove
+from ..services.worktrees import branch_advice, why_not_remove
 from ..session import Reads, Session
 from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Input
 
 from .. import operate
 from ..filters import Filter, FilterError, parse
-from ..forecast import WINDOW, sparkline
+from ..services.forecast import WINDOW, sparkline
 from ..format import age, spent, step_cell, tokens
 from ..report import Store, busiest_budget, cost_window, counts, each_run, runs_page, tasks_of
 from ..runtime.clock import now
