@@ -3,6 +3,7 @@ included, never imports textual, neither directly nor through the TUI's own modu
 `screens`, `widgets`), by an absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -92,13 +93,82 @@ def test_a_listed_package_that_does_not_exist_fails_loudly(tmp_path):
         engine_files(package, ["empty"])
 
 
-def test_screens_and_widgets_read_through_report_and_write_through_operate():
-    """docs/architecture.md section 4: a screen never reaches into the store; its reads go through report.py
-    (one read path, as operate.py is the one write path)."""
+# What screens and widgets take from the store: its reads, each by name (docs/architecture.md section 4). Their
+# writes go through operate.py, as the command line's do.
+SCREEN_READS = {
+    "tui_agent.store": {"Store"},                                   # the type a session hands them
+    "tui_agent.store.approvals": {"pending"},
+    "tui_agent.store.effects": {"effects_page", "in_doubt"},
+    "tui_agent.store.events": {"events_page", "last_event", "last_event_like"},
+    "tui_agent.store.journal": {"checkpoint_for", "cost_window"},
+    "tui_agent.store.runs": {"RunNotFound", "counts", "data_version", "each_run", "get_run", "recorded_positions"},
+    "tui_agent.store.schedules": {"listing", "recent_runs", "schedule_events"},
+    "tui_agent.store.workers": {"knows", "workers_listing"},
+}
+# The verbs a store function that writes is named by (its first word): `add_event`, `claim_run`, `settle_run`.
+WRITE_VERBS = {"add", "set", "write", "insert", "update", "delete", "claim", "settle", "record", "mark", "remove",
+               "save", "release", "renew", "create", "drop", "put", "cancel", "decide", "prune", "take", "hand"}
+
+
+def is_write(name: str) -> bool:
+    """Whether a store name reads as a write: its first word is one of WRITE_VERBS (`recorded_positions` is not)."""
+    return name.split("_")[0].lower() in WRITE_VERBS
+
+
+def store_imports(path: Path, package: Path = PACKAGE) -> set[tuple[str, str]]:
+    """The (module, name) pairs a file imports from tui_agent.store and its modules, relative imports resolved;
+    `import tui_agent.store.x` gives (module, "*"), the whole module."""
+    here = path.relative_to(package.parent).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = list(here[:len(here) - node.level + 1]) if node.level else []
+            module = ".".join(base + (node.module.split(".") if node.module else []))
+            if module == "tui_agent.store" or module.startswith("tui_agent.store."):
+                found.update((module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update((alias.name, "*") for alias in node.names if alias.name.startswith("tui_agent.store"))
+    return found
+
+
+def store_refusals(files: list[Path], package: Path = PACKAGE, reads: dict = SCREEN_READS) -> list[str]:
+    """Every name `files` take from the store that is a write by its name, or is not one of `reads`."""
+    refused = set()
+    for path in files:
+        for module, name in store_imports(path, package):
+            why = "a write" if is_write(name) else None if name in reads.get(module, ()) else "not in SCREEN_READS"
+            if why:
+                refused.add(f"{path.relative_to(package)}: {module}.{name} ({why})")
+    return sorted(refused)
+
+
+def test_screens_and_widgets_call_the_stores_reads_and_write_through_operate():
+    """docs/architecture.md section 4: a screen may call the store's read functions, never its writes, which go
+    through operate.py; a new read is added to SCREEN_READS by name, and an entry no file imports fails too."""
     files = engine_files(PACKAGE, ["screens", "widgets"])
-    found = sorted({f"{f.relative_to(PACKAGE)}: {name}" for f in files for name in imported_modules(f)
-                    if name == "tui_agent.store" or name.startswith("tui_agent.store.")})
-    assert found == []
+    assert store_refusals(files) == []
+    assert not [name for names in SCREEN_READS.values() for name in names if is_write(name)]
+    taken = {pair for path in files for pair in store_imports(path)}
+    listed = {(module, name) for module, names in SCREEN_READS.items() for name in names}
+    assert taken == listed, sorted(listed - taken)
+    for module, name in listed:
+        assert hasattr(importlib.import_module(module), name), f"SCREEN_READS names {module}.{name}, which is gone"
+
+
+def test_the_read_check_refuses_a_planted_write(tmp_path):
+    package = _tree(tmp_path, {
+        "screens/run.py": "from ..store.runs import claim_run, get_run\nfrom ..store import runs\n",
+        "widgets/events.py": "import tui_agent.store.events\nfrom tui_agent.store.events import add_event\n",
+        "widgets/ok.py": "from ..store.runs import recorded_positions\nfrom ..report import run_view\n",
+    })
+    files = engine_files(package, ["screens", "widgets"])
+    reads = {"tui_agent.store.runs": {"get_run", "recorded_positions"}, "tui_agent.store.events": {"add_event"}}
+    assert store_refusals(files, package, reads) == [
+        "screens/run.py: tui_agent.store.runs (not in SCREEN_READS)",
+        "screens/run.py: tui_agent.store.runs.claim_run (a write)",
+        "widgets/events.py: tui_agent.store.events.* (not in SCREEN_READS)",
+        "widgets/events.py: tui_agent.store.events.add_event (a write)",
+    ]
 
 
 def test_screens_and_widgets_never_import_the_app():
@@ -238,22 +308,9 @@ CLI_FROM_STORE = {
 }
 
 
-def _from_store(path: Path) -> set[tuple[str, str]]:
-    """The (module, name) pairs a file of the cli package imports from tui_agent.store and its modules."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            module = "tui_agent." + node.module if node.level == 2 and node.module else node.module or ""
-            if module == "tui_agent.store" or module.startswith("tui_agent.store."):
-                found.update((module, alias.name) for alias in node.names)
-        elif isinstance(node, ast.Import):
-            assert not any(a.name.startswith("tui_agent.store") for a in node.names), path
-    return found
-
-
 def test_the_cli_takes_from_the_store_only_its_reads_and_its_opening():
     """A write the command line makes goes through operate.py: a new import from the store is refused until it
     is added to CLI_FROM_STORE with its reason, and an entry no file imports any more fails too."""
-    taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in _from_store(path)}
+    taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in store_imports(path)}
     allowed = {(module, name) for module, names in CLI_FROM_STORE.items() for name in names}
     assert taken == allowed, (sorted(taken - allowed), sorted(allowed - taken))

@@ -1,1 +1,1 @@
-"""The engine's services beside the runtime: notices, replay, diffs, edits, forecasts, exports and worktrees, free of textual."""
+"""The engine's services: notices, replay, diffs, edits, forecasts, exports and worktrees; never textual."""
