@@ -10,7 +10,7 @@ import pytest
 from helpers import data_dir, dump, portable
 
 from tui_agent.store.copying import tables
-from tui_agent.services.exports import LEFT_OUT, exported_tables
+from tui_agent.store.exports import LEFT_OUT, exported_tables
 from tui_agent.store import open_store
 
 

@@ -4,6 +4,7 @@ included, never imports textual, neither directly nor through the TUI's own modu
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -299,6 +300,7 @@ CLI_FROM_STORE = {
                         "prune"},                  # prune's statuses, db vacuum's free space: reads
     "tui_agent.store.base": {"on_server"},     # which dialect (db vacuum, where the data folder is)
     "tui_agent.store.copying": {"copy_database", "open_source", "target_for_copy"},   # copy: writes a new target
+    "tui_agent.store.exports": {"export_runs", "open_export"},   # export writes a new file; import's check reads
     "tui_agent.store.doctor": {"Diagnosis", "diagnose"},   # doctor: read only, never creates a file
     "tui_agent.store.environment": {"stop_for"},   # a read's database error said in one line
     "tui_agent.store.host": {"process_alive"},     # logs -f: whether the worker's process is still there
@@ -314,3 +316,53 @@ def test_the_cli_takes_from_the_store_only_its_reads_and_its_opening():
     taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in store_imports(path)}
     allowed = {(module, name) for module, names in CLI_FROM_STORE.items() for name in names}
     assert taken == allowed, (sorted(taken - allowed), sorted(allowed - taken))
+
+
+# An SQL statement as the code writes them: keywords in capitals (docs/architecture.md section 4: SQL lives in
+# store/). Prose that names a statement's verb in lower case ("select a step") is not one.
+SQL = re.compile(r"\bSELECT\b[\s\S]*?\bFROM\b|\bINSERT\s+(?:OR\s+\w+\s+)?INTO\b|\bUPDATE\s+\w+\s+SET\b"
+                 r"|\bDELETE\s+FROM\b|\bCREATE\s+(?:TABLE|INDEX|TRIGGER)\b|\bPRAGMA\s+\w+")
+
+
+def sql_outside_the_store(files: list[Path], package: Path = PACKAGE) -> list[str]:
+    """Every string constant (an f-string's literal parts included) in a module outside store/ that holds an SQL
+    statement, as `path:line: the statement's start`."""
+    found = set()
+    for path in files:
+        where = path.relative_to(package)
+        if where.parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            if statement := SQL.search(text):
+                found.add(f"{where.as_posix()}:{node.lineno}: {' '.join(statement.group().split())[:40]}")
+    return sorted(found)
+
+
+def test_sql_statements_live_only_in_the_store():
+    """Code outside store/ asks the store's functions (operate.resume's budget: runs.set_budget; the worker's new
+    code version: runs.set_code_version; the simulator's ledger trace: store/sim_ledger.py)."""
+    assert sql_outside_the_store(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_sql_check_sees_plain_and_formatted_statements(tmp_path):
+    package = _tree(tmp_path, {
+        "store/runs.py": 'def get(conn):\n    return conn.execute("SELECT * FROM runs")\n',
+        "operate.py": ('def resume(conn, run, f):\n    conn.execute("UPDATE runs SET budget = ? WHERE id = ?", run)\n'
+                       '    conn.execute(f"DELETE FROM {f} WHERE id = 1")\n'
+                       '    return "select a step, then insert into the timeline: prose, not SQL"\n'),
+        "sim/scenario.py": ('TRACE = """\nCREATE TRIGGER t AFTER INSERT ON effects BEGIN\n'
+                            '    INSERT INTO trace (state)\n    VALUES (NEW.state); END;\n"""\n'
+                            'QUERY = ("SELECT seq, state "\n         "FROM trace")\n'),
+    })
+    assert sql_outside_the_store(sorted(package.rglob("*.py")), package) == [
+        "operate.py:2: UPDATE runs SET",
+        "operate.py:3: DELETE FROM",
+        "sim/scenario.py:1: CREATE TRIGGER",
+        "sim/scenario.py:6: SELECT seq, state FROM",
+    ]

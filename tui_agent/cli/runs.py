@@ -253,7 +253,7 @@ def export_command(session: Session, run_refs: tuple[str, ...], output: str, for
     """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
     their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
     replay, fork), and tui-agent import FILE loads it into another database."""
-    from ..services.exports import export_runs
+    from ..store.exports import export_runs
 
     done = export_runs(session.existing_store, run_refs, output, force)
     echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
@@ -270,7 +270,7 @@ def import_command(session: Session, file: str, adopt: bool) -> int:
     """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
     are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
     an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
-    from ..services.exports import open_export
+    from ..store.exports import open_export
 
     source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
     try:
