@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
 
 from tui_agent.cli import cli
-from tui_agent.copying import copy_database
+from tui_agent.store.copying import copy_database
 from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry

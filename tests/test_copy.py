@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import portable, registry_of, start_and_work
 
-from tui_agent import Agent, copying
-from tui_agent.copying import copy_database, open_source, open_target, tables
+from tui_agent import Agent
+from tui_agent.store import copying
+from tui_agent.store.copying import copy_database, open_source, open_target, tables
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
@@ -332,7 +333,7 @@ def _rows(where) -> dict[str, list[tuple]]:
 
 def test_pages_of_a_few_rows_copy_every_row_once_with_progress_up_to_the_total(demo, pg_url, tmp_path, monkeypatch):
     """Keyset pages across composite keys (journal, model_calls), both ways, every row with every column."""
-    monkeypatch.setattr("tui_agent.copying.PAGE_ROWS", 7)
+    monkeypatch.setattr("tui_agent.store.copying.PAGE_ROWS", 7)
     path, _ = demo
     back = tmp_path / "back.db"
     seen = {}
@@ -380,7 +381,7 @@ def test_a_servers_artifacts_are_read_by_pages_of_paths_not_once_per_run(demo, p
     """From a server that keeps its artifacts in its table: one query per page of paths and one per artifact,
     whatever the number of runs (it was a scan of the table per run), and every row copied, even one that no run's
     folder holds."""
-    monkeypatch.setattr("tui_agent.copying.PAGE_ROWS", 3)
+    monkeypatch.setattr("tui_agent.store.copying.PAGE_ROWS", 3)
     path, _ = demo
     source, target = open_source(str(path)), open_target(pg_url)
     try:

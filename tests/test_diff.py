@@ -1,4 +1,4 @@
-"""`tui-agent diff A B` and the domain behind it (tui_agent/diff.py): a fork against its parent (the entries
+"""`tui-agent diff A B` and the domain behind it (tui_agent/services/diff.py): a fork against its parent (the entries
 before the fork point once, the first divergence where the fork's own path starts), a rerun of the same request
 with another scripted model reply, edited entries, runs of different lengths, bad input, and paging: what a diff
 reads is bounded by pages, not by the runs' length (rows and statements counted, not timed)."""
@@ -10,8 +10,9 @@ import json
 import pytest
 from helpers import registry_of, start_and_work, work
 
-from tui_agent import Agent, diff
-from tui_agent.diff import (
+from tui_agent import Agent
+from tui_agent.services import diff
+from tui_agent.services.diff import (
     aligned_page,
     candidates,
     first_divergence,

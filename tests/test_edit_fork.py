@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import dump, ok, registry_of, start_and_work, work
 
-from tui_agent import Agent, editing, operate, tool
+from tui_agent import Agent, operate, tool
+from tui_agent.services import editing
 from tui_agent.errors import UserError
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
 from tui_agent.store import artifacts

@@ -1,5 +1,5 @@
-"""Budgets that see ahead (tui_agent/forecast.py): the burn rate, the step where a ceiling is reached at that
-rate and what the run will have used at its declared end; in `show`, `show --json` and the runs table's
+"""Budgets that see ahead (tui_agent/services/forecast.py): the burn rate, the step where a ceiling is reached at
+that rate and what the run will have used at its declared end; in `show`, `show --json` and the runs table's
 bounded cost window."""
 
 import json
@@ -8,9 +8,9 @@ import pytest
 from helpers import on_sqlite, registry_of, start_and_work, work
 
 from tui_agent import Agent, Budget, operate
-from tui_agent.forecast import forecast, projection_parts, sentence, sparkline
-from tui_agent.report import budget_of, cost_window, run_report
-from tui_agent.store.journal import checkpoint_for, journal_for
+from tui_agent.report import budget_of, run_report
+from tui_agent.services.forecast import forecast, projection_parts, sentence, sparkline
+from tui_agent.store.journal import checkpoint_for, cost_window, journal_for
 from tui_agent.store.runs import claim_run, get_run
 
 # claude-haiku-4-5, the scripted model: 100 input tokens (400 characters) at $1 / M and a one-token reply at

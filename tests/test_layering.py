@@ -1,17 +1,18 @@
-"""The import rule of docs/architecture.md section 4 (Layers and the import rule): the engine never imports
-textual, neither directly nor through the TUI's own modules (`app`, `messages`, `screens`, `widgets`), by an
-absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
+"""The import rule of docs/architecture.md section 4 (Layers and the import rule): the engine, services/
+included, never imports textual, neither directly nor through the TUI's own modules (`app`, `messages`,
+`screens`, `widgets`), by an absolute import or a relative one (`from ..screens import runs`, `from . import x`)."""
 
 import ast
+import importlib
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
 # Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
-ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
-          "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",
-          "safe_text.py", "exports.py", "worktrees.py", "filters.py"]
+ENGINE = ["runtime", "store", "services", "models", "agents", "sim", "operate.py", "report.py", "states.py",
+          "format.py", "testing.py", "safe_text.py", "filters.py"]
 TUI = ["textual", "tui_agent.app", "tui_agent.messages", "tui_agent.screens", "tui_agent.session",
        "tui_agent.widgets"]
 
@@ -93,13 +94,82 @@ def test_a_listed_package_that_does_not_exist_fails_loudly(tmp_path):
         engine_files(package, ["empty"])
 
 
-def test_screens_and_widgets_read_through_report_and_write_through_operate():
-    """docs/architecture.md section 4: a screen never reaches into the store; its reads go through report.py
-    (one read path, as operate.py is the one write path)."""
+# What screens and widgets take from the store: its reads, each by name (docs/architecture.md section 4). Their
+# writes go through operate.py, as the command line's do.
+SCREEN_READS = {
+    "tui_agent.store": {"Store"},                                   # the type a session hands them
+    "tui_agent.store.approvals": {"pending"},
+    "tui_agent.store.effects": {"effects_page", "in_doubt"},
+    "tui_agent.store.events": {"events_page", "last_event", "last_event_like"},
+    "tui_agent.store.journal": {"checkpoint_for", "cost_window"},
+    "tui_agent.store.runs": {"RunNotFound", "counts", "data_version", "each_run", "get_run", "recorded_positions"},
+    "tui_agent.store.schedules": {"listing", "recent_runs", "schedule_events"},
+    "tui_agent.store.workers": {"knows", "workers_listing"},
+}
+# The verbs a store function that writes is named by (its first word): `add_event`, `claim_run`, `settle_run`.
+WRITE_VERBS = {"add", "set", "write", "insert", "update", "delete", "claim", "settle", "record", "mark", "remove",
+               "save", "release", "renew", "create", "drop", "put", "cancel", "decide", "prune", "take", "hand"}
+
+
+def is_write(name: str) -> bool:
+    """Whether a store name reads as a write: its first word is one of WRITE_VERBS (`recorded_positions` is not)."""
+    return name.split("_")[0].lower() in WRITE_VERBS
+
+
+def store_imports(path: Path, package: Path = PACKAGE) -> set[tuple[str, str]]:
+    """The (module, name) pairs a file imports from tui_agent.store and its modules, relative imports resolved;
+    `import tui_agent.store.x` gives (module, "*"), the whole module."""
+    here = path.relative_to(package.parent).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = list(here[:len(here) - node.level + 1]) if node.level else []
+            module = ".".join(base + (node.module.split(".") if node.module else []))
+            if module == "tui_agent.store" or module.startswith("tui_agent.store."):
+                found.update((module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update((alias.name, "*") for alias in node.names if alias.name.startswith("tui_agent.store"))
+    return found
+
+
+def store_refusals(files: list[Path], package: Path = PACKAGE, reads: dict = SCREEN_READS) -> list[str]:
+    """Every name `files` take from the store that is a write by its name, or is not one of `reads`."""
+    refused = set()
+    for path in files:
+        for module, name in store_imports(path, package):
+            why = "a write" if is_write(name) else None if name in reads.get(module, ()) else "not in SCREEN_READS"
+            if why:
+                refused.add(f"{path.relative_to(package)}: {module}.{name} ({why})")
+    return sorted(refused)
+
+
+def test_screens_and_widgets_call_the_stores_reads_and_write_through_operate():
+    """docs/architecture.md section 4: a screen may call the store's read functions, never its writes, which go
+    through operate.py; a new read is added to SCREEN_READS by name, and an entry no file imports fails too."""
     files = engine_files(PACKAGE, ["screens", "widgets"])
-    found = sorted({f"{f.relative_to(PACKAGE)}: {name}" for f in files for name in imported_modules(f)
-                    if name == "tui_agent.store" or name.startswith("tui_agent.store.")})
-    assert found == []
+    assert store_refusals(files) == []
+    assert not [name for names in SCREEN_READS.values() for name in names if is_write(name)]
+    taken = {pair for path in files for pair in store_imports(path)}
+    listed = {(module, name) for module, names in SCREEN_READS.items() for name in names}
+    assert taken == listed, sorted(listed - taken)
+    for module, name in listed:
+        assert hasattr(importlib.import_module(module), name), f"SCREEN_READS names {module}.{name}, which is gone"
+
+
+def test_the_read_check_refuses_a_planted_write(tmp_path):
+    package = _tree(tmp_path, {
+        "screens/run.py": "from ..store.runs import claim_run, get_run\nfrom ..store import runs\n",
+        "widgets/events.py": "import tui_agent.store.events\nfrom tui_agent.store.events import add_event\n",
+        "widgets/ok.py": "from ..store.runs import recorded_positions\nfrom ..report import run_view\n",
+    })
+    files = engine_files(package, ["screens", "widgets"])
+    reads = {"tui_agent.store.runs": {"get_run", "recorded_positions"}, "tui_agent.store.events": {"add_event"}}
+    assert store_refusals(files, package, reads) == [
+        "screens/run.py: tui_agent.store.runs (not in SCREEN_READS)",
+        "screens/run.py: tui_agent.store.runs.claim_run (a write)",
+        "widgets/events.py: tui_agent.store.events.* (not in SCREEN_READS)",
+        "widgets/events.py: tui_agent.store.events.add_event (a write)",
+    ]
 
 
 def test_screens_and_widgets_never_import_the_app():
@@ -229,6 +299,8 @@ CLI_FROM_STORE = {
                         "artifacts", "notices",    # artifact and watch read them, db init says where artifacts go
                         "prune"},                  # prune's statuses, db vacuum's free space: reads
     "tui_agent.store.base": {"on_server"},     # which dialect (db vacuum, where the data folder is)
+    "tui_agent.store.copying": {"copy_database", "open_source", "target_for_copy"},   # copy: writes a new target
+    "tui_agent.store.exports": {"export_runs", "open_export"},   # export writes a new file; import's check reads
     "tui_agent.store.doctor": {"Diagnosis", "diagnose"},   # doctor: read only, never creates a file
     "tui_agent.store.environment": {"stop_for"},   # a read's database error said in one line
     "tui_agent.store.host": {"process_alive"},     # logs -f: whether the worker's process is still there
@@ -238,22 +310,59 @@ CLI_FROM_STORE = {
 }
 
 
-def _from_store(path: Path) -> set[tuple[str, str]]:
-    """The (module, name) pairs a file of the cli package imports from tui_agent.store and its modules."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            module = "tui_agent." + node.module if node.level == 2 and node.module else node.module or ""
-            if module == "tui_agent.store" or module.startswith("tui_agent.store."):
-                found.update((module, alias.name) for alias in node.names)
-        elif isinstance(node, ast.Import):
-            assert not any(a.name.startswith("tui_agent.store") for a in node.names), path
-    return found
-
-
 def test_the_cli_takes_from_the_store_only_its_reads_and_its_opening():
     """A write the command line makes goes through operate.py: a new import from the store is refused until it
     is added to CLI_FROM_STORE with its reason, and an entry no file imports any more fails too."""
-    taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in _from_store(path)}
+    taken = {pair for path in (PACKAGE / "cli").glob("*.py") for pair in store_imports(path)}
     allowed = {(module, name) for module, names in CLI_FROM_STORE.items() for name in names}
     assert taken == allowed, (sorted(taken - allowed), sorted(allowed - taken))
+
+
+# An SQL statement as the code writes them: keywords in capitals (docs/architecture.md section 4: SQL lives in
+# store/). Prose that names a statement's verb in lower case ("select a step") is not one.
+SQL = re.compile(r"\bSELECT\b[\s\S]*?\bFROM\b|\bINSERT\s+(?:OR\s+\w+\s+)?INTO\b|\bUPDATE\s+\w+\s+SET\b"
+                 r"|\bDELETE\s+FROM\b|\bCREATE\s+(?:TABLE|INDEX|TRIGGER)\b|\bPRAGMA\s+\w+")
+
+
+def sql_outside_the_store(files: list[Path], package: Path = PACKAGE) -> list[str]:
+    """Every string constant (an f-string's literal parts included) in a module outside store/ that holds an SQL
+    statement, as `path:line: the statement's start`."""
+    found = set()
+    for path in files:
+        where = path.relative_to(package)
+        if where.parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(part.value if isinstance(part, ast.Constant) else "{}" for part in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            else:
+                continue
+            if statement := SQL.search(text):
+                found.add(f"{where.as_posix()}:{node.lineno}: {' '.join(statement.group().split())[:40]}")
+    return sorted(found)
+
+
+def test_sql_statements_live_only_in_the_store():
+    """Code outside store/ asks the store's functions (operate.resume's budget: runs.set_budget; the worker's new
+    code version: runs.set_code_version; the simulator's ledger trace: store/sim_ledger.py)."""
+    assert sql_outside_the_store(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_sql_check_sees_plain_and_formatted_statements(tmp_path):
+    package = _tree(tmp_path, {
+        "store/runs.py": 'def get(conn):\n    return conn.execute("SELECT * FROM runs")\n',
+        "operate.py": ('def resume(conn, run, f):\n    conn.execute("UPDATE runs SET budget = ? WHERE id = ?", run)\n'
+                       '    conn.execute(f"DELETE FROM {f} WHERE id = 1")\n'
+                       '    return "select a step, then insert into the timeline: prose, not SQL"\n'),
+        "sim/scenario.py": ('TRACE = """\nCREATE TRIGGER t AFTER INSERT ON effects BEGIN\n'
+                            '    INSERT INTO trace (state)\n    VALUES (NEW.state); END;\n"""\n'
+                            'QUERY = ("SELECT seq, state "\n         "FROM trace")\n'),
+    })
+    assert sql_outside_the_store(sorted(package.rglob("*.py")), package) == [
+        "operate.py:2: UPDATE runs SET",
+        "operate.py:3: DELETE FROM",
+        "sim/scenario.py:1: CREATE TRIGGER",
+        "sim/scenario.py:6: SELECT seq, state FROM",
+    ]

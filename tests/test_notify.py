@@ -25,7 +25,8 @@ from conftest import ROOT
 from fixtures import notify_agents
 from helpers import later, ok, registry_of, start_and_work, until, work
 
-from tui_agent import notify, operate
+from tui_agent import operate
+from tui_agent.services import notify
 from tui_agent.runtime.clock import iso, now
 from tui_agent.store import notices, open_store
 from tui_agent.store.events import last_event

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 from helpers import show_json, until
 
-from tui_agent.copying import copy_database, open_source, open_target
+from tui_agent.store.copying import copy_database, open_source, open_target
 from tui_agent.store import open_store
 from tui_agent.store.environment import BUSY
 from tui_agent.store.postgres import BUSY_TIMEOUT_MS, IDLE_IN_WRITE_MS
@@ -36,7 +36,7 @@ HOLDER = """
 import os, signal, sys
 import tui_agent.store.postgres as pg
 pg.IDLE_IN_WRITE_MS = int(float(sys.argv[2]) * 1000)
-from tui_agent.copying import copy_database, open_source, open_target
+from tui_agent.store.copying import copy_database, open_source, open_target
 from tui_agent.store import open_store
 from tui_agent.errors import EnvironmentStop
 store = open_store(sys.argv[1])

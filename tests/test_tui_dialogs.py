@@ -27,7 +27,7 @@ import tui_agent.app
 import tui_agent.screens
 import tui_agent.widgets
 from tui_agent import operate
-from tui_agent.replay import DIFF_LINES, Divergence, Replay
+from tui_agent.services.replay import DIFF_LINES, Divergence, Replay
 from tui_agent.runtime.clock import now
 from tui_agent.store.host import this_host
 from tui_agent.runtime.registry import load_registry

@@ -15,7 +15,8 @@ from textual.app import App
 from textual.binding import Binding
 from textual.reactive import reactive
 
-from . import config, notify
+from . import config
+from .services import notify
 from .messages import DataChanged, Loaded
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.message import Message
 
-from .replay import Replay
+from .services.replay import Replay
 from .sim.stepper import Stepper, View
 
 

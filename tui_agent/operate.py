@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import filters, worktrees
+from . import filters
 from .errors import UserError
-from .exports import Carried, import_runs
 from .format import held_by, usd_exact
 from .report import with_holders
 from .runtime import schedule
@@ -28,6 +27,8 @@ from .runtime.effects import sender_warning
 from .runtime.registry import Registry
 from .runtime.results import ARTIFACT_THRESHOLD, ResultNotJSON, decode, encode, place
 from .runtime.worker import standing, worker_name
+from .services import worktrees
+from .services.worktrees import Worktree
 from .states import (
     DECIDABLE,
     IN_DOUBT,
@@ -49,6 +50,7 @@ from .store.base import reopening
 from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
 from .store.effects import requeue_released as requeue_held_back
 from .store.events import add_event, add_schedule_event
+from .store.exports import Carried, import_runs
 from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
 from .store.runs import (
@@ -61,12 +63,12 @@ from .store.runs import (
     recorded_positions,
     requeue,
     resolve_run,
+    set_budget,
     takeover_why,
 )
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
-from .worktrees import Worktree
 
 
 FILTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
@@ -554,7 +556,7 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
         if budget:
             before = json.loads(run["budget"] or "{}")
             after = raised_budget(before, budget)
-            conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(after), run["id"]))
+            set_budget(conn, run["id"], after)
             raised = ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" if k != UNBOUNDED else
                                "unbounded (no default ceilings)" for k in budget)
             add_event(conn, run["id"], at, EventKind.BUDGET, f"budget changed by {who}: {raised}", who)

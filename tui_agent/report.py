@@ -1,9 +1,8 @@
 """The read shapes of `ls`, `show`, `workers` and `schedule ls` (`--json`): a stable contract for scripts, tests
 and the TUI. The CLI prints them; it builds none of its own.
 
-The screens read through this module, as they write through operate.py: the store's reads they need are named
-here (`X as X`), so no screen imports the store (tests/test_layering.py checks it) and a read that changes
-shape (keyset pages for runs of any length) changes in one place."""
+Screens use these shapes, and may call the store's read functions themselves, never its writes, which go through
+operate.py (tests/test_layering.py checks both by name)."""
 
 from __future__ import annotations
 
@@ -15,51 +14,29 @@ from typing import Any
 
 from .errors import Unreadable, UserError
 from .filters import Filter
-from .forecast import forecast
 from .format import countdown, in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
 from .runtime.clock import clock_time, iso, now, parse_instant
 from .runtime.liveness import worker_state
 from .runtime.results import decode
+from .services.forecast import forecast
 from .states import TERMINAL, CallState, Reason, RunStatus, ahead_s, budget_dimension
-from .store import Store as Store
-from .store import artifacts
+from .store import Store, artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
-from .store.approvals import pending as pending_approval  # noqa: F401  (a screen's read)
-from .store.effects import effect_counts, effects_at, next_in_doubt
-from .store.effects import effects_page as effects_page
-from .store.effects import in_doubt as in_doubt
-from .store.events import event_count, last_event_like
-from .store.events import events_page as events_page
-from .store.events import last_event as last_event
+from .store.effects import effect_counts, effects_at, effects_page, next_in_doubt
+from .store.events import event_count, events_page, last_event_like
 from .store.holders import claimable_in, judge
-from .store.imported import imported
 from .store.holders import with_holders as holders_with
-from .store.journal import (
-    PAGE,
-    checkpoint_for,
-    journal_page,
-    journal_pages,
-)
-from .store.journal import cost_window as cost_window
+from .store.imported import imported
+from .store.journal import PAGE, checkpoint_for, journal_page, journal_pages
 from .store.model_calls import Held, calls_for, held_by, possibly_billed
-from .store.runs import RunNotFound as RunNotFound
-from .store.runs import counts as counts
-from .store.runs import data_version as data_version
-from .store.runs import each_run as each_run
-from .store.runs import get_run, lease_now, list_runs
-from .store.runs import recorded_positions as recorded_positions
+from .store.runs import get_run, lease_now, list_runs, recorded_positions
 from .store.runs import runs_page as page_of_runs
 from .store.saved_filters import listing as saved_filters
 from .store.schedules import listing as schedule_listing
-from .store.schedules import recent_runs as recent_runs
-from .store.schedules import schedule_events as schedule_events
-from .store.workers import knows as knows  # a screen's read
 from .store.workers import workers_listing
 from .strict_json import read_stored
-from .worktrees import of_run as worktree_of  # noqa: F401  (a screen's read)
-from .worktrees import recorded as recorded_worktree  # noqa: F401  (a screen's read)
 
 _TIMES = ("asked_at", "created_at", "started_at", "updated_at", "finished_at", "lease_expires_at", "wake_at", "at",
           "first_attempted_at", "attempted_at", "decided_at", "heartbeat_at", "stopped_at", "exported_at",

@@ -8,14 +8,14 @@
 No journaled call is executed, and the replay's own connection only reads. The agent's code between those calls
 runs in the caller's thread on the database itself: a connection of its own can write to it, and code that loops
 is not stopped (bound it with the test runner's timeout); `tui-agent replay` runs it on a copy with a time limit
-(see tui_agent.replay, tui_agent.replay_copy)."""
+(see tui_agent.services.replay, tui_agent.services.replay_copy)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
 
-from .replay import Replay, replay_run
+from .services.replay import Replay, replay_run
 from .runtime.agent import Agent
 from .runtime.registry import Registry, load_registry
 from .store import Store

@@ -227,7 +227,7 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
     if edit_at is None:
         echo(operate.fork(store, run_ref, from_step))
         return EXIT_OK
-    from .. import editing
+    from ..services import editing
 
     entry = operate.recorded_entry(store, run_ref, edit_at)
     if result_text is None:

@@ -177,7 +177,7 @@ def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_js
     """Compare two runs side by side (a fork with its parent, a rerun with the run before): the totals, the
     first divergence, and per entry whether the name, result, cost and duration differ. Exit 0 when they
     are the same entry for entry (names and results), 1 when they differ, 2 on bad input."""
-    from ..diff import first_divergence, json_lines, pair, text_lines
+    from ..services.diff import first_divergence, json_lines, pair, text_lines
 
     store = session.existing_store
     runs = pair(store, a_ref, b_ref)
@@ -197,7 +197,7 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
     """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
     journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the
     target keeps them)."""
-    from ..copying import copy_database, open_source, target_for_copy
+    from ..store.copying import copy_database, open_source, target_for_copy
 
     shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
 
@@ -253,7 +253,7 @@ def export_command(session: Session, run_refs: tuple[str, ...], output: str, for
     """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
     their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
     replay, fork), and tui-agent import FILE loads it into another database."""
-    from ..exports import export_runs
+    from ..store.exports import export_runs
 
     done = export_runs(session.existing_store, run_refs, output, force)
     echo(f"exported {_with_ancestry(done)} to {output}: {_counted(done.counts)}; read it with tui-agent --db "
@@ -270,7 +270,7 @@ def import_command(session: Session, file: str, adopt: bool) -> int:
     """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
     are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
     an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
-    from ..exports import open_export
+    from ..store.exports import open_export
 
     source, meta = open_export(file, adopt)   # checked before this database is opened (or made)
     try:
@@ -419,7 +419,7 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
                                   if d["used"] or d["limit"]) + unpriced_note(budget))
     if bounds := bounds_line(budget):
         echo(f"bounds    {bounds}")
-    from ..forecast import sentence as forecast_sentence
+    from ..services.forecast import sentence as forecast_sentence
 
     if ahead := forecast_sentence(budget["forecast"]):
         echo(f"forecast  {ahead}")
@@ -466,8 +466,8 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
     when the code reproduces the run, 1 at the first divergence (a renamed call, another model request,
     other step inputs, another result, a write of its own to the database) or when it ran out of time, 2 on
     bad input."""
-    from ..replay import replay_last, replay_run
-    from ..replay_copy import replay_on_copy
+    from ..services.replay import replay_last, replay_run
+    from ..services.replay_copy import replay_on_copy
 
     by_agent = agent_name is not None and last is not None
     if (run_ref is None) != by_agent or (not by_agent and (agent_name or last)):

@@ -212,7 +212,7 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
     its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
     those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
     ended run (changes no commit holds, a lock)."""
-    from ..worktrees import listing
+    from ..services.worktrees import listing
 
     store = session.existing_store
     trees = listing(store)
@@ -235,7 +235,7 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
 def _clean_worktrees(store, trees: list, yes: bool) -> int:
     """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
     remove each as operate.clean_worktrees decides it again."""
-    from ..worktrees import branch_advice, why_not_remove
+    from ..services.worktrees import branch_advice, why_not_remove
 
     if not trees:
         echo("no worktree of a coding agent's run is left")
@@ -271,7 +271,7 @@ def _clean_worktrees(store, trees: list, yes: bool) -> int:
 def pulls(session: Session, repo: str | None, as_json: bool) -> int:
     """List the pull requests on the local git host (what patch opens, kept in the repository's
     .git/tui-agent/pulls.json), oldest first."""
-    from ..worktrees import pulls as pulls_of, repositories
+    from ..services.worktrees import pulls as pulls_of, repositories
 
     repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
     try:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import click
 
-from .. import notify, operate
+from .. import operate
+from ..services import notify
 from ..cli_types import TEXT, VERBATIM, Number, Whole
 from .. import completion
 from ..errors import UserError

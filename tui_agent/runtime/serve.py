@@ -31,7 +31,7 @@ from .strangers import Strangers
 from .worker import DEFAULT_LEASE_S, WAITED_OUT, Outcome, execute, refused
 
 if TYPE_CHECKING:
-    from ..notify import Attendant
+    from ..services.notify import Attendant
 
 GRACE_S = 30.0
 LEFT_BEHIND_LIMIT = 3   # threads left inside calls that outlived their runs, past which a worker stops claiming

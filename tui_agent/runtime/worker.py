@@ -13,7 +13,7 @@ from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
 from ..store.journal import load_checkpoint, load_entries, load_usage
-from ..store.runs import check_fence, get_run, settle_run
+from ..store.runs import check_fence, get_run, set_code_version, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
 from ..strict_json import read_stored
@@ -200,8 +200,7 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> N
     """A changed code version alone is shown, not refused: replay by name decides whether it still fits."""
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, at, None)
-        conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
-                     (agent.code_version, agent.version, claim.run_id))
+        set_code_version(conn, claim.run_id, agent.code_version, agent.version)
         add_event(conn, claim.run_id, at, EventKind.CODE_VERSION,
                   f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version

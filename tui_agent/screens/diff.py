@@ -25,7 +25,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from ..diff import (
+from ..services.diff import (
     EDITED,
     TOTALS,
     Pair,
@@ -46,10 +46,12 @@ from ..diff import (
 )
 from ..format import ago, duration_ms
 from ..paging import Window
-from ..report import Store, data_version, shown_stored
+from ..report import shown_stored
 from ..session import Reads
 from ..runtime.clock import now
 from ..safe_text import json_text
+from ..store import Store
+from ..store.runs import data_version
 from ..widgets.footer import KeysFooter
 from ..widgets.safe import safe
 from ..widgets.status import badge

@@ -10,8 +10,9 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.markup import escape
 
 from .. import operate
-from ..report import get_run, saved_filters_report
+from ..report import saved_filters_report
 from ..safe_text import visible
+from ..store.runs import get_run
 from . import run_actions
 
 HELP = "the same action as the CLI's"

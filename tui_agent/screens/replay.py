@@ -1,5 +1,5 @@
-"""`R` on the run screen: replay the run with the agent's current code (tui_agent.replay), in a thread that
-only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast. The replay runs on the
+"""`R` on the run screen: replay the run with the agent's current code (tui_agent.services.replay), in a thread
+that only posts `Replayed`; a divergence opens a modal with its diff, a reproduction is a toast. The replay runs on the
 database itself and nothing bounds it: a thread cannot be stopped (README, "What a replay isolates and bounds").
 It is a daemon thread of its own, not one of Textual's workers (whose executor's threads are joined when the
 process exits), so agent code that never returns cannot keep the TUI from quitting."""
@@ -13,7 +13,7 @@ from textual.widgets import Label, Static
 
 from ..errors import TuiAgentError
 from ..messages import Replayed
-from ..replay import Replay, replay_run
+from ..services.replay import Replay, replay_run
 from ..widgets.safe import safe
 from .modals import Dialog
 

@@ -27,15 +27,9 @@ from ..format import held_by
 from ..messages import DataChanged, Replayed
 from ..paging import Window
 from ..report import (
-    Store,
     beside,
-    data_version,
-    effects_page,
-    events_page,
     iso_times,
-    last_event,
     next_for_person,
-    recorded_worktree,
     retry_said,
     retry_wait,
     run_view,
@@ -45,7 +39,12 @@ from ..report import (
 )
 from ..runtime.clock import now
 from ..safe_text import json_text
+from ..services.worktrees import recorded as recorded_worktree
 from ..states import TERMINAL, budget_dimension
+from ..store import Store
+from ..store.effects import effects_page
+from ..store.events import events_page, last_event
+from ..store.runs import data_version
 from ..widgets.caption import Caption
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog

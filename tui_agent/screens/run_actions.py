@@ -13,22 +13,19 @@ from typing import TYPE_CHECKING
 from textual.app import SuspendNotSupported
 from textual.binding import Binding
 
-from .. import editing, operate
+from .. import operate
+from ..services import editing
 from ..errors import UserError
 from ..format import file_size
-from ..report import (
-    get_run,
-    in_doubt,
-    pending_approval,
-    recorded_positions,
-    run_view,
-    with_holders,
-    worktree_of,
-)
+from ..report import run_view, with_holders
 from ..runtime.agent import UNBOUNDED
+from ..services.worktrees import of_run as worktree_of
 from ..states import IN_DOUBT, EffectState, budget_dimension
-from ..worktrees import branch_advice, why_not_remove
+from ..services.worktrees import branch_advice, why_not_remove
 from ..session import Reads, Session
+from ..store.approvals import pending as pending_approval
+from ..store.effects import in_doubt
+from ..store.runs import get_run, recorded_positions
 from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:

@@ -16,11 +16,14 @@ from textual.widgets import DataTable, Input
 
 from .. import operate
 from ..filters import Filter, FilterError, parse
-from ..forecast import WINDOW, sparkline
+from ..services.forecast import WINDOW, sparkline
 from ..format import age, spent, step_cell, tokens
-from ..report import Store, busiest_budget, cost_window, counts, each_run, runs_page, tasks_of
+from ..report import busiest_budget, runs_page, tasks_of
 from ..runtime.clock import now
 from ..states import RunStatus
+from ..store import Store
+from ..store.journal import cost_window
+from ..store.runs import counts, each_run
 from ..widgets.gauges import level_style
 from ..widgets.safe import safe
 from ..widgets.status import badge

@@ -17,17 +17,13 @@ from textual.widgets import Button, DataTable, Label, Static
 from .. import operate
 from ..format import countdown, in_zone, zoned
 from ..messages import DataChanged
-from ..report import (
-    Store,
-    RunNotFound,
-    get_run,
-    recent_runs,
-    schedule_events,
-    schedule_listing,
-)
 from ..runtime.clock import now
 from ..runtime.schedule import fires
 from ..session import Reads
+from ..store import Store
+from ..store.runs import RunNotFound, get_run
+from ..store.schedules import recent_runs, schedule_events
+from ..store.schedules import listing as schedule_listing
 from ..widgets.safe import safe
 from ..widgets.status import badge, mark_of, style_of
 from ..widgets.theme import Palette, follow_theme, palette, style

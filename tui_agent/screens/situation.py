@@ -7,23 +7,17 @@ import json
 from collections.abc import Callable
 
 from ..format import held_by, minutes_ago
-from ..report import (
-    Store,
-    budget_stop,
-    checkpoint_for,
-    get_run,
-    in_doubt,
-    knows,
-    last_event_like,
-    pending_approval,
-    retry_said,
-    retry_wait,
-    with_holders,
-    workers_listing,
-)
+from ..report import budget_stop, retry_said, retry_wait, with_holders
 from ..runtime.clock import iso, now
 from ..runtime.liveness import worker_state
 from ..states import Reason, RunStatus, WorkerState, budget_dimension
+from ..store import Store
+from ..store.approvals import pending as pending_approval
+from ..store.effects import in_doubt
+from ..store.events import last_event_like
+from ..store.journal import checkpoint_for
+from ..store.runs import get_run
+from ..store.workers import knows, workers_listing
 
 NO_WORKER = "no worker is running: press w then + to start one, or run `tui-agent worker`"
 

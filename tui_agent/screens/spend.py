@@ -12,9 +12,9 @@ from textual.widgets import Static
 from textual.widgets.data_table import ColumnKey
 
 from ..format import NONE, count, spent, usd
-from ..report import Store
 from ..runtime.clock import now
 from ..spend import BY, days_back, report
+from ..store import Store
 from ..widgets.safe import safe
 from .table import TableScreen
 

@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 
 from ..messages import DataChanged
 from ..session import Reads
-from ..report import Store
+from ..store import Store
 from ..widgets.caption import Caption
 from ..widgets.footer import KeysFooter
 from ..widgets.pending import Pending

@@ -13,11 +13,12 @@ from textual.widgets import DataTable
 from .. import operate
 from ..format import ago, skew
 from ..format import column_span as span
-from ..report import Store, workers_listing
 from ..runtime.clock import now
 from ..runtime.liveness import label, on_this_host, worker_state
 from ..runtime.worker import worker_name
 from ..states import WorkerState, ahead_s
+from ..store import Store
+from ..store.workers import workers_listing
 from ..widgets.safe import safe
 from ..widgets.theme import Palette, palette, style
 from .modals import ConfirmModal

@@ -28,6 +28,7 @@ from ..states import Reason, RunStatus
 from ..store import Store, open_store
 from ..store.effects import effects_for, find_effect
 from ..store.runs import claim_run, create_run, get_run
+from ..store.sim_ledger import ledger_moves, trace_ledger
 from ..store.workers import let_go, release
 from . import agent as job
 from .explain import why
@@ -124,25 +125,13 @@ def _scratch() -> str | None:
     return _MEMORY if os.access(_MEMORY, os.W_OK) else None
 
 
-# The email's ledger row as it moves: every state the store writes for an effect, in order, in the same
-# transaction as the write (a crash that rolls the write back rolls this back too). Only the throw-away store has it.
-_LEDGER = """
-CREATE TABLE sim_ledger (seq INTEGER PRIMARY KEY, name TEXT, state TEXT, key TEXT);
-CREATE TRIGGER sim_ledger_added AFTER INSERT ON effects BEGIN
-    INSERT INTO sim_ledger (name, state, key) VALUES (NEW.name, NEW.state, NEW.key); END;
-CREATE TRIGGER sim_ledger_moved AFTER UPDATE OF state, attempts ON effects
-    WHEN NEW.state IS NOT OLD.state OR NEW.attempts IS NOT OLD.attempts BEGIN
-    INSERT INTO sim_ledger (name, state, key) VALUES (NEW.name, NEW.state, NEW.key); END;
-"""
-
-
 def _template() -> Path:
     """An empty store made once per process: copying it is a tenth of what creating one costs."""
     if not _TEMPLATE:
         folder = Path(tempfile.mkdtemp(prefix="tui-agent-sim-template-", dir=_scratch()))
         atexit.register(shutil.rmtree, folder, True)
         store = open_store(folder / "empty.db", "normal")
-        store.conn.executescript(_LEDGER)
+        trace_ledger(store.conn)
         store.close()
         _TEMPLATE.append(folder / "empty.db")
     return _TEMPLATE[0]
@@ -191,8 +180,7 @@ class Scenario:
 
     def _catch_up(self) -> None:
         """Add the states the email's ledger row moved to since the last look, each as a row of the timeline."""
-        moved = self.store.conn.execute("SELECT seq, state, key FROM sim_ledger WHERE seq > ? AND name = ? "
-                                        "ORDER BY seq", (self._ledger_at, job.SEND)).fetchall()
+        moved = ledger_moves(self.store.conn, self._ledger_at, job.SEND)
         for seq, state, key in moved:
             if self._found is not None:
                 self.rows[1].append(self._found)

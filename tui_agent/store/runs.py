@@ -525,6 +525,17 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
     return generation
 
 
+def set_budget(conn: sqlite3.Connection, run_id: str, budget: dict) -> None:
+    """Inside a write: the run's budget is now `budget` (operate.resume's raised ceilings), kept as JSON."""
+    conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(budget), run_id))
+
+
+def set_code_version(conn: sqlite3.Connection, run_id: str, code_version: str, agent_version: str | None) -> None:
+    """Inside a write: the agent's code and version the run's next attempt runs with."""
+    conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
+                 (code_version, agent_version, run_id))
+
+
 @dataclass(frozen=True)
 class EditedEntry:
     """A person's result for a fork's position, in place of the one the parent recorded there: JSON as

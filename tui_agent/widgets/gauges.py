@@ -1,6 +1,6 @@
 """Budget gauges: one bar per dimension with a ceiling (or any use), the soft threshold marked with a
 `│`, the bar in the theme's warning colour once past soft and its error colour at the ceiling (the same
-colours as the runs table's BUDGET column); under them, dim, the forecast (tui_agent/forecast.py): where
+colours as the runs table's BUDGET column); under them, dim, the forecast (tui_agent/services/forecast.py): where
 the burn rate leads and the rate itself. A default ceiling (runtime/agent.py `run_budget`) says `default`
 after its figures; a run that opted out of the defaults says `unbounded` in the error colour."""
 
@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from ..forecast import BURN, PROJECTION, burn_parts, projection_parts
+from ..services.forecast import BURN, PROJECTION, burn_parts, projection_parts
 from ..format import amount, bar, count
 from ..runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED
 from .theme import OFFLINE, Palette, follow_theme, palette, style

@@ -21,8 +21,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import UserError
-from .strict_json import parse_json
+from ..errors import UserError
+from ..strict_json import parse_json
 
 PREFIX = "tui-agent-edit-"      # the private folder's name starts so (tests look for leftovers by it)
 NO_EDITOR = "no editor to open: set EDITOR (or VISUAL) to one, such as EDITOR=nano, or give --result JSON"

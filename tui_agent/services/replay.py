@@ -21,19 +21,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ParkRun, UserError
-from .models import provider_for
-from .models.scripted import ScriptedProvider
-from .runtime.clock import now
-from .runtime.context import Context, asking, shared_prefix
-from .runtime.journal import Recorder
-from .runtime.outcomes import CodeChanged, Suspend
-from .runtime.registry import Registry
-from .runtime.results import decode, digest
-from .states import TERMINAL, RunStatus
-from .store import Store, model_calls, open_store
-from .store.journal import Checkpoint, load_checkpoint, load_entries, recorded_inputs
-from .store.runs import Claim, get_run, last_finished, resolve_run
+from ..errors import ParkRun, UserError
+from ..models import provider_for
+from ..models.scripted import ScriptedProvider
+from ..runtime.clock import now
+from ..runtime.context import Context, asking, shared_prefix
+from ..runtime.journal import Recorder
+from ..runtime.outcomes import CodeChanged, Suspend
+from ..runtime.registry import Registry
+from ..runtime.results import decode, digest
+from ..states import TERMINAL, RunStatus
+from ..store import Store, model_calls, open_store
+from ..store.journal import Checkpoint, load_checkpoint, load_entries, recorded_inputs
+from ..store.runs import Claim, get_run, last_finished, resolve_run
 
 # What a divergence can be: the code calls another name at a position; makes a call the recorded run never
 # made; sends a model another request; calls a step with other arguments; ends otherwise (another result,

@@ -30,6 +30,13 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..agents.files import shown
+from ..errors import UserError
+from ..output_file import refusal
+from ..runtime.clock import iso, now
+from ..states import TERMINAL, EventKind, RunStatus
+from . import Store, artifacts, open_store
+from .base import is_url
 from .copying import (
     Artifacts,
     Fresh,
@@ -43,19 +50,12 @@ from .copying import (
     tables,
     writing,
 )
-from .agents.files import shown
-from .errors import UserError
-from .output_file import refusal
-from .runtime.clock import iso, now
-from .states import TERMINAL, EventKind, RunStatus
-from .store import Store, artifacts, open_store
-from .store.db import read_only
-from .store.events import add_event
-from .store.base import is_url
-from .store.host import this_host
-from .store.imported import mark
-from .store.runs import lineage, resolve_run
-from .store.schema import SCHEMA_VERSION
+from .db import read_only
+from .events import add_event
+from .host import this_host
+from .imported import mark
+from .runs import lineage, resolve_run
+from .schema import SCHEMA_VERSION
 
 EXPORT_META = "export"   # the meta row that makes a database an export: {runs, ancestry, source, exported_at}
 # Tables that name a run but are this database's business, not the run's, and so stay behind.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from math import ceil, floor, log10
 
-from .format import count, duration_ms, usd, wall_s
+from ..format import count, duration_ms, usd, wall_s
 
 # How a dimension is named in a sentence: "the cost ceiling", "the step ceiling".
 NAMES = {"steps": "step", "model_calls": "model-call", "input_tokens": "input-token",

@@ -26,15 +26,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EnvironmentStop, UserError
-from .runtime.clock import iso, now
-from .safe_text import one_line, visible
-from .states import Reason, RunStatus, budget_dimension
-from .store import Store, open_store
-from .store import notices as table
+from ..errors import EnvironmentStop, UserError
+from ..runtime.clock import iso, now
+from ..safe_text import one_line, visible
+from ..states import Reason, RunStatus, budget_dimension
+from ..store import Store, open_store
+from ..store import notices as table
 
 if TYPE_CHECKING:
-    from .runtime.heartbeat import Waiting
+    from ..runtime.heartbeat import Waiting
 
 NOTIFY_TIMEOUT_S = 10.0        # a --notify command still running after this is killed (the notice stays delivered)
 PASS_S = 30.0                  # a pass over undelivered notices ends within this (README: "When a run needs you")

@@ -28,12 +28,12 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from .copying import copy_database, open_target
-from .errors import EnvironmentStop, TuiAgentError
-from .states import EXIT_NOT_SUCCEEDED
-from .store import Store, artifacts, data_dir_for
-from .store.base import is_url
-from .store.environment import FULL, READ_ONLY, stop_for, stop_for_os
+from ..store.copying import copy_database, open_target
+from ..errors import EnvironmentStop, TuiAgentError
+from ..states import EXIT_NOT_SUCCEEDED
+from ..store import Store, artifacts, data_dir_for
+from ..store.base import is_url
+from ..store.environment import FULL, READ_ONLY, stop_for, stop_for_os
 
 
 class ReplayStopped(TuiAgentError):

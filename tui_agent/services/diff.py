@@ -1,5 +1,5 @@
 """Two runs side by side: `tui-agent diff A B` and `d` on the run screen. Free of textual, like report.py, whose
-reads it uses (the screens read a diff through this module, never through the store).
+reads it uses (the screens read a diff through this module).
 
 The two current journals are aligned by position (positions are contiguous from 0, and replay matches a call by
 position and name). Each aligned row says whether the names, the results, the costs and the durations differ, or
@@ -29,25 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
-from .filters import Filter
-from .format import duration_ms, wall_s
-from .paging import every
-from .report import (
-    PAGE,
-    Store,
-    checkpoint_for,
-    get_run,
-    journal_page,
-    recorded_positions,
-    runs_page,
-)
-from .runtime.results import decode, parse
-from .safe_text import json_text
-from .states import EntryKind
-from .store import artifacts
-from .store.runs import resolve_run
-from .strict_json import finite
+from ..errors import UserError
+from ..filters import Filter
+from ..format import duration_ms, wall_s
+from ..paging import every
+from ..report import runs_page
+from ..runtime.results import decode, parse
+from ..safe_text import json_text
+from ..states import EntryKind
+from ..store import Store, artifacts
+from ..store.journal import PAGE, checkpoint_for, journal_page
+from ..store.runs import get_run, recorded_positions, resolve_run
+from ..strict_json import finite
 
 DURATION_SHARE = 0.10        # durations differ by more than this share of the longer one ...
 DURATION_S = 0.005           # ... and by more than this many seconds
@@ -269,7 +262,7 @@ def divergence_of(row: dict) -> dict:
 def search(db_path: Path, durability: str, a_id: str, b_id: str, cancelled: Callable[[], bool]) -> dict | None:
     """`first_divergence` on a connection of its own, read-only (the TUI's thread worker: a sqlite3 connection
     belongs to the thread that opened it)."""
-    from .store import open_store
+    from ..store import open_store
 
     store = open_store(db_path, durability, create=False)
     try:

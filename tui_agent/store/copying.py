@@ -31,11 +31,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .store import DatabaseError, Store, StoreError, artifacts, open_store
-from .store.base import is_url
-from .store.db import data_dir_for, read_only
-from .store.schema import SCHEMA_VERSION
-from .store.schema_postgres import statements
+from . import DatabaseError, Store, StoreError, artifacts, open_store
+from .base import is_url
+from .db import data_dir_for, read_only
+from .schema import SCHEMA_VERSION
+from .schema_postgres import statements
 
 PAGE_ROWS = 1000            # rows read per page, and written per batch
 Progress = Callable[[str, int, int], None]   # (table, rows copied so far in all, rows to copy in all)
@@ -98,7 +98,7 @@ def _refuse_older(where: str) -> None:
         if is_url(where):
             import psycopg
 
-            from .store.postgres import Url
+            from .postgres import Url
             try:
                 with psycopg.connect(where, connect_timeout=10) as conn:
                     row = conn.execute(sql).fetchone()
@@ -295,7 +295,7 @@ def _insert_many(store: Store, table: Table, rows: list[tuple]) -> None:
     # thousands)
     import psycopg
 
-    from .store.postgres import PostgresError
+    from .postgres import PostgresError
     try:
         with store.conn.raw.cursor() as cursor:
             with cursor.copy(f"COPY {table.name} ({', '.join(table.columns)}) FROM STDIN") as copy:

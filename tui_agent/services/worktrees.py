@@ -20,12 +20,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .agents import worktree as git_tree
-from .agents.githost import read_pulls
-from .states import TERMINAL, EventKind, RunStatus
-from .store import Store
-from .store.coding_runs import family, naming_worktrees, runs_shown
-from .store.events import add_event
+from ..agents import worktree as git_tree
+from ..agents.githost import read_pulls
+from ..states import TERMINAL, EventKind, RunStatus
+from ..store import Store
+from ..store.coding_runs import family, naming_worktrees, runs_shown
+from ..store.events import add_event
 
 
 @dataclass
