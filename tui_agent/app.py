@@ -118,9 +118,11 @@ class TuiAgentApp(App):
         self.session.delivered(message)
 
     def call_you(self, fresh: list[dict]) -> None:
-        """Each run that came to need a person (or is reminded of) since the last look (`fresh`, read with the
-        poll): the bell, a desktop notification where the platform has one, and a toast, once per notice; none
-        for a notice whose need has passed by now (decided, resumed, ended)."""
+        """Call the person for each run that came to need one, or is reminded of, since the last look.
+
+        The notices are `fresh`, read with the poll. Each gets the bell, a desktop notification where the platform
+        has one, and a toast, once per notice; none is given for a notice whose need has passed by now (decided,
+        resumed, ended)."""
         for notice in fresh:
             if notice["id"] <= self.notice_cursor:    # an earlier poll's answer told it already
                 continue

@@ -378,9 +378,11 @@ def _hint(word: str, known, otherwise: str) -> str:
 
 
 def start_theme(file_theme: str | None, available) -> str | None:
-    """The theme the TUI opens with: the one last chosen in it, unless the file's `theme` changed since that choice
-    (the newer decision wins: an edit of the file after a choice in the TUI takes effect); else the file's; None
-    for Textual's own default. A saved theme no longer `available` is passed over."""
+    """The theme the TUI opens with, or None for Textual's own default.
+
+    It is the one last chosen in the TUI, unless the file's `theme` changed since that choice (the newer
+    decision wins: an edit of the file after a choice in the TUI takes effect); else the file's. A saved theme
+    no longer `available` is passed over."""
     chosen = _chosen(file_theme)
     return chosen if chosen in available else file_theme
 

@@ -74,9 +74,10 @@ def exported_tables() -> list[Table]:
 
 @dataclass(frozen=True)
 class Carried:
-    """What an export wrote or an import loaded: the runs asked for (`named`), the runs they were forked from
-    (`ancestry`), those taken over (`adopted`), the rows and artifacts per table (copying.Tally.counts), and the
-    export's source and time."""
+    """What an export wrote or an import loaded.
+
+    It holds the runs asked for (`named`), the runs they were forked from (`ancestry`), those taken over
+    (`adopted`), the rows and artifacts per table (copying.Tally.counts), and the export's source and time."""
 
     named: list[str]
     ancestry: list[str]

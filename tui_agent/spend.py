@@ -86,10 +86,12 @@ def _usage(text: str | None) -> dict | None:
 
 def report(store: Store, at: float, by: str = "day", since: float | None = None, utc: bool = False,
            reprice: bool = False) -> dict:
-    """The spending of the calls sent from `since` on (every call without it), a row per day (oldest first),
-    agent or model (costliest first): `rows` (each with its `day`, `agent` or `model` and FIGURES), `total`, and
-    `daily`: {day: cost} over the same calls, for a chart. `prices`: "charged" (as each budget counted it) or
-    "today" (`reprice`), with the table's `prices_date`."""
+    """The spending of the calls sent from `since` on, a row per day, agent or model.
+
+    Without `since`, every call counts. Days come oldest first, agents and models costliest first. The result
+    holds `rows` (each with its `day`, `agent` or `model` and FIGURES), `total`, and `daily`: {day: cost} over
+    the same calls, for a chart. `prices` is "charged" (as each budget counted it) or "today" (`reprice`), with
+    the table's `prices_date`."""
     read = calls_spending if reprice else spending
     pieces = read(store, since or 0.0, at)
     if reprice:

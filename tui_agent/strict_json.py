@@ -157,9 +157,11 @@ def unreadable(error: BaseException, field: str) -> Unreadable | None:
 
 
 def read_stored(text: str, field: str) -> Any:
-    """A JSON value the store holds, as written (NaN included: rows from before input was read strictly hold it),
-    or Unreadable naming `field` when it cannot be used: too deep to parse, an integer too long, a lone surrogate
-    (no store can take it back: every write of it would fail)."""
+    """A JSON value the store holds, as written, or Unreadable naming `field` when it cannot be used.
+
+    NaN is read as written, since rows from before input was read strictly hold it. A value cannot be used when
+    it is too deep to parse, holds an integer too long, or holds a lone surrogate (no store can take it back:
+    every write of it would fail)."""
     try:
         value = json.loads(text, parse_int=_bounded_int)
     except (RecursionError, ValueError) as e:

@@ -227,8 +227,10 @@ def sources(tree: Path, suffixes: Iterable[str]) -> tuple[list[str], dict[str, s
 
 
 def left_alone_line(left: dict[str, str], most: int = 20) -> str:
-    """One line naming what a walk left alone (names as `shown` makes them), the first `most` of them: `left 2 entries alone that are not
-    regular files (a link is never followed): a.py (a symbolic link to b.py), f.py (a FIFO)`."""
+    """One line naming the first `most` of what a walk left alone, with names as `shown` makes them.
+
+    For example: `left 2 entries alone that are not regular files (a link is never followed): a.py (a symbolic
+    link to b.py), f.py (a FIFO)`."""
     named = ", ".join(f"{name} ({kind})" for name, kind in sorted(left.items())[:most])
     more = f", and {len(left) - most} more" if len(left) > most else ""
     return (f"left {len(left)} entr{'y' if len(left) == 1 else 'ies'} alone that are not regular files (a link is "

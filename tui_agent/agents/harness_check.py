@@ -35,9 +35,10 @@ def kind(argv: list[str]) -> str | None:
 
 
 def run_check(ctx: Context, name: str, tree: Path, argv: list[str], timeout_s: float | None) -> dict:
-    """Run `argv` in `tree` (inside the journaled call in progress) and read it: {argv, exit, passed, tests
-    ({test id: pass|fail}, or None when the command does not say), passing, failing, fingerprint, summary (the
-    last lines of output), output (where the whole of it is kept)}."""
+    """Run `argv` in `tree`, inside the journaled call in progress, and read its verdict.
+
+    Returns {argv, exit, passed, tests ({test id: pass|fail}, or None when the command does not say), passing,
+    failing, fingerprint, summary (the last lines of output), output (where the whole of it is kept)}."""
     which = kind(argv)
     with tempfile.TemporaryDirectory(prefix="tui-agent-check-") as scratch:
         junit = Path(scratch) / "junit.xml"

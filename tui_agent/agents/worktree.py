@@ -160,8 +160,10 @@ def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, messa
 
 
 def commit(place: dict, run: str, paths: list[str] | None, message: str, marks: dict[str, str] | None = None) -> str:
-    """Commit `paths` (None: every change) with the trailers that say `run` made it, and `marks` after them (one
-    paragraph: `Tui-Agent-Run: r-...`, then `Tui-Agent-Task: ...`); returns the commit."""
+    """Commit `paths` with the trailers that say `run` made it, and return the commit.
+
+    `paths` None commits every change. The `marks` follow the run's trailer in one paragraph:
+    `Tui-Agent-Run: r-...`, then `Tui-Agent-Task: ...`."""
     tree = Path(place["worktree"])
     if paths is None:
         git("add", "-A", cwd=tree)

@@ -231,8 +231,10 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
-    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c); a call
-    whose need has passed when it is read (decided, resumed, ended) is not printed (--json: marked superseded)."""
+    """Print one line each time a run comes to need a person or is reminded of, until stopped with ctrl+c.
+
+    A call whose need has passed when it is read (decided, resumed, ended) is not printed; with --json it is
+    printed marked superseded."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = stop_on_signals()   # either ends it quietly, exit 0

@@ -100,9 +100,10 @@ def raised_budget(limits: dict, overrides: dict) -> dict:
 
 
 def bounds_of(limits: dict) -> str:
-    """How a run's budget JSON bounds it: "defaults" (made since every run is bounded by default: unset
-    dimensions have default ceilings), "unbounded" (opted out), or "legacy" (made before defaults existed:
-    unbounded wherever it set no ceiling)."""
+    """How a run's budget JSON bounds it: "defaults", "unbounded" or "legacy".
+
+    "defaults": made since every run is bounded by default, so unset dimensions have default ceilings.
+    "unbounded": opted out. "legacy": made before defaults existed, unbounded wherever it set no ceiling."""
     if limits.get(UNBOUNDED):
         return "unbounded"
     return "defaults" if "defaults" in limits else "legacy"

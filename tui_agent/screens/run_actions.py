@@ -202,9 +202,11 @@ def run_editor(session: Session, argv: list[str]) -> int:
 
 
 def edit_fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
-    """`e`: the selected step's result or model reply in the person's editor (editing.py: a private file, removed
-    afterwards), checked by operate.py's rules; then, asked first, a fork from that position with the edit in
-    place of the recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`); opens the new run."""
+    """`e`: edit the selected step's result or model reply, then fork from that position with the edit.
+
+    The entry opens in the person's editor (editing.py: a private file, removed afterwards) and is checked by
+    operate.py's rules. Then, asked first, a fork is made from that position with the edit in place of the
+    recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`), and the new run opens."""
     if item is None or item.pending:
         session.app.notify(f"{run_id}: select a step or a model reply in the timeline first", severity="warning")
         return

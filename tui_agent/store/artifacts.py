@@ -149,10 +149,12 @@ def load(store: Store, relative: str) -> bytes:
 
 
 def read(store: Store, named: str) -> bytes:
-    """An artifact by any name a person has for it: what `where` printed (a file's path, relative when the
-    database's path is, or artifact:<relative path>), its relative path, or the path `where` printed for the
-    database a copy was made from (`.../artifacts/<run id>/...` of a run this database holds: the copy's own
-    artifact at that relative path, on whichever machine). Any other name is NotAnArtifact."""
+    """An artifact by any name a person has for it; any other name is NotAnArtifact.
+
+    A name is what `where` printed (a file's path, relative when the database's path is, or artifact:<relative
+    path>), its relative path, or the path `where` printed for the database a copy was made from
+    (`.../artifacts/<run id>/...` of a run this database holds: the copy's own artifact at that relative path,
+    on whichever machine)."""
     if named.startswith(IN_TABLE):
         return load(store, named.removeprefix(IN_TABLE))
     root = folder(store)

@@ -211,8 +211,10 @@ class _Write(Write):
 
 
 class SqliteStore(Store):
-    """The per-user SQLite file: one connection in autocommit mode; writers use `write()` (or `write_one`), the
-    first of which refuses a damaged file (store/integrity.py) or one that can only be read as it is (`as_it_is`)."""
+    """The per-user SQLite file, behind one connection in autocommit mode.
+
+    Writers use `write()` (or `write_one`), the first of which refuses a damaged file (store/integrity.py) or
+    one that can only be read as it is (`as_it_is`)."""
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True, any_thread: bool = False) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor

@@ -110,9 +110,11 @@ def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tupl
 
 
 def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) -> list[dict]:
-    """Each run row (epoch times) with `holder_gone` and `claimable_in_s`: for a running run, whether its
-    worker's process is gone from this host (as `workers` says `dead`) and the seconds until a claim may take it
-    (claimable_in); None for any other run. `lease_at`: the lease clock's now."""
+    """Each run row, with epoch times, given `holder_gone` and `claimable_in_s`.
+
+    For a running run, `holder_gone` says whether its worker's process is gone from this host (as `workers`
+    says `dead`) and `claimable_in_s` the seconds until a claim may take it (claimable_in); both are None for
+    any other run. `lease_at` is the lease clock's now."""
     holders = holders_of(conn, [run["worker"] for run in runs if run["status"] == RunStatus.RUNNING and run["worker"]])
     for run in runs:
         run["holder_gone"] = run["claimable_in_s"] = None

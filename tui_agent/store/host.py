@@ -78,8 +78,10 @@ def _pid_namespace() -> int | None:
 
 
 def process_start(pid: int) -> int | None:
-    """When the process started, in a unit of this host's (Linux: clock ticks after boot, /proc/<pid>/stat field
-    22; macOS: microseconds since the epoch, from the kernel's process table); None when it cannot be read."""
+    """When the process started, in a unit of this host's, or None when it cannot be read.
+
+    On Linux: clock ticks after boot, /proc/<pid>/stat field 22. On macOS: microseconds since the epoch, from
+    the kernel's process table."""
     if _has_proc():
         try:
             return int(_stat(pid)[19])

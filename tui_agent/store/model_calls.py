@@ -195,9 +195,10 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
 
 @dataclass
 class Held:
-    """What a run's calls in flight hold against its budget (their worst case, counted until they are answered):
-    every such call's (`usd`, `input_tokens`, `output_tokens`), and of those the calls whose worker died, which
-    may have been billed (`died_usd`; `died_unpriced`: how many of them have no price)."""
+    """What a run's calls in flight hold against its budget, counted until they are answered.
+
+    Each such call holds its worst case, its (`usd`, `input_tokens`, `output_tokens`). Of those, the calls whose
+    worker died may have been billed: `died_usd`, and `died_unpriced`, how many of them have no price."""
 
     usd: float = 0.0
     input_tokens: int = 0

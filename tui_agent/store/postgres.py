@@ -80,10 +80,12 @@ _TOKENS = re.compile(r"'[^']*'|::|:([A-Za-z_]\w*)|\bIS (NOT )?\?|\?|%|\bINDEXED 
 
 @functools.lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
-    """SQLite's placeholders to psycopg's: `?` to `%s`, `:name` to `%(name)s` (a `::` cast stays), and every
-    literal `%` doubled (psycopg reads `%` as a placeholder's start), in string literals too. SQLite's
-    `INDEXED BY` (a hint that fails loudly when the index does not fit) goes: PostgreSQL's planner chooses;
-    SQLite's `IS [NOT] ?`, equality that takes NULL, is PostgreSQL's `IS [NOT] DISTINCT FROM`."""
+    """A SQLite statement rewritten for psycopg and PostgreSQL.
+
+    `?` becomes `%s`, `:name` becomes `%(name)s` (a `::` cast stays), and every literal `%` is doubled (psycopg
+    reads `%` as a placeholder's start), in string literals too. SQLite's `INDEXED BY` (a hint that fails loudly
+    when the index does not fit) goes: PostgreSQL's planner chooses. SQLite's `IS [NOT] ?`, equality that takes
+    NULL, is PostgreSQL's `IS [NOT] DISTINCT FROM`."""
     def token(found: re.Match) -> str:
         text = found.group()
         if text.startswith("'"):

@@ -240,9 +240,11 @@ def _at(now: float | Clock) -> float:
 
 def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
                avoid: Collection[str] = ()) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run), none of `avoid` (the
-    runs this process still has a thread inside a call of, which it gave up on: runtime/deadlines.py); with none
-    due, a run of theirs whose holder is verifiably gone from this host (store/holders.py)."""
+    """Claim the oldest due run of one of `agents`, or else a run whose holder is verifiably gone.
+
+    A worker only takes agents it can run. None of `avoid` is taken: the runs this process still has a thread
+    inside a call of, which it gave up on (runtime/deadlines.py). With none due, a run of those agents whose
+    holder is verifiably gone from this host is claimed (store/holders.py)."""
     if not agents:
         return None
     pick, params = _among(agents, avoid)
@@ -670,15 +672,17 @@ def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
 
 def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: float = 0.0,
               needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
-    """The newest `limit` runs that `where` selects (tui_agent/filters.py; `at`, the instant its ages count
-    back from), read in (created_at, id) order through an index, so a page costs the same with 100,000 runs as
-    with ten: the (created_at, id) index, or the (status, ...) or (agent, ...) one when the filter names a status
-    or an agent (its time range then bounds the same index range). `needs_person` selects runs that wait for a
-    person (or all the others). `before`, the (created_at, id) of the last row already held, is a keyset cursor:
-    the `limit` runs after it in this order, read from the index range that starts there (no OFFSET, so a deep
-    page costs as much as the first). Cost and text words are checked on the rows the index gives, newest first,
-    until the page is full: a rare match reads far (bound it with a time word). Several statuses are read
-    through their index and sorted, a cost that grows with how many runs have them."""
+    """The newest `limit` runs that `where` selects, read through an index so a page costs the same at any depth.
+
+    `where` is a filter (tui_agent/filters.py) and `at` the instant its ages count back from. Runs come in
+    (created_at, id) order, through the (created_at, id) index, or the (status, ...) or (agent, ...) one when the
+    filter names a status or an agent (its time range then bounds the same index range); so a page costs the
+    same with 100,000 runs as with ten. `needs_person` selects runs that wait for a person (or all the others).
+    `before`, the (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it
+    in this order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the
+    first). Cost and text words are checked on the rows the index gives, newest first, until the page is full:
+    a rare match reads far (bound it with a time word). Several statuses are read through their index and
+    sorted, a cost that grows with how many runs have them."""
     conditions, params = _chosen(where, at)
     if needs_person is not None:
         conditions.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")

@@ -516,14 +516,16 @@ V17_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
 
 
 def _v17(db: sqlite_utils.Database) -> None:
-    """Months of runs: the indexes that the filter's status and agent words read through, newest first and
-    keyset-paged (store/runs.py, runs_page; the time words read the (created_at, id) one), and `spend` through
-    model_calls_started; what each answered model call used, beside its cost: `input_tokens` (every input
-    token, the cached ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and
-    `usage` (the reply's usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL
-    for a call not answered; filled in here from the journal for the calls answered before (a reply kept as an
-    artifact, or that cannot be read, stays NULL: its tokens are not counted). And `saved_filters`: a name for
-    the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
+    """Version 17 adds the indexes that months of runs need, the token columns of model calls, and saved filters.
+
+    The indexes serve the filter's status and agent words, newest first and keyset-paged (store/runs.py,
+    runs_page; the time words read the (created_at, id) one), and `spend` through model_calls_started.
+    Each answered model call gets what it used, beside its cost: `input_tokens` (every input token, the cached
+    ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and `usage` (the reply's
+    usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL for a call not
+    answered. They are filled in here from the journal for the calls answered before; a reply kept as an
+    artifact, or that cannot be read, stays NULL and its tokens are not counted. `saved_filters` gives a name
+    to the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
     for statement in V17_COLUMNS + V17_INDEXES:
         db.execute(statement)
     db.execute("""

@@ -32,11 +32,12 @@ def _answered(column: str) -> str:
 
 
 def spending(store: Store, since: float, at: float) -> list[dict]:
-    """The calls sent from `since` on, added up per run, model and quarter of an hour (`bucket`): `calls` answered,
-    their `cost_usd`, tokens (`input_tokens`, the cached ones included, `output_tokens`, `cache_read_tokens`,
-    `cache_write_tokens`), `possibly_billed_usd` (the reservations of calls whose worker died, judged at `at`),
-    and `unpriced_calls` (answered or died calls whose model has no price). A group with no priced call has a
-    cost of None."""
+    """The calls sent from `since` on, added up per run, model and quarter of an hour (`bucket`).
+
+    Each group has the `calls` answered, their `cost_usd`, tokens (`input_tokens`, the cached ones included,
+    `output_tokens`, `cache_read_tokens`, `cache_write_tokens`), `possibly_billed_usd` (the reservations of
+    calls whose worker died, judged at `at`), and `unpriced_calls` (answered or died calls whose model has no
+    price). A group with no priced call has a cost of None."""
     sql = (f"SELECT m.run_id, r.agent, m.model, {_bucket(store)} AS bucket,"
            " count(CASE WHEN m.state = 'answered' THEN 1 END) AS calls,"
            f" {_answered('m.cost_usd')} AS cost_usd, {_answered('m.input_tokens')} AS input_tokens,"
@@ -50,9 +51,11 @@ def spending(store: Store, since: float, at: float) -> list[dict]:
 
 
 def calls_spending(store: Store, since: float, at: float) -> list[dict]:
-    """Each call `spending` counts, one row each, with what it used to price it again: `state` (answered, or
-    in_flight: `died` says whether its worker died), its `usage` (JSON as the API gave it; NULL for a call answered
-    before tui-agent kept it, whose reply it could not read), its tokens and its reservation."""
+    """Each call `spending` counts, one row each, with what it used, to price it again.
+
+    A row has its `state` (answered, or in_flight: `died` says whether its worker died), its `usage` (JSON as
+    the API gave it; NULL for a call answered before tui-agent kept it, whose reply it could not read), its
+    tokens and its reservation."""
     sql = (f"SELECT m.run_id, r.agent, m.model, {_bucket(store)} AS bucket, m.state, {_DIED} AS died, m.usage,"
            " m.input_tokens, m.tokens AS output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reserved_input,"
            f" m.reserved_output {_FROM}")

@@ -23,10 +23,13 @@ _SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's
 
 def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
              agents: list[str] | None = None, log: str | None = None) -> None:
-    """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker, its host's id and its process group (store/holders.py: what tells that it is verifiably
-    gone), the names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as
-    every agent) and the absolute path of its log file (`log`; None: it keeps none). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    """Write the worker's row, with what tells later whether its process is gone.
+
+    The row holds its process's start time (so a later process given the same pid is not taken for this
+    worker), its host's id and its process group (store/holders.py: what tells that it is verifiably gone), the
+    names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as every agent)
+    and the absolute path of its log file (`log`; None: it keeps none). Rows of workers stopped more than a day
+    ago go: every `tui-agent run` leaves one.
     `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
     first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
     PostgreSQL)."""
