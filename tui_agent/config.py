@@ -144,8 +144,10 @@ def read(group: click.Group) -> Settings:
 
 
 def _syntax(message: str, lines: _Lines) -> tuple[int | None, str]:
-    """tomllib's "Invalid value (at line 3, column 9)" as (3, "invalid value at column 9"); one it places at the
-    end of the document (a key given twice, a value cut short) on the key given twice, or the last line."""
+    """A tomllib error as a line and a message, such as (3, "invalid value at column 9").
+
+    That one is from "Invalid value (at line 3, column 9)". An error tomllib places at the end of the document
+    (a key given twice, a value cut short) is placed on the key given twice, or the last line."""
     found = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
     end = re.search(r"\s*\(at end of document\)", message)
     reason = message[:(found or end).start()] + message[(found or end).end():] if found or end else message

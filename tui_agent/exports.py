@@ -222,9 +222,11 @@ def open_export(path: str, adopt: bool = False) -> tuple[Store, dict]:
 
 
 def import_runs(source: Store, meta: dict, target: Store, file: str, adopt: bool, who: str) -> Carried:
-    """Load the export `source` (its `meta`, read from `file`: as open_export gave them, which refused what cannot
-    be adopted) into `target` in one transaction (see the module); refused, with nothing written, on a clash of run
-    ids or ledger keys. `who` adopts the runs asked for at export when `adopt` says so."""
+    """Load the export `source` into `target` in one transaction, as the module says.
+
+    Its `meta` is read from `file`, as open_export gave them, which refused what cannot be adopted. A clash of
+    run ids or ledger keys refuses it, with nothing written. `who` adopts the runs asked for at export when
+    `adopt` says so."""
     at = now()
     files = Artifacts(source, target)
     tally = Tally(0, None, files)

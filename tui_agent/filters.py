@@ -110,8 +110,10 @@ def options(statuses: tuple[str, ...] = (), agent: str | None = None, since: str
 
 
 def instant(when: str, at: float, said: str | None = None) -> float:
-    """WHEN (an age such as `3d`, or an ISO date or instant, local unless zoned) as epoch seconds, ages counted
-    back from `at`; FilterError naming `said` (where WHEN was given: `--since 3x`) when it is neither."""
+    """WHEN as epoch seconds, or FilterError naming `said` when it is not a time.
+
+    WHEN is an age such as `3d`, counted back from `at`, or an ISO date or instant, local unless zoned. `said`
+    is where WHEN was given, as in `--since 3x`."""
     age = _AGE.match(when)
     if age:
         return at - int(age["count"]) * _UNIT_S[age["unit"]]

@@ -245,8 +245,10 @@ def why_not_imported(found: dict | None) -> str | None:
 
 def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
              held: bool = False, forking: bool = False) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it (an imported run:
-    only `forking`); with `held`, with what can be told of its holder (report.with_holders)."""
+    """The run as it is now, read inside the action's write, refused unless the action applies to it.
+
+    An imported run takes only `forking`. With `held`, the run comes with what can be told of its holder
+    (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
@@ -513,9 +515,11 @@ def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.
 
 
 def vacuum(store: Store) -> dict:
-    """Give a SQLite file's free pages back: with incremental auto-vacuum, in prune's batches; without it, by
-    rewriting the file with it (the write lock for the whole rewrite; the disks must hold the file twice more).
-    Returns the file's free space before and after (store/prune.py free_space)."""
+    """Give a SQLite file's free pages back, and return its free space before and after.
+
+    With incremental auto-vacuum it goes in prune's batches. Without it, the file is rewritten with it (the
+    write lock for the whole rewrite; the disks must hold the file twice more). The free space is
+    store/prune.py's free_space."""
     before = prune_runs.free_space(store)
     if before["incremental"]:
         prune_runs.give_back(store)
@@ -773,10 +777,11 @@ def forget_filter(store: Store, name: str) -> str:
 
 def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
-    """A worker in its own process (the TUI never runs agent code itself), logging to `log_dir/NAME.log` (the data
-    folder's logs/ unless given) as `worker --log` does, so its row says where; whatever it prints before it reads
-    that option (an --agents module that fails) lands there too. The database is named in its environment, not its
-    command line, which any user's `ps` shows (a URL's password)."""
+    """Start a worker in its own process, since the TUI never runs agent code itself.
+
+    It logs to `log_dir/NAME.log` (the data folder's logs/ unless given) as `worker --log` does, so its row says
+    where; whatever it prints before it reads that option (an --agents module that fails) lands there too. The
+    database is named in its environment, not its command line, which any user's `ps` shows (a URL's password)."""
     name = name or worker_name()
     command = [sys.executable, "-m", "tui_agent", "--durability", durability]
     for module in agent_modules:

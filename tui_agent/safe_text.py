@@ -40,7 +40,8 @@ def one_line(text: str | None, limit: int) -> str:
 
 
 def json_text(value: Any, **dumps: Any) -> str:
-    """`json.dumps(value, ensure_ascii=False, **dumps)` with every character `visible` would escape written as
-    a `\\uXXXX` escape (json.dumps escapes the C0 ones already): such a character can only stand inside a
-    string there, so the text stays JSON and decodes to the same value; other text stays as it is."""
+    """`json.dumps(value, ensure_ascii=False, **dumps)`, with what `visible` would escape written as `\\uXXXX`.
+
+    json.dumps escapes the C0 characters already. Such a character can only stand inside a string there, so
+    the text stays JSON and decodes to the same value; other text stays as it is."""
     return ACTED_ON.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(value, ensure_ascii=False, **dumps))

@@ -144,9 +144,11 @@ def check_value(value: Any, source: str) -> Any:
 
 
 def unreadable(error: BaseException, field: str) -> Unreadable | None:
-    """What `error`, raised while a stored value was decoded or parsed, says about the value, as Unreadable naming
-    `field`; None for any other error (a bug stays one): not UTF-8, too deep for Python's reader, an integer
-    longer than Python reads (the only ValueError json raises that is not a JSONDecodeError)."""
+    """What `error` says about a stored value it was raised on, as Unreadable naming `field`, or None.
+
+    `error` was raised while the value was decoded or parsed. The value is unreadable when it is not UTF-8, too
+    deep for Python's reader, or holds an integer longer than Python reads (the only ValueError json raises that
+    is not a JSONDecodeError). Any other error gives None: a bug stays one."""
     if isinstance(error, UnicodeDecodeError):
         return Unreadable(field, f"it holds bytes that are not UTF-8 text ({error.reason} at byte {error.start})")
     if isinstance(error, RecursionError):

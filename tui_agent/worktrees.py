@@ -30,9 +30,10 @@ from .store.events import add_event
 
 @dataclass
 class Worktree:
-    """One worktree git knows, with the runs that name it (oldest first: the last one is the newest) and what
-    its branch is to the repository: `onto`, where the run meant it to go (the repository's current branch when the
-    run did not say), and whether it is merged there."""
+    """One worktree git knows, with the runs that name it and what its branch is to the repository.
+
+    The runs come oldest first, so the last one is the newest. `onto` is where the run meant the branch to go
+    (the repository's current branch when the run did not say), and `merged` whether it is merged there."""
 
     path: str
     repo: str

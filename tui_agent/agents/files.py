@@ -132,10 +132,12 @@ def read_regular(tree: Path, name: str) -> bytes:
 
 
 def write_atomic(tree: Path, name: str, data: bytes, make_folders: bool = False) -> None:
-    """The file `name` (relative to `tree`) written whole: a temporary file in the same folder, flushed and
-    fsynced, then renamed over it with its mode kept (a new file gets 0644), so a kill -9 at any moment leaves
-    the old file (or none) or the new one, never a truncated one. NotRegular when it, or a folder on the way,
-    is a link or not a regular file: a link is never replaced, nor written through."""
+    """Write the file `name`, relative to `tree`, whole, so a kill -9 never leaves it truncated.
+
+    A temporary file in the same folder is flushed and fsynced, then renamed over it with its mode kept (a new
+    file gets 0644), so a kill -9 at any moment leaves the old file (or none) or the new one. NotRegular is
+    raised when it, or a folder on the way, is a link or not a regular file: a link is never replaced, nor
+    written through."""
     folders, last = _split(name)
     with _folder(tree, folders, make_folders) as folder:
         found = _regular(folder, last, name)

@@ -143,10 +143,12 @@ def built_in_script(ctx: Context) -> bool:
 
 
 def propose(ctx: Context, place: dict, commit: str, title: str, body: str, again: str, verdict: str) -> dict:
-    """Ask a person to approve a pull request for `commit`, the one the branch is at (the question names it, with
-    its diff stat, after `verdict`), then open it on the local git host, once: an effect keyed
-    `pr:<repo>:<branch>`, looked up on the host after a crash. The host opens it only while the branch is at
-    `commit`; a branch moved meanwhile parks the run naming the change (`again`: how to be asked anew instead)."""
+    """Ask a person to approve a pull request for `commit`, then open it on the local git host, once.
+
+    `commit` is the one the branch is at; the question names it, with its diff stat, after `verdict`. Opening
+    is an effect keyed `pr:<repo>:<branch>`, looked up on the host after a crash. The host opens it only while
+    the branch is at `commit`; a branch moved meanwhile parks the run naming the change (`again`: how to be
+    asked anew instead)."""
     tree = Path(place["worktree"])
     stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
     ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "

@@ -112,9 +112,11 @@ def verify(place: dict, runs: Sequence[str]) -> None:
 
 
 def at_commit(place: dict, commit: str, instead: str) -> None:
-    """A live guard, run on every pass (never journaled: a recorded "yes" would replay after the branch moved):
-    park unless the branch is at `commit`, the one this run made and recorded (and a person may have reviewed).
-    The message says what changed and how to put the branch back; `instead` is the other way on (a fork)."""
+    """A live guard that parks the run unless the branch is at `commit`.
+
+    It runs on every pass and is never journaled: a recorded "yes" would replay after the branch moved.
+    `commit` is the one this run made and recorded (and a person may have reviewed). The message says what
+    changed and how to put the branch back; `instead` is the other way on (a fork)."""
     try:
         found = git("rev-parse", "--verify", "--quiet", f"refs/heads/{place['branch']}^{{commit}}",
                     cwd=Path(place["worktree"]))
@@ -151,8 +153,10 @@ def _is_ancestor(older: str, newer: str, cwd: Path) -> bool:
 
 
 def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, message: str) -> str:
-    """Commit `paths` (relative to the worktree; None: every change) once, marked as the commit of `runs[0]`: a
-    second call, after a crash, finds the newest commit of `runs` (the run, or a run it was forked from)."""
+    """Commit `paths` once, marked as the commit of `runs[0]`.
+
+    `paths` are relative to the worktree; None commits every change. A second call, after a crash, finds the
+    newest commit of `runs` (the run, or a run it was forked from)."""
     own, _ = _own_commits(place, runs)
     if own:
         return own[0]

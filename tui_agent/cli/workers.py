@@ -71,8 +71,10 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
            log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
-    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
-    of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
+    """Claim due runs and work them, until stopped or, with --once, until none is due.
+
+    SIGTERM and SIGINT stop it. Due runs of an agent it does not know are said once per agent (with --once:
+    exit 4, after working the rest)."""
     from .. import worker_log
 
     name = name or worker_name()

@@ -85,9 +85,11 @@ def run_budget(budget: Budget, overrides: dict | None = None) -> dict:
 
 
 def raised_budget(limits: dict, overrides: dict) -> dict:
-    """A run's budget JSON after `resume --budget`: each ceiling given replaces the run's (and is no longer a
-    default); `unbounded` removes the default ceilings still in place (the ones the run or a person set stay)
-    and records the opt-out. A run made before defaults existed gains no `defaults` list."""
+    """A run's budget JSON after `resume --budget`.
+
+    Each ceiling given replaces the run's and is no longer a default. `unbounded` removes the default ceilings
+    still in place (the ones the run or a person set stay) and records the opt-out. A run made before defaults
+    existed gains no `defaults` list."""
     after = {**limits, **{k: v for k, v in overrides.items() if k != UNBOUNDED}}
     defaults = [d for d in limits.get("defaults") or () if d not in overrides]
     if overrides.get(UNBOUNDED):

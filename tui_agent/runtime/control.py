@@ -75,8 +75,10 @@ class RunControl:
                                                           "another worker's lease)")
 
     def lapsed(self, run_id: str, why: str, kind: str) -> None:
-        """The lease could not be renewed before it ends (the database busy, or its server away: `kind`): the
-        run stops as one the environment held up (the worker drops it; the next claim repeats its step)."""
+        """The lease could not be renewed before it ends, so the run stops as one the environment held up.
+
+        `kind` says why: the database busy, or its server away. The worker drops the run; the next claim repeats
+        its step."""
         self._error = EnvironmentStop(kind, f"run {run_id}: {why}")
         self._event.set()
         self.kill_commands()   # the next claimer runs the call again: never two copies of its program at once
@@ -93,9 +95,10 @@ class RunControl:
             self.gave_up(f"{said} while inside {flight.what}")
 
     def gave_up(self, why: str, status: str | None = None, reason: str | None = None) -> None:
-        """The run was handed on (left `status`: `reason`, when this process did it) while its thread was inside a
-        call: whatever the thread does next is refused (the run's fence has moved), and the worker stops waiting
-        for it."""
+        """The run was handed on while its thread was inside a call, so the worker stops waiting for it.
+
+        The run was left `status`: `reason`, when this process did it. Whatever the thread does next is refused,
+        since the run's fence has moved."""
         if self.given_up is not None:
             return
         self.given_up = why

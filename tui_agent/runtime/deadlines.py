@@ -95,9 +95,10 @@ class Deadlines:
 
 
 def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[str, str, str] | None:
-    """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence;
-    returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was
-    recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
+    """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence.
+
+    Returns what happened, in one sentence, with the run's status and reason now; None when the call's entry
+    was recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
     run = claim.run_id
     with store.write() as conn:
         check_fence(conn, run, claim.fence, at, None)

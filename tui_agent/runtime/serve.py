@@ -38,9 +38,11 @@ LEFT_BEHIND_LIMIT = 3   # threads left inside calls that outlived their runs, pa
 
 
 class Served(NamedTuple):
-    """What `serve` did: each run's outcome, how many of its threads are still inside a call (their runs handed
-    back; the caller should end the process with os._exit, since they cannot be stopped), and why it stopped
-    claiming by itself (too many threads left behind), or None."""
+    """What `serve` did.
+
+    It holds each run's outcome, how many of its threads are still inside a call (their runs handed back; the
+    caller should end the process with os._exit, since they cannot be stopped), and why it stopped claiming by
+    itself (too many threads left behind), or None."""
 
     outcomes: list[Outcome]
     left_behind: int

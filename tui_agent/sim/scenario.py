@@ -154,8 +154,10 @@ def _usable(key: str) -> str | None:
 
 
 class Scenario:
-    """Run once with `run()`; `pause` is asked at every stop (by default: crash worker 1 where the settings
-    say), `decide` whenever the run waits for a person (by default nobody answers)."""
+    """A simulated run, run once with `run()`.
+
+    `pause` is asked at every stop (by default: crash worker 1 where the settings say), `decide` whenever the
+    run waits for a person (by default nobody answers)."""
 
     def __init__(self, settings: Settings, pause: Pause | None = None, decide: Decide | None = None,
                  seed: int = 0) -> None:
@@ -313,8 +315,10 @@ class Scenario:
 
 
 def _because(settings: Settings, message: str | None) -> str:
-    """Why the run waits: where the runtime was told nothing (the setting chose that), the setting's reason;
-    else the runtime's own words, without the command it suggests (the simulator has its own keys)."""
+    """Why the run waits.
+
+    Where the runtime was told nothing (the setting chose that), it is the setting's reason; else the runtime's
+    own words, without the command it suggests (the simulator has its own keys)."""
     if settings.after_crash == "ask-person":
         return "the policy after a crash is to ask a person"
     if settings.after_crash == "ask-service" and settings.key in ("none", "at-send"):

@@ -35,8 +35,10 @@ _UPSERT = ("INSERT INTO artifacts (path, content, size, created_at) VALUES (?, ?
 
 
 class NotAnArtifact(OSError):
-    """A name that is not one of the runs' artifacts (see the module): an OSError (EACCES) whose `strerror` says
-    why, so a reader that takes an unreadable artifact in its stride (diff, copy) takes this one too."""
+    """A name that is not one of the runs' artifacts, as the module defines them.
+
+    It is an OSError (EACCES) whose `strerror` says why, so a reader that takes an unreadable artifact in its
+    stride (diff, copy) takes this one too."""
 
 
 def folder(store: Store) -> Path | None:

@@ -87,9 +87,11 @@ class Connection(Protocol):
 
 def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
                     newest_first: bool = False) -> list[dict]:
-    """A page of a run's rows of `table` (unique on run_id, generation, position) in (generation, position)
-    order by a keyset cursor: the rest of the cursor's generation, then the generations beyond it (two ranges
-    of the index, so a page costs the same anywhere in a run of any length)."""
+    """A page of a run's rows of `table`, in (generation, position) order, after a keyset cursor.
+
+    `table` is unique on run_id, generation, position. The page is the rest of the cursor's generation, then
+    the generations beyond it: two ranges of the index, so a page costs the same anywhere in a run of any
+    length."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     rows: list[dict] = []
     if after is not None:

@@ -68,9 +68,11 @@ def judge(row: dict | None, name: str) -> Holder:
 
 
 def clear(row: dict, holder: Holder) -> str | None:
-    """Inside a claim's write, before it writes: end what is left of a takeable holder's process group (SIGKILL,
-    waiting up to KILL_WAIT_S); returns why the run may be taken now, or None when something of the group
-    survived (the run waits for its lease, and this process does not try that group again)."""
+    """End what is left of a takeable holder's process group, inside a claim's write, before it writes.
+
+    The group gets SIGKILL, waiting up to KILL_WAIT_S. Returns why the run may be taken now, or None when
+    something of the group survived (the run waits for its lease, and this process does not try that group
+    again)."""
     left = group_left(row["pgid"]) if holder.kill else 0
     if not left:
         return holder.why

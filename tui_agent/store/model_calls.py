@@ -99,12 +99,14 @@ _ATTEMPT = ("INSERT INTO model_calls (run_id, generation, position, call, name, 
 def begin(store: Store, run_id: str, generation: int, position: int, name: str, fence: int, provider: str,
           model: str, request: dict, reserved: Usage, now: float, renewal: tuple[str, tuple],
           last_call: int = 0) -> CallKey:
-    """The attempt's row and its reservation, held against the budget from now on, committed before the request
-    is sent, after `renewal` (runs.renewal: the fence checked, the lease renewed): one batch (store.write_batch,
-    one round trip on a server), each statement fenced. `last_call`: the last call this claim made at this
-    position (0 for none). Written once however its connection is cut (base.write_once): a row of this fence
-    past `last_call` is this attempt's, and a second write takes the number after every row there, so a cut
-    first one that commits late collides with it instead of adding a second attempt.
+    """Write the attempt's row and its reservation, committed before the request is sent.
+
+    The reservation is held against the budget from now on. It follows `renewal` (runs.renewal: the fence
+    checked, the lease renewed) in one batch (store.write_batch, one round trip on a server), each statement
+    fenced. `last_call` is the last call this claim made at this position (0 for none). It is written once
+    however its connection is cut (base.write_once): a row of this fence past `last_call` is this attempt's,
+    and a second write takes the number after every row there, so a cut first one that commits late collides
+    with it instead of adding a second attempt.
 
     `request` holds `system`, `tools`, `messages`, `after` (messages shared with the previous call) and
     `max_tokens`; the row keeps only what the previous call did not already record: the system prompt and tool

@@ -314,11 +314,13 @@ def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float
 
 
 def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
-    """A claim is a shared write (store.write_shared): on a server the SELECT locks the run's row and passes over
-    rows another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
+    """Claim a run that `pick` selects, in a shared write (store.write_shared).
+
+    `pick` is a condition on the run's columns. On a server the SELECT locks the run's row and passes over rows
+    another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
-    that one is done again in an exclusive write. `pick`: which runs (a condition on the run's columns)."""
+    that one is done again in an exclusive write."""
     for exclusive in (False, True):
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
@@ -334,9 +336,11 @@ def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, n
 
 
 def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
-    """Inside a claim's write: the oldest picked run held, with a live lease, by a worker of this host whose
-    process is verifiably gone, once what was left of its process group is killed (store/holders.py), and why it
-    may be taken; (None, None) when there is none."""
+    """The oldest picked run whose holder is verifiably gone, and why it may be taken, inside a claim's write.
+
+    Such a run is held, with a live lease, by a worker of this host whose process is verifiably gone; it is
+    returned once what was left of its process group is killed (store/holders.py). Returns (None, None) when
+    there is none."""
     held = HELD_HERE.format(lease_now=":lease_now", host_id=":host_id")
     rows = dict_rows(conn.execute(f"{held} AND {pick}",
                                   {**values, "host_id": this_host_id()}))
@@ -392,11 +396,13 @@ def record_model(conn: sqlite3.Connection, run_id: str, fence: int, spec: str) -
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
                result: str | None = None, result_artifact: str | None = None, error: str | None = None,
                wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None) -> None:
-    """The worker's last write for a run: its new status and reason, fenced, with an event, and the
-    running time since the last entry (budgets count time running, not waiting); `traceback` is the
-    failed agent code's frames (JSON). A shared write (store.write_shared) whose first statement, the fence check,
-    locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
-    ids are displays' cursors, so those commit one at a time, in id order."""
+    """The worker's last write for a run: its new status and reason, fenced, with an event.
+
+    It also adds the running time since the last entry, since budgets count time running, not waiting.
+    `traceback` is the failed agent code's frames (JSON).
+    It is a shared write (store.write_shared) whose first statement, the fence check, locks the run's row
+    (checked again on the row as committed, if it waited). A settle that records a notice is the exception:
+    notice ids are displays' cursors, so those commit one at a time, in id order."""
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
         settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
                result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
@@ -529,10 +535,11 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
 
 @dataclass(frozen=True)
 class EditedEntry:
-    """A person's result for a fork's position, in place of the one the parent recorded there: JSON as
-    runtime/results.encode wrote it, and, for one over the artifact threshold, `place(artifact_dir, label,
-    encoded)` (runtime/results.place bound to the data folder), which writes it into the new run's own
-    artifact folder (the parent's files are never written). `by`: who edited it, for the events."""
+    """A person's result for a fork's position, in place of the one the parent recorded there.
+
+    It is JSON as runtime/results.encode wrote it. For one over the artifact threshold, `place(artifact_dir,
+    label, encoded)` (runtime/results.place bound to the data folder) writes it into the new run's own artifact
+    folder (the parent's files are never written). `by` is who edited it, for the events."""
 
     encoded: str
     place: Callable[[str, str, str], tuple[None, str]] | None = None

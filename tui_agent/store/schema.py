@@ -323,8 +323,9 @@ def _v8(db: sqlite_utils.Database) -> None:
 
 
 def _v9(db: sqlite_utils.Database) -> None:
-    """The runner calls you: one row each time a run comes to need a person (and one reminder per such
-    episode), written in the transition's own transaction; `notified_*` says which process delivered it to
+    """Version 9 adds the notices: one row each time a run comes to need a person, and one reminder per episode.
+
+    They are written in the transition's own transaction; `notified_*` says which process delivered it to
     `--notify` (store/notices.py). The TUI and `watch` only read them, by id."""
     db.execute("""
         CREATE TABLE notices (
