@@ -1,14 +1,9 @@
-"""How a worker tells one run's code to stop at its next journaled call: the heartbeat found the
-lease taken (another worker or a person) or could not renew it in time, or the worker is shutting
-down. It also knows how long the lease runs, so a write may wait out a held lock (or a server that
-is away) that long.
+"""How a worker tells one run's code to stop at its next journaled call, and gives up a run stuck inside one.
 
-A run whose code is inside a call (a step's function, a model call, an effect's `do`) cannot be told anything
-until the call returns, and a hung one never does. So the call in flight is recorded here (`in_flight`, set and
-cleared by the run's own thread: one assignment, no lock), the deadline watcher (runtime/deadlines.py) reads it,
-and a run taken away while inside a call is *given up*: the worker stops waiting for that thread, frees its slot
-and leaves the thread to end whenever it does (`gave_up`). The process groups of the programs the call started
-(`ctx.run_command`) are killed then, so those at least stop for real."""
+The code is told to stop when the heartbeat finds the lease taken or cannot renew it in time, or the worker
+shuts down; `RunControl` also knows how long the lease runs, so a write may wait out a held lock that long.
+The call in flight (`in_flight`) is set and cleared by the run's own thread and read by runtime/deadlines.py.
+Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""Who holds a running run, and whether a claim may take it before its lease ends: when its worker is on this
-host, that worker's process is verifiably gone, and nothing is left of its process group (or only what the
-claim kills first).
+"""Who holds a running run, and whether a claim may take it before its lease ends.
 
-Verifiably gone needs all of: the worker's row carries this host's id (store/host.py; a row an older tui-agent
-wrote has none), its process's start time (so a later process given the same pid is not taken for it), and its
-process group. A worker that led its group (as one started from a shell, by systemd, cron or the TUI does) has
-what its steps started in that group: a claim kills what is left of it and waits for it to end. A worker that
-did not lead its group shares it with another program, which is never killed: its runs can be taken only once
-that group is empty. Anything else (a worker on another host, a process still there, paused or hung, a group
-that survived the kill) leaves the run to its lease, whose rules are unchanged.
-"""
+It may when the worker is on this host, its process is verifiably gone (its row's host id, process start time
+and process group say so) and nothing is left of its process group, or only what the claim kills first. A
+group the worker did not lead is never killed. Anything else leaves the run to its lease.
+Why: docs/architecture.md, section 7 (Workers)."""
 
 from __future__ import annotations
 

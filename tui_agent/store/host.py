@@ -1,13 +1,9 @@
-"""Where this process runs, and what it can tell of another process on the same host: whether that process is
-still there (its pid with the time it started, so a pid handed to a later process is not taken for it) and what
-is left of a process group.
+"""Where this process runs, and what it can tell of another process on the same host.
 
-A host, for this purpose, is what sees the same processes under the same pids: the host name (TUI_AGENT_HOST
-replaces it, to tell machines apart or to simulate several on one), the boot (a rebooted machine reuses pids),
-and on Linux the pid namespace (a container has its own, often under the same boot and host name). Two worker
-rows with one host id may probe each other's pids; any other pair is judged by leases and heartbeats. Where the
-boot or the namespace cannot be read there is no host id, and leases decide.
-"""
+A host is what sees the same processes under the same pids: the host name (or TUI_AGENT_HOST), the boot and,
+on Linux, the pid namespace. Only two worker rows with one host id may probe each other's pids; where the boot
+or the namespace cannot be read there is no host id, and leases decide.
+Why: docs/architecture.md, section 7 (Workers) and 7.2 (One clock)."""
 
 from __future__ import annotations
 
