@@ -1,20 +1,9 @@
 """The config file: the settings a person keeps in config.toml, which a flag or an environment variable overrides.
 
-The file is `path()` (platformdirs' user config folder: $XDG_CONFIG_HOME/tui-agent/config.toml on Linux). `read`
-turns it into click's `default_map`, so click resolves every option in one order: the command line, the
-environment variable, the file, the built-in default (and `Context.get_parameter_source` says which). What it
-holds (docs/configuration.md):
-
-- the group's options (`db`, `data`, `durability`, `agents`) and `theme` (the TUI's) at the top level;
-- `model`, `lease` and `notify` at the top level, for every command that has that option;
-- a table per command (`[worker]`, `[schedule.add]`) setting any of its options by the flag's name
-  (`remind-after`), over a top-level value; `--yes` and `--force` never, as each is one command's decision;
-- `[agent.NAME]` tables: `model` and `budget` for the runs of one agent, over the command's.
-
-A key the code does not know, or a value of the wrong type or out of range, is refused with its line (exit 2) by
-every command but `config` and `doctor`, which go on with the settings that could be read. The theme chosen in the
-TUI is kept in a state file (`state_path()`), not here: see `start_theme`.
-"""
+`read` turns `path()` into click's `default_map`, so click resolves every option in one order: the command
+line, the environment variable, the file, the built-in default. A bad key or value is refused with its line
+(exit 2) by every command but `config` and `doctor`. The TUI's chosen theme is in `state_path()`.
+Why: docs/configuration.md ("Which value wins", "The keys", "A bad file", "The theme you choose in the TUI")."""
 
 from __future__ import annotations
 
@@ -117,7 +106,19 @@ class Settings:
 
 
 def read(group: click.Group) -> Settings:
-    """The file as the settings of `group`'s commands; a file that does not exist is no settings."""
+    """The file as the settings of `group`'s commands; a file that does not exist is no settings.
+
+    The file is `path()` (platformdirs' user config folder: $XDG_CONFIG_HOME/tui-agent/config.toml on Linux), and
+    `Context.get_parameter_source` says which source a value came from. It holds (docs/configuration.md):
+
+    - the group's options (`db`, `data`, `durability`, `agents`) and `theme` (the TUI's) at the top level;
+    - `model`, `lease` and `notify` at the top level, for every command that has that option;
+    - a table per command (`[worker]`, `[schedule.add]`) setting any of its options by the flag's name
+      (`remind-after`), over a top-level value; `--yes` and `--force` never, as each is one command's decision;
+    - `[agent.NAME]` tables: `model` and `budget` for the runs of one agent, over the command's.
+
+    A key the code does not know, or a value of the wrong type or out of range, is refused with its line (exit 2) by
+    every command but `config` and `doctor`, which go on with the settings that could be read."""
     settings = Settings(path())
     try:
         data = settings.path.read_bytes()
