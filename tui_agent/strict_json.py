@@ -1,16 +1,9 @@
-"""JSON that a person types, read strictly, JSON for scripts, written strictly, and JSON the store holds, read
-so that a value no one can use is named instead of raised.
+"""JSON that a person types, read strictly; JSON for scripts, written strictly; JSON the store holds, read safely.
 
-Python's json reads NaN, Infinity and 1e999 (as inf) and writes them back as bare NaN and Infinity,
-which no other JSON reader accepts. The CLI and the TUI both read through `parse_json`, so a
-request or result holding one is refused where it is typed, by one rule, never stored. The same rule refuses
-what would be stored and then break whoever reads it: text that is not Unicode (a lone surrogate, such as
-JavaScript's JSON.stringify writes for a string cut in half, or a byte of a command line that is not UTF-8),
-nesting deeper than MAX_DEPTH (Python's own reader gives up at about 1,000 levels, fewer on a deep stack) and
-integers of more than MAX_DIGITS digits (Python refuses to read them). `check_value` holds a value made in
-Python (the TUI's, an agent's) to the same rule; `read_stored` reads a stored value that was not (an older
-version's, another program's), raising Unreadable, which names the field, for one that cannot be used.
-"""
+The CLI and the TUI read typed JSON through `parse_json`, and `check_value` holds a value made in Python to the
+same rule: no NaN or Infinity, no text that is not Unicode, nothing deeper than MAX_DEPTH, no integer of more
+than MAX_DIGITS digits, so nothing is stored that would break whoever reads it. `read_stored` reads what an
+older version or another program stored. Why: docs/reliability.md, "When input or the environment is bad"."""
 
 from __future__ import annotations
 
@@ -110,7 +103,14 @@ def _refused(source: str, problem: str, advice: str) -> UserError:
 
 
 def parse_json(text: str, source: str, more: str = "", example: str = EXAMPLE) -> Any:
-    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead (`example`)."""
+    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead (`example`).
+
+    Python's json reads NaN, Infinity and 1e999 (as inf) and writes them back as bare NaN and Infinity, which no
+    other JSON reader accepts, so a request or result holding one is refused here, where it is typed. So is text
+    that is not Unicode (a lone surrogate, such as JavaScript's JSON.stringify writes for a string cut in half, or
+    a byte of a command line that is not UTF-8), nesting deeper than MAX_DEPTH (Python's own reader gives up at
+    about 1,000 levels, fewer on a deep stack) and integers of more than MAX_DIGITS digits (Python refuses to read
+    them)."""
     problem = text_problem(text)
     if problem is not None:
         raise UserError(f"{source} holds {problem}; pass UTF-8 text")
