@@ -1,11 +1,9 @@
-"""What did I spend: the model calls' cost and tokens added up by day, agent or model, for `tui-agent spend` and
-the TUI's spend view (one report, so both say the same figures).
+"""What did I spend: model calls' cost and tokens by day, agent or model, for `tui-agent spend` and the TUI.
 
-Each call counts what its run's budget counted for it (store/spend.py says which calls count): the cost recorded
-when it was answered, by the price table of that day; `reprice` prices the stored usage by today's table instead
-(models/pricing.py; a call whose usage was not kept, or whose model has no price today, is unpriced). What calls
-in flight when their worker died may have been billed is its own figure, never folded into the cost, and calls
-whose model has no price are counted, never added as zero. Days are local time unless `utc`."""
+Each call counts what its run's budget counted (store/spend.py): its cost when answered, by that day's prices;
+`reprice` prices the stored usage by today's table (models/pricing.py; without usage or a price it is
+unpriced). What died calls may have been billed is its own figure, never folded into the cost, and unpriced
+calls are counted, never added as zero. Days are local time unless `utc`."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""patch: a coding agent that works one bug on a branch of its own, with the model and tools scoped to its
-worktree, until the tests the worker may not edit pass; then it commits, waits for a person's approval, and
-opens one pull request on the local git host (an effect keyed by what it means: `pr:<repo>:<branch>`). The
-approval is for one commit (its id is in the question): the pull request is opened only while the branch is
-at it, or the run parks saying what changed.
+"""patch: a coding agent that works one bug on a branch of its own until the tests it may not edit pass.
 
-patch-night starts one keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
+The model and tools are scoped to its worktree. Then it commits, waits for a person's approval of that commit
+(its id is in the question), and opens one pull request on the local git host (an effect keyed
+`pr:<repo>:<branch>`) only while the branch is at it, or parks saying what changed. patch-night starts one
+keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
 
 from __future__ import annotations
 

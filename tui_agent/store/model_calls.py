@@ -1,11 +1,9 @@
 """Model calls, one row per attempt, each committed before its request is sent.
 
-A worker that dies mid-call leaves its row `in_flight` under a fence that is no longer the run's: that
-call may have been billed (the Messages API has no idempotency key), so its reservation stays counted in
-the checkpoint's budget counters. An answered call trades its reservation for what it really used; a
-call that failed with an error gives it back. The request is kept beside the reply for a later diff:
-the system prompt and tools once per run (by digest), and only the messages added since the last call.
-"""
+A worker that dies mid-call leaves its row `in_flight`: that call may have been billed (the Messages API has no
+idempotency key), so its reservation stays counted in the budget. An answered call trades its reservation for
+what it used; a failed one gives it back. The request is kept beside the reply for a later diff.
+Why: docs/architecture.md, section 8 (Budgets, plateaus, schedules, models)."""
 
 from __future__ import annotations
 

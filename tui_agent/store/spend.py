@@ -1,11 +1,9 @@
 """What the model calls spent, read for `tui-agent spend` and the TUI's spend view (tui_agent/spend.py adds it up).
 
-A call counts once, in the run that made it: a fork's copies of its parent's answered calls (the positions before
-its fork step, generation 1) are the parent's spending, as they are the parent's budget's. An answered call spent
-its cost as recorded when it was answered (NULL: its model has no price) and its tokens; a call in flight whose
-worker died (not under its run's live lease) may have been billed its reservation (model_calls.py); a call in
-flight under a live lease, or one that failed, spent nothing yet. Calls are read from `since` on through the index
-model_calls_started, by the instant each was sent."""
+A call counts once, in the run that made it: a fork's copies of its parent's answered calls (before its fork
+step, generation 1) are the parent's. An answered call spent its recorded cost (NULL: no price) and tokens; a
+call in flight whose worker died (no live lease) may have been billed its reservation (model_calls.py); one
+under a live lease, or failed, spent nothing yet. Calls are read from `since` on (model_calls_started)."""
 
 from __future__ import annotations
 
