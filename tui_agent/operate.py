@@ -757,8 +757,10 @@ def requeue_released(store: Store) -> list[str]:
 
 
 def save_filter(store: Store, name: str, words: str) -> str:
-    """Keep the filter `words` (tui_agent/filters.py; refused unless they parse and select something) under `name`
-    (the rule of schedule names), replacing what that name held; what happened, in a line."""
+    """Keep the filter `words` under `name`, replacing what that name held, and say what happened in a line.
+
+    The words (tui_agent/filters.py) are refused unless they parse and select something; the name follows the
+    rule of schedule names."""
     if not FILTER_NAME.fullmatch(name):
         raise UserError(f"filter name {name!r}: use 1 to 40 letters, digits and - _ . starting with a letter or "
                         "digit, such as failed-nightly")

@@ -134,8 +134,9 @@ def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> 
 
 
 def built_in_script(ctx: Context) -> bool:
-    """Whether the run's model is Patch's own offline script (which knows the sample's bug and nothing else);
-    a script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
+    """Whether the run's model is Patch's own offline script, which knows the sample's bug and nothing else.
+
+    A script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
     provider = ctx.provider
     spec = provider.resolve() if isinstance(provider, Unresolved) else provider.name
     return spec in (None, "scripted")

@@ -194,8 +194,10 @@ def identity(tree: Path) -> list[str]:
 
 
 def listed(repo: Path) -> list[dict]:
-    """Every worktree git knows of the repository `repo` is in (`git worktree list --porcelain`), the main one
-    first: {worktree, head, branch (None: detached), locked, prunable} each."""
+    """Every worktree git knows of the repository `repo` is in, the main one first.
+
+    It is read from `git worktree list --porcelain`: {worktree, head, branch (None: detached), locked, prunable}
+    each."""
     found, entry = [], None
     for line in git("worktree", "list", "--porcelain", cwd=repo).splitlines() + [""]:
         word, _, value = line.partition(" ")

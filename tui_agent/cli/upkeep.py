@@ -100,8 +100,9 @@ def _print_diagnosis(found: Diagnosis) -> None:
 
 @cli.group("db")
 def db_group() -> None:
-    """Create or upgrade a database: a SQLite file, or a PostgreSQL database named by a postgresql:// URL
-    (workers on several machines share it; pip install 'tui-agent[postgres]')."""
+    """Create or upgrade a database, a SQLite file or a PostgreSQL database named by a postgresql:// URL.
+
+    Workers on several machines share a PostgreSQL database; it needs pip install 'tui-agent[postgres]'."""
 
 
 @db_group.command("init")

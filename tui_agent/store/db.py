@@ -57,9 +57,11 @@ def read_only_uri(path: str | os.PathLike) -> str:
 
 
 def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:
-    """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
-    closing would drop this process's POSIX locks on the file (see `_read_version`). Where SQLite cannot make the
-    WAL's index beside the file (`as_it_is`), the file is read as it is."""
+    """A connection that can only read the file at `path`, through SQLite's read-only URI.
+
+    It never uses Python's open(), whose closing would drop this process's POSIX locks on the file (see
+    `_read_version`). Where SQLite cannot make the WAL's index beside the file (`as_it_is`), the file is read as
+    it is."""
     conn, _ = as_it_is(sqlite3.connect(read_only_uri(path), uri=True, timeout=timeout_s), Path(path))
     return conn
 
@@ -114,8 +116,10 @@ def _read_version(path: Path) -> int:
 
 
 def _unreadable(error: sqlite3.Error, path: Path) -> Exception:
-    """Why the file's schema version could not be read: not ours (exit 2), or the environment's (exit 4: held
-    by another program past the busy timeout, a full disk, a damaged page after a SQLite header)."""
+    """Why the file's schema version could not be read: not ours, or the environment's.
+
+    Not ours is exit 2. The environment's is exit 4: the file held by another program past the busy timeout, a
+    full disk, or a damaged page after a SQLite header."""
     name, text = getattr(error, "sqlite_errorname", "") or "", str(error)
     if "no such table" in text:
         return StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); pass another --db")

@@ -122,7 +122,9 @@ def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) ->
 
 
 def claimable_in(holder: Holder, lease_expires_at: float | None, lease_at: float) -> float:
-    """Seconds until a claim may take a running run (never negative): 0 once its lease is over, or at once when
-    its holder is takeable; else what its lease has left (a live holder keeps renewing it)."""
+    """Seconds until a claim may take a running run, never negative.
+
+    It is 0 once its lease is over, or at once when its holder is takeable; else what its lease has left (a live
+    holder keeps renewing it)."""
     left = (lease_expires_at or 0) - lease_at
     return 0.0 if holder.takeable or left <= 0 else round(left, 1)

@@ -28,8 +28,9 @@ def this_host() -> str:
 
 
 def host_id(host: str) -> str | None:
-    """The identity of `host` as this process sees it: the name, the boot id and the pid namespace's inode
-    (Linux), or the name and the boot session (macOS); None where either cannot be read."""
+    """The identity of `host` as this process sees it, or None where a part of it cannot be read.
+
+    On Linux it is the name, the boot id and the pid namespace's inode; on macOS the name and the boot session."""
     boot, namespace = _boot(), _pid_namespace()
     if boot is None or (namespace is None and sys.platform != "darwin"):
         return None

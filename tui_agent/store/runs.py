@@ -252,8 +252,9 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
 
 
 def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
-    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters: named
-    (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
+    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters.
+
+    The parameters are named (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
     named = mark == ":"
     agent_marks = ", ".join(f":a{i}" if named else "?" for i in range(len(agents)))
     pick = f"agent IN ({agent_marks})"

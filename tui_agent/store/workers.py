@@ -62,9 +62,10 @@ def _group(pid: int) -> int | None:
 
 
 def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
-    """On a server: the statement that records how far this worker's clock (`own`) is from the server's (meta,
-    so no column is needed; a row per worker, rewritten at each heartbeat). A SQLite file's workers share its
-    host's clock: none."""
+    """The statement that records how far this worker's clock (`own`) is from the server's, or none on SQLite.
+
+    It writes meta, so no column is needed: a row per worker, rewritten at each heartbeat. A SQLite file's
+    workers share its host's clock, so there is no statement."""
     if not on_server(conn):
         return []
     return [("INSERT INTO meta (key, value) VALUES (?, round((? - " + SERVER_NOW + ")::numeric, 3)::text)"
