@@ -204,10 +204,11 @@ def walked(tree: Path, under: str = "") -> tuple[list[str], dict[str, str]]:
 
 
 def sources(tree: Path, suffixes: Iterable[str]) -> tuple[list[str], dict[str, str]]:
-    """The regular source files under `tree` with one of `suffixes`, sorted (git's tracked files in a
-    repository, else a walk that skips hidden and build folders), and what was left alone: every link (a link to
-    a folder is never walked) and every other entry with such a suffix that is not a regular file, with what
-    it is."""
+    """The regular source files under `tree` with one of `suffixes`, sorted, and what was left alone.
+
+    In a repository they are git's tracked files, else a walk that skips hidden and build folders. What was left
+    alone is every link (a link to a folder is never walked) and every other entry with such a suffix that is not a
+    regular file, with what it is."""
     wanted = tuple(suffixes)
     names = tracked(tree)
     if names is None:

@@ -499,9 +499,10 @@ def harness(ctx: Context, request: dict) -> dict:
 
 
 def _record(ctx: Context, load: dict, outcome: dict | None = None) -> dict:
-    """The checkpoint's next input, seed 001's checkpoint record: the task selected, its status (`pending` while its
-    iteration runs), key and artifacts, the tasks done of the plan's, and the plan's tasks as [text, ticked] each
-    (the one done in this iteration ticked), which the TUI's run screen shows."""
+    """The checkpoint's next input, seed 001's checkpoint record, which the TUI's run screen shows.
+
+    It holds the task selected, its status (`pending` while its iteration runs), key and artifacts, the tasks done
+    of the plan's, and the plan's tasks as [text, ticked] each (the one done in this iteration ticked)."""
     task, status = load["task"], outcome["status"] if outcome else "pending"
     done = status == "done"
     return {"task_id": task["id"], "status": status, "idempotency_key": f"harness:{ctx.run_id}:{task['id']}",

@@ -45,9 +45,11 @@ PROGRESS_CHARS = 200   # of the progress line, which a long step name must not w
 
 
 class ProgressLine:
-    """`step i/n name` rewritten in place on a terminal, with a bar, the steps a second and the time left
-    once the run has said its length (`ctx.plan`), and a streaming model call's tokens and seconds
-    (`summarize · Claude · 312 tokens · 4.1 s`) at most ten times a second; silent when stderr is not one."""
+    """`step i/n name` rewritten in place on a terminal, and silent when stderr is not one.
+
+    It has a bar, the steps a second and the time left once the run has said its length (`ctx.plan`), and a
+    streaming model call's tokens and seconds (`summarize · Claude · 312 tokens · 4.1 s`), at most ten times a
+    second."""
 
     def __init__(self) -> None:
         self.shown = sys.stderr.isatty()

@@ -73,8 +73,9 @@ def disarm() -> None:
 
 @contextmanager
 def watching(fn: Callable[[str, str | None], None]) -> Iterator[None]:
-    """Call `fn(point, name)` at every point this thread passes; it may block (a stepper) or raise
-    `SimulatedCrash` (a crash chosen where it stands). Other threads are not watched."""
+    """Call `fn(point, name)` at every point this thread passes; other threads are not watched.
+
+    `fn` may block (a stepper) or raise `SimulatedCrash` (a crash chosen where it stands)."""
     _WATCHED.fn = fn
     _WATCHERS.append(fn)
     try:

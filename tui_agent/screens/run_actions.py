@@ -261,10 +261,11 @@ SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest s
 
 
 def act_on_marked(session: Session, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
-    """The marked runs together: one confirmation that says how many runs are marked and which of the bulk actions
-    applies to how many of them (operate.py's rules, read now), `action` chosen first; then operate.bulk, each run in
-    its own write, and a toast with the summary and what stood in the way of the others. `after(decided)` hears
-    what was done."""
+    """Act on the marked runs together, after one confirmation.
+
+    The confirmation says how many runs are marked and which of the bulk actions applies to how many of them
+    (operate.py's rules, read now), `action` chosen first. Then operate.bulk runs each run in its own write, and a
+    toast gives the summary and what stood in the way of the others. `after(decided)` hears what was done."""
     preview = operate.bulk_preview(session.reader, run_ids)
 
     def chosen(answer: tuple[str, str | None] | None) -> None:

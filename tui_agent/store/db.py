@@ -343,12 +343,11 @@ class SqliteStore(Store):
 
 def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True, *,
                any_thread: bool = False, statement_timeout_s: float | None = None) -> Store:
-    """The database at `path` (None: the per-user default): a SQLite file, or a PostgreSQL server's database
-    named by a postgresql:// URL.
+    """The database at `path`, a SQLite file or a PostgreSQL server's database named by a postgresql:// URL.
 
-    `any_thread`: the connection may be handed to another thread, used by one thread at a time (a psycopg
-    connection always may be). `statement_timeout_s`: on PostgreSQL, a statement that runs longer is cancelled,
-    the environment's BUSY stop (SQLite's readers never wait on a writer, so it has none)."""
+    `path` None is the per-user default. `any_thread`: the connection may be handed to another thread, used by one
+    thread at a time (a psycopg connection always may be). `statement_timeout_s`: on PostgreSQL, a statement that
+    runs longer is cancelled, the environment's BUSY stop (SQLite's readers never wait on a writer, so it has none)."""
     if path is not None and is_url(path):
         # psycopg is an optional extra: imported only for a URL
         from .postgres import PostgresStore

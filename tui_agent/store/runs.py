@@ -199,8 +199,13 @@ def lease_now(conn: sqlite3.Connection, local: float) -> float:
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
           lease_at: float | None = None, why: str | None = None) -> Claim | None:
-    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's. `why`:
-    why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
+    """Give the picked run `row` to `worker` under a new fence and lease, or park it and return None.
+
+    It is parked instead when it was taken over too often without a new journal entry, or when a program an
+    earlier claim started survived SIGKILL.
+
+    `now` is this process's clock (events, the claim's own bookkeeping); `lease_at` is the lease clock's. `why`
+    says why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):

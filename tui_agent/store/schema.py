@@ -553,9 +553,11 @@ def _v17(db: sqlite_utils.Database) -> None:
 
 
 def _v18(db: sqlite_utils.Database) -> None:
-    """Where each worker writes its log (`worker --log FILE`, and every worker the TUI starts): `workers.log`, the
-    file's absolute path as the worker's host names it, so `tui-agent workers` can say where and `tui-agent logs`
-    print it; NULL for a worker that keeps no log, and in a row an older tui-agent wrote."""
+    """Version 18 adds `workers.log`, where each worker writes its log.
+
+    That is `worker --log FILE`, and every worker the TUI starts: the file's absolute path as the worker's host
+    names it, so `tui-agent workers` can say where and `tui-agent logs` print it; NULL for a worker that keeps no
+    log, and in a row an older tui-agent wrote."""
     db["workers"].add_column("log", str)
 
 

@@ -465,9 +465,11 @@ def _columns(conn: Any, schema: str) -> dict[str, tuple[str, ...]]:
 
 
 def _made(conn: Any) -> dict[str, tuple[str, ...]]:
-    """Every table's and view's columns as `statements()` make them, asked of the server itself (no second copy
-    of the schema to drift): created once per process in this session's temporary schema, inside a transaction
-    that is rolled back, so it writes nothing and needs only the TEMP privilege every role has by default."""
+    """Every table's and view's columns as `statements()` make them, asked of the server itself.
+
+    There is no second copy of the schema to drift: they are created once per process in this session's temporary
+    schema, inside a transaction that is rolled back, so it writes nothing and needs only the TEMP privilege every
+    role has by default."""
     if not _MADE:
         with conn.transaction(force_rollback=True), conn.cursor() as cur:
             cur.execute("SET TRANSACTION READ WRITE")   # a doctor's (or a replay's) session is read-only
