@@ -136,9 +136,10 @@ class TuiAgentApp(App):
                         timeout=10)
 
     def notify(self, message: str, *, title: str = "", markup: bool = False, **kwargs: Any) -> None:
-        """Every toast, from any screen: what a run, a refusal or the database said, so its text is never read as
-        markup (`markup`, which Textual's widgets pass on, is ignored) and what a terminal would act on in it is
-        made visible (safe_text.visible)."""
+        """Show a toast from any screen, never read as markup and with what a terminal would act on made visible.
+
+        A toast says what a run, a refusal or the database said, so `markup`, which Textual's widgets pass on, is
+        ignored, and the text goes through safe_text.visible."""
         super().notify(visible(message), title=visible(title), markup=False, **kwargs)
 
     def action_help(self) -> None:

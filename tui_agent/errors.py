@@ -67,9 +67,10 @@ class NotReachable(TemporaryError):
     failed. The built-in `ConnectionError` and `TimeoutError` count as this class too.
     """
 class StepTimedOut(TemporaryError):
-    """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
-    temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
-    (runtime/deadlines.py)."""
+    """A step, model call, tool or program was still running at its deadline.
+
+    It is a temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs
+    again (runtime/deadlines.py). A program here is one `ctx.run_command` ran."""
 
 
 class PermanentError(Exception):

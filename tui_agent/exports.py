@@ -146,9 +146,10 @@ def _label(store: Store) -> str:
 # --- import ---------------------------------------------------------------------------------------------------
 
 def read_export(path: str) -> dict:
-    """The `export` meta of the file at `path`, once it is checked to be a whole export of this schema version;
-    else a UserError that says what the file is (nothing is written: the file is read through SQLite's read-only
-    connection)."""
+    """The `export` meta of the file at `path`, once it is checked to be a whole export of this schema version.
+
+    Otherwise a UserError says what the file is. Nothing is written: the file is read through SQLite's read-only
+    connection."""
     file = Path(path)
     if not file.is_file():
         raise UserError(f"{path} is {'a folder' if file.is_dir() else 'not there'}; name a file tui-agent export made")

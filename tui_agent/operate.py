@@ -455,10 +455,12 @@ class Decided:
 
 def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
          each: Callable[[str, str | None], None] | None = None) -> Decided:
-    """`action` (one of BULK_ACTIONS) on each of `run_ids` in turn, each in its own write by the same function and
-    rule as one at a time: a run that changed meanwhile (ended, decided, taken) is refused with the one line that
-    says so, never overwritten. `each(run_id, refusal)` hears of every run as it is decided (refusal None: done).
-    What the environment stops (busy, read-only, full) stops the whole action; the runs done by then stay done."""
+    """Do `action`, one of BULK_ACTIONS, on each of `run_ids` in turn, each in its own write.
+
+    Each goes by the same function and rule as one at a time: a run that changed meanwhile (ended, decided, taken)
+    is refused with the one line that says so, never overwritten. `each(run_id, refusal)` hears of every run as
+    it is decided (refusal None: done). What the environment stops (busy, read-only, full) stops the whole
+    action; the runs done by then stay done."""
     if action not in BULK_ACTIONS:
         raise UserError(f"{action!r} is not an action for many runs; use one of {', '.join(BULK_ACTIONS)}")
     done, refused = [], []
@@ -477,9 +479,10 @@ def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
 
 
 def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BULK_ACTIONS) -> dict[str, Decided]:
-    """What `bulk` would do with each of `actions` to `run_ids` as they are now (each run read once), written
-    nowhere: the runs each applies to, and for the others the line that says why not (`--dry-run`, the question
-    asked before acting, the TUI's confirmation)."""
+    """What `bulk` would do with each of `actions` to `run_ids` as they are now, written nowhere.
+
+    Each run is read once. For each action it gives the runs it applies to, and for the others the line that says
+    why not (`--dry-run`, the question asked before acting, the TUI's confirmation)."""
     done: dict[str, list[str]] = {action: [] for action in actions}
     refused: dict[str, list[str]] = {action: [] for action in actions}
     for run_id in run_ids:

@@ -148,10 +148,11 @@ def _same_file(stream: TextIO, log) -> bool:
 
 def follow(log: BinaryIO, write: Callable[[str], None], ended: Callable[[], bool], stop: threading.Event,
            keep_on: bool) -> None:
-    """Write the text of the open `log` (decoded as UTF-8, a broken character replaced), and with `keep_on` every
-    line added after, as `tail -f` does, until `stop` is set or `ended()` says the worker has stopped (then after
-    what it wrote last). A log cut short (truncated) is read again from its start; one renamed (rotated away) is
-    still the file the worker writes to, and is followed on."""
+    """Write the text of the open `log`, and with `keep_on` every line added after, as `tail -f` does.
+
+    The text is decoded as UTF-8, a broken character replaced. Following goes on until `stop` is set or `ended()`
+    says the worker has stopped (then after what it wrote last). A log cut short (truncated) is read again from
+    its start; one renamed (rotated away) is still the file the worker writes to, and is followed on."""
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
     while True:
         chunk = log.read(CHUNK)

@@ -179,9 +179,11 @@ def tracked(tree: Path) -> list[str] | None:
 
 
 def walked(tree: Path, under: str = "") -> tuple[list[str], dict[str, str]]:
-    """The regular files under `tree/under` outside hidden and build folders (paths relative to `tree`), and
-    every other entry met there that is not a folder gone into, with what it is (`{"lib": "a symbolic link to
-    ../x"}`). No link is followed: a linked folder is listed, never walked; NotRegular when `under` is a link."""
+    """The regular files under `tree/under` outside hidden and build folders, and every other entry met there.
+
+    Paths are relative to `tree`. Each other entry that is not a folder gone into comes with what it is
+    (`{"lib": "a symbolic link to ../x"}`). No link is followed: a linked folder is listed, never walked;
+    NotRegular is raised when `under` is a link."""
     files: list[str] = []
     others: dict[str, str] = {}
     parts = parts_of(under)

@@ -45,9 +45,11 @@ def _settings(request: dict, data_dir: str) -> dict:
 
 
 def own_worktree(repo: Path, agent: str, words: str, run_id: str, data_dir: str, holder: str) -> dict:
-    """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch `<agent>/<slug of words>`
-    from the repository's HEAD: {repo, worktree, branch, base, onto} (`onto`: the branch a pull request goes onto,
-    the user's current one). A branch another run holds parks the run; `holder` says who that may be."""
+    """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch from the repository's HEAD.
+
+    The branch is `<agent>/<slug of words>`. Returns {repo, worktree, branch, base, onto}, where `onto` is the
+    branch a pull request goes onto, the user's current one. A branch another run holds parks the run; `holder`
+    says who that may be."""
     top = worktree.toplevel(repo)
     if top is None:
         raise PermanentError(f"{agent} works on a git repository; {repo} is not in one")

@@ -88,9 +88,10 @@ def _own_commits(place: dict, runs: Sequence[str], marks: dict[str, str] | None 
 
 
 def verify(place: dict, runs: Sequence[str]) -> None:
-    """Park the run (reason environment, naming what differs and the command that puts it back) unless the
-    worktree is still there, on its branch, and the branch is its base plus only commits of `runs` (the run and
-    the runs it was forked from: Context.lineage). The user's own branch moving on is normal."""
+    """Park the run unless its worktree is still there, on its branch, holding only commits of `runs` past its base.
+
+    `runs` are the run and the runs it was forked from (Context.lineage). The park has reason environment and
+    names what differs and the command that puts it back. The user's own branch moving on is normal."""
     tree, branch, base = Path(place["worktree"]), place["branch"], place["base"]
     if not tree.is_dir():
         repo = shlex.quote(place["repo"])

@@ -18,9 +18,11 @@ from ..strict_json import finite
 
 
 def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
-    """Everything a command prints, on a terminal and into a pipe alike (whose reader may print it to one): the
-    runs' rows, messages and results hold text that agents, models and services wrote, so what a terminal would
-    act on is made visible (safe_text.visible). Only `artifact` writes bytes as stored, into a pipe or a file."""
+    """Print what a command prints, on a terminal and into a pipe alike, with what a terminal would act on made visible.
+
+    A pipe's reader may print it to a terminal, and the runs' rows, messages and results hold text that agents,
+    models and services wrote, so it goes through safe_text.visible. Only `artifact` writes bytes as stored, into
+    a pipe or a file."""
     click.echo(visible(text), err=err, nl=nl)
 
 

@@ -112,10 +112,12 @@ def _marks(values: Collection) -> str:
 
 
 class _Removal:
-    """The state of a prune between batches: the runs still to begin, the group of up to GROUP runs whose rows are
-    going, the groups whose rows are gone (their files next, outside the lock) and those whose files are gone
-    (their `runs` rows next). A group's statements name all its runs at once: a few round trips per group, not per
-    run (a server's round trip costs more than the deletes)."""
+    """The state of a prune between batches.
+
+    It holds the runs still to begin, the group of up to GROUP runs whose rows are going, the groups whose rows
+    are gone (their files next, outside the lock) and those whose files are gone (their `runs` rows next). A
+    group's statements name all its runs at once: a few round trips per group, not per run (a server's round
+    trip costs more than the deletes)."""
 
     def __init__(self, store: Store, run_ids: list[str], statuses: Collection[str], cutoff: float, at: float):
         self.store, self.statuses, self.cutoff, self.at = store, tuple(statuses), cutoff, at
