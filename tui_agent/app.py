@@ -97,10 +97,11 @@ class TuiAgentApp(App):
                         f"({e.strerror})", title="Theme", severity="warning", timeout=6)
 
     def poll(self) -> None:
-        """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for
-        the server's snapshot), on the reader thread; the screen re-reads only when another commit happened.
-        A database that cannot be read just now (the server away, the file locked) is said once in a toast and
-        asked again at the next poll, never a crash: the reader opens its connection again by itself."""
+        """Ask, on the reader thread, whether another commit happened, and re-read the screen only then.
+
+        It is one cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for the
+        server's snapshot). A database that cannot be read just now (the server away, the file locked) is said once in
+        a toast and asked again at the next poll, never a crash: the reader opens its connection again by itself."""
         self.session.read(self, "poll", partial(_look, last=self._version, cursor=self.notice_cursor), self._polled)
 
     def _polled(self, found: tuple[int, list[dict]]) -> None:

@@ -82,9 +82,11 @@ class Settings:
 
     def agent_defaults(self, registry: Registry, agent: str, model: str,
                        budget_specs: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        """`model` and `budget_specs` for a new run (or schedule) of `agent`: its table's model unless --model was
-        given, its table's budget under the command's (of two ceilings on one thing, the command's wins). The
-        file's agent tables are checked against `registry` first, before anything is written."""
+        """The `model` and `budget_specs` for a new run or schedule of `agent`.
+
+        The model is its table's unless --model was given; its table's budget goes under the command's (of two
+        ceilings on one thing, the command's wins). The file's agent tables are checked against `registry` first,
+        before anything is written."""
         self.check_agents(registry.names())
         table = self.agents.get(agent, {})
         given = click.get_current_context().get_parameter_source("model") is ParameterSource.COMMANDLINE
@@ -332,8 +334,10 @@ class _Reader:
 
 
 def settable(command: click.Command) -> dict[str, click.Option]:
-    """The options of `command` a file may set, by their flag's name (`remind-after`): not hidden ones, not
-    --yes or --force, and not those that share a value with others (reconcile's --happened, --not-done)."""
+    """The options of `command` a file may set, by their flag's name (`remind-after`).
+
+    Not hidden ones, not --yes or --force, and not those that share a value with others (reconcile's --happened,
+    --not-done)."""
     options = [p for p in command.params if isinstance(p, click.Option) and p.expose_value and not p.hidden]
     names = [p.name for p in options]
     found = {}

@@ -153,8 +153,10 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
-    """A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably
-    gone from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
+    """Why a run may not resume now, or None when it may.
+
+    A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably gone
+    from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
     if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and (
             _waits_on_harness(run["reason"]) or run["reason"] == Reason.RETRY)):
         return None
@@ -409,8 +411,10 @@ def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
 
 
 def why_not_bulk(store: Store, action: str, run: dict) -> str | None:
-    """Whether `action` (one of BULK_ACTIONS) applies to `run` as read now: the rule its one-run action checks again
-    inside its own write, so a preview (`--dry-run`, the TUI's count) and the act can differ only by a moment."""
+    """Whether `action`, one of BULK_ACTIONS, applies to `run` as read now.
+
+    It is the rule its one-run action checks again inside its own write, so a preview (`--dry-run`, the TUI's
+    count) and the act can differ only by a moment."""
     if action == "park":
         return why_not_park(run)
     if action == "cancel":
@@ -636,8 +640,10 @@ def _canonical(value: Any) -> str:
 
 
 def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
-    """Entry `position` of RUN's current generation, as an edit starts from: run_id, generation, position, name,
-    kind and its result (read from its artifact when it has one); refused unless it is a step or a model reply."""
+    """Entry `position` of RUN's current generation, as an edit starts from.
+
+    It holds run_id, generation, position, name, kind and its result (read from its artifact when it has one);
+    refused unless it is a step or a model reply."""
     run = get_run(store, resolve_run(store, run_ref))
     row = entry_at(store.conn, run["id"], run["generation"], position)
     if row is None:

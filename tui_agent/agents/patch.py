@@ -80,8 +80,10 @@ def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, comma
 
 
 def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> list:
-    """The model's tools, scoped to the worktree: only its regular files are read or written, a link (to a
-    file or a folder, inside or outside) is never followed; the oracle's files are not the model's to write."""
+    """The model's tools, scoped to the worktree.
+
+    Only its regular files are read or written, and a link (to a file or a folder, inside or outside) is never
+    followed; the oracle's files are not the model's to write."""
 
     def inside(path: str) -> str:
         """`path` as a name relative to the worktree, decided from the text alone (no link is resolved)."""

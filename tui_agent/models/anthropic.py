@@ -82,9 +82,11 @@ def retry_after_s(headers) -> float | None:
 
 
 def classify(error: Exception) -> Exception:
-    """Our error for an SDK error: temporary when asking again later may work (`NotReachable` when Claude is away:
-    no connection, a timeout, a 5xx or its kind of error event, a rate limit), permanent otherwise.
-    `x-should-retry` from the server wins over the status; spend limits are 429s that no wait cures."""
+    """Our error for an SDK error: temporary when asking again later may work, permanent otherwise.
+
+    A temporary one is `NotReachable` when Claude is away (no connection, a timeout, a 5xx or its kind of error
+    event, a rate limit). `x-should-retry` from the server wins over the status; spend limits are 429s that no wait
+    cures."""
     import anthropic
 
     if isinstance(error, anthropic.APIStatusError):

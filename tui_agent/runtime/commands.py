@@ -36,9 +36,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: str | Path | None,
         stdin: str | bytes | None, env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
-    """Run the program inside the journaled call in progress (a step's function, an effect's `do`: the position
-    before the journal's position), recorded as its program; returns what Context.run_command journals. Not journaled
-    itself: a caller that is not a step records what it returns."""
+    """Run the program inside the journaled call in progress, and return what Context.run_command journals.
+
+    The call is a step's function or an effect's `do`, at the position before the journal's position, and the
+    program is recorded as its program. It is not journaled itself: a caller that is not a step records what it
+    returns."""
     if not argv:
         raise ValueError("run_command needs a program to run: argv is empty")
     merged = None if env is None else {**os.environ, **env}

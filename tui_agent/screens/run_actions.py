@@ -161,8 +161,10 @@ def why_not_fork(session: Session, run: dict, position: int | None = None) -> tu
 
 
 def fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
-    """A new run keeping the journal before the selected position, which runs anew (no selection: all the run
-    recorded, so the new run goes on from where this one stopped); asks first, then opens the new run."""
+    """Fork a new run that keeps the journal before the selected position, asking first, then open it.
+
+    The selected position runs anew; with no selection the new run keeps all the run recorded and goes on from
+    where this one stopped."""
     run = get_run(session.reader, run_id)
     position, why = why_not_fork(session, run, item.position if item else None)
     name = item.name if item else None

@@ -35,8 +35,10 @@ class Holder:
 
 
 def judge(row: dict | None, name: str) -> Holder:
-    """The holder `name` by its worker row (None: it never registered, as an in-process claimer), with no kill:
-    a group that still has processes counts as takeable when the holder led it, since a claim kills them."""
+    """The holder `name` judged by its worker row, with no kill.
+
+    The row is None when it never registered, as an in-process claimer. A group that still has processes counts
+    as takeable when the holder led it, since a claim kills them."""
     if row is None or not on_this_host(row) or process_alive(row["pid"], row["pid_started"]):
         return Holder(name)
     gone = f"its process {row['pid']} is gone from this host"

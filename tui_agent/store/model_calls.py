@@ -176,8 +176,10 @@ def _live(run: dict, now: float) -> bool:
 
 
 def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | None = None) -> list[dict]:
-    """The current generation's calls in order (at positions first..last, to the end when `last` is None); an
-    in-flight row not under the run's live lease is `died` (a worker killed mid-call leaves its lease to run out)."""
+    """The current generation's calls in order, at positions first..last, to the end when `last` is None.
+
+    An in-flight row not under the run's live lease is `died`: a worker killed mid-call leaves its lease to run
+    out."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
     rows = store.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
                           " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
@@ -208,8 +210,10 @@ class Held:
 
 
 def held_by(store: Store, runs: list[dict], now: float) -> dict[str, Held]:
-    """For each of `runs` (rows with id, status, fence, generation, lease_expires_at) that has calls in flight, what
-    they hold (Held): one read of the partial index of in-flight rows for the whole list, of every generation."""
+    """What the calls in flight of each of `runs` hold (Held), for the runs that have any.
+
+    `runs` are rows with id, status, fence, generation and lease_expires_at. It is one read of the partial index
+    of in-flight rows for the whole list, of every generation."""
     if not runs:
         return {}
     by_id = {run["id"]: run for run in runs}

@@ -364,8 +364,10 @@ def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple
 
 
 def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
-    """Inside a write, for a running run: why a claim may take it now (its holder is verifiably gone from this
-    host, what was left of its process group killed first; or its lease is over), or None when it may not."""
+    """Why a claim may take a running run now, or None when it may not; read inside a write.
+
+    It may when its holder is verifiably gone from this host (what was left of its process group killed first),
+    or when its lease is over."""
     row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
     if holder.takeable:
         why = clear(row, holder)

@@ -316,8 +316,10 @@ def _v7(db: sqlite_utils.Database) -> None:
 
 
 def _v8(db: sqlite_utils.Database) -> None:
-    """What a replay and a diff compare beyond names and results: a digest of a step's arguments, for agents
-    that opt in (`Agent(journal_inputs=True)`), and the mark of an entry a person edited before forking."""
+    """Version 8 adds what a replay and a diff compare beyond names and results.
+
+    That is a digest of a step's arguments, for agents that opt in (`Agent(journal_inputs=True)`), and the mark of
+    an entry a person edited before forking."""
     db.execute("ALTER TABLE journal ADD COLUMN inputs TEXT")      # null: the agent does not journal inputs
     db.execute("ALTER TABLE journal ADD COLUMN edited INTEGER")   # 1: a person wrote this result (edit and fork)
 

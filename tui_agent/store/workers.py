@@ -221,8 +221,10 @@ def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
 
 
 def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
-    """Inside the migrating write, before it: a migration older code does not survive (schema.STOPS_OLDER) is
-    refused while a worker may still be running that code, so none of its runs fails; nothing is changed."""
+    """Refuse a migration older code does not survive while a worker may still be running that code.
+
+    It runs inside the migrating write, before it, for schema.STOPS_OLDER, so none of the workers' runs fails;
+    nothing is changed."""
     versions = [v for v in STOPS_OLDER if found < v <= SCHEMA_VERSION]
     if versions and (workers := still_running(conn, now)):
         raise EnvironmentStop(BUSY, f"{where} must be upgraded to schema version {max(versions)} for this tui-agent, "
