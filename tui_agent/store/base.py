@@ -255,10 +255,11 @@ class Store:
     def write_shared(self) -> Any:
         """A writer's transaction that may commit beside other such writers, because its checks are row conditions.
 
-        Every check is a row condition in its own statements (a fence, an expected status, with a rowcount check;
-        the first statement locks the run's row), so it need not exclude other such writers, only `write()`'s, which
-        read and then decide. On a server they commit side by side (workers on several machines add throughput),
-        while a `write()` waits for them all and they for it. A SQLite file has one write lock: there it is `write()`."""
+        Every check is a row condition in its own statements (a fence, an expected status, with a rowcount
+        check; the first statement locks the run's row), so it need not exclude other such writers, only
+        `write()`'s, which read and then decide. On a server they commit side by side (workers on several
+        machines add throughput), while a `write()` waits for them all and they for it. A SQLite file has one
+        write lock: there it is `write()`."""
         return self.write()
 
     def stopped(self, error: DatabaseError) -> EnvironmentStop | None:
