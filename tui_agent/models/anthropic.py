@@ -3,8 +3,7 @@
 Every call streams. The SDK never retries (`max_retries=0`): the run's retry policy decides, durably. Every
 failure becomes a `TemporaryError` or a `PermanentError`, and one that says Claude is not reachable now is a
 `NotReachable`, which the policy's patience waits out. The key is read at each call and never kept, logged or
-journaled; the SDK is imported at the first call.
-Why: docs/architecture.md, section 8 (Budgets, plateaus, schedules, models)."""
+journaled; the SDK is imported at the first call. Why: docs/architecture.md, section 8."""
 
 from __future__ import annotations
 
