@@ -98,10 +98,11 @@ class TuiAgentApp(App):
                         f"({e.strerror})", title="Theme", severity="warning", timeout=6)
 
     def poll(self) -> None:
-        """One cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for
-        the server's snapshot), on the reader thread; the screen re-reads only when another commit happened.
-        A database that cannot be read just now (the server away, the file locked) is said once in a toast and
-        asked again at the next poll, never a crash: the reader opens its connection again by itself."""
+        """Ask, on the reader thread, whether another commit happened, and re-read the screen only then.
+
+        It is one cheap call when nothing changed (SQLite's data_version pragma; on PostgreSQL, one round trip for the
+        server's snapshot). A database that cannot be read just now (the server away, the file locked) is said once in
+        a toast and asked again at the next poll, never a crash: the reader opens its connection again by itself."""
         self.session.read(self, "poll", partial(_look, last=self._version, cursor=self.notice_cursor), self._polled)
 
     def _polled(self, found: tuple[int, list[dict]]) -> None:
@@ -119,9 +120,11 @@ class TuiAgentApp(App):
         self.session.delivered(message)
 
     def call_you(self, fresh: list[dict]) -> None:
-        """Each run that came to need a person (or is reminded of) since the last look (`fresh`, read with the
-        poll): the bell, a desktop notification where the platform has one, and a toast, once per notice; none
-        for a notice whose need has passed by now (decided, resumed, ended)."""
+        """Call the person for each run that came to need one, or is reminded of, since the last look.
+
+        The notices are `fresh`, read with the poll. Each gets the bell, a desktop notification where the platform
+        has one, and a toast, once per notice; none is given for a notice whose need has passed by now (decided,
+        resumed, ended)."""
         for notice in fresh:
             if notice["id"] <= self.notice_cursor:    # an earlier poll's answer told it already
                 continue
@@ -135,9 +138,10 @@ class TuiAgentApp(App):
                         timeout=10)
 
     def notify(self, message: str, *, title: str = "", markup: bool = False, **kwargs: Any) -> None:
-        """Every toast, from any screen: what a run, a refusal or the database said, so its text is never read as
-        markup (`markup`, which Textual's widgets pass on, is ignored) and what a terminal would act on in it is
-        made visible (safe_text.visible)."""
+        """Show a toast from any screen, never read as markup and with what a terminal would act on made visible.
+
+        A toast says what a run, a refusal or the database said, so `markup`, which Textual's widgets pass on, is
+        ignored, and the text goes through safe_text.visible."""
         super().notify(visible(message), title=visible(title), markup=False, **kwargs)
 
     def action_help(self) -> None:

@@ -1,14 +1,8 @@
-"""What each option and argument of the command line may hold: every parameter has one of these types (or
-click's Path, Choice or a flag), so a new one cannot slip past the rules (tests/test_hostile_input.py checks).
+"""What each option and argument of the command line may hold: TEXT, VERBATIM, Whole and Number.
 
-- TEXT: text that is stored as text or looked up in the store (names, keys, notes, run ids, cron, zones):
-  refused when it holds a byte that is not UTF-8 (Python hands such a byte of the command line over as a
-  surrogate escape) or a lone surrogate, which no store can take.
-- VERBATIM: taken as given and checked where it is read: a path, a URL, a module or a command (any bytes the
-  file system allows), or JSON|@FILE (the JSON is read by strict_json.parse_json, the file may have any name).
-- Whole and Number: a number within a range; a whole number never past what a column holds (COLUMN_MAX), a
-  number finite and at most NUMBER_MAX, so an option can never overflow where it is stored or waited on.
-"""
+Every parameter has one of these types (or click's Path, Choice or a flag), so a new one cannot slip past
+the rules (tests/test_hostile_input.py checks). Each class says what it refuses, so an option can never hold
+what no store can take, nor overflow where it is stored or waited on."""
 
 from __future__ import annotations
 
@@ -23,6 +17,11 @@ NUMBER_MAX = 1_000_000_000        # seconds, minutes or hours: past any wait a t
 
 
 class StoredText(click.ParamType):
+    """TEXT: text that is stored as text or looked up in the store (names, keys, notes, run ids, cron, zones).
+
+    It is refused when it holds a byte that is not UTF-8 (Python hands such a byte of the command line over as
+    a surrogate escape) or a lone surrogate, which no store can take."""
+
     name = "text"
 
     def convert(self, value, param, ctx):
@@ -33,6 +32,11 @@ class StoredText(click.ParamType):
 
 
 class Verbatim(click.ParamType):
+    """VERBATIM: taken as given and checked where it is read.
+
+    It is a path, a URL, a module or a command (any bytes the file system allows), or JSON|@FILE (the JSON is
+    read by strict_json.parse_json, the file may have any name)."""
+
     name = "text"
 
 

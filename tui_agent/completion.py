@@ -1,11 +1,9 @@
 """Shell completion: the script for bash, zsh or fish (click's own), and what a Tab offers from the database.
 
-Run ids, schedule names and worker names come from the database the command line names so far (`--db`, else
-TUI_AGENT_DB, else the per-user file), agent names from the agents it registers (the built-in ones, entry points
-and `--agents`). Each lookup has DEADLINE_S: a server that is slow or away, a file that is missing, is not ours or
-is locked, an `--agents` module that fails or takes long to import: nothing is offered, nothing is printed, and
-nothing is ever created or migrated (store/peek.py).
-"""
+Run ids, schedule and worker names come from the database the command line names so far (`--db`, else
+TUI_AGENT_DB, else the per-user file), agent names from the agents it registers. Each lookup has DEADLINE_S;
+whatever fails or is slow offers nothing and prints nothing, and nothing is ever created or migrated
+(store/peek.py)."""
 
 from __future__ import annotations
 

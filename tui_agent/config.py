@@ -1,20 +1,9 @@
 """The config file: the settings a person keeps in config.toml, which a flag or an environment variable overrides.
 
-The file is `path()` (platformdirs' user config folder: $XDG_CONFIG_HOME/tui-agent/config.toml on Linux). `read`
-turns it into click's `default_map`, so click resolves every option in one order: the command line, the
-environment variable, the file, the built-in default (and `Context.get_parameter_source` says which). What it
-holds (docs/configuration.md):
-
-- the group's options (`db`, `data`, `durability`, `agents`) and `theme` (the TUI's) at the top level;
-- `model`, `lease` and `notify` at the top level, for every command that has that option;
-- a table per command (`[worker]`, `[schedule.add]`) setting any of its options by the flag's name
-  (`remind-after`), over a top-level value; `--yes` and `--force` never, as each is one command's decision;
-- `[agent.NAME]` tables: `model` and `budget` for the runs of one agent, over the command's.
-
-A key the code does not know, or a value of the wrong type or out of range, is refused with its line (exit 2) by
-every command but `config` and `doctor`, which go on with the settings that could be read. The theme chosen in the
-TUI is kept in a state file (`state_path()`), not here: see `start_theme`.
-"""
+`read` turns `path()` into click's `default_map`, so click resolves every option in one order: the command
+line, the environment variable, the file, the built-in default. A bad key or value is refused with its line
+(exit 2) by every command but `config` and `doctor`. The TUI's chosen theme is in `state_path()`.
+Why: docs/configuration.md ("Which value wins", "The keys", "A bad file", "The theme you choose in the TUI")."""
 
 from __future__ import annotations
 
@@ -93,9 +82,11 @@ class Settings:
 
     def agent_defaults(self, registry: Registry, agent: str, model: str,
                        budget_specs: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        """`model` and `budget_specs` for a new run (or schedule) of `agent`: its table's model unless --model was
-        given, its table's budget under the command's (of two ceilings on one thing, the command's wins). The
-        file's agent tables are checked against `registry` first, before anything is written."""
+        """The `model` and `budget_specs` for a new run or schedule of `agent`.
+
+        The model is its table's unless --model was given; its table's budget goes under the command's (of two
+        ceilings on one thing, the command's wins). The file's agent tables are checked against `registry` first,
+        before anything is written."""
         self.check_agents(registry.names())
         table = self.agents.get(agent, {})
         given = click.get_current_context().get_parameter_source("model") is ParameterSource.COMMANDLINE
@@ -117,7 +108,19 @@ class Settings:
 
 
 def read(group: click.Group) -> Settings:
-    """The file as the settings of `group`'s commands; a file that does not exist is no settings."""
+    """The file as the settings of `group`'s commands; a file that does not exist is no settings.
+
+    The file is `path()` (platformdirs' user config folder: $XDG_CONFIG_HOME/tui-agent/config.toml on Linux), and
+    `Context.get_parameter_source` says which source a value came from. It holds (docs/configuration.md):
+
+    - the group's options (`db`, `data`, `durability`, `agents`) and `theme` (the TUI's) at the top level;
+    - `model`, `lease` and `notify` at the top level, for every command that has that option;
+    - a table per command (`[worker]`, `[schedule.add]`) setting any of its options by the flag's name
+      (`remind-after`), over a top-level value; `--yes` and `--force` never, as each is one command's decision;
+    - `[agent.NAME]` tables: `model` and `budget` for the runs of one agent, over the command's.
+
+    A key the code does not know, or a value of the wrong type or out of range, is refused with its line (exit 2) by
+    every command but `config` and `doctor`, which go on with the settings that could be read."""
     settings = Settings(path())
     try:
         data = settings.path.read_bytes()
@@ -144,8 +147,10 @@ def read(group: click.Group) -> Settings:
 
 
 def _syntax(message: str, lines: _Lines) -> tuple[int | None, str]:
-    """tomllib's "Invalid value (at line 3, column 9)" as (3, "invalid value at column 9"); one it places at the
-    end of the document (a key given twice, a value cut short) on the key given twice, or the last line."""
+    """A tomllib error as a line and a message, such as (3, "invalid value at column 9").
+
+    That one is from "Invalid value (at line 3, column 9)". An error tomllib places at the end of the document
+    (a key given twice, a value cut short) is placed on the key given twice, or the last line."""
     found = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
     end = re.search(r"\s*\(at end of document\)", message)
     reason = message[:(found or end).start()] + message[(found or end).end():] if found or end else message
@@ -329,8 +334,10 @@ class _Reader:
 
 
 def settable(command: click.Command) -> dict[str, click.Option]:
-    """The options of `command` a file may set, by their flag's name (`remind-after`): not hidden ones, not
-    --yes or --force, and not those that share a value with others (reconcile's --happened, --not-done)."""
+    """The options of `command` a file may set, by their flag's name (`remind-after`).
+
+    Not hidden ones, not --yes or --force, and not those that share a value with others (reconcile's --happened,
+    --not-done)."""
     options = [p for p in command.params if isinstance(p, click.Option) and p.expose_value and not p.hidden]
     names = [p.name for p in options]
     found = {}
@@ -378,9 +385,11 @@ def _hint(word: str, known, otherwise: str) -> str:
 
 
 def start_theme(file_theme: str | None, available) -> str | None:
-    """The theme the TUI opens with: the one last chosen in it, unless the file's `theme` changed since that choice
-    (the newer decision wins: an edit of the file after a choice in the TUI takes effect); else the file's; None
-    for Textual's own default. A saved theme no longer `available` is passed over."""
+    """The theme the TUI opens with, or None for Textual's own default.
+
+    It is the one last chosen in the TUI, unless the file's `theme` changed since that choice (the newer
+    decision wins: an edit of the file after a choice in the TUI takes effect); else the file's. A saved theme
+    no longer `available` is passed over."""
     chosen = _chosen(file_theme)
     return chosen if chosen in available else file_theme
 

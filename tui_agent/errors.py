@@ -1,11 +1,8 @@
-"""Error classes shared across layers: what a user did wrong, what stopped a command, and what a failure
-means to the runtime.
+"""Error classes shared across layers: what a user did wrong, what stopped a command, what a failure means.
 
 A TuiAgentError ends a command with its message as one line and its `exit_code` (docs/architecture.md 11), so
-the CLI catches the base class in one place and a new kind of stop needs no new except clause. The runtime's
-own signals below (TemporaryError, PermanentError, EffectNotDone) are not in it: they are raised by an agent's
-code and decide a step's fate, never a command's exit.
-"""
+the CLI catches the base class in one place. The runtime's own signals (TemporaryError, PermanentError,
+EffectNotDone) are not in it: an agent's code raises them and they decide a step's fate, never a command's exit."""
 
 from __future__ import annotations
 
@@ -70,9 +67,10 @@ class NotReachable(TemporaryError):
     failed. The built-in `ConnectionError` and `TimeoutError` count as this class too.
     """
 class StepTimedOut(TemporaryError):
-    """A step (or a model call, a tool, a program `ctx.run_command` ran) was still running at its deadline: a
-    temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs again
-    (runtime/deadlines.py)."""
+    """A step, model call, tool or program was still running at its deadline.
+
+    It is a temporary failure, counted as an attempt like any other, so the retry policy decides whether it runs
+    again (runtime/deadlines.py). A program here is one `ctx.run_command` ran."""
 
 
 class PermanentError(Exception):

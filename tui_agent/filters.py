@@ -1,27 +1,9 @@
-"""Which runs to show: the words of the TUI's filter (`/`) and of the CLI's `--where`, parsed by one function.
+"""Which runs to show: the words of the TUI's filter (`/`) and of the CLI's `--where`, parsed by `parse`.
 
-    from tui_agent.filters import parse
-    where = parse("status:waiting agent:nightly-report since:3d cost>:0.10 outage")
-    rows = store.runs.runs_page(store, where=where)     # a page of the runs it selects, newest first
-
-The words, in any order (each at most once, except text):
-
-- `status:STATUS[,STATUS...]`: runs with one of these statuses
-- `agent:NAME`: runs of this agent (its exact name)
-- `since:WHEN`, `until:WHEN`: runs created at or after WHEN, or before it. WHEN is an age back from now (`30m`,
-  `2h`, `3d`, `2w`) or an ISO date or instant (`2026-11-29`, `2026-11-29T14:00`), in local time unless it names
-  its zone (`...Z`, `+01:00`); a date alone is its midnight, so `since:2026-11-01 until:2026-12-01` is November
-- `cost>:USD`, `cost<:USD`: runs whose budget counted more (less) than USD (a `$` may lead): the cost of their
-  answered model calls and the worst case of their calls in flight (a call still being answered counts its
-  reservation until its reply replaces it)
-- any other word: text that the run's id, agent, reason or request holds (case aside); every word must be found.
-  A word with a colon that is not one of the above is refused (a misspelt `agnet:` would match nothing); put
-  such text in double quotes (`"error:"`).
-
-An age stays relative: a filter kept open for an hour shows the runs of the hour before each refresh. `parse`
-raises FilterError (a usage error: one line, exit 2) saying what is wrong and what the words are. The store reads
-a Filter through indexes (store/runs.py, runs_page): the status, agent and time words select through one, cost
-and text are checked on the runs those select."""
+The words are `status:`, `agent:`, `since:`, `until:`, `cost>:`, `cost<:` and text (`parse` says each);
+a word with an unknown colon is refused, and `parse` raises FilterError (a usage error) saying what is wrong.
+An age stays relative to each refresh. store/runs.py's runs_page reads a Filter through indexes.
+Why: docs/operating.md, "Finding runs"; docs/architecture.md, section 5 (Storage)."""
 
 from __future__ import annotations
 
@@ -77,7 +59,30 @@ class Filter:
 
 
 def parse(text: str) -> Filter:
-    """The Filter that `text`'s words say (see the module's docstring); FilterError when a word cannot be read."""
+    """The Filter that `text`'s words say, or FilterError when a word cannot be read.
+
+        from tui_agent.filters import parse
+        where = parse("status:waiting agent:nightly-report since:3d cost>:0.10 outage")
+        rows = store.runs.runs_page(store, where=where)     # a page of the runs it selects, newest first
+
+    The words, in any order (each at most once, except text):
+
+    - `status:STATUS[,STATUS...]`: runs with one of these statuses
+    - `agent:NAME`: runs of this agent (its exact name)
+    - `since:WHEN`, `until:WHEN`: runs created at or after WHEN, or before it. WHEN is an age back from now (`30m`,
+      `2h`, `3d`, `2w`) or an ISO date or instant (`2026-11-29`, `2026-11-29T14:00`), in local time unless it names
+      its zone (`...Z`, `+01:00`); a date alone is its midnight, so `since:2026-11-01 until:2026-12-01` is November
+    - `cost>:USD`, `cost<:USD`: runs whose budget counted more (less) than USD (a `$` may lead): the cost of their
+      answered model calls and the worst case of their calls in flight (a call still being answered counts its
+      reservation until its reply replaces it)
+    - any other word: text that the run's id, agent, reason or request holds (case aside); every word must be found.
+      A word with a colon that is not one of the above is refused (a misspelt `agnet:` would match nothing); put
+      such text in double quotes (`"error:"`).
+
+    An age stays relative: a filter kept open for an hour shows the runs of the hour before each refresh. The
+    FilterError is a usage error (one line, exit 2) saying what is wrong and what the words are. The store reads
+    a Filter through indexes (store/runs.py, runs_page): the status, agent and time words select through one,
+    cost and text are checked on the runs those select."""
     found: dict[str, object] = {}
     words: list[str] = []
     for quoted in _WORDS.finditer(text):
@@ -110,8 +115,10 @@ def options(statuses: tuple[str, ...] = (), agent: str | None = None, since: str
 
 
 def instant(when: str, at: float, said: str | None = None) -> float:
-    """WHEN (an age such as `3d`, or an ISO date or instant, local unless zoned) as epoch seconds, ages counted
-    back from `at`; FilterError naming `said` (where WHEN was given: `--since 3x`) when it is neither."""
+    """WHEN as epoch seconds, or FilterError naming `said` when it is not a time.
+
+    WHEN is an age such as `3d`, counted back from `at`, or an ISO date or instant, local unless zoned. `said`
+    is where WHEN was given, as in `--since 3x`."""
     age = _AGE.match(when)
     if age:
         return at - int(age["count"]) * _UNIT_S[age["unit"]]

@@ -200,9 +200,11 @@ def step_cell(current_step: int | None, total_steps: int | None, tasks: list[int
 
 
 def spent(cost_usd: float, unpriced_calls: int, possibly_billed_usd: float) -> str:
-    """What a run (or a day, an agent) spent, as the lists say it: $0.19; `+$0.04?` beside it for what calls in
-    flight when their worker died may have been billed; "cost unknown" when no call had a price, `+2 unpriced`
-    beside a cost when some had none (never a silent zero); – when nothing was spent."""
+    """What a run, a day or an agent spent, as the lists say it, such as $0.19.
+
+    `+$0.04?` beside it is what calls in flight when their worker died may have been billed. "cost unknown"
+    means no call had a price, and `+2 unpriced` beside a cost means some had none (never a silent zero);
+    – means nothing was spent."""
     said = usd(cost_usd) if cost_usd else ""
     if unpriced_calls:
         said = f"{said} +{unpriced_calls} unpriced" if said else COST_UNKNOWN

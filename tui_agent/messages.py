@@ -36,8 +36,9 @@ class Replayed(Message):
 
 
 class Loaded(Message, bubble=False):
-    """The reader or the actor thread finished what a screen (or the App) asked: `paint(value)` shows it, or
-    `error` says why it could not (tui_agent/session.py)."""
+    """The reader or the actor thread finished what a screen or the App asked (tui_agent/session.py).
+
+    `paint(value)` shows it, or `error` says why it could not."""
 
     def __init__(self, paint: Callable[[Any], None], value: Any, error: Exception | None) -> None:
         super().__init__()

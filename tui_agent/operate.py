@@ -155,8 +155,10 @@ def why_not_cancel(run: dict) -> str | None:
 
 
 def why_not_resume(run: dict) -> str | None:
-    """A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably
-    gone from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
+    """Why a run may not resume now, or None when it may.
+
+    A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably gone
+    from this host): `claimable_in_s`, as report.with_holders adds it; a run without it is judged held."""
     if run["status"] == RunStatus.PARKED or (run["status"] == RunStatus.WAITING and (
             _waits_on_harness(run["reason"]) or run["reason"] == Reason.RETRY)):
         return None
@@ -247,8 +249,10 @@ def why_not_imported(found: dict | None) -> str | None:
 
 def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
              held: bool = False, forking: bool = False) -> dict:
-    """Inside the action's write: the run as it is now, refused unless the action applies to it (an imported run:
-    only `forking`); with `held`, with what can be told of its holder (report.with_holders)."""
+    """The run as it is now, read inside the action's write, refused unless the action applies to it.
+
+    An imported run takes only `forking`. With `held`, the run comes with what can be told of its holder
+    (report.with_holders)."""
     run = get_run(store, resolve_run(store, run_ref))
     if held:
         run = with_holders(store, [run])[0]
@@ -409,8 +413,10 @@ def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
 
 
 def why_not_bulk(store: Store, action: str, run: dict) -> str | None:
-    """Whether `action` (one of BULK_ACTIONS) applies to `run` as read now: the rule its one-run action checks again
-    inside its own write, so a preview (`--dry-run`, the TUI's count) and the act can differ only by a moment."""
+    """Whether `action`, one of BULK_ACTIONS, applies to `run` as read now.
+
+    It is the rule its one-run action checks again inside its own write, so a preview (`--dry-run`, the TUI's
+    count) and the act can differ only by a moment."""
     if action == "park":
         return why_not_park(run)
     if action == "cancel":
@@ -455,10 +461,12 @@ class Decided:
 
 def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
          each: Callable[[str, str | None], None] | None = None) -> Decided:
-    """`action` (one of BULK_ACTIONS) on each of `run_ids` in turn, each in its own write by the same function and
-    rule as one at a time: a run that changed meanwhile (ended, decided, taken) is refused with the one line that
-    says so, never overwritten. `each(run_id, refusal)` hears of every run as it is decided (refusal None: done).
-    What the environment stops (busy, read-only, full) stops the whole action; the runs done by then stay done."""
+    """Do `action`, one of BULK_ACTIONS, on each of `run_ids` in turn, each in its own write.
+
+    Each goes by the same function and rule as one at a time: a run that changed meanwhile (ended, decided, taken)
+    is refused with the one line that says so, never overwritten. `each(run_id, refusal)` hears of every run as
+    it is decided (refusal None: done). What the environment stops (busy, read-only, full) stops the whole
+    action; the runs done by then stay done."""
     if action not in BULK_ACTIONS:
         raise UserError(f"{action!r} is not an action for many runs; use one of {', '.join(BULK_ACTIONS)}")
     done, refused = [], []
@@ -477,9 +485,10 @@ def bulk(store: Store, action: str, run_ids: list[str], note: str | None = None,
 
 
 def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BULK_ACTIONS) -> dict[str, Decided]:
-    """What `bulk` would do with each of `actions` to `run_ids` as they are now (each run read once), written
-    nowhere: the runs each applies to, and for the others the line that says why not (`--dry-run`, the question
-    asked before acting, the TUI's confirmation)."""
+    """What `bulk` would do with each of `actions` to `run_ids` as they are now, written nowhere.
+
+    Each run is read once. For each action it gives the runs it applies to, and for the others the line that says
+    why not (`--dry-run`, the question asked before acting, the TUI's confirmation)."""
     done: dict[str, list[str]] = {action: [] for action in actions}
     refused: dict[str, list[str]] = {action: [] for action in actions}
     for run_id in run_ids:
@@ -515,9 +524,11 @@ def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.
 
 
 def vacuum(store: Store) -> dict:
-    """Give a SQLite file's free pages back: with incremental auto-vacuum, in prune's batches; without it, by
-    rewriting the file with it (the write lock for the whole rewrite; the disks must hold the file twice more).
-    Returns the file's free space before and after (store/prune.py free_space)."""
+    """Give a SQLite file's free pages back, and return its free space before and after.
+
+    With incremental auto-vacuum it goes in prune's batches. Without it, the file is rewritten with it (the
+    write lock for the whole rewrite; the disks must hold the file twice more). The free space is
+    store/prune.py's free_space."""
     before = prune_runs.free_space(store)
     if before["incremental"]:
         prune_runs.give_back(store)
@@ -631,8 +642,10 @@ def _canonical(value: Any) -> str:
 
 
 def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
-    """Entry `position` of RUN's current generation, as an edit starts from: run_id, generation, position, name,
-    kind and its result (read from its artifact when it has one); refused unless it is a step or a model reply."""
+    """Entry `position` of RUN's current generation, as an edit starts from.
+
+    It holds run_id, generation, position, name, kind and its result (read from its artifact when it has one);
+    refused unless it is a step or a model reply."""
     run = get_run(store, resolve_run(store, run_ref))
     row = entry_at(store.conn, run["id"], run["generation"], position)
     if row is None:
@@ -755,8 +768,10 @@ def requeue_released(store: Store) -> list[str]:
 
 
 def save_filter(store: Store, name: str, words: str) -> str:
-    """Keep the filter `words` (tui_agent/filters.py; refused unless they parse and select something) under `name`
-    (the rule of schedule names), replacing what that name held; what happened, in a line."""
+    """Keep the filter `words` under `name`, replacing what that name held, and say what happened in a line.
+
+    The words (tui_agent/filters.py) are refused unless they parse and select something; the name follows the
+    rule of schedule names."""
     if not FILTER_NAME.fullmatch(name):
         raise UserError(f"filter name {name!r}: use 1 to 40 letters, digits and - _ . starting with a letter or "
                         "digit, such as failed-nightly")
@@ -775,10 +790,11 @@ def forget_filter(store: Store, name: str) -> str:
 
 def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
-    """A worker in its own process (the TUI never runs agent code itself), logging to `log_dir/NAME.log` (the data
-    folder's logs/ unless given) as `worker --log` does, so its row says where; whatever it prints before it reads
-    that option (an --agents module that fails) lands there too. The database is named in its environment, not its
-    command line, which any user's `ps` shows (a URL's password)."""
+    """Start a worker in its own process, since the TUI never runs agent code itself.
+
+    It logs to `log_dir/NAME.log` (the data folder's logs/ unless given) as `worker --log` does, so its row says
+    where; whatever it prints before it reads that option (an --agents module that fails) lands there too. The
+    database is named in its environment, not its command line, which any user's `ps` shows (a URL's password)."""
     name = name or worker_name()
     command = [sys.executable, "-m", "tui_agent", "--durability", durability]
     for module in agent_modules:

@@ -1,12 +1,9 @@
-"""`-o FILE`: what a command would print, saved to a file instead, whole or not at all, never over a file a
-person did not say may go.
+"""`-o FILE`: what a command would print, saved to a file instead, whole or not at all.
 
-A new file, or with `force` an existing one replaced atomically (agents/files.write_atomic: a temporary file
-beside it, fsynced, renamed over it; nothing partial is left if the write fails). A device or a pipe
-(`/dev/stdout`, a FIFO) is written into: there is nothing there to replace. What goes wrong is one line with
-the catalogue's exit code: a missing folder 2, an existing file without `force` 2, a full or failing disk 4,
-a folder or file this user may not write 4.
-"""
+A new file, or with `force` an existing one, is replaced atomically (agents/files.write_atomic); a device or a
+pipe (`/dev/stdout`, a FIFO) is written into. What goes wrong is one line with the catalogue's exit code: a
+missing folder 2, an existing file without `force` 2, a full or failing disk 4, a folder or file this user may
+not write 4."""
 
 from __future__ import annotations
 

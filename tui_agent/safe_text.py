@@ -1,14 +1,9 @@
-"""Text that agents, models, tools, services or stored rows control, made safe to show on a terminal: the one
-sanitiser every command's output, the notices and the TUI pass such text through. Pure functions, no Textual.
+"""The one sanitiser of text that others control (agents, models, tools, services, stored rows), for a terminal.
 
-A terminal acts on some characters instead of showing them: escape sequences (ESC, which starts CSI, OSC such
-as the window title or OSC 52 that writes the clipboard, and the rest), the other C0 controls such as `\\r`,
-DEL, the C1 controls (0x80 to 0x9f: 0x9b is a CSI of its own), and the bidi controls that reorder what follows
-them. `visible` writes each of those as its escape instead, so `\\x1b]0;title\\x07` is printed as those
-characters and the terminal sees nothing to act on; newlines and tabs stay, and nothing is clipped. A lone
-surrogate, which no terminal can be sent (it cannot be encoded), is written as its escape too. `json_text` is
-`json.dumps` with the same characters as `\\uXXXX` escapes, so JSON output decodes to the values unchanged.
-"""
+Every command's output, the notices and the TUI pass such text through `visible`, which writes each character
+a terminal would act on (ESC, the other C0 controls but newline and tab, DEL, the C1 and bidi controls, a lone
+surrogate) as its escape. `json_text` is `json.dumps` with the same escapes. Pure functions, no Textual.
+Why: docs/architecture.md, section 11 (Exit codes and machine-readable output)."""
 
 from __future__ import annotations
 
@@ -40,7 +35,8 @@ def one_line(text: str | None, limit: int) -> str:
 
 
 def json_text(value: Any, **dumps: Any) -> str:
-    """`json.dumps(value, ensure_ascii=False, **dumps)` with every character `visible` would escape written as
-    a `\\uXXXX` escape (json.dumps escapes the C0 ones already): such a character can only stand inside a
-    string there, so the text stays JSON and decodes to the same value; other text stays as it is."""
+    """`json.dumps(value, ensure_ascii=False, **dumps)`, with what `visible` would escape written as `\\uXXXX`.
+
+    json.dumps escapes the C0 characters already. Such a character can only stand inside a string there, so
+    the text stays JSON and decodes to the same value; other text stays as it is."""
     return ACTED_ON.sub(lambda found: f"\\u{ord(found.group()):04x}", json.dumps(value, ensure_ascii=False, **dumps))

@@ -161,9 +161,10 @@ class Session:
     # -- actions ----------------------------------------------------------------------------------
 
     def guard(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[bool, Any]:
-        """(True, result), or (False, None) after a toast says in one line why not: what the CLI would print
-        and exit with (a refusal, a run that is gone, the database busy, read-only, full or damaged), for
-        the reads before an action as much as for its write."""
+        """Run `work` and return (True, result), or (False, None) after a toast says why not.
+
+        The toast's one line is what the CLI would print and exit with (a refusal, a run that is gone, the database
+        busy, read-only, full or damaged), for the reads before an action as much as for its write."""
         try:
             return True, work(*args, **kwargs)
         except (TuiAgentError, DatabaseError) as e:

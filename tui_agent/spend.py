@@ -1,11 +1,9 @@
-"""What did I spend: the model calls' cost and tokens added up by day, agent or model, for `tui-agent spend` and
-the TUI's spend view (one report, so both say the same figures).
+"""What did I spend: model calls' cost and tokens by day, agent or model, for `tui-agent spend` and the TUI.
 
-Each call counts what its run's budget counted for it (store/spend.py says which calls count): the cost recorded
-when it was answered, by the price table of that day; `reprice` prices the stored usage by today's table instead
-(models/pricing.py; a call whose usage was not kept, or whose model has no price today, is unpriced). What calls
-in flight when their worker died may have been billed is its own figure, never folded into the cost, and calls
-whose model has no price are counted, never added as zero. Days are local time unless `utc`."""
+Each call counts what its run's budget counted (store/spend.py): its cost when answered, by that day's prices;
+`reprice` prices the stored usage by today's table (models/pricing.py; without usage or a price it is
+unpriced). What died calls may have been billed is its own figure, never folded into the cost, and unpriced
+calls are counted, never added as zero. Days are local time unless `utc`."""
 
 from __future__ import annotations
 
@@ -86,10 +84,12 @@ def _usage(text: str | None) -> dict | None:
 
 def report(store: Store, at: float, by: str = "day", since: float | None = None, utc: bool = False,
            reprice: bool = False) -> dict:
-    """The spending of the calls sent from `since` on (every call without it), a row per day (oldest first),
-    agent or model (costliest first): `rows` (each with its `day`, `agent` or `model` and FIGURES), `total`, and
-    `daily`: {day: cost} over the same calls, for a chart. `prices`: "charged" (as each budget counted it) or
-    "today" (`reprice`), with the table's `prices_date`."""
+    """The spending of the calls sent from `since` on, a row per day, agent or model.
+
+    Without `since`, every call counts. Days come oldest first, agents and models costliest first. The result
+    holds `rows` (each with its `day`, `agent` or `model` and FIGURES), `total`, and `daily`: {day: cost} over
+    the same calls, for a chart. `prices` is "charged" (as each budget counted it) or "today" (`reprice`), with
+    the table's `prices_date`."""
     read = calls_spending if reprice else spending
     pieces = read(store, since or 0.0, at)
     if reprice:

@@ -1,11 +1,9 @@
-"""The states a run, an effect and a worker can be in, and the rules read from them (docs/architecture.md 3.1,
-6.4, 7.2, 11). Each rule is written here once, so the CLI, the TUI and the store cannot disagree about what
-"ended", "in doubt", "needs a person" or "alive" means.
+"""The states a run, an effect and a worker can be in, and the rules read from them, each written here once.
 
-The enums are StrEnums: a member equals its string, so it goes into SQL parameters and JSON unchanged and
-compares equal to what the database hands back. This module imports nothing from tui_agent, so every layer,
-the store included, may import it.
-"""
+So the CLI, the TUI and the store cannot disagree about what "ended", "in doubt", "needs a person" or "alive"
+means. The enums are StrEnums: a member equals its string in SQL parameters, JSON and what the database hands
+back. This module imports nothing from tui_agent, so every layer may import it.
+Why: docs/architecture.md, sections 3.1, 6.4, 7.2 and 11."""
 
 from __future__ import annotations
 

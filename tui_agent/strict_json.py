@@ -1,16 +1,9 @@
-"""JSON that a person types, read strictly, JSON for scripts, written strictly, and JSON the store holds, read
-so that a value no one can use is named instead of raised.
+"""JSON that a person types, read strictly; JSON for scripts, written strictly; JSON the store holds, read safely.
 
-Python's json reads NaN, Infinity and 1e999 (as inf) and writes them back as bare NaN and Infinity,
-which no other JSON reader accepts. The CLI and the TUI both read through `parse_json`, so a
-request or result holding one is refused where it is typed, by one rule, never stored. The same rule refuses
-what would be stored and then break whoever reads it: text that is not Unicode (a lone surrogate, such as
-JavaScript's JSON.stringify writes for a string cut in half, or a byte of a command line that is not UTF-8),
-nesting deeper than MAX_DEPTH (Python's own reader gives up at about 1,000 levels, fewer on a deep stack) and
-integers of more than MAX_DIGITS digits (Python refuses to read them). `check_value` holds a value made in
-Python (the TUI's, an agent's) to the same rule; `read_stored` reads a stored value that was not (an older
-version's, another program's), raising Unreadable, which names the field, for one that cannot be used.
-"""
+The CLI and the TUI read typed JSON through `parse_json`, and `check_value` holds a value made in Python to the
+same rule: no NaN or Infinity, no text that is not Unicode, nothing deeper than MAX_DEPTH, no integer of more
+than MAX_DIGITS digits, so nothing is stored that would break whoever reads it. `read_stored` reads what an
+older version or another program stored. Why: docs/reliability.md, "When input or the environment is bad"."""
 
 from __future__ import annotations
 
@@ -110,7 +103,14 @@ def _refused(source: str, problem: str, advice: str) -> UserError:
 
 
 def parse_json(text: str, source: str, more: str = "", example: str = EXAMPLE) -> Any:
-    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead (`example`)."""
+    """`text` as JSON, or a one-line UserError naming `source` that says what to type instead (`example`).
+
+    Python's json reads NaN, Infinity and 1e999 (as inf) and writes them back as bare NaN and Infinity, which no
+    other JSON reader accepts, so a request or result holding one is refused here, where it is typed. So is text
+    that is not Unicode (a lone surrogate, such as JavaScript's JSON.stringify writes for a string cut in half, or
+    a byte of a command line that is not UTF-8), nesting deeper than MAX_DEPTH (Python's own reader gives up at
+    about 1,000 levels, fewer on a deep stack) and integers of more than MAX_DIGITS digits (Python refuses to read
+    them)."""
     problem = text_problem(text)
     if problem is not None:
         raise UserError(f"{source} holds {problem}; pass UTF-8 text")
@@ -144,9 +144,11 @@ def check_value(value: Any, source: str) -> Any:
 
 
 def unreadable(error: BaseException, field: str) -> Unreadable | None:
-    """What `error`, raised while a stored value was decoded or parsed, says about the value, as Unreadable naming
-    `field`; None for any other error (a bug stays one): not UTF-8, too deep for Python's reader, an integer
-    longer than Python reads (the only ValueError json raises that is not a JSONDecodeError)."""
+    """What `error` says about a stored value it was raised on, as Unreadable naming `field`, or None.
+
+    `error` was raised while the value was decoded or parsed. The value is unreadable when it is not UTF-8, too
+    deep for Python's reader, or holds an integer longer than Python reads (the only ValueError json raises that
+    is not a JSONDecodeError). Any other error gives None: a bug stays one."""
     if isinstance(error, UnicodeDecodeError):
         return Unreadable(field, f"it holds bytes that are not UTF-8 text ({error.reason} at byte {error.start})")
     if isinstance(error, RecursionError):
@@ -157,9 +159,11 @@ def unreadable(error: BaseException, field: str) -> Unreadable | None:
 
 
 def read_stored(text: str, field: str) -> Any:
-    """A JSON value the store holds, as written (NaN included: rows from before input was read strictly hold it),
-    or Unreadable naming `field` when it cannot be used: too deep to parse, an integer too long, a lone surrogate
-    (no store can take it back: every write of it would fail)."""
+    """A JSON value the store holds, as written, or Unreadable naming `field` when it cannot be used.
+
+    NaN is read as written, since rows from before input was read strictly hold it. A value cannot be used when
+    it is too deep to parse, holds an integer too long, or holds a lone surrogate (no store can take it back:
+    every write of it would fail)."""
     try:
         value = json.loads(text, parse_int=_bounded_int)
     except (RecursionError, ValueError) as e:

@@ -3,12 +3,7 @@
     from tui_agent.testing import replay
 
     def test_the_prompt_change_keeps_last_weeks_run():
-        assert replay("runs.db", "r-1a2b3c4d", agents=["my_agents.py"]).reproduced
-
-No journaled call is executed, and the replay's own connection only reads. The agent's code between those calls
-runs in the caller's thread on the database itself: a connection of its own can write to it, and code that loops
-is not stopped (bound it with the test runner's timeout); `tui-agent replay` runs it on a copy with a time limit
-(see tui_agent.services.replay, tui_agent.services.replay_copy)."""
+        assert replay("runs.db", "r-1a2b3c4d", agents=["my_agents.py"]).reproduced"""
 
 from __future__ import annotations
 
@@ -27,7 +22,9 @@ def replay(db: str | os.PathLike | Store, run_id: str, agents: Iterable[Agent | 
     Nothing journaled is executed, and the replay's own connection only reads. The first call the journal
     cannot answer ends the replay with a divergence. So does a call by another name, a model request that
     differs from the recorded one, or an ending other than the recorded run's. The agent's code between those
-    calls runs in the caller's thread, on the database itself.
+    calls runs in the caller's thread, on the database itself: a connection of its own can write to it, and
+    code that loops is not stopped (bound it with the test runner's timeout); `tui-agent replay` runs it on a
+    copy with a time limit (see tui_agent.services.replay, tui_agent.services.replay_copy).
 
     Args:
         db: The database, as a path or an open `Store`.

@@ -1,12 +1,9 @@
 """A worker's log file: every line the worker says, stamped with the time, and reading it back (`tui-agent logs`).
 
-`keep` makes this process's stdout and stderr write each line to the file too, after the local time: the claims,
-each run's end (`r-7f3a9c2e succeeded (check_passed)`), the due runs of agents it cannot run, the database waited
-out, what the heartbeat could not renew, and every failed attempt of a step that will be retried (runtime/retry.py
-says it to the `tui_agent.worker` logger, which `say_retries` sends to stderr). A terminal, or a pipe, still shows
-what it showed; a stream that is the log file already (the workers the TUI starts: operate.start_worker) is not
-written twice. Nothing here runs per step: a worker prints only when a run changes hands or ends.
-"""
+`keep` makes this process's stdout and stderr write each line to the file too: claims, each run's end, due
+runs of unknown agents, the database waited out, failed heartbeat renewals and every retried attempt (runtime/
+retry.py's logger, which `say_retries` sends to stderr). A stream that is the log file already is not written
+twice. Nothing here runs per step."""
 
 from __future__ import annotations
 
@@ -151,10 +148,11 @@ def _same_file(stream: TextIO, log) -> bool:
 
 def follow(log: BinaryIO, write: Callable[[str], None], ended: Callable[[], bool], stop: threading.Event,
            keep_on: bool) -> None:
-    """Write the text of the open `log` (decoded as UTF-8, a broken character replaced), and with `keep_on` every
-    line added after, as `tail -f` does, until `stop` is set or `ended()` says the worker has stopped (then after
-    what it wrote last). A log cut short (truncated) is read again from its start; one renamed (rotated away) is
-    still the file the worker writes to, and is followed on."""
+    """Write the text of the open `log`, and with `keep_on` every line added after, as `tail -f` does.
+
+    The text is decoded as UTF-8, a broken character replaced. Following goes on until `stop` is set or `ended()`
+    says the worker has stopped (then after what it wrote last). A log cut short (truncated) is read again from
+    its start; one renamed (rotated away) is still the file the worker writes to, and is followed on."""
     decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
     while True:
         chunk = log.read(CHUNK)

@@ -132,10 +132,12 @@ def read_regular(tree: Path, name: str) -> bytes:
 
 
 def write_atomic(tree: Path, name: str, data: bytes, make_folders: bool = False) -> None:
-    """The file `name` (relative to `tree`) written whole: a temporary file in the same folder, flushed and
-    fsynced, then renamed over it with its mode kept (a new file gets 0644), so a kill -9 at any moment leaves
-    the old file (or none) or the new one, never a truncated one. NotRegular when it, or a folder on the way,
-    is a link or not a regular file: a link is never replaced, nor written through."""
+    """Write the file `name`, relative to `tree`, whole, so a kill -9 never leaves it truncated.
+
+    A temporary file in the same folder is flushed and fsynced, then renamed over it with its mode kept (a new
+    file gets 0644), so a kill -9 at any moment leaves the old file (or none) or the new one. NotRegular is
+    raised when it, or a folder on the way, is a link or not a regular file: a link is never replaced, nor
+    written through."""
     folders, last = _split(name)
     with _folder(tree, folders, make_folders) as folder:
         found = _regular(folder, last, name)
@@ -177,9 +179,11 @@ def tracked(tree: Path) -> list[str] | None:
 
 
 def walked(tree: Path, under: str = "") -> tuple[list[str], dict[str, str]]:
-    """The regular files under `tree/under` outside hidden and build folders (paths relative to `tree`), and
-    every other entry met there that is not a folder gone into, with what it is (`{"lib": "a symbolic link to
-    ../x"}`). No link is followed: a linked folder is listed, never walked; NotRegular when `under` is a link."""
+    """The regular files under `tree/under` outside hidden and build folders, and every other entry met there.
+
+    Paths are relative to `tree`. Each other entry that is not a folder gone into comes with what it is
+    (`{"lib": "a symbolic link to ../x"}`). No link is followed: a linked folder is listed, never walked;
+    NotRegular is raised when `under` is a link."""
     files: list[str] = []
     others: dict[str, str] = {}
     parts = parts_of(under)
@@ -202,10 +206,11 @@ def walked(tree: Path, under: str = "") -> tuple[list[str], dict[str, str]]:
 
 
 def sources(tree: Path, suffixes: Iterable[str]) -> tuple[list[str], dict[str, str]]:
-    """The regular source files under `tree` with one of `suffixes`, sorted (git's tracked files in a
-    repository, else a walk that skips hidden and build folders), and what was left alone: every link (a link to
-    a folder is never walked) and every other entry with such a suffix that is not a regular file, with what
-    it is."""
+    """The regular source files under `tree` with one of `suffixes`, sorted, and what was left alone.
+
+    In a repository they are git's tracked files, else a walk that skips hidden and build folders. What was left
+    alone is every link (a link to a folder is never walked) and every other entry with such a suffix that is not a
+    regular file, with what it is."""
     wanted = tuple(suffixes)
     names = tracked(tree)
     if names is None:
@@ -227,8 +232,10 @@ def sources(tree: Path, suffixes: Iterable[str]) -> tuple[list[str], dict[str, s
 
 
 def left_alone_line(left: dict[str, str], most: int = 20) -> str:
-    """One line naming what a walk left alone (names as `shown` makes them), the first `most` of them: `left 2 entries alone that are not
-    regular files (a link is never followed): a.py (a symbolic link to b.py), f.py (a FIFO)`."""
+    """One line naming the first `most` of what a walk left alone, with names as `shown` makes them.
+
+    For example: `left 2 entries alone that are not regular files (a link is never followed): a.py (a symbolic
+    link to b.py), f.py (a FIFO)`."""
     named = ", ".join(f"{name} ({kind})" for name, kind in sorted(left.items())[:most])
     more = f", and {len(left) - most} more" if len(left) > most else ""
     return (f"left {len(left)} entr{'y' if len(left) == 1 else 'ies'} alone that are not regular files (a link is "

@@ -1,13 +1,9 @@
 """githost: the local git host a coding agent opens its pull requests on.
 
-It behaves like a real host, so the effect ledger has something honest to reconcile
-against: it refuses a second open pull request for the same branch (AlreadyOpen,
-carrying the one it has), and `lookup(branch)` answers which one is open. A pull
-request is for one commit (`head`), and opening one for a commit the branch is no
-longer at is refused (HeadMoved). The pull requests of a repository are one JSON
-file in the repository's git common dir, so every worktree of the repository sees
-one host and the user's working tree gets no new file.
-"""
+It behaves like a real host, so the effect ledger has something honest to reconcile against: a second open
+pull request for one branch is refused (AlreadyOpen, carrying the one it has), `lookup(branch)` answers which is
+open, and a pull request is for one commit (`head`), refused when the branch is no longer at it (HeadMoved).
+A repository's pull requests are one JSON file in its git common dir: every worktree sees one host."""
 
 from __future__ import annotations
 

@@ -1,32 +1,9 @@
-"""harness: the loop developers run today as a shell script, made recoverable. A fresh coding agent (a
-command-line agent such as `claude -p`, or the built-in model-and-tools loop) works one task of a plan per
-iteration in a worktree of its own; the plan, the progress log, the rules and git carry the continuity, and an
-oracle it cannot edit decides.
+"""harness: the loop developers run as a shell script, made recoverable.
 
-Each iteration is seed 001's canonical one, every transition durable:
-
-- Load (the step `iteration N: load`): the worktree verified, the rehydration identifiers compared with the
-  ones accepted (agents/harness_env.py; a difference parks the run `environment`, and resuming accepts it), the
-  plan read from the worktree's copy on the harness branch, and the whole check run on the last good commit
-  before any worker starts (a smoke test; reused while that commit stays the last good one).
-- Select: the first open task. None left: the load's check is the final one, and the run succeeds only if it
-  passes. What the coding agent prints ("all done") is its claim, recorded and never a verdict.
-- Reserve (live only, never on a replay): the harness's own ceilings (`max_iterations`, `max_files_changed`:
-  parked `limit:iterations`, `limit:files_changed`), the soft budget threshold (parks with the budget's reason:
-  no new iteration), and the next iteration's cost and time estimated from the ones before (an iteration that
-  cannot fit is not started).
-- Act, Oracle, Commit: one effect, keyed `harness:<run id>:<task id>`, whose lookup is a commit on the branch
-  whose trailers name this run and task. Its `do` rolls back to the last good commit (the resend after a crash),
-  runs a fresh coding agent with the cold-start prompt (agents/harness_plan.py), restores the oracle's files and
-  the harness's own (test gaming, seen and undone, in the events), runs the check (agents/harness_check.py),
-  and either ticks the task's box, appends the verified progress entry and commits, or rolls back and declines
-  (`EffectDeclined`: the iteration is journaled `not_done`, the key stays free for the next one). The built-in
-  model worker's turns are journaled calls, so they come first (`iteration N: prepare` rolls back and makes the
-  prompt; `iteration N` is the loop) and the effect's `do` starts at the oracle.
-- Continue: the spend a command-line agent reported (`ctx.spent`), then the no-progress detector's three
-  triggers (the oracle's state unchanged, a diff shrinking, one failure fingerprint again) and a blocked task
-  (it broke a test that passed before): each is a plateau, with the request's action (escalate: the run waits
-  for a person, who adds a rule with `tui-agent harness rule` and resumes)."""
+A fresh coding agent works one task of a plan per iteration in a worktree of its own; the plan, the progress
+log, the rules and git carry the continuity, and an oracle it cannot edit decides. Each iteration is seed
+001's: load, select, reserve, act with oracle and commit (one effect keyed `harness:<run id>:<task id>`),
+continue. Why: docs/architecture.md, section 8.1 (The harness agent: seed 001's iteration)."""
 
 from __future__ import annotations
 
@@ -522,9 +499,10 @@ def harness(ctx: Context, request: dict) -> dict:
 
 
 def _record(ctx: Context, load: dict, outcome: dict | None = None) -> dict:
-    """The checkpoint's next input, seed 001's checkpoint record: the task selected, its status (`pending` while its
-    iteration runs), key and artifacts, the tasks done of the plan's, and the plan's tasks as [text, ticked] each
-    (the one done in this iteration ticked), which the TUI's run screen shows."""
+    """The checkpoint's next input, seed 001's checkpoint record, which the TUI's run screen shows.
+
+    It holds the task selected, its status (`pending` while its iteration runs), key and artifacts, the tasks done
+    of the plan's, and the plan's tasks as [text, ticked] each (the one done in this iteration ticked)."""
     task, status = load["task"], outcome["status"] if outcome else "pending"
     done = status == "done"
     return {"task_id": task["id"], "status": status, "idempotency_key": f"harness:{ctx.run_id}:{task['id']}",

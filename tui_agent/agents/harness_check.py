@@ -1,12 +1,9 @@
-"""The harness's check: a command run in the worktree through `ctx.run_command`'s program runner (a process group
-of its own, its output kept as an artifact, killed at its timeout), read as a verdict per test where the command
-says one, and what its output tells of the coding agent's spend.
+"""The harness's check: a command run in the worktree through `ctx.run_command`'s program runner, read as a verdict.
 
-Per test: a pytest command (`pytest ...`, `python -m pytest ...`) is given `--junitxml=FILE` and the file read; a
-unittest command (`python -m unittest ...`) is given `-v` and its verbose lines read (`test_x (pkg.T.test_x) ...
-ok`). Any other command is judged by its exit code alone. A test that passed before and fails now is a silent
-regression (`regressions`); the failure's fingerprint (the failing tests, or the exit code and the last line of
-output with its digits removed) feeds the plateau detector."""
+The command gets a process group of its own, its output kept as an artifact, and is killed at its timeout. A
+pytest command is given `--junitxml=FILE` and a unittest one `-v`, and read per test (`kind`); any other is
+judged by its exit code. A test that passed before and fails now is a regression (`regressions`). The output
+also tells of the coding agent's spend (`claude_cost`). Why: docs/architecture.md, section 8.1."""
 
 from __future__ import annotations
 
@@ -35,9 +32,12 @@ def kind(argv: list[str]) -> str | None:
 
 
 def run_check(ctx: Context, name: str, tree: Path, argv: list[str], timeout_s: float | None) -> dict:
-    """Run `argv` in `tree` (inside the journaled call in progress) and read it: {argv, exit, passed, tests
-    ({test id: pass|fail}, or None when the command does not say), passing, failing, fingerprint, summary (the
-    last lines of output), output (where the whole of it is kept)}."""
+    """Run `argv` in `tree`, inside the journaled call in progress, and read its verdict.
+
+    Returns {argv, exit, passed, tests ({test id: pass|fail}, or None when the command does not say), passing,
+    failing, fingerprint, summary (the last lines of output), output (where the whole of it is kept)}. The
+    fingerprint, which feeds the plateau detector, is the failing tests, or the exit code and the last line of
+    output with its digits removed."""
     which = kind(argv)
     with tempfile.TemporaryDirectory(prefix="tui-agent-check-") as scratch:
         junit = Path(scratch) / "junit.xml"

@@ -1,12 +1,8 @@
-"""The harness's rehydration identifiers: what a resumed iteration needs to find as the run's start found it, so a
-changed sandbox is a person's decision, not a worker's confusing failure (a missing API key looks like a model
-failure until someone checks the environment).
+"""The harness's rehydration identifiers: what a resumed iteration needs to find as the run's start found it.
 
-They are the coding agent's command (resolved on PATH: its file's path, size, modification time and digest; its
-`--version` output only when the request names a `version_command`, since running a user's script with
-`--version` may run it whole), the version of the check's interpreter when it is a Python, the digest of each
-lock file the worktree has, and which of the environment variables the request names are set (names only, never
-values)."""
+So a changed sandbox is a person's decision, not a worker's confusing failure (a missing API key looks like a
+model failure until someone checks the environment). `identify` says what they are; `changes` names what
+differs. Why: docs/architecture.md, section 8.1 (The harness agent: seed 001's iteration)."""
 
 from __future__ import annotations
 
@@ -60,7 +56,13 @@ def _python_version(path: str, size: int, mtime: int) -> str | None:
 
 
 def identify(ctx: Context, settings: dict, tree: Path) -> dict:
-    """This worker's identifiers for the run (inside a journaled call: a `version_command` runs as its program)."""
+    """This worker's identifiers for the run, read inside a journaled call (a `version_command` runs as its program).
+
+    They are the coding agent's command (resolved on PATH: its file's path, size, modification time and digest;
+    its `--version` output only when the request names a `version_command`, since running a user's script with
+    `--version` may run it whole), the version of the check's interpreter when it is a Python, the digest of each
+    lock file the worktree has, and which of the environment variables the request names are set (names only,
+    never values)."""
     ids: dict = {}
     worker = settings["worker"]
     if "command" in worker:

@@ -1,11 +1,9 @@
-"""The harness's workspace files, as text: the plan (PLAN.md: its tasks are Markdown checkboxes), the progress log
-(PROGRESS.md: one verified entry per task done, appended by the harness), the rulebook (RULES.md: one line per rule
-a person added after a real failure), the prompt a fresh coding agent reads first, and the starter files of
-`tui-agent harness init`. Pure functions of text: the harness (agents/harness.py) reads and writes the files.
+"""The harness's workspace files, as text: the plan, the progress log, the rulebook, the first prompt, the starters.
 
-A task is a line `- [ ] text` (or `* [ ]`; ticked: `[x]`); its id is its text's slug, so editing a task's text
-makes it another task, and two tasks with the same id are refused. A line `check: ARGS...` indented under a task
-gives it a check of its own (split as a shell would, never run by one)."""
+PLAN.md's tasks are Markdown checkboxes; PROGRESS.md holds one verified entry per task done, appended by the
+harness; RULES.md one line per rule a person added after a real failure. Pure functions of text. A task is a
+line `- [ ] text` (or `* [ ]`; ticked: `[x]`), its id its text's slug (an edited text is another task; two
+tasks with one id are refused); `check: ARGS...` indented under it gives it a check, split as a shell would."""
 
 from __future__ import annotations
 

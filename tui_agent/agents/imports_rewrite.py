@@ -1,26 +1,8 @@
-"""The text engine of refactor-imports: rewrite every import of module OLD to NEW in one file's bytes, and
-nothing else, byte for byte (encoding, BOM, line endings, comments and formatting all kept).
+"""The text engine of refactor-imports: rewrite every import of module OLD to NEW in one file's bytes.
 
-Python (.py .pyi), found with `tokenize`, so never inside strings, comments or docstrings:
-  `import OLD`, `import OLD.sub as x`, `import os, OLD` (each name of the list) and `from OLD[.sub] import ...`
-  at the start of any logical line (after `;` or `:` too, in any block). The match is on whole dotted parts:
-  `import OLDER`, `from OLDX import y`, `from pkg import OLD` (a name, not the module path) and relative
-  imports (`from .OLD import a`: a sibling module) are left alone. Only OLD's part of the dotted name is
-  replaced: `import OLD . sub` becomes `import NEW . sub`. The file must parse before the edit and after it,
-  and the edited file's syntax tree must be the old one with exactly those module names swapped.
-  Not rewritten: `__import__("OLD")`, `importlib.import_module("OLD")`, strings naming OLD (mock.patch
-  targets, entry points), and the uses of the name a bare `import OLD` binds (`OLD.f()` stays as it is).
-
-JavaScript / TypeScript (.js .jsx .mjs .cjs .ts .tsx), found with a small scanner that skips comments,
-string and template literals (and, roughly, regex literals): the string that is the specifier of
-`import ... from`, `export ... from`, a side-effect `import '...'`, `require('...')` or `import('...')`, when
-it equals OLD or starts with OLD + "/". The quote style is kept. Not rewritten: template literals,
-`jest.mock('OLD')`, `require.resolve('OLD')`, `declare module 'OLD'`, triple-slash references.
-There is no JS parser here: JSX text holding a quote or `//` can hide an import on the same line from the
-scanner (never one on another line, except behind a backtick or `/*` in JSX text).
-
-Every rewrite is idempotent: a file rewritten once has nothing left to rewrite. When NEW is such that a
-rewritten specifier would import OLD again (NEW inside OLD, as `a` -> `a.b`), the file is Unworkable."""
+Nothing else changes, byte for byte (encoding, BOM, line endings, comments and formatting all kept), for
+Python (.py .pyi) and JavaScript / TypeScript (.js .jsx .mjs .cjs .ts .tsx). `rewrite` says exactly which
+imports are rewritten and which are left alone. Why: docs/coding-agents.md, "refactor-imports"."""
 
 from __future__ import annotations
 
@@ -64,9 +46,31 @@ def mentions(data: bytes, old: str) -> bool:
 
 
 def rewrite(data: bytes, path: str, old: str, new: str) -> Rewrite:
-    """`data` (the content of the file at `path`, which says the language) with every import of `old`
-    rewritten to import `new`. Raises Unworkable when the file is not UTF-8, not a known language, a Python
-    file that does not parse (before or after the edit), or when the edit could not be exact or idempotent."""
+    """`data`, the content of the file at `path`, with every import of `old` rewritten to import `new`.
+
+    `path` says the language. Raises Unworkable when the file is not UTF-8, not a known language, a Python file
+    that does not parse (before or after the edit), or when the edit could not be exact or idempotent.
+
+    Python, found with `tokenize`, so never inside strings, comments or docstrings:
+      `import OLD`, `import OLD.sub as x`, `import os, OLD` (each name of the list) and `from OLD[.sub] import ...`
+      at the start of any logical line (after `;` or `:` too, in any block). The match is on whole dotted parts:
+      `import OLDER`, `from OLDX import y`, `from pkg import OLD` (a name, not the module path) and relative
+      imports (`from .OLD import a`: a sibling module) are left alone. Only OLD's part of the dotted name is
+      replaced: `import OLD . sub` becomes `import NEW . sub`. The file must parse before the edit and after it,
+      and the edited file's syntax tree must be the old one with exactly those module names swapped.
+      Not rewritten: `__import__("OLD")`, `importlib.import_module("OLD")`, strings naming OLD (mock.patch
+      targets, entry points), and the uses of the name a bare `import OLD` binds (`OLD.f()` stays as it is).
+
+    JavaScript / TypeScript, found with a small scanner that skips comments, string and template literals (and,
+    roughly, regex literals): the string that is the specifier of `import ... from`, `export ... from`, a
+    side-effect `import '...'`, `require('...')` or `import('...')`, when it equals OLD or starts with OLD + "/".
+    The quote style is kept. Not rewritten: template literals, `jest.mock('OLD')`, `require.resolve('OLD')`,
+    `declare module 'OLD'`, triple-slash references. There is no JS parser here: JSX text holding a quote or
+    `//` can hide an import on the same line from the scanner (never one on another line, except behind a
+    backtick or `/*` in JSX text).
+
+    Every rewrite is idempotent: a file rewritten once has nothing left to rewrite. When NEW is such that a
+    rewritten specifier would import OLD again (NEW inside OLD, as `a` -> `a.b`), the file is Unworkable."""
     if not old or not new:
         raise ValueError("old and new module names must not be empty")
     lang = language(path)

@@ -59,9 +59,10 @@ def run_tests(tree: Path, command: list[str]) -> dict:
 
 
 def run_oracle(tree: Path, base: str, oracle: re.Pattern, command: list[str], run: Runner = run_tests) -> dict:
-    """The tests as the base commit has them (any change to an oracle file undone first), then the command, run
-    by `run`: {passed, exit_code, passing, output (its last 4,000 characters), restored (the oracle's files that
-    differed)}."""
+    """Run the command by `run` on the tests as the base commit has them.
+
+    Any change to an oracle file is undone first. Returns {passed, exit_code, passing, output (its last 4,000
+    characters), restored (the oracle's files that differed)}."""
     restored = restore(tree, base, oracle)
     done = run(tree, command)
     output = done["output"][-4000:]

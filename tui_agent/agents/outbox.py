@@ -1,13 +1,9 @@
 """outbox: the local email service the nightly-report agent sends through.
 
-It behaves like a real provider with idempotency keys, so the effect ledger has
-something honest to reconcile against: in `dedupe` mode a key seen inside the
-window is not sent again, in `every` mode it is; `lookup(key)` answers while the
-service still remembers the key. In both modes it records each run's newest attempt
-token and refuses an older one (a worker that was paused past its lease and woke
-up). Mail lands in a Maildir; the service's memory
-(keys and counters) is its own JSON file, never the runner's database.
-"""
+It behaves like a real provider with idempotency keys, so the effect ledger has something honest to reconcile
+against: in `dedupe` mode a key seen inside the window is not sent again, in `every` mode it is; `lookup(key)`
+answers while the service remembers the key. Both modes refuse an attempt token older than the run's newest (a
+worker paused past its lease). Mail lands in a Maildir; keys and counters are its own JSON file, not the store."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""patch: a coding agent that works one bug on a branch of its own, with the model and tools scoped to its
-worktree, until the tests the worker may not edit pass; then it commits, waits for a person's approval, and
-opens one pull request on the local git host (an effect keyed by what it means: `pr:<repo>:<branch>`). The
-approval is for one commit (its id is in the question): the pull request is opened only while the branch is
-at it, or the run parks saying what changed.
+"""patch: a coding agent that works one bug on a branch of its own until the tests it may not edit pass.
 
-patch-night starts one keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
+The model and tools are scoped to its worktree. Then it commits, waits for a person's approval of that commit
+(its id is in the question), and opens one pull request on the local git host (an effect keyed
+`pr:<repo>:<branch>`) only while the branch is at it, or parks saying what changed. patch-night starts one
+keyed `patch` run per issue file that has none yet, so a schedule works the queue."""
 
 from __future__ import annotations
 
@@ -46,9 +45,11 @@ def _settings(request: dict, data_dir: str) -> dict:
 
 
 def own_worktree(repo: Path, agent: str, words: str, run_id: str, data_dir: str, holder: str) -> dict:
-    """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch `<agent>/<slug of words>`
-    from the repository's HEAD: {repo, worktree, branch, base, onto} (`onto`: the branch a pull request goes onto,
-    the user's current one). A branch another run holds parks the run; `holder` says who that may be."""
+    """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch from the repository's HEAD.
+
+    The branch is `<agent>/<slug of words>`. Returns {repo, worktree, branch, base, onto}, where `onto` is the
+    branch a pull request goes onto, the user's current one. A branch another run holds parks the run; `holder`
+    says who that may be."""
     top = worktree.toplevel(repo)
     if top is None:
         raise PermanentError(f"{agent} works on a git repository; {repo} is not in one")
@@ -79,8 +80,10 @@ def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, comma
 
 
 def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> list:
-    """The model's tools, scoped to the worktree: only its regular files are read or written, a link (to a
-    file or a folder, inside or outside) is never followed; the oracle's files are not the model's to write."""
+    """The model's tools, scoped to the worktree.
+
+    Only its regular files are read or written, and a link (to a file or a folder, inside or outside) is never
+    followed; the oracle's files are not the model's to write."""
 
     def inside(path: str) -> str:
         """`path` as a name relative to the worktree, decided from the text alone (no link is resolved)."""
@@ -135,18 +138,21 @@ def tools_for(tree: Path, base: str, oracle: re.Pattern, command: list[str]) -> 
 
 
 def built_in_script(ctx: Context) -> bool:
-    """Whether the run's model is Patch's own offline script (which knows the sample's bug and nothing else);
-    a script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
+    """Whether the run's model is Patch's own offline script, which knows the sample's bug and nothing else.
+
+    A script of the user's own (`scripted:FILE`) or Claude may work anywhere."""
     provider = ctx.provider
     spec = provider.resolve() if isinstance(provider, Unresolved) else provider.name
     return spec in (None, "scripted")
 
 
 def propose(ctx: Context, place: dict, commit: str, title: str, body: str, again: str, verdict: str) -> dict:
-    """Ask a person to approve a pull request for `commit`, the one the branch is at (the question names it, with
-    its diff stat, after `verdict`), then open it on the local git host, once: an effect keyed
-    `pr:<repo>:<branch>`, looked up on the host after a crash. The host opens it only while the branch is at
-    `commit`; a branch moved meanwhile parks the run naming the change (`again`: how to be asked anew instead)."""
+    """Ask a person to approve a pull request for `commit`, then open it on the local git host, once.
+
+    `commit` is the one the branch is at; the question names it, with its diff stat, after `verdict`. Opening
+    is an effect keyed `pr:<repo>:<branch>`, looked up on the host after a crash. The host opens it only while
+    the branch is at `commit`; a branch moved meanwhile parks the run naming the change (`again`: how to be
+    asked anew instead)."""
     tree = Path(place["worktree"])
     stat = ctx.step("diff-stat", worktree.git, "diff", "--stat", place["base"], commit, cwd=tree)
     ctx.approval("open-pull-request", f"Open a pull request for {place['branch']} onto {place['onto']}? "

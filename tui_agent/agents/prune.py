@@ -11,8 +11,9 @@ from ..store.prune import PRUNABLE, chosen_statuses
 
 
 def prune(ctx: Context, request: dict) -> dict:
-    """One step: the ended runs older than `older_than` (a span: 30d), of `status` (comma-separated, default every
-    ended one), but the newest `keep_last` of each agent."""
+    """One step that prunes the ended runs older than `older_than`, but the newest `keep_last` of each agent.
+
+    `older_than` is a span such as 30d; `status` is comma-separated, by default every ended one."""
     older_than_s = parse_span(str(request.get("older_than", "30d")), "older_than")
     statuses = list(chosen_statuses(str(request.get("status", ",".join(PRUNABLE))), "status"))
     keep_last = request.get("keep_last")

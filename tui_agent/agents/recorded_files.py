@@ -1,14 +1,9 @@
 """The files a refactor-imports run has recorded, checked against its tree on every claim.
 
-Each file's step records the sha256 of the content it left there (what `sha256sum FILE` prints). Before a
-claim writes anything new, and again once it has named its commit, every recorded file is read back; any that
-no longer holds its recorded content parks the run (reason environment), naming it and saying what to do, so
-a run never commits or checks a partial rewrite. A file back at its content from before the rewrite (as `git
-checkout -- .`, `git reset --hard` or a worktree made again leave it) is rewritten again, but only by the claim
-after a person resumed the run from a park about its tree, which said so: the rewrite is exact and
-idempotent, and the digest proves the same bytes come back. Outside git the tree is the user's own, so a file
-edited after its rewrite that imports the old module no more is theirs, not a difference. A run recorded
-before the digests is not checked and says so in its events."""
+Each file's step records the sha256 of the content it left there. Before a claim writes anything new, and
+again once it has named its commit, every recorded file is read back; one that no longer holds its recorded
+content parks the run (reason environment), so a run never commits or checks a partial rewrite. See
+`RecordedFiles` for what is rewritten again and what is left to the user."""
 
 from __future__ import annotations
 
@@ -37,8 +32,14 @@ def _names(names: list[str], shown: int = 3) -> str:
 
 
 class RecordedFiles:
-    """The recorded file steps a claim replays (`add` each), then `settle` once before anything new is
-    written: go on, write again what a resume allowed, or park."""
+    """The recorded file steps a claim replays (`add` each), then `settle` once before anything new is written.
+
+    `settle` goes on, writes again what a resume allowed, or parks. The digest is what `sha256sum FILE` prints.
+    A file back at its content from before the rewrite (as `git checkout -- .`, `git reset --hard` or a worktree
+    made again leave it) is rewritten again, but only by the claim after a person resumed the run from a park
+    about its tree, which said so: the rewrite is exact and idempotent, and the digest proves the same bytes come
+    back. Outside git the tree is the user's own, so a file edited after its rewrite that imports the old module no
+    more is theirs, not a difference. A run recorded before the digests is not checked and says so in its events."""
 
     def __init__(self, ctx: Context, place: dict, old: str, new: str) -> None:
         self.ctx, self.place, self.old, self.new = ctx, place, old, new

@@ -88,9 +88,10 @@ def _own_commits(place: dict, runs: Sequence[str], marks: dict[str, str] | None 
 
 
 def verify(place: dict, runs: Sequence[str]) -> None:
-    """Park the run (reason environment, naming what differs and the command that puts it back) unless the
-    worktree is still there, on its branch, and the branch is its base plus only commits of `runs` (the run and
-    the runs it was forked from: Context.lineage). The user's own branch moving on is normal."""
+    """Park the run unless its worktree is still there, on its branch, holding only commits of `runs` past its base.
+
+    `runs` are the run and the runs it was forked from (Context.lineage). The park has reason environment and
+    names what differs and the command that puts it back. The user's own branch moving on is normal."""
     tree, branch, base = Path(place["worktree"]), place["branch"], place["base"]
     if not tree.is_dir():
         repo = shlex.quote(place["repo"])
@@ -112,9 +113,11 @@ def verify(place: dict, runs: Sequence[str]) -> None:
 
 
 def at_commit(place: dict, commit: str, instead: str) -> None:
-    """A live guard, run on every pass (never journaled: a recorded "yes" would replay after the branch moved):
-    park unless the branch is at `commit`, the one this run made and recorded (and a person may have reviewed).
-    The message says what changed and how to put the branch back; `instead` is the other way on (a fork)."""
+    """A live guard that parks the run unless the branch is at `commit`.
+
+    It runs on every pass and is never journaled: a recorded "yes" would replay after the branch moved.
+    `commit` is the one this run made and recorded (and a person may have reviewed). The message says what
+    changed and how to put the branch back; `instead` is the other way on (a fork)."""
     try:
         found = git("rev-parse", "--verify", "--quiet", f"refs/heads/{place['branch']}^{{commit}}",
                     cwd=Path(place["worktree"]))
@@ -151,8 +154,10 @@ def _is_ancestor(older: str, newer: str, cwd: Path) -> bool:
 
 
 def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, message: str) -> str:
-    """Commit `paths` (relative to the worktree; None: every change) once, marked as the commit of `runs[0]`: a
-    second call, after a crash, finds the newest commit of `runs` (the run, or a run it was forked from)."""
+    """Commit `paths` once, marked as the commit of `runs[0]`.
+
+    `paths` are relative to the worktree; None commits every change. A second call, after a crash, finds the
+    newest commit of `runs` (the run, or a run it was forked from)."""
     own, _ = _own_commits(place, runs)
     if own:
         return own[0]
@@ -160,8 +165,10 @@ def commit_once(place: dict, runs: Sequence[str], paths: list[str] | None, messa
 
 
 def commit(place: dict, run: str, paths: list[str] | None, message: str, marks: dict[str, str] | None = None) -> str:
-    """Commit `paths` (None: every change) with the trailers that say `run` made it, and `marks` after them (one
-    paragraph: `Tui-Agent-Run: r-...`, then `Tui-Agent-Task: ...`); returns the commit."""
+    """Commit `paths` with the trailers that say `run` made it, and return the commit.
+
+    `paths` None commits every change. The `marks` follow the run's trailer in one paragraph:
+    `Tui-Agent-Run: r-...`, then `Tui-Agent-Task: ...`."""
     tree = Path(place["worktree"])
     if paths is None:
         git("add", "-A", cwd=tree)
@@ -188,8 +195,10 @@ def identity(tree: Path) -> list[str]:
 
 
 def listed(repo: Path) -> list[dict]:
-    """Every worktree git knows of the repository `repo` is in (`git worktree list --porcelain`), the main one
-    first: {worktree, head, branch (None: detached), locked, prunable} each."""
+    """Every worktree git knows of the repository `repo` is in, the main one first.
+
+    It is read from `git worktree list --porcelain`: {worktree, head, branch (None: detached), locked, prunable}
+    each."""
     found, entry = [], None
     for line in git("worktree", "list", "--porcelain", cwd=repo).splitlines() + [""]:
         word, _, value = line.partition(" ")

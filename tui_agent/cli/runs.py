@@ -250,9 +250,10 @@ def _with_ancestry(carried) -> str:
 @click.option("--force", is_flag=True, help="Replace FILE if it exists, whole or not at all.")
 @click.pass_obj
 def export_command(session: Session, run_refs: tuple[str, ...], output: str, force: bool) -> int:
-    """Write RUN (and the runs it was forked from) to FILE, a tui-agent SQLite database of those runs alone, with
-    their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens it (show, diff,
-    replay, fork), and tui-agent import FILE loads it into another database."""
+    """Write RUN and the runs it was forked from to FILE, a tui-agent SQLite database of those runs alone.
+
+    The file holds their journal, effects, model calls, approvals, events and artifacts as rows: --db FILE opens
+    it (show, diff, replay, fork), and tui-agent import FILE loads it into another database."""
     from ..store.exports import export_runs
 
     done = export_runs(session.existing_store, run_refs, output, force)
@@ -267,9 +268,11 @@ def export_command(session: Session, run_refs: tuple[str, ...], output: str, for
               "database's from now on, and their source must not resume them.")
 @click.pass_obj
 def import_command(session: Session, file: str, adopt: bool) -> int:
-    """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept: its runs
-    are here to read, diff, replay and fork, never to resume, since their source may still run them (--adopt takes
-    an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing is imported."""
+    """Load an export (tui-agent export RUN -o FILE) into this database, SQLite or PostgreSQL, run ids kept.
+
+    Its runs are here to read, diff, replay and fork, never to resume, since their source may still run them
+    (--adopt takes an ended or parked run over instead). A clash of run ids or ledger keys is refused and nothing
+    is imported."""
     from ..store.exports import open_export
 
     source, meta = open_export(file, adopt)   # checked before this database is opened (or made)

@@ -20,8 +20,9 @@ from .text import echo, json_out, print_table
 
 @cli.group("filter")
 def filter_group() -> None:
-    """Saved filters: a name for the words of a filter (status:failed agent:NAME since:3d ...), which the TUI's
-    palette offers on the runs list."""
+    """Saved filters: a name for the words of a filter, which the TUI's palette offers on the runs list.
+
+    The words are a filter's, such as status:failed agent:NAME since:3d."""
 
 
 @filter_group.command("save")

@@ -18,9 +18,11 @@ from ..strict_json import finite
 
 
 def echo(text: str = "", err: bool = False, nl: bool = True) -> None:
-    """Everything a command prints, on a terminal and into a pipe alike (whose reader may print it to one): the
-    runs' rows, messages and results hold text that agents, models and services wrote, so what a terminal would
-    act on is made visible (safe_text.visible). Only `artifact` writes bytes as stored, into a pipe or a file."""
+    """Print what a command prints, on a terminal and into a pipe alike, with what a terminal would act on made visible.
+
+    A pipe's reader may print it to a terminal, and the runs' rows, messages and results hold text that agents,
+    models and services wrote, so it goes through safe_text.visible. Only `artifact` writes bytes as stored, into
+    a pipe or a file."""
     click.echo(visible(text), err=err, nl=nl)
 
 
@@ -45,9 +47,11 @@ PROGRESS_CHARS = 200   # of the progress line, which a long step name must not w
 
 
 class ProgressLine:
-    """`step i/n name` rewritten in place on a terminal, with a bar, the steps a second and the time left
-    once the run has said its length (`ctx.plan`), and a streaming model call's tokens and seconds
-    (`summarize · Claude · 312 tokens · 4.1 s`) at most ten times a second; silent when stderr is not one."""
+    """`step i/n name` rewritten in place on a terminal, and silent when stderr is not one.
+
+    It has a bar, the steps a second and the time left once the run has said its length (`ctx.plan`), and a
+    streaming model call's tokens and seconds (`summarize · Claude · 312 tokens · 4.1 s`), at most ten times a
+    second."""
 
     def __init__(self) -> None:
         self.shown = sys.stderr.isatty()

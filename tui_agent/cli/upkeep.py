@@ -30,9 +30,10 @@ from .text import echo, json_out, print_table
 @cli.command("completion")
 @click.argument("shell", metavar="SHELL", type=click.Choice(completion.SHELLS))
 def completion_command(shell: str) -> int:
-    """Print the script that makes SHELL complete tui-agent's commands, options, run ids, agents and schedules:
-    eval "$(tui-agent completion bash)" in ~/.bashrc (zsh: the same in ~/.zshrc; fish: tui-agent completion fish |
-    source in ~/.config/fish/config.fish)."""
+    """Print the script that makes SHELL complete tui-agent's commands, options, run ids, agents and schedules.
+
+    In ~/.bashrc: eval "$(tui-agent completion bash)". zsh: the same in ~/.zshrc. fish: tui-agent completion
+    fish | source in ~/.config/fish/config.fish."""
     echo(completion.script(cli, shell), nl=False)
     return EXIT_OK
 
@@ -99,8 +100,9 @@ def _print_diagnosis(found: Diagnosis) -> None:
 
 @cli.group("db")
 def db_group() -> None:
-    """Create or upgrade a database: a SQLite file, or a PostgreSQL database named by a postgresql:// URL
-    (workers on several machines share it; pip install 'tui-agent[postgres]')."""
+    """Create or upgrade a database, a SQLite file or a PostgreSQL database named by a postgresql:// URL.
+
+    Workers on several machines share a PostgreSQL database; it needs pip install 'tui-agent[postgres]'."""
 
 
 @db_group.command("init")
@@ -142,10 +144,11 @@ def db_migrate(session: Session, where: str | None) -> int:
 @click.option("--yes", is_flag=True, help="Rewrite without asking first.")
 @click.pass_obj
 def db_vacuum(session: Session, yes: bool) -> int:
-    """Give a SQLite file's free pages back to the file system: a file made with incremental auto-vacuum (every new
-    one) in short batches; an older one by rewriting it with it (VACUUM), which holds the write lock for the whole
-    rewrite, so every worker waits, and needs the file's size free twice more (the temporary folder and the
-    database's own); asks first."""
+    """Give a SQLite file's free pages back to the file system, asking first.
+
+    A file made with incremental auto-vacuum (every new one) is done in short batches. An older one is rewritten
+    with it (VACUUM), which holds the write lock for the whole rewrite, so every worker waits, and needs the
+    file's size free twice more (the temporary folder and the database's own)."""
     store = session.existing_store
     if on_server(store.conn):
         echo("nothing to do on PostgreSQL: the server's autovacuum reuses the space that prune frees")

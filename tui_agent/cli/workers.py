@@ -72,8 +72,10 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
 @click.pass_obj
 def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
            log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
-    """Claim due runs and work them, until stopped (SIGTERM, SIGINT) or, with --once, until none is due; due runs
-    of an agent it does not know are said once per agent (with --once: exit 4, after working the rest)."""
+    """Claim due runs and work them, until stopped or, with --once, until none is due.
+
+    SIGTERM and SIGINT stop it. Due runs of an agent it does not know are said once per agent (with --once:
+    exit 4, after working the rest)."""
     from .. import worker_log
 
     name = name or worker_name()
@@ -232,8 +234,10 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
               help="Start after this event id (an earlier line's id) instead of now.")
 @click.pass_obj
 def watch(session: Session, as_json: bool, after_id: int | None) -> int:
-    """Print one line each time a run comes to need a person (or is reminded of), until stopped (ctrl+c); a call
-    whose need has passed when it is read (decided, resumed, ended) is not printed (--json: marked superseded)."""
+    """Print one line each time a run comes to need a person or is reminded of, until stopped with ctrl+c.
+
+    A call whose need has passed when it is read (decided, resumed, ended) is not printed; with --json it is
+    printed marked superseded."""
     store = session.existing_store
     cursor = notices.last_id(store) if after_id is None else after_id
     stop = stop_on_signals()   # either ends it quietly, exit 0

@@ -1,13 +1,9 @@
 """Claude through the official `anthropic` SDK, behind the `Provider` interface.
 
-Every call streams, so a long reply shows life while it is written. The SDK never retries
-(`max_retries=0`): our retry policy decides, durably, with the attempt count kept across crashes.
-Every failure becomes a `TemporaryError` or a `PermanentError`; a temporary one that says Claude is not
-reachable now (no connection, a timeout, a 5xx, 529 overloaded, a 429 that is not a spend limit) is a
-`NotReachable`, which the retry policy's patience waits out. The key is read from the environment
-at each call and never kept, logged or journaled. The SDK is imported at the first call, so a process
-that only ever runs scripted models never pays for importing it.
-"""
+Every call streams. The SDK never retries (`max_retries=0`): the run's retry policy decides, durably. Every
+failure becomes a `TemporaryError` or a `PermanentError`, and one that says Claude is not reachable now is a
+`NotReachable`, which the policy's patience waits out. The key is read at each call and never kept, logged or
+journaled; the SDK is imported at the first call. Why: docs/architecture.md, section 8."""
 
 from __future__ import annotations
 
@@ -85,9 +81,11 @@ def retry_after_s(headers) -> float | None:
 
 
 def classify(error: Exception) -> Exception:
-    """Our error for an SDK error: temporary when asking again later may work (`NotReachable` when Claude is away:
-    no connection, a timeout, a 5xx or its kind of error event, a rate limit), permanent otherwise.
-    `x-should-retry` from the server wins over the status; spend limits are 429s that no wait cures."""
+    """Our error for an SDK error: temporary when asking again later may work, permanent otherwise.
+
+    A temporary one is `NotReachable` when Claude is away (no connection, a timeout, a 5xx or its kind of error
+    event, a rate limit). `x-should-retry` from the server wins over the status; spend limits are 429s that no wait
+    cures."""
     import anthropic
 
     if isinstance(error, anthropic.APIStatusError):

@@ -53,17 +53,19 @@ class Unresolved:
 
 
 def kept_replies(spec: str) -> list | None:
-    """What a run keeps of its model beside the spec: for `scripted:FILE`, the file's replies, read and checked
-    now (a one-line UserError says what is wrong), so a worker anywhere answers from them; None for any other
-    spec."""
+    """What a run keeps of its model beside the spec, or None for a spec other than `scripted:FILE`.
+
+    For `scripted:FILE` it is the file's replies, read and checked now (a one-line UserError says what is
+    wrong), so a worker anywhere answers from them."""
     kind, _, path = spec.partition(":")
     return read_replies(path) if kind == "scripted" and path else None
 
 
 def provider_for(spec: str, script: Callable | None = None, replies: list | None = None) -> Provider:
-    """The provider a spec names; `script` is the agent's own script for plain 'scripted', `replies` the list a
-    `scripted:FILE` run keeps (`kept_replies`; without it, FILE is read now, as for a run an older tui-agent
-    started)."""
+    """The provider a spec names.
+
+    `script` is the agent's own script for plain 'scripted'. `replies` is the list a `scripted:FILE` run keeps
+    (`kept_replies`); without it, FILE is read now, as for a run an older tui-agent started."""
     if spec == DEFAULT:
         return Unresolved(script)
     if spec == "scripted":

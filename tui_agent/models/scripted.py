@@ -31,9 +31,10 @@ def generic_reply(messages: list[dict], max_tokens: int, call_index: int) -> str
 
 
 def read_replies(path: str | Path) -> list:
-    """The replies a script file holds, read and checked now (a one-line UserError says what is wrong): what a
-    run started with `scripted:FILE` keeps, so that a worker in another folder, or on another machine, answers
-    from them without the file."""
+    """The replies a script file holds, read and checked now, or a one-line UserError saying what is wrong.
+
+    They are what a run started with `scripted:FILE` keeps, so that a worker in another folder, or on another
+    machine, answers from them without the file."""
     spec = f"scripted:{path}"
     try:
         text = Path(path).read_bytes().decode("utf-8")

@@ -85,9 +85,11 @@ def run_budget(budget: Budget, overrides: dict | None = None) -> dict:
 
 
 def raised_budget(limits: dict, overrides: dict) -> dict:
-    """A run's budget JSON after `resume --budget`: each ceiling given replaces the run's (and is no longer a
-    default); `unbounded` removes the default ceilings still in place (the ones the run or a person set stay)
-    and records the opt-out. A run made before defaults existed gains no `defaults` list."""
+    """A run's budget JSON after `resume --budget`.
+
+    Each ceiling given replaces the run's and is no longer a default. `unbounded` removes the default ceilings
+    still in place (the ones the run or a person set stay) and records the opt-out. A run made before defaults
+    existed gains no `defaults` list."""
     after = {**limits, **{k: v for k, v in overrides.items() if k != UNBOUNDED}}
     defaults = [d for d in limits.get("defaults") or () if d not in overrides]
     if overrides.get(UNBOUNDED):
@@ -100,9 +102,10 @@ def raised_budget(limits: dict, overrides: dict) -> dict:
 
 
 def bounds_of(limits: dict) -> str:
-    """How a run's budget JSON bounds it: "defaults" (made since every run is bounded by default: unset
-    dimensions have default ceilings), "unbounded" (opted out), or "legacy" (made before defaults existed:
-    unbounded wherever it set no ceiling)."""
+    """How a run's budget JSON bounds it: "defaults", "unbounded" or "legacy".
+
+    "defaults": made since every run is bounded by default, so unset dimensions have default ceilings.
+    "unbounded": opted out. "legacy": made before defaults existed, unbounded wherever it set no ceiling."""
     if limits.get(UNBOUNDED):
         return "unbounded"
     return "defaults" if "defaults" in limits else "legacy"

@@ -1,10 +1,9 @@
-"""The run's budget as the runtime keeps it: ceilings checked before each journaled call (a model
-call reserves its worst case first), a soft threshold crossed once per dimension, and the
-dimension's action on exhaustion: stop, park or escalate.
+"""The run's budget as the runtime keeps it: ceilings checked before each journaled call, and what exhaustion does.
 
-The meter applies no defaults of its own: a run's default ceilings are written into its budget JSON when
-it is created (runtime/agent.py `run_budget`), listed under `defaults`, so the meter only names them as
-defaults when it refuses; a run made before defaults existed has none and stays unbounded where unset."""
+A model call reserves its worst case first; a soft threshold is crossed once per dimension; the dimension's
+action on exhaustion is stop, park or escalate. The meter applies no defaults of its own: they are written into
+the budget JSON at creation (runtime/agent.py `run_budget`), listed under `defaults`, which the meter only names
+when it refuses; a run made before defaults existed stays unbounded where unset."""
 
 from __future__ import annotations
 

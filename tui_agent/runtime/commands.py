@@ -1,32 +1,9 @@
-"""`ctx.run_command`: a program run as a journaled step, stopped for real when it must stop, and recorded so that
-what a dead worker left of it is found and ended.
+"""`ctx.run_command`: a program run as a journaled step, stopped for real when it must stop.
 
-A thread cannot be killed, but a process can. The program runs without a shell parsing anything, in a process
-group of its own (`process_group=0`), with its standard input from a file (empty unless `stdin` is given) and its
-output streamed to two files in the run's artifact folder, never pipes: a grandchild that keeps a pipe open cannot
-hold the step up, and the whole output is kept (`stdout_artifact`, `stderr_artifact`; on a server store the files
-are copied into its artifacts table once the program ends).
-
-Before the program runs, its process group and the time its leader started are committed (store/commands.py):
-the program is started behind a gate (a fixed `/bin/sh` line that waits for one line on a pipe, then `exec`s the
-program with its arguments as they are), the row is written, and only then is the gate opened. A worker killed
-before the row commits closes the pipe, and the gate exits without running anything; one killed after it leaves a
-row the next claim finds, and that claim kills what is left of the group before the run's code goes on.
-
-The whole group is killed (SIGKILL) when:
-
-- `timeout_s` passes: the attempt then fails with `StepTimedOut`, a temporary error, so the run's retry policy
-  decides what comes next, as for any step (the step deadline of runtime/deadlines.py is not applied on top);
-- the run is taken from this thread: parked or cancelled by a person, taken by another lease, its lease let go
-  of, handed on at a deadline (`wall_s`) or handed back when the worker stops (RunControl.kill_commands);
-- the program ends: what it left running in its group goes with it;
-- the next claim finds it left by a worker that died (store/commands.end_left).
-
-A process that left the group (setsid) escapes, as from any process-group kill. The entry records the argv, the
-names `env` set (never their values), the exit code (negative: the signal that ended it), how long it ran, the
-last `output_limit` bytes of stdout and stderr (decoded as UTF-8, a broken character replaced) and where the whole
-of each is kept; the program's exit code is not judged here: the caller decides what a non-zero exit means.
-`env` is laid over this process's environment."""
+The program runs without a shell, in a process group of its own, held at a gate until its group is committed
+(store/commands.py), its output streamed to artifact files. The group is killed at `timeout_s`
+(`StepTimedOut`), when the run is taken from this thread, when the program ends, and by the next claim after a
+dead worker. The exit code is not judged here. Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 
 from __future__ import annotations
 
@@ -59,9 +36,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: str | Path | None,
         stdin: str | bytes | None, env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
-    """Run the program inside the journaled call in progress (a step's function, an effect's `do`: the position
-    before the journal's position), recorded as its program; returns what Context.run_command journals. Not journaled
-    itself: a caller that is not a step records what it returns."""
+    """Run the program inside the journaled call in progress, and return what Context.run_command journals.
+
+    The call is a step's function or an effect's `do`, at the position before the journal's position, and the
+    program is recorded as its program. It is not journaled itself: a caller that is not a step records what it
+    returns."""
     if not argv:
         raise ValueError("run_command needs a program to run: argv is empty")
     merged = None if env is None else {**os.environ, **env}

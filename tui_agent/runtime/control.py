@@ -1,14 +1,9 @@
-"""How a worker tells one run's code to stop at its next journaled call: the heartbeat found the
-lease taken (another worker or a person) or could not renew it in time, or the worker is shutting
-down. It also knows how long the lease runs, so a write may wait out a held lock (or a server that
-is away) that long.
+"""How a worker tells one run's code to stop at its next journaled call, and gives up a run stuck inside one.
 
-A run whose code is inside a call (a step's function, a model call, an effect's `do`) cannot be told anything
-until the call returns, and a hung one never does. So the call in flight is recorded here (`in_flight`, set and
-cleared by the run's own thread: one assignment, no lock), the deadline watcher (runtime/deadlines.py) reads it,
-and a run taken away while inside a call is *given up*: the worker stops waiting for that thread, frees its slot
-and leaves the thread to end whenever it does (`gave_up`). The process groups of the programs the call started
-(`ctx.run_command`) are killed then, so those at least stop for real."""
+The code is told to stop when the heartbeat finds the lease taken or cannot renew it in time, or the worker
+shuts down; `RunControl` also knows how long the lease runs, so a write may wait out a held lock that long.
+The call in flight (`in_flight`) is set and cleared by the run's own thread and read by runtime/deadlines.py.
+Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 
 from __future__ import annotations
 
@@ -75,8 +70,10 @@ class RunControl:
                                                           "another worker's lease)")
 
     def lapsed(self, run_id: str, why: str, kind: str) -> None:
-        """The lease could not be renewed before it ends (the database busy, or its server away: `kind`): the
-        run stops as one the environment held up (the worker drops it; the next claim repeats its step)."""
+        """The lease could not be renewed before it ends, so the run stops as one the environment held up.
+
+        `kind` says why: the database busy, or its server away. The worker drops the run; the next claim repeats
+        its step."""
         self._error = EnvironmentStop(kind, f"run {run_id}: {why}")
         self._event.set()
         self.kill_commands()   # the next claimer runs the call again: never two copies of its program at once
@@ -93,9 +90,10 @@ class RunControl:
             self.gave_up(f"{said} while inside {flight.what}")
 
     def gave_up(self, why: str, status: str | None = None, reason: str | None = None) -> None:
-        """The run was handed on (left `status`: `reason`, when this process did it) while its thread was inside a
-        call: whatever the thread does next is refused (the run's fence has moved), and the worker stops waiting
-        for it."""
+        """The run was handed on while its thread was inside a call, so the worker stops waiting for it.
+
+        The run was left `status`: `reason`, when this process did it. Whatever the thread does next is refused,
+        since the run's fence has moved."""
         if self.given_up is not None:
             return
         self.given_up = why

@@ -1,24 +1,9 @@
-"""Deadlines: a step, a model call, a tool call or an effect's `do` that runs too long hands its run on. Python
-cannot stop a thread, so the deadline gives the run away instead of killing the code.
+"""Deadlines: a step, model call, tool call or effect's `do` that runs too long hands its run on.
 
-The run's own thread records the call it is inside in its RunControl (`InFlight`: one assignment before the call
-and one after, so the step path takes no lock and hands nothing to another thread). One watcher per worker
-process (`Deadlines`, a thread the heartbeat starts) looks at every run the process holds four times a second. The
-run of a call past its deadline is handed on in one fenced write of the watcher's, which also grows the run's fence,
-so that the call's late return (and anything else its thread writes) is refused:
-
-- past the call's own deadline (`Agent.step_timeout_s`, `ctx.within(seconds)`, the `timeout_s` of `ctx.model`
-  and `ctx.effect`), a step, model call or tool call counts a failed attempt (`StepTimedOut`, a temporary error
-  that goes through the run's retry policy like any other: `Recorder.after_failure`). The run then waits out its
-  back-off (`waiting: retry`), or fails when no attempt is left. An effect's `do` becomes `unknown`, and the run is
-  queued for the next claim to reconcile it as after a crash: never a blind retry.
-- past the end of the run's `wall_s` budget, the budget's action (park, stop or escalate), as between calls.
-
-The worker then gives up on the thread (`RunControl.gave_up`): its slot is free at once, the run's next claim is
-made by a process that holds no thread inside it (serve's `avoid`: `write_atomic` and the journal assume one writer
-of a run per process), and the thread ends whenever its call returns. A call that returns just as its deadline
-passes is not given up: the watcher's write first checks, in its own transaction, that the call's entry (for an
-effect, its `attempted` row) is still unrecorded."""
+Python cannot stop a thread, so `Deadlines`, one watcher thread per worker process, gives the run away in one
+fenced write that grows the fence (`hand_on`), and the worker gives up on the thread (`RunControl.gave_up`).
+A call whose entry is recorded before the watcher's write is not given up.
+Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 
 from __future__ import annotations
 
@@ -95,9 +80,10 @@ class Deadlines:
 
 
 def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[str, str, str] | None:
-    """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence;
-    returns (what happened, in one sentence; the run's status and reason now), or None when the call's entry was
-    recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
+    """Hand on the run of `flight`, a call past its deadline at `at`, in one fenced write that grows the fence.
+
+    Returns what happened, in one sentence, with the run's status and reason now; None when the call's entry
+    was recorded first (it returned in time). Raises FenceRefused when the run was taken meanwhile."""
     run = claim.run_id
     with store.write() as conn:
         check_fence(conn, run, claim.fence, at, None)

@@ -74,7 +74,9 @@ class StaleAttempt(FenceRefused):
 
 
 def _takes_token(do: Callable) -> bool:
-    """`do(key, token)`: a second positional parameter receives the attempt's token; `do(key)` is called as before."""
+    """Whether `do` takes the attempt's token as a second positional parameter, as `do(key, token)`.
+
+    A `do(key)` is called as before."""
     try:
         parameters = inspect.signature(do).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature

@@ -1,13 +1,9 @@
 """Fault points: named places where a crash hurts most, armed from the environment or in-process.
 
-`TUI_AGENT_CRASH_AT=POINT[:N]` kills the worker process the Nth time it passes POINT, as
-`kill -9` would (no cleanup, no commit); `TUI_AGENT_PAUSE_AT=POINT[:N]` stops it there with
-SIGSTOP, for fencing tests that resume it with SIGCONT. In-process (the simulator, tests) `arm()`
-makes the point raise `SimulatedCrash`, a BaseException, so agent code cannot swallow it and the
-caller survives. `watching(fn)` lets one thread see every point it passes, with the name of the call
-(the simulator pauses there, and crashes there, one boundary at a time). Disarmed and unwatched, a point is
-two cheap tests.
-"""
+`TUI_AGENT_CRASH_AT=POINT[:N]` kills the worker the Nth time it passes POINT, as `kill -9` would;
+`TUI_AGENT_PAUSE_AT=POINT[:N]` stops it there with SIGSTOP. In-process `arm()` makes the point raise
+`SimulatedCrash`, a BaseException, and `watching(fn)` lets one thread see every point it passes.
+Disarmed and unwatched, a point is two cheap tests. Why: docs/architecture.md, section 6.3 (Crash points)."""
 
 from __future__ import annotations
 
@@ -77,8 +73,9 @@ def disarm() -> None:
 
 @contextmanager
 def watching(fn: Callable[[str, str | None], None]) -> Iterator[None]:
-    """Call `fn(point, name)` at every point this thread passes; it may block (a stepper) or raise
-    `SimulatedCrash` (a crash chosen where it stands). Other threads are not watched."""
+    """Call `fn(point, name)` at every point this thread passes; other threads are not watched.
+
+    `fn` may block (a stepper) or raise `SimulatedCrash` (a crash chosen where it stands)."""
     _WATCHED.fn = fn
     _WATCHERS.append(fn)
     try:

@@ -22,9 +22,11 @@ from .deadlines import Deadlines
 
 
 class Waiting:
-    """What a worker says while the database holds it up (busy past the timeout, or its server away): one line on
-    stderr per spell, from whichever of its threads meets it first (the loop that claims; the heartbeat and the
-    notices thread for a server that is away), then nothing until one of them gets through again (`over`)."""
+    """What a worker says while the database holds it up: one line on stderr per spell.
+
+    The database holds it up when it is busy past the timeout or its server is away. The line comes from
+    whichever of its threads meets it first (the loop that claims; the heartbeat and the notices thread for a
+    server that is away), then nothing until one of them gets through again (`over`)."""
 
     def __init__(self, worker: str) -> None:
         self.worker = worker

@@ -1,11 +1,9 @@
-"""Whether a worker is alive: one rule for `tui-agent workers` and the TUI's Workers screen, so the two never
-disagree (how long ago a heartbeat was, format.ago says for both).
+"""Whether a worker is alive: one rule for `tui-agent workers` and the TUI's Workers screen, so they never disagree.
 
-Leases and heartbeats compare instants written by different processes. On one host they share one clock, so
-an instant in the future means a process whose clock runs ahead (only `TUI_AGENT_NOW`, a testing aid, does
-that). Such an instant reads "clock ahead 23h", never as a negative age, and such a worker is not called
-alive: its heartbeat says nothing about whether it beats now.
-"""
+How long ago a heartbeat was, format.ago says for both. On one host processes share one clock, so an instant in
+the future means a clock that runs ahead (only `TUI_AGENT_NOW`, a testing aid, does that): it reads "clock
+ahead 23h", never a negative age, and such a worker is not called alive.
+Why: docs/architecture.md, section 7.2 (One clock)."""
 
 from __future__ import annotations
 

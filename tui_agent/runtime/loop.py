@@ -1,11 +1,9 @@
-"""`ctx.agent_loop`: the model asks for tools, the tools answer, until the model ends its turn and the
-loop's own check (if any) passes.
+"""`ctx.agent_loop`: the model asks for tools, the tools answer, until the model ends its turn and the check passes.
 
-Every turn is one journaled model call and every tool result one journaled entry, so a resumed run goes on
-from the last one recorded without asking the model or running a tool again. A tool that fails, or input
-that does not fit its schema, goes back to the model as an error result and is reported with
-`ctx.failure`, so the plateau detector sees the same failure repeating. An effect tool goes through the
-effect ledger first, with a key built from what it means."""
+Every turn is one journaled model call and every tool result one journaled entry, so a resumed run goes on from
+the last one recorded. A tool that fails, or input that does not fit its schema, goes back to the model as an
+error result and is reported with `ctx.failure`, so the plateau detector sees it repeat. An effect tool goes
+through the effect ledger first, with a key built from what it means."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
-"""The worker's threads: each works one claimed run at a time (a `Turn`) on a store of its own, and is kept for
-the next claim; a thread the worker gave up on (its run was handed on while it was inside a call that would not
-return: runtime/deadlines.py) is left behind and replaced.
+"""The worker's threads: each works one claimed run at a time (a `Turn`) on a store of its own.
 
-The threads are daemon threads: a thread left behind in a call that never returns must not keep the process
-from exiting. One is made when a turn starts and none is idle, so at most `concurrency` threads are at work on
-turns the worker still waits for, however many are left behind. A thread's store is closed by that thread, as it
-ends (a sqlite3 connection can only be closed in the thread that made it, and the process's last close moves the
-WAL into the file before store/integrity.py records the state it left): an idle thread ends when the pool closes,
-a thread left behind when its call returns."""
+A thread is kept for the next claim; one the worker gave up on (runtime/deadlines.py) is left behind and
+replaced, so at most `concurrency` threads work on turns the worker still waits for. The threads are daemon
+threads, and each closes its own store as it ends (see `Pool`).
+Why: docs/architecture.md, section 7 (Workers)."""
 
 from __future__ import annotations
 
@@ -38,7 +34,10 @@ class Turn:
 
 
 class _Hand:
-    """One of the pool's threads and the inbox it takes its next turn from (None: end)."""
+    """One of the pool's threads and the inbox it takes its next turn from (None: end).
+
+    The thread is a daemon thread: one left behind in a call that never returns must not keep the process
+    from exiting."""
 
     def __init__(self, serve: Callable[[_Hand], None], name: str) -> None:
         self.inbox: queue.SimpleQueue[Turn | None] = queue.SimpleQueue()
@@ -91,6 +90,9 @@ class Pool:
                 if left:
                     return
         finally:
+            # Closed by this thread as it ends (an idle one when the pool closes, one left behind when its call
+            # returns): a sqlite3 connection can only be closed in the thread that made it, and the process's
+            # last close moves the WAL into the file before store/integrity.py records the state it left.
             if store is not None:
                 store.close()
 

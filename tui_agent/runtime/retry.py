@@ -1,10 +1,9 @@
-"""Retries for temporary errors only: exponential back-off with full jitter, the attempt count
-kept in the checkpoint (a crash between attempts does not reset it), and a long back-off turned
-into a durable wait instead of a held worker.
+"""Retries for temporary errors only: exponential back-off with full jitter, the attempt count in the checkpoint.
 
-A service that is not reachable (a dropped network, a server down or overloaded) is retried for a length of
-time, the policy's patience, rather than a number of attempts; how long the step has been failing is read back
-from the run's `retry` events, one per retried attempt (`record_retry`), so it survives crashes and waits."""
+A crash between attempts does not reset the count, and a long back-off becomes a durable wait instead of a
+held worker. A service that is not reachable is retried for the policy's patience rather than a number of
+attempts; how long the step has been failing is read back from the run's `retry` events (`record_retry`), so
+it survives crashes and waits."""
 
 from __future__ import annotations
 

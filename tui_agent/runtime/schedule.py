@@ -1,11 +1,9 @@
 """When schedules fire, and what a fire does.
 
-Cron expressions come from croniter, read as wall-clock times in the schedule's zone. Daylight
-saving is settled here, not by croniter: a wall time that occurs twice fires once, at its first
-occurrence; one that does not occur fires at the first instant after the gap. Each fire starts at
-most one run, keyed `schedule:<name>:<instant in UTC>`, so two processes ticking the same instant
-start one run; missed fires and overlapping runs follow the schedule's policies.
-"""
+Cron expressions (croniter) are wall-clock times in the schedule's zone; daylight saving is settled here: a
+wall time that occurs twice fires once, at its first occurrence; one that does not occur fires at the first
+instant after the gap. Each fire starts at most one run, keyed `schedule:<name>:<instant in UTC>`, so two
+processes ticking the same instant start one run; missed fires and overlapping runs follow the policies."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""The worker process: claims due runs, works up to N at once (a thread and a connection each),
-keeps their leases alive with one heartbeat thread, and on a stop signal finishes each run's
-current step, hands the runs back and exits. A database that is busy, or whose server is away (a
-restart), is waited out, said once on stderr. A run handed on while its thread was inside a call that
-would not return (a deadline passed, or a person took the run: runtime/deadlines.py) frees its slot at
-once; its thread is left behind, and past `LEFT_BEHIND_LIMIT` of them the worker claims no more and
-exits once its other runs are done, for its supervisor or timer to start a fresh one."""
+"""The worker process: claims due runs, works up to N at once, and on a stop signal hands them back and exits.
+
+Each run has a thread and a connection; one heartbeat thread keeps the leases alive; on a stop each run's
+current step finishes first. A busy database, or a server away, is waited out, said once on stderr. A run
+handed on while its thread was inside a call frees its slot at once; past `LEFT_BEHIND_LIMIT` threads left
+behind the worker claims no more and exits once its other runs are done. Why: docs/architecture.md, section 7."""
 
 from __future__ import annotations
 
@@ -38,9 +37,11 @@ LEFT_BEHIND_LIMIT = 3   # threads left inside calls that outlived their runs, pa
 
 
 class Served(NamedTuple):
-    """What `serve` did: each run's outcome, how many of its threads are still inside a call (their runs handed
-    back; the caller should end the process with os._exit, since they cannot be stopped), and why it stopped
-    claiming by itself (too many threads left behind), or None."""
+    """What `serve` did.
+
+    It holds each run's outcome, how many of its threads are still inside a call (their runs handed back; the
+    caller should end the process with os._exit, since they cannot be stopped), and why it stopped claiming by
+    itself (too many threads left behind), or None."""
 
     outcomes: list[Outcome]
     left_behind: int

@@ -1,24 +1,9 @@
-"""Traces of runs for OpenTelemetry: a run is one trace, each worker turn a span in it, each journaled call a span
-under its turn (docs/traces.md).
+"""Traces of runs for OpenTelemetry: a run is one trace, each worker turn a span in it, each journaled call a span.
 
-Tracing is on in a process whose environment sets `OTEL_EXPORTER_OTLP_ENDPOINT` or
-`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (spans go to that collector over OTLP, batched on a thread of their own), or
-`TUI_AGENT_TRACES=console` (each span a JSON line on stderr as it ends); `TUI_AGENT_TRACES=off` or
-`OTEL_SDK_DISABLED=true` turns it off. It is decided once per process, at its first turn. While it is off nothing
-of OpenTelemetry is imported, `turn` returns None and the runtime pays one `is None` test per call. With the
-endpoint set and the `otel` extra missing, one line on stderr says what to install and the process runs untraced.
-
-How the spans hang together: the trace id is derived from the run id alone (`trace_id`), so every turn of a run, in
-any process, lands in one trace. Each turn's span has as parent a span id also derived from the run id: the run's
-span, which the turn that ends the run (succeeded, failed, cancelled) emits, from the run's creation to its end. A
-run a person cancels while no worker holds it has no run span; its turns still share the trace. The calls a
-resumed turn replays from the journal are one `replay` span saying how many. A worker killed mid-turn never ends
-its turn's span, so that span is missing from the trace; the calls it had ended are there when they were
-exported before the kill (at once on the console, within the batch delay over OTLP).
-
-The turn's span is the current span while the agent's code runs, so spans that the agent's own libraries make
-through OpenTelemetry's global tracer provider (if the process sets one) hang under it.
-"""
+Tracing is on when the environment sets an OTLP endpoint or `TUI_AGENT_TRACES=console`, off with
+`TUI_AGENT_TRACES=off` or `OTEL_SDK_DISABLED=true`, decided once per process at its first turn. While it is
+off nothing of OpenTelemetry is imported and `turn` returns None. The turn's span is current while the agent's
+code runs. Why: docs/traces.md ("Turning it on", "How the spans hang together", "What is lost")."""
 
 from __future__ import annotations
 

@@ -40,8 +40,10 @@ def worker_name() -> str:
 
 
 def standing(store: Store, run: dict) -> str:
-    """What a run is now and what last happened to it (often another actor's decision), for a person who
-    expected something else: `is cancelled: person since 10:24:31 (cancelled by ada)`."""
+    """What a run is now and what last happened to it, for a person who expected something else.
+
+    What happened is often another actor's decision, as in `is cancelled: person since 10:24:31 (cancelled by
+    ada)`."""
     state = run["status"] + (f": {run['reason']}" if run["reason"] else "")
     last = last_event(store.conn, run["id"])
     return f"is {state}" + (f" since {clock_time(last['at'])} ({last['message']})" if last else "")

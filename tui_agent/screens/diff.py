@@ -1,12 +1,9 @@
-"""Diff: two runs side by side (`d` on the run screen, after picking the other run). The totals on top, then
-both timelines aligned by position, each row marked by what differs (name, result, cost, time), a fork's
-entries before its fork point shown once; the two results of the selected position below.
+"""Diff: two runs side by side (`d` on the run screen, after picking the other run).
 
-Like the run screen, it holds a stretch of the rows (paging.Window over diff.aligned_page: the same position
-range of both journals, a page at a time) and reads on as the cursor nears an end, so a diff of two
-100,000-step runs opens reading one page. The first divergence is searched in a thread worker, a page at a time
-on a connection of its own; the worker only posts `DiffScreen.DivergenceFound`, and the screen marks the row
-and offers `n` to jump there."""
+The totals on top, then both timelines aligned by position, each row marked by what differs, and the two
+results of the selected position below. Like the run screen it holds a page of the rows at a time, and the
+first divergence is searched in a thread worker (`DiffScreen.DivergenceFound`; `n` jumps there).
+See docs/tui.md, "What the screens show"."""
 
 from __future__ import annotations
 

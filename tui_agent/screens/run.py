@@ -1,11 +1,9 @@
-"""Run: understand one run and act on it. The timeline of its journal on the left, the selected entry
-on the right; budget gauges, the effect ledger, the events and the checkpoint below (side by side on a
-large terminal, as tabs on a small one). Reads through report.py; acts through run_actions and operate.py;
-re-reads in place on DataChanged, on the session's reader thread (tui_agent/session.py), and paints when it answers.
+"""Run: understand one run and act on it.
 
-A run may be 100,000 steps long, so the screen holds a stretch of each list (paging.Window: a page of the
-timeline, of the events, of the ledger) and reads the next page as the cursor nears an end; home, end, g and
-N read the page they land on. Opening a run reads its row, its checkpoint, its counts and one page of each."""
+The timeline of its journal on the left, the selected entry on the right; budget gauges, the effect ledger,
+the events and the checkpoint below (side by side on a large terminal, as tabs on a small one). Reads through
+report.py, on the session's reader thread after DataChanged; acts through run_actions and operate.py. It holds
+a page of each list at a time (paging.Window), so a 100,000-step run opens reading one page of each."""
 
 from __future__ import annotations
 

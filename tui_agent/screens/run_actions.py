@@ -158,8 +158,10 @@ def why_not_fork(session: Session, run: dict, position: int | None = None) -> tu
 
 
 def fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
-    """A new run keeping the journal before the selected position, which runs anew (no selection: all the run
-    recorded, so the new run goes on from where this one stopped); asks first, then opens the new run."""
+    """Fork a new run that keeps the journal before the selected position, asking first, then open it.
+
+    The selected position runs anew; with no selection the new run keeps all the run recorded and goes on from
+    where this one stopped."""
     run = get_run(session.reader, run_id)
     position, why = why_not_fork(session, run, item.position if item else None)
     name = item.name if item else None
@@ -199,9 +201,11 @@ def run_editor(session: Session, argv: list[str]) -> int:
 
 
 def edit_fork(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
-    """`e`: the selected step's result or model reply in the person's editor (editing.py: a private file, removed
-    afterwards), checked by operate.py's rules; then, asked first, a fork from that position with the edit in
-    place of the recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`); opens the new run."""
+    """`e`: edit the selected step's result or model reply, then fork from that position with the edit.
+
+    The entry opens in the person's editor (editing.py: a private file, removed afterwards) and is checked by
+    operate.py's rules. Then, asked first, a fork is made from that position with the edit in place of the
+    recorded entry (operate.fork_edited, as `tui-agent fork RUN --edit N`), and the new run opens."""
     if item is None or item.pending:
         session.app.notify(f"{run_id}: select a step or a model reply in the timeline first", severity="warning")
         return
@@ -256,10 +260,11 @@ SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest s
 
 
 def act_on_marked(session: Session, run_ids: list[str], action: str, after: Callable[[operate.Decided], None]) -> None:
-    """The marked runs together: one confirmation that says how many runs are marked and which of the bulk actions
-    applies to how many of them (operate.py's rules, read now), `action` chosen first; then operate.bulk, each run in
-    its own write, and a toast with the summary and what stood in the way of the others. `after(decided)` hears
-    what was done."""
+    """Act on the marked runs together, after one confirmation.
+
+    The confirmation says how many runs are marked and which of the bulk actions applies to how many of them
+    (operate.py's rules, read now), `action` chosen first. Then operate.bulk runs each run in its own write, and a
+    toast gives the summary and what stood in the way of the others. `after(decided)` hears what was done."""
     preview = operate.bulk_preview(session.reader, run_ids)
 
     def chosen(answer: tuple[str, str | None] | None) -> None:

@@ -124,9 +124,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
 
     def _read(self, store: Store, limit: int, section: int = 0, before: tuple[float, str] | None = None,
               ) -> tuple[list[dict], tuple[int, tuple[float, str] | None] | None]:
-        """Up to `limit` rows from `_sections()[section]` after the keyset cursor `before` (from its newest
-        without one), going on to the next section from its newest when one runs out; and where the page
-        after these starts (section and cursor), None when every section ran out."""
+        """Up to `limit` rows from `_sections()[section]` after the cursor `before`, and where the next page starts.
+
+        Without `before` the section is read from its newest. When a section runs out, the rows go on from the
+        next section's newest. The next page's start is a section and cursor, None when every section ran out."""
         sections = self._sections()
         if self.refused:
             return [], None

@@ -1,10 +1,9 @@
-"""Crash it yourself: the nightly report on the real runtime, one boundary per key press. The scenario runs in
-its own thread and throw-away store (sim/stepper.py); this screen only sends it commands and shows each stop.
+"""Crash it yourself: the nightly report on the real runtime, one boundary per key press.
 
-It opens at the document's defaults, and keys 0-4 walk the document's steps (5-7 go further). A key pressed
-while the scenario is still on its way acts at the stop it reaches next, in order; step back goes through the
-same presses again less the last one. Notices take the title's line for a moment, one at a time, so nothing
-ever covers the counts or the Why."""
+The scenario runs in its own thread and throw-away store (sim/stepper.py); this screen sends it commands and
+shows each stop. Keys 0-4 walk the document's steps (5-7 go further); a key pressed on the way acts at the
+next stop, in order; step back replays the presses less the last one. Notices take the title's line, one at a
+time, so nothing covers the counts or the Why. Why: docs/architecture.md, section 9.1."""
 
 from __future__ import annotations
 

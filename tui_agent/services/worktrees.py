@@ -1,17 +1,9 @@
-"""The worktrees the coding agents made: what git knows (`git worktree list --porcelain` of each repository a run
-names) joined with the runs whose journal names them, and their removal once those runs have ended.
+"""The worktrees the coding agents made, joined with the runs that name them, and their removal once those ended.
 
-A coding agent names its worktree in a step result among its run's first entries (store/coding_runs.WITHIN): an object with the
-`repo`, `worktree` and `branch` that agents/worktree.create returns (patch and refactor-imports record it at #1);
-any agent that records it so is listed, whatever its name. A fork carries the entries before its fork point, so
-each run of a family that goes on in one worktree names it; the worktree may go only once every one of them has
-ended (succeeded, failed or cancelled: a parked run resumes into it), and only while it holds nothing a commit does
-not (git refuses to remove it otherwise). Its branch stays, so a merged branch can then be deleted with `git branch
--d`. A run imported from another database is left out: the worktree it names is its source's.
-
-The runs' states, and every run of their families (a fork made since the listing included), are read again inside
-the write that removes it, holding the writers' lock while git removes the folder, so no resume or fork of those
-runs commits in between."""
+Git's list (`git worktree list --porcelain` of each repository a run names) is joined with the runs whose
+journal names each worktree (`listing`). A worktree goes only once every run of its family has ended and it
+holds nothing a commit does not (`why_not_remove`, `remove`); its branch stays. An imported run is left out.
+Why: docs/coding-agents.md, "Tidying up: worktrees and pull requests"."""
 
 from __future__ import annotations
 
@@ -30,9 +22,10 @@ from ..store.events import add_event
 
 @dataclass
 class Worktree:
-    """One worktree git knows, with the runs that name it (oldest first: the last one is the newest) and what
-    its branch is to the repository: `onto`, where the run meant it to go (the repository's current branch when the
-    run did not say), and whether it is merged there."""
+    """One worktree git knows, with the runs that name it and what its branch is to the repository.
+
+    The runs come oldest first, so the last one is the newest. `onto` is where the run meant the branch to go
+    (the repository's current branch when the run did not say), and `merged` whether it is merged there."""
 
     path: str
     repo: str
@@ -82,8 +75,14 @@ def _named(store: Store, run_ids: list[str] | None = None) -> dict[str, tuple[di
 
 
 def listing(store: Store, run_ids: list[str] | None = None) -> list[Worktree]:
-    """The worktrees git knows that runs (every run, or `run_ids`) name, repository by repository; a repository
-    that is gone, or no longer a repository, has none."""
+    """The worktrees git knows that runs (every run, or `run_ids`) name, repository by repository.
+
+    A repository that is gone, or no longer a repository, has none. A coding agent names its worktree in a step
+    result among its run's first entries (store/coding_runs.WITHIN): an object with the `repo`, `worktree` and
+    `branch` that agents/worktree.create returns (patch and refactor-imports record it at #1); any agent that
+    records it so is listed, whatever its name. A fork carries the entries before its fork point, so each run of a
+    family that goes on in one worktree names it. A run imported from another database is left out: the worktree
+    it names is its source's."""
     named = _named(store, run_ids)
     found = []
     for repo in sorted({place["repo"] for place, _ in named.values()}):
@@ -155,9 +154,14 @@ def why_not_remove(tree: Worktree) -> str | None:
 
 
 def remove(store: Store, tree: Worktree, who: str, at: float) -> Worktree:
-    """Remove the worktree once its runs, read again, have all ended (see the module); an event on each run says
-    so and how to delete the branch. Returns the worktree as it was read last; raises ValueError with why it stays
-    (why_not_remove) or why git refused."""
+    """Remove the worktree once its runs, read again, have all ended.
+
+    The runs' states, and every run of their families (a fork made since the listing included), are read again
+    inside the write that removes it, holding the writers' lock while git removes the folder, so no resume or fork
+    of those runs commits in between. Ended means succeeded, failed or cancelled (a parked run resumes into it),
+    and git refuses to remove a worktree that holds what no commit does. Its branch stays, so a merged branch can
+    then be deleted with `git branch -d`; an event on each run says so and how. Returns the worktree as it was read
+    last; raises ValueError with why it stays (why_not_remove) or why git refused."""
     with store.write() as conn:   # held while git removes it: no resume or fork of its runs commits meanwhile
         kin = {run_id for run in tree.runs for run_id in family(store, run["id"])}
         tree.runs = runs_shown(conn, sorted(kin))

@@ -51,9 +51,10 @@ def _sender(settings: Settings, world: World):
 
 
 def _told(settings: Settings, world: World, key: str) -> dict:
-    """What the runtime is told about the email service, which decides what it does about a send in doubt:
-    `resend` claims a key protects it forever (the naive policy, no window); `ask-service` gives it the
-    lookup when there is a saved key to look up; `ask-person` tells it nothing, so it asks a person."""
+    """What the runtime is told about the email service, which decides what it does about a send in doubt.
+
+    `resend` claims a key protects it forever (the naive policy, no window). `ask-service` gives it the lookup
+    when there is a saved key to look up. `ask-person` tells it nothing, so it asks a person."""
     usable = settings.key in ("saved", "meaning")
     told = {"service": "the email service",
             "lookup": None, "dedupe_ttl_s": None, "lookup_ttl_s": DAY_S}

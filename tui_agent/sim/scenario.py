@@ -1,11 +1,9 @@
-"""One execution of the scenario: worker 1 works the nightly report on the real runtime, in a throw-away
-store on a clock of its own, and crashes where the settings (or a teacher at the keyboard) say; worker 2
-starts on that clock after the chosen delay and carries on from whatever worker 1 left on disk.
+"""One execution of the scenario: worker 1 crashes where the settings say, worker 2 carries on from what it left.
 
-The timeline rows are what the runtime and the world reported while it ran: the runtime's fault points
-(with `faults.watching`) and its step observer, the services' own counters, and the email's row in the
-effect ledger as the store itself recorded each of its states (a trigger of the throw-away store, so a
-state a crash rolled back never shows). Nothing is looked up."""
+Both work the nightly report on the real runtime, in a throw-away store on a clock of its own; worker 2 starts
+after the chosen delay. The timeline rows are what the runtime and the world reported: the fault points
+(`faults.watching`), the step observer, the services' counters, and the email's ledger row as the store
+recorded each state (a trigger, so a state a crash rolled back never shows). Nothing is looked up."""
 
 from __future__ import annotations
 
@@ -143,8 +141,10 @@ def _usable(key: str) -> str | None:
 
 
 class Scenario:
-    """Run once with `run()`; `pause` is asked at every stop (by default: crash worker 1 where the settings
-    say), `decide` whenever the run waits for a person (by default nobody answers)."""
+    """A simulated run, run once with `run()`.
+
+    `pause` is asked at every stop (by default: crash worker 1 where the settings say), `decide` whenever the
+    run waits for a person (by default nobody answers)."""
 
     def __init__(self, settings: Settings, pause: Pause | None = None, decide: Decide | None = None,
                  seed: int = 0) -> None:
@@ -301,8 +301,10 @@ class Scenario:
 
 
 def _because(settings: Settings, message: str | None) -> str:
-    """Why the run waits: where the runtime was told nothing (the setting chose that), the setting's reason;
-    else the runtime's own words, without the command it suggests (the simulator has its own keys)."""
+    """Why the run waits.
+
+    Where the runtime was told nothing (the setting chose that), it is the setting's reason; else the runtime's
+    own words, without the command it suggests (the simulator has its own keys)."""
     if settings.after_crash == "ask-person":
         return "the policy after a crash is to ask a person"
     if settings.after_crash == "ask-service" and settings.key in ("none", "at-send"):

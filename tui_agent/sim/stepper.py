@@ -41,7 +41,9 @@ class View:
 
 
 class Stepper:
-    """`start()`, then `command()` at each stop; `close()` whenever the screen lets go, started or not."""
+    """The scenario run one stop at a time, for the simulator screen.
+
+    Call `start()`, then `command()` at each stop; `close()` whenever the screen lets go, started or not."""
 
     def __init__(self, settings: Settings, presses: Sequence[str] = (), seed: int = 0) -> None:
         self.settings = settings

@@ -14,8 +14,9 @@ COUNTS = (("fetches", "fetches"), ("model_calls", "model calls"), ("reports_writ
 
 
 def lessons_matrix() -> Iterator[tuple[str, Settings]]:
-    """Each lesson's settings (every part: `3.1`, `3.2`) with every crash point, the document's steps first;
-    the simulator's own lessons after them, marked `(further)`."""
+    """Each lesson's settings with every crash point, the document's steps first.
+
+    Every part of a lesson counts (`3.1`, `3.2`); the simulator's own lessons come after them, marked `(further)`."""
     for lesson in LESSONS:
         for part, phase in enumerate(lesson.phases, 1):
             name = f"{lesson.number}" + (f".{part}" if len(lesson.phases) > 1 else "")

@@ -1,17 +1,9 @@
-"""Where a run's artifacts live (large step results, reports and other files meant for the operator), decided
-here for every reader and writer.
+"""Where a run's artifacts live (large step results, reports, files for the operator), for every reader and writer.
 
-A SQLite store keeps them as files in its data folder, beside the database, unless its meta says it keeps them in
-its table (`IN_TABLE_META`: an export file, which is one file whole). A server store serves workers on several
-machines, where no folder beside the database exists: it keeps them in its `artifacts` table, unless the user
-names a folder every machine shares (`--data DIR`, TUI_AGENT_DATA), which then holds them as files laid out as on
-SQLite. Either way an artifact is named by the same relative path (`artifacts/<run id>/<name>`, what
-the journal's `artifact` column holds). The agents' own data (sample sources, fetch log, outbox, worktrees,
-worker logs) is not an artifact: it stays in `store.data_dir`, per machine for a server.
-
-Every read and write goes through here and stays inside the artifacts: a name that is absolute, holds `..`, is not
-under `artifacts/`, leads out through a link, or is not a regular file is `NotAnArtifact`, before anything is read
-or written (so `tui-agent artifact` prints nothing else: not /etc/passwd, not the database file)."""
+A SQLite store keeps them as files in its data folder, unless its meta says its table holds them
+(`IN_TABLE_META`: an export file); a server store in its `artifacts` table, unless `--data DIR` names a shared
+folder. Either way an artifact is named `artifacts/<run id>/<name>`. The agents' own data is not an artifact.
+Every name is confined to the artifacts (`NotAnArtifact`). Why: docs/architecture.md, sections 5 and 12."""
 
 from __future__ import annotations
 
@@ -35,8 +27,10 @@ _UPSERT = ("INSERT INTO artifacts (path, content, size, created_at) VALUES (?, ?
 
 
 class NotAnArtifact(OSError):
-    """A name that is not one of the runs' artifacts (see the module): an OSError (EACCES) whose `strerror` says
-    why, so a reader that takes an unreadable artifact in its stride (diff, copy) takes this one too."""
+    """A name that is not one of the runs' artifacts, as the module defines them.
+
+    It is an OSError (EACCES) whose `strerror` says why, so a reader that takes an unreadable artifact in its
+    stride (diff, copy) takes this one too."""
 
 
 def folder(store: Store) -> Path | None:
@@ -75,7 +69,11 @@ def well_formed(relative: str | None) -> bool:
 
 
 def confined(store: Store, relative: str) -> str:
-    """`relative` as an artifact's relative path (normalised: `artifacts/<run id>/...`), or NotAnArtifact."""
+    """`relative` as an artifact's relative path (normalised: `artifacts/<run id>/...`), or NotAnArtifact.
+
+    A name that is absolute, holds `..`, is not under `artifacts/`, leads out through a link, or is not a regular
+    file is refused before anything is read or written, so `tui-agent artifact` prints nothing else: not
+    /etc/passwd, not the database file."""
     if not well_formed(relative):
         root = folder(store)
         kept = f"artifact:{HOME}/RUN/NAME in the database" if root is None else f"the files under {root / HOME}"
@@ -149,10 +147,12 @@ def load(store: Store, relative: str) -> bytes:
 
 
 def read(store: Store, named: str) -> bytes:
-    """An artifact by any name a person has for it: what `where` printed (a file's path, relative when the
-    database's path is, or artifact:<relative path>), its relative path, or the path `where` printed for the
-    database a copy was made from (`.../artifacts/<run id>/...` of a run this database holds: the copy's own
-    artifact at that relative path, on whichever machine). Any other name is NotAnArtifact."""
+    """An artifact by any name a person has for it; any other name is NotAnArtifact.
+
+    A name is what `where` printed (a file's path, relative when the database's path is, or artifact:<relative
+    path>), its relative path, or the path `where` printed for the database a copy was made from
+    (`.../artifacts/<run id>/...` of a run this database holds: the copy's own artifact at that relative path,
+    on whichever machine)."""
     if named.startswith(IN_TABLE):
         return load(store, named.removeprefix(IN_TABLE))
     root = folder(store)

@@ -87,9 +87,11 @@ class Connection(Protocol):
 
 def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
                     newest_first: bool = False) -> list[dict]:
-    """A page of a run's rows of `table` (unique on run_id, generation, position) in (generation, position)
-    order by a keyset cursor: the rest of the cursor's generation, then the generations beyond it (two ranges
-    of the index, so a page costs the same anywhere in a run of any length)."""
+    """A page of a run's rows of `table`, in (generation, position) order, after a keyset cursor.
+
+    `table` is unique on run_id, generation, position. The page is the rest of the cursor's generation, then
+    the generations beyond it: two ranges of the index, so a page costs the same anywhere in a run of any
+    length."""
     op, order = ("<", "DESC") if newest_first else (">", "ASC")
     rows: list[dict] = []
     if after is not None:
@@ -154,15 +156,16 @@ T = TypeVar("T")
 
 
 def write_once(store: Store, run_id: str, write: Callable[[], T], committed: Callable[[], T | None]) -> T:
-    """`write()`: a transaction of a run's worker whose rows `committed()` can find by their key and fence
-    (returning what `write()` returns; None when they are not there). When the connection drops under it (a
-    server restart, an administrator, the network), whether it committed is unknown: once a connection answers
-    again (a worker's run waits for one while its lease allows, `patience`), the run's row is locked, which
-    waits for a cut transaction that still holds it (every such write locks that row before it writes), and
-    `committed()` reads. Found, nothing is written again; not found, `write()` runs again under its own checks
-    (a run taken meanwhile refuses it). Should the cut write's session have lived on and committed beside the
-    second, the rows' unique key refuses one of the two, and a refused second is read back. So it is never
-    written twice and never reported lost."""
+    """Run `write()` as a run's worker's transaction that is never written twice and never reported lost.
+
+    Its rows must be found by `committed()` by their key and fence; it returns what `write()` returns, or None
+    when they are not there. When the connection drops under it (a server restart, an administrator, the
+    network), whether it committed is unknown: once a connection answers again (a worker's run waits for one
+    while its lease allows, `patience`), the run's row is locked, which waits for a cut transaction that still
+    holds it (every such write locks that row before it writes), and `committed()` reads. Found, nothing is
+    written again; not found, `write()` runs again under its own checks (a run taken meanwhile refuses it).
+    Should the cut write's session have lived on and committed beside the second, the rows' unique key refuses
+    one of the two, and a refused second is read back."""
     cut = False
     while True:
         try:
@@ -250,11 +253,13 @@ class Store:
         raise NotImplementedError
 
     def write_shared(self) -> Any:
-        """A writer's transaction whose every check is a row condition in its own statements (a fence, an
-        expected status, with a rowcount check; the first statement locks the run's row), so it need not exclude
-        other such writers, only `write()`'s, which read and then decide: on a server they commit side by side
-        (workers on several machines add throughput), while a `write()` waits for them all and they for it. A
-        SQLite file has one write lock: there it is `write()`."""
+        """A writer's transaction that may commit beside other such writers, because its checks are row conditions.
+
+        Every check is a row condition in its own statements (a fence, an expected status, with a rowcount
+        check; the first statement locks the run's row), so it need not exclude other such writers, only
+        `write()`'s, which read and then decide. On a server they commit side by side (workers on several
+        machines add throughput), while a `write()` waits for them all and they for it. A SQLite file has one
+        write lock: there it is `write()`."""
         return self.write()
 
     def stopped(self, error: DatabaseError) -> EnvironmentStop | None:

@@ -15,8 +15,10 @@ _NAMING = ("SELECT j.run_id, j.result FROM runs r JOIN {table} j ON j.run_id = r
 
 
 def naming_worktrees(conn: sqlite3.Connection, run_ids: list[str] | None = None) -> Iterator[tuple[str, str]]:
-    """(run id, step result) of each step among the first WITHIN entries of a run's current generation whose
-    result mentions a worktree, of every run (none imported) or of `run_ids`: a few index seeks per run."""
+    """The (run id, step result) of each early step whose result mentions a worktree.
+
+    The steps are among the first WITHIN entries of a run's current generation, of every run (none imported) or
+    of `run_ids`: a few index seeks per run."""
     among, params = "", ()
     if run_ids is not None:
         among, params = f" AND r.id IN ({', '.join('?' * len(run_ids))})", tuple(run_ids)

@@ -1,12 +1,9 @@
 """The programs `ctx.run_command` starts, one row each, committed before the program runs.
 
-A row holds the program's process group (it leads it: the group's id is its pid), the time that process started
-and the host it runs on, written while the program is still held at its gate (runtime/commands.py). So a worker
-killed with `kill -9` leaves a row `running` under a fence that is no longer the run's, and the next claim of the
-run ends what is left of that group (`end_left`, inside the claim's write) before the run's code touches
-anything: a coding agent never outlives its worker past the next claim. A program on another host cannot be
-reached from here: its row says so (`gone`), and its own worker's lapsed lease kills it there
-(runtime/control.py)."""
+A row holds the program's process group, its leader's start time and its host, written while the program is
+held at its gate (runtime/commands.py). The next claim after a `kill -9` ends what is left of that group
+(`end_left`) before the run's code goes on; a program on another host is marked `gone`.
+Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 
 from __future__ import annotations
 

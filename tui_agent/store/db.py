@@ -57,9 +57,11 @@ def read_only_uri(path: str | os.PathLike) -> str:
 
 
 def read_only(path: str | os.PathLike, timeout_s: float = 5.0) -> sqlite3.Connection:
-    """A connection that can only read the file at `path` (SQLite's read-only URI): never Python's open(), whose
-    closing would drop this process's POSIX locks on the file (see `_read_version`). Where SQLite cannot make the
-    WAL's index beside the file (`as_it_is`), the file is read as it is."""
+    """A connection that can only read the file at `path`, through SQLite's read-only URI.
+
+    It never uses Python's open(), whose closing would drop this process's POSIX locks on the file (see
+    `_read_version`). Where SQLite cannot make the WAL's index beside the file (`as_it_is`), the file is read as
+    it is."""
     conn, _ = as_it_is(sqlite3.connect(read_only_uri(path), uri=True, timeout=timeout_s), Path(path))
     return conn
 
@@ -114,8 +116,10 @@ def _read_version(path: Path) -> int:
 
 
 def _unreadable(error: sqlite3.Error, path: Path) -> Exception:
-    """Why the file's schema version could not be read: not ours (exit 2), or the environment's (exit 4: held
-    by another program past the busy timeout, a full disk, a damaged page after a SQLite header)."""
+    """Why the file's schema version could not be read: not ours, or the environment's.
+
+    Not ours is exit 2. The environment's is exit 4: the file held by another program past the busy timeout, a
+    full disk, or a damaged page after a SQLite header."""
     name, text = getattr(error, "sqlite_errorname", "") or "", str(error)
     if "no such table" in text:
         return StoreError(f"{path} is a SQLite database but not tui-agent's (it has no meta table); pass another --db")
@@ -211,8 +215,10 @@ class _Write(Write):
 
 
 class SqliteStore(Store):
-    """The per-user SQLite file: one connection in autocommit mode; writers use `write()` (or `write_one`), the
-    first of which refuses a damaged file (store/integrity.py) or one that can only be read as it is (`as_it_is`)."""
+    """The per-user SQLite file, behind one connection in autocommit mode.
+
+    Writers use `write()` (or `write_one`), the first of which refuses a damaged file (store/integrity.py) or
+    one that can only be read as it is (`as_it_is`)."""
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True, any_thread: bool = False) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor
@@ -337,12 +343,11 @@ class SqliteStore(Store):
 
 def open_store(path: str | os.PathLike | None = None, durability: str = "full", create: bool = True, *,
                any_thread: bool = False, statement_timeout_s: float | None = None) -> Store:
-    """The database at `path` (None: the per-user default): a SQLite file, or a PostgreSQL server's database
-    named by a postgresql:// URL.
+    """The database at `path`, a SQLite file or a PostgreSQL server's database named by a postgresql:// URL.
 
-    `any_thread`: the connection may be handed to another thread, used by one thread at a time (a psycopg
-    connection always may be). `statement_timeout_s`: on PostgreSQL, a statement that runs longer is cancelled,
-    the environment's BUSY stop (SQLite's readers never wait on a writer, so it has none)."""
+    `path` None is the per-user default. `any_thread`: the connection may be handed to another thread, used by one
+    thread at a time (a psycopg connection always may be). `statement_timeout_s`: on PostgreSQL, a statement that
+    runs longer is cancelled, the environment's BUSY stop (SQLite's readers never wait on a writer, so it has none)."""
     if path is not None and is_url(path):
         # psycopg is an optional extra: imported only for a URL
         from .postgres import PostgresStore

@@ -54,8 +54,10 @@ class Diagnosis:
 
 
 def diagnose(path: str | os.PathLike, full: bool = False) -> Diagnosis:
-    """Every check of the database at `path` (`full`: integrity_check rather than quick_check); a
-    postgresql:// URL gets the server's checks (doctor_postgres.py's are here too, below)."""
+    """Every check of the database at `path`.
+
+    `full` runs integrity_check rather than quick_check. A postgresql:// URL gets the server's checks
+    (doctor_postgres.py's are here too, below)."""
     if is_url(path):
         return diagnose_postgres(str(path), full)
     path = Path(path)

@@ -23,8 +23,10 @@ def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: 
 
 
 def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
-    """The ledger is unique by key: a confirmed row anywhere in the database means done, and so does the key of a
-    confirmed effect whose run prune removed (kept_keys: `run_id` and `result` as the row had them)."""
+    """The confirmed effect with `key` (other than `except_id`) anywhere in the database, or None.
+
+    The ledger is unique by key: a confirmed row anywhere means done, and so does the key of a confirmed effect
+    whose run prune removed, found in kept_keys (its row: `run_id` and `result` as the row had them)."""
     return one_row(conn.execute("SELECT * FROM effects WHERE key = ? AND state = ? AND id != ?"
                              " ORDER BY id LIMIT 1", (key, EffectState.CONFIRMED, except_id))) or one_row(
         conn.execute("SELECT run_id, result FROM kept_keys WHERE kind = 'effect' AND key = ?", (key,)))

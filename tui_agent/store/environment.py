@@ -16,8 +16,9 @@ UNREACHABLE = "unreachable"   # a database server that cannot be reached (Postgr
 
 
 class ConnectionLost(EnvironmentStop):
-    """The server's connection dropped under a statement (a restart, an administrator, the idle timeout): a
-    transaction it was in is rolled back, unless its COMMIT was in flight, when whether it committed is unknown
+    """The server's connection dropped under a statement, by a restart, an administrator or the idle timeout.
+
+    A transaction it was in is rolled back, unless its COMMIT was in flight, when whether it committed is unknown
     until it is read back (base.write_once does so for a journal entry and a model call's attempt). `kind` says
     whether a new connection opened at once (BUSY: only the session ended) or not (UNREACHABLE: the server is
     away)."""

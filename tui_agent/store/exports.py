@@ -1,23 +1,9 @@
-"""`tui-agent export RUN... -o FILE` and `tui-agent import FILE [--adopt]`: chosen runs carried to another database
-(a colleague's, a test suite's), to be read, diffed, replayed and forked there.
+"""`tui-agent export RUN... -o FILE` and `tui-agent import FILE [--adopt]`: chosen runs carried to another database.
 
-An export is a copy (copying.py) of a chosen set of runs: a new tui-agent SQLite database holding them and the runs
-they were forked from, with every row naming them in the tables `exported_tables` lists (the run, its checkpoint,
-journal, effects, model calls and request parts, approvals and events) and their artifacts as rows of its
-`artifacts` table (store/artifacts.py IN_TABLE_META), so the one file is all of it: `--db FILE` opens it as it is.
-Its meta row `export` says which runs were asked for, from which database and when. The source is read in one
-snapshot; the file is made in a temporary folder beside FILE and linked into place once whole (an existing FILE
-is replaced only with `force`).
-
-`import` reads nothing it has not checked: the file must be a SQLite database that export made, at this schema
-version, whole (every page its header counts is there, and quick_check passes); anything else is one line and
-nothing is written anywhere. Then everything happens in one writer's transaction on the target, refused first if
-one of the file's run ids is there already, or one of its ledger keys (an effect's key, a run's `start --key`):
-two ledgers that disagree about one effect cannot be merged. Run ids are kept, so every path and reference stays
-valid; the rows' own numbers (events, effects, approvals) are drawn from the target's counters. Each run is
-marked imported (store/imported.py): for reading, never for resuming, since its source may still run it. With
-`adopt`, the runs asked for at export are taken over instead, only when each is ended or parked in the file, with
-an event saying its source must not resume it; the runs they were forked from come for reading."""
+An export is a new tui-agent SQLite database of the runs, their ancestry and their artifacts (`export_runs`),
+to be read, diffed, replayed and forked there (`--db FILE` opens it as it is). An import checks the file first,
+then loads it in one transaction, refused on a clash of run ids or ledger keys (`import_runs`).
+Why: docs/operating.md, "One run, anywhere: export and import"."""
 
 from __future__ import annotations
 
@@ -74,9 +60,10 @@ def exported_tables() -> list[Table]:
 
 @dataclass(frozen=True)
 class Carried:
-    """What an export wrote or an import loaded: the runs asked for (`named`), the runs they were forked from
-    (`ancestry`), those taken over (`adopted`), the rows and artifacts per table (copying.Tally.counts), and the
-    export's source and time."""
+    """What an export wrote or an import loaded.
+
+    It holds the runs asked for (`named`), the runs they were forked from (`ancestry`), those taken over
+    (`adopted`), the rows and artifacts per table (copying.Tally.counts), and the export's source and time."""
 
     named: list[str]
     ancestry: list[str]
@@ -89,8 +76,14 @@ class Carried:
 # --- export ---------------------------------------------------------------------------------------------------
 
 def export_runs(source: Store, run_refs: Sequence[str], output: str, force: bool = False) -> Carried:
-    """Write the runs `run_refs` name (any unique prefixes), with their ancestry, to the new SQLite file `output`
-    (see the module); a file that exists is replaced only with `force`, whole or not at all."""
+    """Write the runs `run_refs` name (any unique prefixes), with their ancestry, to the new SQLite file `output`.
+
+    An export is a copy (copying.py): every row naming the runs in the tables `exported_tables` lists (the run, its
+    checkpoint, journal, effects, model calls and request parts, approvals and events), and their artifacts as rows
+    of its `artifacts` table (store/artifacts.py IN_TABLE_META), so the one file is all of it. Its meta row `export`
+    says which runs were asked for, from which database and when. The source is read in one snapshot; the file is
+    made in a temporary folder beside `output` and linked into place once whole. A file that exists is replaced
+    only with `force`, whole or not at all."""
     named = list(dict.fromkeys(resolve_run(source, ref) for ref in run_refs))
     out = Path(output)
     if out.is_dir():
@@ -153,9 +146,10 @@ def _label(store: Store) -> str:
 # --- import ---------------------------------------------------------------------------------------------------
 
 def read_export(path: str) -> dict:
-    """The `export` meta of the file at `path`, once it is checked to be a whole export of this schema version;
-    else a UserError that says what the file is (nothing is written: the file is read through SQLite's read-only
-    connection)."""
+    """The `export` meta of the file at `path`, once it is checked to be a whole export of this schema version.
+
+    Otherwise a UserError says what the file is. Nothing is written: the file is read through SQLite's read-only
+    connection."""
     file = Path(path)
     if not file.is_file():
         raise UserError(f"{path} is {'a folder' if file.is_dir() else 'not there'}; name a file tui-agent export made")
@@ -221,9 +215,17 @@ def open_export(path: str, adopt: bool = False) -> tuple[Store, dict]:
 
 
 def import_runs(source: Store, meta: dict, target: Store, file: str, adopt: bool, who: str) -> Carried:
-    """Load the export `source` (its `meta`, read from `file`: as open_export gave them, which refused what cannot
-    be adopted) into `target` in one transaction (see the module); refused, with nothing written, on a clash of run
-    ids or ledger keys. `who` adopts the runs asked for at export when `adopt` says so."""
+    """Load the export `source` into `target` in one transaction.
+
+    Its `meta` is read from `file`, as open_export gave them: the file must be a SQLite database that export made,
+    at this schema version, whole (every page its header counts is there, and quick_check passes), and open_export
+    refused what cannot be adopted. A clash of run ids or ledger keys (an effect's key, a run's `start --key`)
+    refuses it, with nothing written: two ledgers that disagree about one effect cannot be merged. Run ids are
+    kept, so every path and reference stays valid; the rows' own numbers (events, effects, approvals) are drawn
+    from the target's counters. Each run is marked imported (store/imported.py): for reading, never for resuming,
+    since its source may still run it. `who` adopts the runs asked for at export when `adopt` says so: only when
+    each is ended or parked in the file, with an event saying its source must not resume it; the runs they were
+    forked from come for reading."""
     at = now()
     files = Artifacts(source, target)
     tally = Tally(0, None, files)

@@ -1,15 +1,9 @@
-"""Who holds a running run, and whether a claim may take it before its lease ends: when its worker is on this
-host, that worker's process is verifiably gone, and nothing is left of its process group (or only what the
-claim kills first).
+"""Who holds a running run, and whether a claim may take it before its lease ends.
 
-Verifiably gone needs all of: the worker's row carries this host's id (store/host.py; a row an older tui-agent
-wrote has none), its process's start time (so a later process given the same pid is not taken for it), and its
-process group. A worker that led its group (as one started from a shell, by systemd, cron or the TUI does) has
-what its steps started in that group: a claim kills what is left of it and waits for it to end. A worker that
-did not lead its group shares it with another program, which is never killed: its runs can be taken only once
-that group is empty. Anything else (a worker on another host, a process still there, paused or hung, a group
-that survived the kill) leaves the run to its lease, whose rules are unchanged.
-"""
+It may when the worker is on this host, its process is verifiably gone (its row's host id, process start time
+and process group say so) and nothing is left of its process group, or only what the claim kills first. A
+group the worker did not lead is never killed. Anything else leaves the run to its lease.
+Why: docs/architecture.md, section 7 (Workers)."""
 
 from __future__ import annotations
 
@@ -41,8 +35,10 @@ class Holder:
 
 
 def judge(row: dict | None, name: str) -> Holder:
-    """The holder `name` by its worker row (None: it never registered, as an in-process claimer), with no kill:
-    a group that still has processes counts as takeable when the holder led it, since a claim kills them."""
+    """The holder `name` judged by its worker row, with no kill.
+
+    The row is None when it never registered, as an in-process claimer. A group that still has processes counts
+    as takeable when the holder led it, since a claim kills them."""
     if row is None or not on_this_host(row) or process_alive(row["pid"], row["pid_started"]):
         return Holder(name)
     gone = f"its process {row['pid']} is gone from this host"
@@ -68,9 +64,11 @@ def judge(row: dict | None, name: str) -> Holder:
 
 
 def clear(row: dict, holder: Holder) -> str | None:
-    """Inside a claim's write, before it writes: end what is left of a takeable holder's process group (SIGKILL,
-    waiting up to KILL_WAIT_S); returns why the run may be taken now, or None when something of the group
-    survived (the run waits for its lease, and this process does not try that group again)."""
+    """End what is left of a takeable holder's process group, inside a claim's write, before it writes.
+
+    The group gets SIGKILL, waiting up to KILL_WAIT_S. Returns why the run may be taken now, or None when
+    something of the group survived (the run waits for its lease, and this process does not try that group
+    again)."""
     left = group_left(row["pgid"]) if holder.kill else 0
     if not left:
         return holder.why
@@ -110,9 +108,11 @@ def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tupl
 
 
 def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) -> list[dict]:
-    """Each run row (epoch times) with `holder_gone` and `claimable_in_s`: for a running run, whether its
-    worker's process is gone from this host (as `workers` says `dead`) and the seconds until a claim may take it
-    (claimable_in); None for any other run. `lease_at`: the lease clock's now."""
+    """Each run row, with epoch times, given `holder_gone` and `claimable_in_s`.
+
+    For a running run, `holder_gone` says whether its worker's process is gone from this host (as `workers`
+    says `dead`) and `claimable_in_s` the seconds until a claim may take it (claimable_in); both are None for
+    any other run. `lease_at` is the lease clock's now."""
     holders = holders_of(conn, [run["worker"] for run in runs if run["status"] == RunStatus.RUNNING and run["worker"]])
     for run in runs:
         run["holder_gone"] = run["claimable_in_s"] = None
@@ -124,7 +124,9 @@ def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) ->
 
 
 def claimable_in(holder: Holder, lease_expires_at: float | None, lease_at: float) -> float:
-    """Seconds until a claim may take a running run (never negative): 0 once its lease is over, or at once when
-    its holder is takeable; else what its lease has left (a live holder keeps renewing it)."""
+    """Seconds until a claim may take a running run, never negative.
+
+    It is 0 once its lease is over, or at once when its holder is takeable; else what its lease has left (a live
+    holder keeps renewing it)."""
     left = (lease_expires_at or 0) - lease_at
     return 0.0 if holder.takeable or left <= 0 else round(left, 1)

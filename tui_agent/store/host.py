@@ -1,13 +1,9 @@
-"""Where this process runs, and what it can tell of another process on the same host: whether that process is
-still there (its pid with the time it started, so a pid handed to a later process is not taken for it) and what
-is left of a process group.
+"""Where this process runs, and what it can tell of another process on the same host.
 
-A host, for this purpose, is what sees the same processes under the same pids: the host name (TUI_AGENT_HOST
-replaces it, to tell machines apart or to simulate several on one), the boot (a rebooted machine reuses pids),
-and on Linux the pid namespace (a container has its own, often under the same boot and host name). Two worker
-rows with one host id may probe each other's pids; any other pair is judged by leases and heartbeats. Where the
-boot or the namespace cannot be read there is no host id, and leases decide.
-"""
+A host is what sees the same processes under the same pids: the host name (or TUI_AGENT_HOST), the boot and,
+on Linux, the pid namespace. Only two worker rows with one host id may probe each other's pids; where the boot
+or the namespace cannot be read there is no host id, and leases decide.
+Why: docs/architecture.md, section 7 (Workers) and 7.2 (One clock)."""
 
 from __future__ import annotations
 
@@ -32,8 +28,9 @@ def this_host() -> str:
 
 
 def host_id(host: str) -> str | None:
-    """The identity of `host` as this process sees it: the name, the boot id and the pid namespace's inode
-    (Linux), or the name and the boot session (macOS); None where either cannot be read."""
+    """The identity of `host` as this process sees it, or None where a part of it cannot be read.
+
+    On Linux it is the name, the boot id and the pid namespace's inode; on macOS the name and the boot session."""
     boot, namespace = _boot(), _pid_namespace()
     if boot is None or (namespace is None and sys.platform != "darwin"):
         return None
@@ -78,8 +75,10 @@ def _pid_namespace() -> int | None:
 
 
 def process_start(pid: int) -> int | None:
-    """When the process started, in a unit of this host's (Linux: clock ticks after boot, /proc/<pid>/stat field
-    22; macOS: microseconds since the epoch, from the kernel's process table); None when it cannot be read."""
+    """When the process started, in a unit of this host's, or None when it cannot be read.
+
+    On Linux: clock ticks after boot, /proc/<pid>/stat field 22. On macOS: microseconds since the epoch, from
+    the kernel's process table."""
     if _has_proc():
         try:
             return int(_stat(pid)[19])

@@ -1,11 +1,9 @@
-"""Runs that another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked,
-never resumed: one `imported_runs` row each.
+"""Runs that another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked.
 
-Their source may still hold and resume them, and two databases running one run would each do its pending
-effects, so here nothing moves them on: no worker claims them (`NOT_IMPORTED`, in every claim's and automatic
-requeue's condition) and every person's action but a fork refuses them (operate.py asks `mark`). A fork is a
-run of this database, made from what they recorded. A run taken over with `import --adopt` has no row: it is
-this database's, like any other."""
+One `imported_runs` row each. Their source may still resume them, so nothing here moves them on: no worker
+claims them (`NOT_IMPORTED`, in every claim's and requeue's condition) and every person's action but a fork
+refuses them (operate.py asks `mark`). A run taken over with `import --adopt` has no row: it is this database's.
+Why: docs/operating.md, "One run, anywhere: export and import"."""
 
 from __future__ import annotations
 

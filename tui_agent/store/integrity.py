@@ -1,19 +1,9 @@
 """Whether a database file passed SQLite's `quick_check`, asked once per state of the file.
 
-Every writer refuses a damaged file before its first write (a write into a damaged b-tree spreads the damage),
-but `quick_check` reads every page: too slow to ask before every command. So a verdict is kept in the
-database's data folder (VERDICT), with the state of the file it was reached on: the file's identity (device,
-inode) and its change marks (size, modification and change times; SQLite's own change counter is not kept up
-to date in WAL mode, and reading it with open() would drop this process's locks on the file). A writer asks
-again only when the file is in another state. A process that verified the file trusts it while it writes, and
-as it exits with no write error it records the state it left (its writes are SQLite's, which keep an intact
-file intact); it does so at exit, not at a store's close, because its last connection's close (a worker
-thread's, say) moves the WAL into the file and so changes its state. A write error forgets the verdict, so the
-next writer asks again.
-
-What this cannot see: bytes overwritten between the check and the exit (a disk failing meanwhile), and a file
-changed with its times set back by hand. A read that meets a damaged page still says so (exit 4).
-"""
+Every writer refuses a damaged file before its first write; the verdict is kept in the data folder (VERDICT)
+with the file's state, recorded again at exit by a process that wrote without error, and forgotten on a write
+error. It cannot see bytes overwritten between the check and the exit, nor a file changed with its times set
+back by hand. Why: docs/architecture.md, section 7.1 (When the environment gets in the way)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Model calls, one row per attempt, each committed before its request is sent.
 
-A worker that dies mid-call leaves its row `in_flight` under a fence that is no longer the run's: that
-call may have been billed (the Messages API has no idempotency key), so its reservation stays counted in
-the checkpoint's budget counters. An answered call trades its reservation for what it really used; a
-call that failed with an error gives it back. The request is kept beside the reply for a later diff:
-the system prompt and tools once per run (by digest), and only the messages added since the last call.
-"""
+A worker that dies mid-call leaves its row `in_flight`: that call may have been billed (the Messages API has no
+idempotency key), so its reservation stays counted in the budget. An answered call trades its reservation for
+what it used; a failed one gives it back. The request is kept beside the reply for a later diff.
+Why: docs/architecture.md, section 8 (Budgets, plateaus, schedules, models)."""
 
 from __future__ import annotations
 
@@ -99,12 +97,14 @@ _ATTEMPT = ("INSERT INTO model_calls (run_id, generation, position, call, name, 
 def begin(store: Store, run_id: str, generation: int, position: int, name: str, fence: int, provider: str,
           model: str, request: dict, reserved: Usage, now: float, renewal: tuple[str, tuple],
           last_call: int = 0) -> CallKey:
-    """The attempt's row and its reservation, held against the budget from now on, committed before the request
-    is sent, after `renewal` (runs.renewal: the fence checked, the lease renewed): one batch (store.write_batch,
-    one round trip on a server), each statement fenced. `last_call`: the last call this claim made at this
-    position (0 for none). Written once however its connection is cut (base.write_once): a row of this fence
-    past `last_call` is this attempt's, and a second write takes the number after every row there, so a cut
-    first one that commits late collides with it instead of adding a second attempt.
+    """Write the attempt's row and its reservation, committed before the request is sent.
+
+    The reservation is held against the budget from now on. It follows `renewal` (runs.renewal: the fence
+    checked, the lease renewed) in one batch (store.write_batch, one round trip on a server), each statement
+    fenced. `last_call` is the last call this claim made at this position (0 for none). It is written once
+    however its connection is cut (base.write_once): a row of this fence past `last_call` is this attempt's,
+    and a second write takes the number after every row there, so a cut first one that commits late collides
+    with it instead of adding a second attempt.
 
     `request` holds `system`, `tools`, `messages`, `after` (messages shared with the previous call) and
     `max_tokens`; the row keeps only what the previous call did not already record: the system prompt and tool
@@ -176,8 +176,10 @@ def _live(run: dict, now: float) -> bool:
 
 
 def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | None = None) -> list[dict]:
-    """The current generation's calls in order (at positions first..last, to the end when `last` is None); an
-    in-flight row not under the run's live lease is `died` (a worker killed mid-call leaves its lease to run out)."""
+    """The current generation's calls in order, at positions first..last, to the end when `last` is None.
+
+    An in-flight row not under the run's live lease is `died`: a worker killed mid-call leaves its lease to run
+    out."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
     rows = store.query("SELECT position, call, name, fence, provider, model, state, request, reserved_input,"
                           " reserved_output, reserved_usd, tokens, cost_usd, request_id, error, started_at, updated_at"
@@ -195,9 +197,10 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
 
 @dataclass
 class Held:
-    """What a run's calls in flight hold against its budget (their worst case, counted until they are answered):
-    every such call's (`usd`, `input_tokens`, `output_tokens`), and of those the calls whose worker died, which
-    may have been billed (`died_usd`; `died_unpriced`: how many of them have no price)."""
+    """What a run's calls in flight hold against its budget, counted until they are answered.
+
+    Each such call holds its worst case, its (`usd`, `input_tokens`, `output_tokens`). Of those, the calls whose
+    worker died may have been billed: `died_usd`, and `died_unpriced`, how many of them have no price."""
 
     usd: float = 0.0
     input_tokens: int = 0
@@ -207,8 +210,10 @@ class Held:
 
 
 def held_by(store: Store, runs: list[dict], now: float) -> dict[str, Held]:
-    """For each of `runs` (rows with id, status, fence, generation, lease_expires_at) that has calls in flight, what
-    they hold (Held): one read of the partial index of in-flight rows for the whole list, of every generation."""
+    """What the calls in flight of each of `runs` hold (Held), for the runs that have any.
+
+    `runs` are rows with id, status, fence, generation and lease_expires_at. It is one read of the partial index
+    of in-flight rows for the whole list, of every generation."""
     if not runs:
         return {}
     by_id = {run["id"]: run for run in runs}

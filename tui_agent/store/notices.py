@@ -1,22 +1,9 @@
-"""The runner calls you: a `notices` row each time a run comes to need a person (`needs_person`), and at most
-one `reminder` per such episode. Written in the transaction of the transition itself (`record`, called by
-store.runs.settle_run and store.runs.park, the only writes that can put a run in a needs-a-person state), so
-a notice exists exactly when the transition does, whoever made it.
+"""The runner calls you: a `notices` row each time a run comes to need a person, and one reminder per episode.
 
-Two kinds of readers:
-- Processes with `--notify` (workers, `tick`) *claim* undelivered notices (`claim`): one transaction sets
-  `notified_by`/`notified_at` on rows still undelivered, with a rowcount check, so each notice goes to exactly
-  one command, whichever process made it. What a claim took and no command was started for (the process is
-  stopping, or its pass ran out of time) is handed back (`hand_back`) for the next claim.
-- Displays for the person at a screen (the TUI's bell and desktop notification, `watch`) read every notice
-  after their own cursor (`after`) and never claim.
-
-Whether a notice is still current is worked out when it is read (`superseded` on every row read): a notice is
-superseded once its run no longer needs a person for that episode (decided, resumed or ended), which is when the
-run does not need a person now or a newer needs_person notice of the run began another episode. Every transition
-into needing a person records a notice, so that never turns back. A claimer records what it found superseded
-(`notices.superseded`) and hands it to no command.
-"""
+`record` writes it in the transition's own transaction (store.runs.settle_run and park). Processes with
+`--notify` `claim` undelivered notices, each for exactly one command, and `hand_back` what they started no
+command for; displays read `after` their own cursor and never claim. `superseded` is worked out on every read.
+Why: docs/architecture.md, section 3.2 (Transitions and who makes them)."""
 
 from __future__ import annotations
 
@@ -36,7 +23,7 @@ _FROM = "FROM notices n JOIN runs r ON r.id = n.run_id"
 
 
 def _read(cursor) -> list[dict]:
-    """Notice rows, each with `superseded` worked out from its run as it is now (the module's docstring)."""
+    """Notice rows, each with `superseded` worked out from its run as it is now (docs/architecture.md, 3.2)."""
     found = []
     for row in dict_rows(cursor):
         run_status, run_reason, newest = row.pop("run_status"), row.pop("run_reason"), row.pop("newest")

@@ -1,12 +1,9 @@
-"""A glance at a database for shell completion: the run ids, schedule names and worker names starting with what was
-typed, read without ever changing anything.
+"""A glance at a database for shell completion: ids and names starting with what was typed, never changing anything.
 
-A SQLite file is read through SQLite's read-only URI and never created, validated or migrated; where no `-wal` and
-`-shm` lie beside it, as `immutable` (no locks, no index made), since a read-only reader of a WAL file otherwise
-makes both and leaves them behind. A postgresql:// URL gets a short connect and statement timeout. Any error of
-the database (missing, not ours, an older schema, a server away) is the caller's to swallow: `glance` raises
-sqlite3.Error (PostgresError on a server) or OSError.
-"""
+A SQLite file is read through SQLite's read-only URI, never created, validated or migrated, and as `immutable`
+where no `-wal` and `-shm` lie beside it (a read-only WAL reader would make both and leave them). A
+postgresql:// URL gets a short connect and statement timeout. `glance` raises sqlite3.Error (PostgresError on
+a server) or OSError for any error of the database, for the caller to swallow."""
 
 from __future__ import annotations
 

@@ -80,10 +80,12 @@ _TOKENS = re.compile(r"'[^']*'|::|:([A-Za-z_]\w*)|\bIS (NOT )?\?|\?|%|\bINDEXED 
 
 @functools.lru_cache(maxsize=1024)
 def translate(sql: str) -> str:
-    """SQLite's placeholders to psycopg's: `?` to `%s`, `:name` to `%(name)s` (a `::` cast stays), and every
-    literal `%` doubled (psycopg reads `%` as a placeholder's start), in string literals too. SQLite's
-    `INDEXED BY` (a hint that fails loudly when the index does not fit) goes: PostgreSQL's planner chooses;
-    SQLite's `IS [NOT] ?`, equality that takes NULL, is PostgreSQL's `IS [NOT] DISTINCT FROM`."""
+    """A SQLite statement rewritten for psycopg and PostgreSQL.
+
+    `?` becomes `%s`, `:name` becomes `%(name)s` (a `::` cast stays), and every literal `%` is doubled (psycopg
+    reads `%` as a placeholder's start), in string literals too. SQLite's `INDEXED BY` (a hint that fails loudly
+    when the index does not fit) goes: PostgreSQL's planner chooses. SQLite's `IS [NOT] ?`, equality that takes
+    NULL, is PostgreSQL's `IS [NOT] DISTINCT FROM`."""
     def token(found: re.Match) -> str:
         text = found.group()
         if text.startswith("'"):
@@ -259,8 +261,10 @@ class _SharedWrite(_Write):
 class PostgresStore(Store):
     def __init__(self, url: str, durability: str = "full", create: bool = True, *,
                  statement_timeout_s: float | None = None) -> None:
-        """`statement_timeout_s`: a statement running longer is cancelled (the TUI's sessions: a slow server
-        cannot hold a screen), the BUSY stop; None leaves the server's default."""
+        """Open the server database at `url`, with an optional statement timeout.
+
+        `statement_timeout_s`: a statement running longer is cancelled, the BUSY stop (the TUI's sessions use it,
+        so a slow server cannot hold a screen); None leaves the server's default."""
         if durability not in SYNCHRONOUS:
             raise StoreError(f"durability must be one of {', '.join(SYNCHRONOUS)}, not {durability!r}")
         super().__init__()
@@ -473,9 +477,10 @@ class PostgresStore(Store):
             raise schema_mismatch(self.path, missing)
 
     def _reopened(self) -> bool:
-        """After a lost connection: whether a new one opens now (kept for the next statement), tried once: it
-        tells a session ended alone (or a server back at once) from a server that is away. Either way a
-        worker goes on (an entry's write is read back, base.write_once; another write drops its run)."""
+        """Whether a new connection opens now, tried once after a lost one, and kept for the next statement.
+
+        It tells a session ended alone (or a server back at once) from a server that is away. Either way a worker
+        goes on (an entry's write is read back, base.write_once; another write drops its run)."""
         if not self.conn.raw.closed:
             return False
         try:
@@ -532,8 +537,10 @@ _REFUSED = ("password authentication failed", "authentication failed", "does not
 
 
 def connect_error(url: Url, error: psycopg.Error) -> EnvironmentStop | StoreError:
-    """Why a connection could not be made, in one line: the URL's own mistake (a database or user that does not
-    exist, a wrong password: exit 2) or a server that cannot be reached (exit 4)."""
+    """Why a connection could not be made, in one line, with its exit code.
+
+    The URL's own mistake (a database or user that does not exist, a wrong password) is exit 2; a server that
+    cannot be reached is exit 4."""
     said = _first_line(error).removeprefix("connection failed: ")
     said = re.sub(r'^connection to server at "[^"]*"(?:, port \d+)? failed: (FATAL:\s+)?', "", said)
     if any(words in said for words in _REFUSED):

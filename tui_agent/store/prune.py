@@ -1,18 +1,9 @@
-"""Removing ended runs (`tui-agent prune`): every row and artifact of each, in batches that each hold the write lock
-for about `BATCH_S`, so a worker's commit never waits long behind one.
+"""Removing ended runs (`tui-agent prune`), in batches that each hold the write lock for about `BATCH_S`.
 
-Which runs: ended ones (`statuses`, a subset of the terminal ones) that finished before `cutoff`, except the newest
-`keep_last` of each agent, a run a fork that stays still needs (its journal holds the parent's artifact paths, and
-its lineage reads the parent), and a run holding an effect in doubt (removing it would forget that the effect may
-have happened). Before a run's rows go, the keys of its confirmed effects and its own idempotency key are copied to
-`kept_keys`, so the ledger still finds them (store/effects.py `confirmed_with_key`, store/runs.py `insert_run`).
-
-How: a run is first marked (`runs.pruned_at`, in the transaction that checks it as it is then), which no action
-takes (operate.py); then its rows go, a chunk at a time, children first; once they are all gone its artifact files
-are deleted (outside the lock, after that commit); and only then its `runs` row, so an interrupted prune leaves a
-marked run that the next prune finishes, never a file nothing names. Between batches the lock is let go for as long
-as the batch held it (at most `PAUSE_MOST_S`): longer than SQLite's busy handler sleeps between a waiting writer's
-tries while it has waited that long, so a worker waiting for the lock gets it before the next batch."""
+A run is kept when it is among its agent's newest `keep_last`, a kept fork needs it, or it holds an effect in
+doubt. A pruned run is first marked (`runs.pruned_at`) and its keys copied to `kept_keys`; then its rows go,
+children first, then its files, then its `runs` row, so an interrupted prune is finished by the next one.
+Why: docs/architecture.md, section 4 (Module map, store/prune.py)."""
 
 from __future__ import annotations
 
@@ -121,10 +112,12 @@ def _marks(values: Collection) -> str:
 
 
 class _Removal:
-    """The state of a prune between batches: the runs still to begin, the group of up to GROUP runs whose rows are
-    going, the groups whose rows are gone (their files next, outside the lock) and those whose files are gone
-    (their `runs` rows next). A group's statements name all its runs at once: a few round trips per group, not per
-    run (a server's round trip costs more than the deletes)."""
+    """The state of a prune between batches.
+
+    It holds the runs still to begin, the group of up to GROUP runs whose rows are going, the groups whose rows
+    are gone (their files next, outside the lock) and those whose files are gone (their `runs` rows next). A
+    group's statements name all its runs at once: a few round trips per group, not per run (a server's round
+    trip costs more than the deletes)."""
 
     def __init__(self, store: Store, run_ids: list[str], statuses: Collection[str], cutoff: float, at: float):
         self.store, self.statuses, self.cutoff, self.at = store, tuple(statuses), cutoff, at

@@ -199,8 +199,13 @@ def lease_now(conn: sqlite3.Connection, local: float) -> float:
 
 def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
           lease_at: float | None = None, why: str | None = None) -> Claim | None:
-    """`now`: this process's clock (events, the claim's own bookkeeping); `lease_at`: the lease clock's. `why`:
-    why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
+    """Give the picked run `row` to `worker` under a new fence and lease, or park it and return None.
+
+    It is parked instead when it was taken over too often without a new journal entry, or when a program an
+    earlier claim started survived SIGKILL.
+
+    `now` is this process's clock (events, the claim's own bookkeeping); `lease_at` is the lease clock's. `why`
+    says why a running run whose lease has not ended may be taken (its holder is verifiably gone)."""
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
@@ -240,9 +245,11 @@ def _at(now: float | Clock) -> float:
 
 def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
                avoid: Collection[str] = ()) -> Claim | None:
-    """Claim the oldest due run of one of `agents` (a worker only takes agents it can run), none of `avoid` (the
-    runs this process still has a thread inside a call of, which it gave up on: runtime/deadlines.py); with none
-    due, a run of theirs whose holder is verifiably gone from this host (store/holders.py)."""
+    """Claim the oldest due run of one of `agents`, or else a run whose holder is verifiably gone.
+
+    A worker only takes agents it can run. None of `avoid` is taken: the runs this process still has a thread
+    inside a call of, which it gave up on (runtime/deadlines.py). With none due, a run of those agents whose
+    holder is verifiably gone from this host is claimed (store/holders.py)."""
     if not agents:
         return None
     pick, params = _among(agents, avoid)
@@ -250,8 +257,9 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
 
 
 def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
-    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters: named
-    (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
+    """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters.
+
+    The parameters are named (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
     named = mark == ":"
     agent_marks = ", ".join(f":a{i}" if named else "?" for i in range(len(agents)))
     pick = f"agent IN ({agent_marks})"
@@ -312,11 +320,13 @@ def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float
 
 
 def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
-    """A claim is a shared write (store.write_shared): on a server the SELECT locks the run's row and passes over
-    rows another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
+    """Claim a run that `pick` selects, in a shared write (store.write_shared).
+
+    `pick` is a condition on the run's columns. On a server the SELECT locks the run's row and passes over rows
+    another transaction holds (SKIP LOCKED: another claim's, or a step commit's), so claimers never wait for
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
-    that one is done again in an exclusive write. `pick`: which runs (a condition on the run's columns)."""
+    that one is done again in an exclusive write."""
     for exclusive in (False, True):
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
@@ -332,9 +342,11 @@ def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, n
 
 
 def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
-    """Inside a claim's write: the oldest picked run held, with a live lease, by a worker of this host whose
-    process is verifiably gone, once what was left of its process group is killed (store/holders.py), and why it
-    may be taken; (None, None) when there is none."""
+    """The oldest picked run whose holder is verifiably gone, and why it may be taken, inside a claim's write.
+
+    Such a run is held, with a live lease, by a worker of this host whose process is verifiably gone; it is
+    returned once what was left of its process group is killed (store/holders.py). Returns (None, None) when
+    there is none."""
     held = HELD_HERE.format(lease_now=":lease_now", host_id=":host_id")
     rows = dict_rows(conn.execute(f"{held} AND {pick}",
                                   {**values, "host_id": this_host_id()}))
@@ -352,8 +364,10 @@ def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple
 
 
 def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
-    """Inside a write, for a running run: why a claim may take it now (its holder is verifiably gone from this
-    host, what was left of its process group killed first; or its lease is over), or None when it may not."""
+    """Why a claim may take a running run now, or None when it may not; read inside a write.
+
+    It may when its holder is verifiably gone from this host (what was left of its process group killed first),
+    or when its lease is over."""
     row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
     if holder.takeable:
         why = clear(row, holder)
@@ -390,11 +404,13 @@ def record_model(conn: sqlite3.Connection, run_id: str, fence: int, spec: str) -
 def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message: str, now: float,
                result: str | None = None, result_artifact: str | None = None, error: str | None = None,
                wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None) -> None:
-    """The worker's last write for a run: its new status and reason, fenced, with an event, and the
-    running time since the last entry (budgets count time running, not waiting); `traceback` is the
-    failed agent code's frames (JSON). A shared write (store.write_shared) whose first statement, the fence check,
-    locks the run's row (checked again on the row as committed, if it waited), unless it records a notice: their
-    ids are displays' cursors, so those commit one at a time, in id order."""
+    """The worker's last write for a run: its new status and reason, fenced, with an event.
+
+    It also adds the running time since the last entry, since budgets count time running, not waiting.
+    `traceback` is the failed agent code's frames (JSON).
+    It is a shared write (store.write_shared) whose first statement, the fence check, locks the run's row
+    (checked again on the row as committed, if it waited). A settle that records a notice is the exception:
+    notice ids are displays' cursors, so those commit one at a time, in id order."""
     with store.write() if needs_person(status, reason) else store.write_shared() as conn:
         settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
                result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
@@ -538,10 +554,11 @@ def set_code_version(conn: sqlite3.Connection, run_id: str, code_version: str, a
 
 @dataclass(frozen=True)
 class EditedEntry:
-    """A person's result for a fork's position, in place of the one the parent recorded there: JSON as
-    runtime/results.encode wrote it, and, for one over the artifact threshold, `place(artifact_dir, label,
-    encoded)` (runtime/results.place bound to the data folder), which writes it into the new run's own
-    artifact folder (the parent's files are never written). `by`: who edited it, for the events."""
+    """A person's result for a fork's position, in place of the one the parent recorded there.
+
+    It is JSON as runtime/results.encode wrote it. For one over the artifact threshold, `place(artifact_dir,
+    label, encoded)` (runtime/results.place bound to the data folder) writes it into the new run's own artifact
+    folder (the parent's files are never written). `by` is who edited it, for the events."""
 
     encoded: str
     place: Callable[[str, str, str], tuple[None, str]] | None = None
@@ -681,15 +698,17 @@ def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
 
 def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: float = 0.0,
               needs_person: bool | None = None, before: tuple[float, str] | None = None) -> list[dict]:
-    """The newest `limit` runs that `where` selects (tui_agent/filters.py; `at`, the instant its ages count
-    back from), read in (created_at, id) order through an index, so a page costs the same with 100,000 runs as
-    with ten: the (created_at, id) index, or the (status, ...) or (agent, ...) one when the filter names a status
-    or an agent (its time range then bounds the same index range). `needs_person` selects runs that wait for a
-    person (or all the others). `before`, the (created_at, id) of the last row already held, is a keyset cursor:
-    the `limit` runs after it in this order, read from the index range that starts there (no OFFSET, so a deep
-    page costs as much as the first). Cost and text words are checked on the rows the index gives, newest first,
-    until the page is full: a rare match reads far (bound it with a time word). Several statuses are read
-    through their index and sorted, a cost that grows with how many runs have them."""
+    """The newest `limit` runs that `where` selects, read through an index so a page costs the same at any depth.
+
+    `where` is a filter (tui_agent/filters.py) and `at` the instant its ages count back from. Runs come in
+    (created_at, id) order, through the (created_at, id) index, or the (status, ...) or (agent, ...) one when the
+    filter names a status or an agent (its time range then bounds the same index range); so a page costs the
+    same with 100,000 runs as with ten. `needs_person` selects runs that wait for a person (or all the others).
+    `before`, the (created_at, id) of the last row already held, is a keyset cursor: the `limit` runs after it
+    in this order, read from the index range that starts there (no OFFSET, so a deep page costs as much as the
+    first). Cost and text words are checked on the rows the index gives, newest first, until the page is full:
+    a rare match reads far (bound it with a time word). Several statuses are read through their index and
+    sorted, a cost that grows with how many runs have them."""
     conditions, params = _chosen(where, at)
     if needs_person is not None:
         conditions.append(NEEDS_PERSON if needs_person else f"NOT {NEEDS_PERSON}")

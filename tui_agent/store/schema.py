@@ -316,15 +316,18 @@ def _v7(db: sqlite_utils.Database) -> None:
 
 
 def _v8(db: sqlite_utils.Database) -> None:
-    """What a replay and a diff compare beyond names and results: a digest of a step's arguments, for agents
-    that opt in (`Agent(journal_inputs=True)`), and the mark of an entry a person edited before forking."""
+    """Version 8 adds what a replay and a diff compare beyond names and results.
+
+    That is a digest of a step's arguments, for agents that opt in (`Agent(journal_inputs=True)`), and the mark of
+    an entry a person edited before forking."""
     db.execute("ALTER TABLE journal ADD COLUMN inputs TEXT")      # null: the agent does not journal inputs
     db.execute("ALTER TABLE journal ADD COLUMN edited INTEGER")   # 1: a person wrote this result (edit and fork)
 
 
 def _v9(db: sqlite_utils.Database) -> None:
-    """The runner calls you: one row each time a run comes to need a person (and one reminder per such
-    episode), written in the transition's own transaction; `notified_*` says which process delivered it to
+    """Version 9 adds the notices: one row each time a run comes to need a person, and one reminder per episode.
+
+    They are written in the transition's own transaction; `notified_*` says which process delivered it to
     `--notify` (store/notices.py). The TUI and `watch` only read them, by id."""
     db.execute("""
         CREATE TABLE notices (
@@ -516,14 +519,16 @@ V17_COLUMNS = [f"ALTER TABLE model_calls ADD COLUMN {name}" for name in (
 
 
 def _v17(db: sqlite_utils.Database) -> None:
-    """Months of runs: the indexes that the filter's status and agent words read through, newest first and
-    keyset-paged (store/runs.py, runs_page; the time words read the (created_at, id) one), and `spend` through
-    model_calls_started; what each answered model call used, beside its cost: `input_tokens` (every input
-    token, the cached ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and
-    `usage` (the reply's usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL
-    for a call not answered; filled in here from the journal for the calls answered before (a reply kept as an
-    artifact, or that cannot be read, stays NULL: its tokens are not counted). And `saved_filters`: a name for
-    the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
+    """Version 17 adds the indexes that months of runs need, the token columns of model calls, and saved filters.
+
+    The indexes serve the filter's status and agent words, newest first and keyset-paged (store/runs.py,
+    runs_page; the time words read the (created_at, id) one), and `spend` through model_calls_started.
+    Each answered model call gets what it used, beside its cost: `input_tokens` (every input token, the cached
+    ones included, as the budget counts them), `cache_read_tokens`, `cache_write_tokens` and `usage` (the reply's
+    usage as the API gave it, JSON, which `spend --reprice` prices by today's table), NULL for a call not
+    answered. They are filled in here from the journal for the calls answered before; a reply kept as an
+    artifact, or that cannot be read, stays NULL and its tokens are not counted. `saved_filters` gives a name
+    to the words of a filter (tui_agent/filters.py), offered in the TUI's palette."""
     for statement in V17_COLUMNS + V17_INDEXES:
         db.execute(statement)
     db.execute("""
@@ -550,9 +555,11 @@ def _v17(db: sqlite_utils.Database) -> None:
 
 
 def _v18(db: sqlite_utils.Database) -> None:
-    """Where each worker writes its log (`worker --log FILE`, and every worker the TUI starts): `workers.log`, the
-    file's absolute path as the worker's host names it, so `tui-agent workers` can say where and `tui-agent logs`
-    print it; NULL for a worker that keeps no log, and in a row an older tui-agent wrote."""
+    """Version 18 adds `workers.log`, where each worker writes its log.
+
+    That is `worker --log FILE`, and every worker the TUI starts: the file's absolute path as the worker's host
+    names it, so `tui-agent workers` can say where and `tui-agent logs` print it; NULL for a worker that keeps no
+    log, and in a row an older tui-agent wrote."""
     db["workers"].add_column("log", str)
 
 

@@ -1,11 +1,9 @@
 """What the model calls spent, read for `tui-agent spend` and the TUI's spend view (tui_agent/spend.py adds it up).
 
-A call counts once, in the run that made it: a fork's copies of its parent's answered calls (the positions before
-its fork step, generation 1) are the parent's spending, as they are the parent's budget's. An answered call spent
-its cost as recorded when it was answered (NULL: its model has no price) and its tokens; a call in flight whose
-worker died (not under its run's live lease) may have been billed its reservation (model_calls.py); a call in
-flight under a live lease, or one that failed, spent nothing yet. Calls are read from `since` on through the index
-model_calls_started, by the instant each was sent."""
+A call counts once, in the run that made it: a fork's copies of its parent's answered calls (before its fork
+step, generation 1) are the parent's. An answered call spent its recorded cost (NULL: no price) and tokens; a
+call in flight whose worker died (no live lease) may have been billed its reservation (model_calls.py); one
+under a live lease, or failed, spent nothing yet. Calls are read from `since` on (model_calls_started)."""
 
 from __future__ import annotations
 
@@ -32,11 +30,12 @@ def _answered(column: str) -> str:
 
 
 def spending(store: Store, since: float, at: float) -> list[dict]:
-    """The calls sent from `since` on, added up per run, model and quarter of an hour (`bucket`): `calls` answered,
-    their `cost_usd`, tokens (`input_tokens`, the cached ones included, `output_tokens`, `cache_read_tokens`,
-    `cache_write_tokens`), `possibly_billed_usd` (the reservations of calls whose worker died, judged at `at`),
-    and `unpriced_calls` (answered or died calls whose model has no price). A group with no priced call has a
-    cost of None."""
+    """The calls sent from `since` on, added up per run, model and quarter of an hour (`bucket`).
+
+    Each group has the `calls` answered, their `cost_usd`, tokens (`input_tokens`, the cached ones included,
+    `output_tokens`, `cache_read_tokens`, `cache_write_tokens`), `possibly_billed_usd` (the reservations of
+    calls whose worker died, judged at `at`), and `unpriced_calls` (answered or died calls whose model has no
+    price). A group with no priced call has a cost of None."""
     sql = (f"SELECT m.run_id, r.agent, m.model, {_bucket(store)} AS bucket,"
            " count(CASE WHEN m.state = 'answered' THEN 1 END) AS calls,"
            f" {_answered('m.cost_usd')} AS cost_usd, {_answered('m.input_tokens')} AS input_tokens,"
@@ -50,9 +49,11 @@ def spending(store: Store, since: float, at: float) -> list[dict]:
 
 
 def calls_spending(store: Store, since: float, at: float) -> list[dict]:
-    """Each call `spending` counts, one row each, with what it used to price it again: `state` (answered, or
-    in_flight: `died` says whether its worker died), its `usage` (JSON as the API gave it; NULL for a call answered
-    before tui-agent kept it, whose reply it could not read), its tokens and its reservation."""
+    """Each call `spending` counts, one row each, with what it used, to price it again.
+
+    A row has its `state` (answered, or in_flight: `died` says whether its worker died), its `usage` (JSON as
+    the API gave it; NULL for a call answered before tui-agent kept it, whose reply it could not read), its
+    tokens and its reservation."""
     sql = (f"SELECT m.run_id, r.agent, m.model, {_bucket(store)} AS bucket, m.state, {_DIED} AS died, m.usage,"
            " m.input_tokens, m.tokens AS output_tokens, m.cache_read_tokens, m.cache_write_tokens, m.reserved_input,"
            f" m.reserved_output {_FROM}")

@@ -22,10 +22,12 @@ IDLE_FROM_BYTES = 1024 * 1024  # and only a WAL this big: emptying a smaller one
 
 
 def checkpoint(store: Store) -> bool:
-    """Copy the WAL into the database (PASSIVE: waits for nobody), then, if every frame was copied, empty
-    the WAL file (TRUNCATE) with a zero busy timeout: a TRUNCATE that waited for a reader would hold the
-    write lock meanwhile and stall every writer. True when the WAL file was emptied. Housekeeping never
-    fails a command for a lock or a file it may not write; any other error is the store's to report."""
+    """Copy the WAL into the database, then empty the WAL file if every frame was copied.
+
+    The copy is PASSIVE: it waits for nobody. The emptying is a TRUNCATE with a zero busy timeout: a TRUNCATE
+    that waited for a reader would hold the write lock meanwhile and stall every writer. True when the WAL file
+    was emptied. Housekeeping never fails a command for a lock or a file it may not write; any other error is
+    the store's to report."""
     try:
         return _checkpoint(store.conn)
     except sqlite3.Error as e:

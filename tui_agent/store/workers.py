@@ -23,10 +23,13 @@ _SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's
 
 def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
              agents: list[str] | None = None, log: str | None = None) -> None:
-    """The worker's row, with its process's start time, so a later process given the same pid is not taken
-    for this worker, its host's id and its process group (store/holders.py: what tells that it is verifiably
-    gone), the names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as
-    every agent) and the absolute path of its log file (`log`; None: it keeps none). Rows of workers stopped more than a day ago go: every `tui-agent run` leaves one.
+    """Write the worker's row, with what tells later whether its process is gone.
+
+    The row holds its process's start time (so a later process given the same pid is not taken for this
+    worker), its host's id and its process group (store/holders.py: what tells that it is verifiably gone), the
+    names of the agents whose runs it claims (`agents`; None, as an older worker's row, counts as every agent)
+    and the absolute path of its log file (`log`; None: it keeps none). Rows of workers stopped more than a day
+    ago go: every `tui-agent run` leaves one.
     `started_at` and the stop time are the worker's own clock (an effect's `attempted_at` is compared with the
     first; the second only ages a row out, a day later); the heartbeat is the lease clock's (the server's, on
     PostgreSQL)."""
@@ -59,9 +62,10 @@ def _group(pid: int) -> int | None:
 
 
 def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
-    """On a server: the statement that records how far this worker's clock (`own`) is from the server's (meta,
-    so no column is needed; a row per worker, rewritten at each heartbeat). A SQLite file's workers share its
-    host's clock: none."""
+    """The statement that records how far this worker's clock (`own`) is from the server's, or none on SQLite.
+
+    It writes meta, so no column is needed: a row per worker, rewritten at each heartbeat. A SQLite file's
+    workers share its host's clock, so there is no statement."""
     if not on_server(conn):
         return []
     return [("INSERT INTO meta (key, value) VALUES (?, round((? - " + SERVER_NOW + ")::numeric, 3)::text)"
@@ -217,8 +221,10 @@ def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
 
 
 def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
-    """Inside the migrating write, before it: a migration older code does not survive (schema.STOPS_OLDER) is
-    refused while a worker may still be running that code, so none of its runs fails; nothing is changed."""
+    """Refuse a migration older code does not survive while a worker may still be running that code.
+
+    It runs inside the migrating write, before it, for schema.STOPS_OLDER, so none of the workers' runs fails;
+    nothing is changed."""
     versions = [v for v in STOPS_OLDER if found < v <= SCHEMA_VERSION]
     if versions and (workers := still_running(conn, now)):
         raise EnvironmentStop(BUSY, f"{where} must be upgraded to schema version {max(versions)} for this tui-agent, "

@@ -79,9 +79,11 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
 
 
 def forecast_lines(fc: dict | None, width: int) -> list[Text]:
-    """The forecast under the gauges, dim: what lies ahead at this rate ("at this rate: cost ceiling at step
-    41 of 60 · finish ≈ $0.31 in 4m 12s"), then the burn rate, each one line when it fits `width` and its
-    phrases carried onto the next line when it does not; none before the first step."""
+    """The forecast under the gauges, dim, or none before the first step.
+
+    First what lies ahead at this rate ("at this rate: cost ceiling at step 41 of 60 · finish ≈ $0.31 in 4m
+    12s"), then the burn rate, each one line when it fits `width` and its phrases carried onto the next line
+    when it does not."""
     lines = []
     for prefix, parts in ((PROJECTION, projection_parts(fc)), (BURN, burn_parts(fc))):
         line = ""

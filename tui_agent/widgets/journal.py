@@ -294,8 +294,10 @@ def human(item: TimelineItem, situation: str = "", at: float | None = None, colo
 
 
 def raw(item: TimelineItem, view: dict) -> Text:
-    """The selected entry as stored (`show --json`'s shapes): the journal entry, its ledger row or approval;
-    where the run stands (report.run_view's run and checkpoint) for the pending row."""
+    """The selected entry as stored, in `show --json`'s shapes.
+
+    That is the journal entry, its ledger row or approval; for the pending row, where the run stands
+    (report.run_view's run and checkpoint)."""
     shown: dict[str, Any] = {}
     if item.entry is not None:
         shown = dict(item.entry)

@@ -1,13 +1,9 @@
-"""Text that others control (agents, models, tools, services, stored rows) as a widget is given it: Rich text,
-never markup, with what a terminal would act on made visible by the one sanitiser (safe_text.visible).
+"""Text that others control (agents, models, tools, services, stored rows) as a widget is given it.
 
-Both are needed. Textual hands a str given to Static, Label, a DataTable cell, a border title or a toast to its
-markup parser, so `[red]` in a step result would paint and `[link=...]` would become an OSC 8 hyperlink; and its
-renderer drops only what Rich drops (BEL, backspace, carriage return, vertical tab, form feed) and sends ESC,
-the C1 controls and the bidi controls on to the terminal (tests/test_terminal_text.py reads the rendered
-screen to show it). Every widget that shows such text is given `safe(...)` of it, a str or a Text built with
-styles of our own.
-"""
+`safe(...)` makes it Rich text, never markup, with what a terminal would act on made visible by the one
+sanitiser (safe_text.visible). Textual reads a str as markup and passes ESC, C1 and bidi controls on to the
+terminal, so every widget that shows such text is given `safe(...)` of it, a str or a Text of our own styles.
+Why: docs/architecture.md, section 11 (Exit codes and machine-readable output); tests/test_terminal_text.py."""
 
 from __future__ import annotations
 

@@ -84,9 +84,10 @@ def shown_names(items: list[TimelineItem]) -> list[str]:
 
 
 def iteration_note(outcome: dict) -> str:
-    """A harness iteration's row (agents/harness.py's outcome), verdict first, for a narrow pane: its status and
-    the passing tests before and after, the diff stat, the cost and the task: `done 2→4 · 1f +9 · $.0025 ·
-    add-median-...`."""
+    """A harness iteration's row, verdict first, for a narrow pane.
+
+    From agents/harness.py's outcome: its status and the passing tests before and after, the diff stat, the cost
+    and the task, as in `done 2→4 · 1f +9 · $.0025 · add-median-...`."""
     said = [outcome["status"]]
     if outcome.get("passing_before") is not None and outcome.get("passing") is not None:
         said[0] += f" {outcome['passing_before']}→{outcome['passing']}"
