@@ -144,7 +144,7 @@ def snap_compare(snap_compare):
     """pytest-textual-snapshot's snap_compare, but each key is pressed, and the picture taken, once the app has
     settled: a read a key starts (a filter, a re-read) answers on the app's reader thread, which the plugin's own
     pauses do not wait for, so without this a loaded machine photographs the screen before the answer is painted."""
-    from helpers import settled   # not at the top: helpers imports conftest
+    from helpers import settled  # not at the top: helpers imports conftest
 
     def compare(app, press=(), run_before=None, **options):
         async def before(pilot):

@@ -29,7 +29,6 @@ import tui_agent.widgets
 from tui_agent import operate
 from tui_agent.replay import DIFF_LINES, Divergence, Replay
 from tui_agent.runtime.clock import now
-from tui_agent.store.host import this_host
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.diff import PickRunModal
 from tui_agent.screens.help import HelpScreen
@@ -54,6 +53,7 @@ from tui_agent.screens.simulator import SimulatorApp
 from tui_agent.sim import Settings
 from tui_agent.states import TERMINAL, RunStatus
 from tui_agent.store import open_store
+from tui_agent.store.host import this_host
 from tui_agent.store.runs import get_run, list_runs
 from tui_agent.store.workers import register
 

@@ -15,6 +15,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+
 from ..runtime.context import Context, run_program
 from ..runtime.plateau import fingerprint
 

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from .. import filters, operate
+from .. import completion, filters, operate
 from ..cli_types import TEXT, VERBATIM, Whole
-from .. import completion
 from ..errors import UserError
 from ..runtime.clock import now
 from ..states import EXIT_NOT_SUCCEEDED, EXIT_OK

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from .. import operate
+from .. import completion, operate
 from ..cli_types import TEXT, Number
-from .. import completion
 from ..errors import UserError
 from ..format import in_zone
 from ..report import saved_filters_report, schedules_report

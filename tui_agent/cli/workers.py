@@ -10,9 +10,8 @@ from collections.abc import Callable
 
 import click
 
-from .. import notify, operate
+from .. import completion, notify, operate
 from ..cli_types import TEXT, VERBATIM, Number, Whole
-from .. import completion
 from ..errors import UserError
 from ..format import ago, claimable, held_by, skew
 from ..report import held_by_gone, iso_times, workers_report

@@ -47,9 +47,9 @@ from ..diff import (
 from ..format import ago, duration_ms
 from ..paging import Window
 from ..report import Store, data_version, shown_stored
-from ..session import Reads
 from ..runtime.clock import now
 from ..safe_text import json_text
+from ..session import Reads
 from ..widgets.footer import KeysFooter
 from ..widgets.safe import safe
 from ..widgets.status import badge

@@ -26,9 +26,9 @@ from ..report import (
     worktree_of,
 )
 from ..runtime.agent import UNBOUNDED
+from ..session import Reads, Session
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..worktrees import branch_advice, why_not_remove
-from ..session import Reads, Session
 from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:

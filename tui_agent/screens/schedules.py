@@ -18,8 +18,8 @@ from .. import operate
 from ..format import countdown, in_zone, zoned
 from ..messages import DataChanged
 from ..report import (
-    Store,
     RunNotFound,
+    Store,
     get_run,
     recent_runs,
     schedule_events,

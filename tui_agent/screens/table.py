@@ -11,8 +11,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from ..messages import DataChanged
-from ..session import Reads
 from ..report import Store
+from ..session import Reads
 from ..widgets.caption import Caption
 from ..widgets.footer import KeysFooter
 from ..widgets.pending import Pending

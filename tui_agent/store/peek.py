@@ -33,7 +33,7 @@ WORKERS = ("SELECT name, pid, host, stopped_at FROM workers WHERE substr(name, 1
 def glance(where: str | os.PathLike) -> Iterator[Connection | None]:
     """A connection that only reads the database `where` names, or None when there is no such file."""
     if is_url(where):
-        import psycopg   # an optional extra: only for a URL
+        import psycopg  # an optional extra: only for a URL
 
         from .postgres import PostgresError, _Connection
 

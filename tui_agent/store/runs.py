@@ -14,7 +14,6 @@ from ..filters import Filter
 from ..states import SELF_WAKING, TERMINAL, EffectState, EventKind, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
-    FenceRefused,
     Store,
     StoreError,
     decoding,
