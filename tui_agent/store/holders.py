@@ -13,12 +13,11 @@ that survived the kill) leaves the run to its lease, whose rules are unchanged.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..states import RunStatus
-from .base import dict_rows
+from .base import Connection, dict_rows
 from .host import end_group, group_left, on_this_host, process_alive, process_start
 
 KILL_WAIT_S = 2.0   # how long a claim waits for a killed group to end before it leaves the run to its lease
@@ -98,7 +97,7 @@ def takeable_rows(rows: Iterable[dict]) -> list[tuple[dict, Holder]]:
     return [(row, holder) for row, holder in judged if holder.takeable]
 
 
-def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tuple[dict | None, Holder]]:
+def holders_of(conn: Connection, names: Iterable[str]) -> dict[str, tuple[dict | None, Holder]]:
     """Each named holder's worker row (None: not registered) and judgement, read in one query."""
     wanted = sorted({name for name in names if name})
     if not wanted:
@@ -109,7 +108,7 @@ def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tupl
     return {name: (rows.get(name), judge(rows.get(name), name)) for name in wanted}
 
 
-def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) -> list[dict]:
+def with_holders(conn: Connection, runs: list[dict], lease_at: float) -> list[dict]:
     """Each run row (epoch times) with `holder_gone` and `claimable_in_s`: for a running run, whether its
     worker's process is gone from this host (as `workers` says `dead`) and the seconds until a claim may take it
     (claimable_in); None for any other run. `lease_at`: the lease clock's now."""

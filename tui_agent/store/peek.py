@@ -38,7 +38,7 @@ def glance(where: str | os.PathLike) -> Iterator[Connection | None]:
         from .postgres import PostgresError, _Connection
 
         try:
-            raw = psycopg.connect(where, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+            raw = psycopg.connect(str(where), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                   application_name="tui-agent completion")
         except psycopg.Error as e:
             raise PostgresError(e) from e

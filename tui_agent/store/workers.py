@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
-from .base import Store, StoreError, dict_rows, on_server, one_row
+from .base import Connection, Store, StoreError, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
 from .host import host_id, on_this_host, process_alive, process_start
@@ -58,7 +57,7 @@ def _group(pid: int) -> int | None:
         return None
 
 
-def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
+def _skew(conn: Connection, name: str, own: float) -> list[tuple[str, tuple]]:
     """On a server: the statement that records how far this worker's clock (`own`) is from the server's (meta,
     so no column is needed; a row per worker, rewritten at each heartbeat). A SQLite file's workers share its
     host's clock: none."""
@@ -157,12 +156,12 @@ def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> No
         _let_go(conn, run_id, fence, worker, now)
 
 
-def _let_go(conn: sqlite3.Connection, run_id: str, fence: int, worker: str, now: float) -> None:
+def _let_go(conn: Connection, run_id: str, fence: int, worker: str, now: float) -> None:
     conn.execute("INSERT INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                  (run_id, fence, worker, now))
 
 
-def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[dict | None, str]:
+def still_sending(conn: Connection, effect: dict, now: float) -> tuple[dict | None, str]:
     """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
     (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
     seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
@@ -194,7 +193,7 @@ def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[d
     return row, ""
 
 
-def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
+def still_running(conn: Connection, now: float) -> list[str]:
     """Inside a write: the workers that may still be running on this database (not stopped), each named with how
     to find it. On this host a row with its process's start time is judged by the process (still there); one
     without it (an older tui-agent's row) cannot tell its process from a later one given the same pid (pid 1 is
@@ -216,7 +215,7 @@ def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
     return found
 
 
-def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
+def refuse_migration_while_running(conn: Connection, where: object, found: int, now: float) -> None:
     """Inside the migrating write, before it: a migration older code does not survive (schema.STOPS_OLDER) is
     refused while a worker may still be running that code, so none of its runs fails; nothing is changed."""
     versions = [v for v in STOPS_OLDER if found < v <= SCHEMA_VERSION]
