@@ -149,7 +149,7 @@ def raw_inserts(conn, n: int, mark: str = "?") -> float:
     sql = f"INSERT INTO t (payload) VALUES ({mark})"
 
     def loop():
-        for i in range(n):
+        for _ in range(n):
             conn.execute(sql, (PAYLOAD,))
             conn.commit()
     return timed(loop)

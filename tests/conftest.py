@@ -15,11 +15,11 @@ from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
 
 from tui_agent.cli import cli
-from tui_agent.store.copying import copy_database
 from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
+from tui_agent.store.copying import copy_database
 from tui_agent.store.host import process_start
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
@@ -144,7 +144,7 @@ def snap_compare(snap_compare):
     """pytest-textual-snapshot's snap_compare, but each key is pressed, and the picture taken, once the app has
     settled: a read a key starts (a filter, a re-read) answers on the app's reader thread, which the plugin's own
     pauses do not wait for, so without this a loaded machine photographs the screen before the answer is painted."""
-    from helpers import settled   # not at the top: helpers imports conftest
+    from helpers import settled  # not at the top: helpers imports conftest
 
     def compare(app, press=(), run_before=None, **options):
         async def before(pilot):

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ def console_script() -> str:
 
 def later(seconds: float) -> str:
     """An ISO instant `seconds` from now, for TUI_AGENT_NOW: a worker whose clock is past the leases."""
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
 
 
 def ok(done: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:

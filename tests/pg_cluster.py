@@ -64,7 +64,7 @@ class PgServer:
                 user = pwd.getpwnam("postgres")
             except KeyError:
                 shutil.rmtree(self.base, ignore_errors=True)
-                raise RuntimeError("running as root, and there is no `postgres` user to run the PostgreSQL server as")
+                raise RuntimeError("running as root, and there is no `postgres` user to run the PostgreSQL server as") from None
             os.chown(self.base, user.pw_uid, user.pw_gid)
         self.sock.mkdir()
         if self.as_postgres:

@@ -23,9 +23,9 @@ from helpers import (
 
 from tui_agent import Agent
 from tui_agent.operate import start
-from tui_agent.store import open_store
+from tui_agent.store import FenceRefused, open_store
 from tui_agent.store.journal import FOLD_EVERY, add_entry, add_step, load_checkpoint
-from tui_agent.store.runs import FenceRefused, claim_run, restart
+from tui_agent.store.runs import claim_run, restart
 
 STEPS = 3 * FOLD_EVERY + 5
 TICK = 0.125

@@ -10,13 +10,12 @@ import pytest
 from helpers import portable, registry_of, start_and_work
 
 from tui_agent import Agent
-from tui_agent.store import copying
-from tui_agent.store.copying import copy_database, open_source, open_target, tables
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
 from tui_agent.runtime.worker import execute
-from tui_agent.store import StoreError, artifacts, open_store
+from tui_agent.store import StoreError, artifacts, copying, open_store
+from tui_agent.store.copying import copy_database, open_source, open_target, tables
 from tui_agent.store.runs import claim_run
 from tui_agent.store.schema import SCHEMA_VERSION
 
@@ -340,7 +339,7 @@ def test_pages_of_a_few_rows_copy_every_row_once_with_progress_up_to_the_total(d
     for source_where, target_where in ((str(path), pg_url), (pg_url, str(back))):
         source, target = open_source(source_where), open_target(target_where)
         try:
-            counts = copy_database(source, target, lambda table, done, total: seen.setdefault(source_where, []).append(
+            counts = copy_database(source, target, lambda table, done, total: seen.setdefault(source_where, []).append(  # noqa: B023 - called in this turn
                 (table, done, total)))
         finally:
             source.close()

@@ -11,10 +11,10 @@ from helpers import open_run, registry_of, start_and_work, tui, work
 
 from tui_agent import Agent, Budget, Plateau, operate
 from tui_agent.errors import UserError
-from tui_agent.services.forecast import forecast
 from tui_agent.runtime.agent import DEFAULT_CEILINGS
 from tui_agent.runtime.clock import parse_instant
 from tui_agent.runtime.schedule import tick
+from tui_agent.services.forecast import forecast
 from tui_agent.store import open_store
 from tui_agent.store.journal import checkpoint_for, journal_for
 from tui_agent.store.runs import events_for, get_run

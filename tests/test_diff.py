@@ -11,6 +11,8 @@ import pytest
 from helpers import registry_of, start_and_work, work
 
 from tui_agent import Agent
+from tui_agent.operate import fork, start
+from tui_agent.paging import Window
 from tui_agent.services import diff
 from tui_agent.services.diff import (
     aligned_page,
@@ -21,8 +23,6 @@ from tui_agent.services.diff import (
     same_result,
     totals,
 )
-from tui_agent.operate import fork, start
-from tui_agent.paging import Window
 from tui_agent.store import artifacts
 from tui_agent.store.journal import checkpoint_for
 

@@ -14,9 +14,9 @@ import pytest
 from helpers import dump, ok, registry_of, start_and_work, work
 
 from tui_agent import Agent, operate, tool
-from tui_agent.services import editing
 from tui_agent.errors import UserError
 from tui_agent.runtime.results import ARTIFACT_THRESHOLD
+from tui_agent.services import editing
 from tui_agent.store import artifacts
 from tui_agent.store.runs import events_for, get_run
 

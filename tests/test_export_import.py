@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import data_dir, dump, portable
 
+from tui_agent.store import open_store
 from tui_agent.store.copying import tables
 from tui_agent.store.exports import LEFT_OUT, exported_tables
-from tui_agent.store import open_store
 
 
 def ok(result, code: int = 0):

@@ -23,7 +23,6 @@ def test_an_existing_file_keeps_its_mode_and_a_new_one_is_created_whole(tmp_path
 
 
 def test_a_crash_before_the_rename_leaves_no_new_file(tmp_path):
-    fresh = tmp_path / "fresh.py"
     faults.arm("mid-write")
     try:
         with pytest.raises(SimulatedCrash):

@@ -10,8 +10,21 @@ from pathlib import Path
 
 import pytest
 from fake_messages import message
-from harness_repo import BRANCH, FAKE, IDS, PY, TASKS, doing_each_task, git, make_repo, module, request, script, \
-    snapshot, trailers
+from harness_repo import (
+    BRANCH,
+    FAKE,
+    IDS,
+    PY,
+    TASKS,
+    doing_each_task,
+    git,
+    make_repo,
+    module,
+    request,
+    script,
+    snapshot,
+    trailers,
+)
 from helpers import key, later, ok, open_run, rendered, select, show_json, tui
 
 from tui_agent.agents.githost import GitHost
@@ -175,7 +188,7 @@ def test_a_hung_coding_agent_is_killed_at_its_timeout_rolled_back_and_run_again_
     report = show_json(tui_agent, run_id)
     assert report["run"]["status"] == "succeeded", report["run"]
     tree = _worktree(tui_agent, run_id)
-    assert f"iteration 1: rolled back what an earlier attempt left in the worktree (pkg/m1.py) to " in \
+    assert "iteration 1: rolled back what an earlier attempt left in the worktree (pkg/m1.py) to " in \
            "\n".join(_events(report))
     assert (tree / "pkg/m1.py").read_text() == module(1)
     [effect] = report["effects"]

@@ -41,7 +41,7 @@ def test_mentions():
     assert mentions(b"from acme_old import x\n", "acme_old")
     assert mentions(b"# acme_old\n", "acme_old")                     # a cheap filter: comments count
     assert not mentions(b"import acme\nimport old\n", "acme_old")
-    assert mentions('import { cn } from "@/utils/cn"'.encode(), "@/utils/cn")
+    assert mentions(b'import { cn } from "@/utils/cn"', "@/utils/cn")
     assert not mentions(b'import { cn } from "@/lib/cn"', "@/utils/cn")
     assert mentions(b"import pkg . utils\n", "pkg.utils")              # legal Python, so not filtered out
     assert not mentions(b"import pkg\n", "pkg.utils")

@@ -21,8 +21,8 @@ from helpers import changed, ok, registry_of, select, strip, tui, until
 from tui_agent import operate
 from tui_agent.runtime import strangers
 from tui_agent.runtime.clock import now
-from tui_agent.store.runs import claim_run, due_of_others
 from tui_agent.store.host import this_host
+from tui_agent.store.runs import claim_run, due_of_others
 from tui_agent.store.workers import register
 
 AGENTS = ["--agents", "stranded_agents"]

@@ -26,8 +26,8 @@ from fixtures import notify_agents
 from helpers import later, ok, registry_of, start_and_work, until, work
 
 from tui_agent import operate
-from tui_agent.services import notify
 from tui_agent.runtime.clock import iso, now
+from tui_agent.services import notify
 from tui_agent.store import notices, open_store
 from tui_agent.store.events import last_event
 from tui_agent.store.runs import events_for, get_run

@@ -18,8 +18,8 @@ import pytest
 from conftest import ROOT
 from helpers import show_json, until
 
-from tui_agent.store.copying import copy_database, open_source, open_target
 from tui_agent.store import open_store
+from tui_agent.store.copying import copy_database, open_source, open_target
 from tui_agent.store.environment import BUSY
 from tui_agent.store.postgres import BUSY_TIMEOUT_MS, IDLE_IN_WRITE_MS
 

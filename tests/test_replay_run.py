@@ -11,9 +11,9 @@ from helpers import dump, registry_of, start_and_work, work
 from tui_agent import Agent, operate
 from tui_agent.agents import nightly_report
 from tui_agent.errors import TemporaryError
-from tui_agent.services.replay import replay_last, replay_run
 from tui_agent.runtime.agent import RetryPolicy
 from tui_agent.runtime.registry import load_registry
+from tui_agent.services.replay import replay_last, replay_run
 from tui_agent.testing import replay
 
 PROMPT = "Name three uses for {thing}."

@@ -46,7 +46,7 @@ def test_only_temporary_errors_are_retried(error, temporary):
 class Flaky:
     """Fails with `error` the first `failures` calls, then returns 'ok'."""
 
-    def __init__(self, failures, error=TimeoutError("slow")):
+    def __init__(self, failures, error=TimeoutError("slow")):  # noqa: B008 - raised, never changed
         self.failures, self.error, self.calls = failures, error, 0
 
     def __call__(self):

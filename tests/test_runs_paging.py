@@ -11,9 +11,9 @@ import pytest
 from helpers import Recording, screen_of, shown_ids, tui
 
 import tui_agent.screens.runs as runs_screen
+from tui_agent.filters import Filter
 from tui_agent.states import Reason, RunStatus, needs_person
 from tui_agent.store import open_store
-from tui_agent.filters import Filter
 from tui_agent.store.runs import insert_run, runs_page
 
 # (status, reason) in turn: parked and waiting for approval need a person, sleeping and the rest do not

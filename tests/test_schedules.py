@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from conftest import ROOT
@@ -216,7 +216,7 @@ def test_tick_work_finishes_a_run_whose_sleep_ended(tui_agent, tmp_path):
     done = tui_agent("--agents", "counting_agents", "run", "sleepy", "--input", json.dumps({"log": str(log)}))
     assert done.returncode == 3
     run_id = done.stdout.split()[0]
-    later = datetime.now(timezone.utc).replace(microsecond=0).timestamp() + 2 * 3600
+    later = datetime.now(UTC).replace(microsecond=0).timestamp() + 2 * 3600
     woke = tui_agent("--agents", "counting_agents", "tick", "--work", env={"TUI_AGENT_NOW": iso(later)})
     assert woke.returncode == 0, woke.stderr
     report = json.loads(tui_agent("--agents", "counting_agents", "show", run_id, "--json").stdout)

@@ -10,7 +10,7 @@ through `simulate` and compare; each collects all its mismatches and shows the f
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 

@@ -21,7 +21,6 @@ from tui_agent.models import pricing
 from tui_agent.models.pricing import Price, cost_usd
 from tui_agent.models.tokens import estimate_prompt_tokens
 from tui_agent.operate import fork, start
-from tui_agent.report import runs_listing
 from tui_agent.runtime.faults import SimulatedCrash
 from tui_agent.screens.spend import SpendScreen, bars
 from tui_agent.spend import report

@@ -28,8 +28,8 @@ from textual.app import App
 from textual.widgets import Static
 
 from tui_agent import operate
-from tui_agent.services import notify
 from tui_agent.safe_text import json_text, one_line, visible
+from tui_agent.services import notify
 from tui_agent.store import open_store
 from tui_agent.widgets.safe import safe
 

@@ -3,7 +3,7 @@ refusals, and the validator that turns a malformed call into lines the model can
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @tool
 def search(query: str, limit: int, ratio: float, exact: bool, tags: list[str], filters: dict,
-           since: Optional[str] = None, until: str | None = None,
+           since: str | None = None, until: str | None = None,
            order: Literal["new", "old"] = "new", page: int = 1) -> list:
     """Search the notes.
 

@@ -143,7 +143,7 @@ def test_a_sleeping_run_says_what_it_waits_for_and_until_when(db_path, spans):
     (wait,) = named["wait sleep"]
     assert (wait.attributes["tui_agent.wait.reason"], wait.attributes["tui_agent.wait.until"]) == ("sleep", iso(wake_at))
     assert "nap" in wait.attributes["tui_agent.wait.what"]
-    assert f"run naps" not in named   # waiting is not an ending
+    assert "run naps" not in named   # waiting is not an ending
 
 
 def _console_spans(stderr: str) -> list[dict]:

@@ -27,9 +27,7 @@ import tui_agent.app
 import tui_agent.screens
 import tui_agent.widgets
 from tui_agent import operate
-from tui_agent.services.replay import DIFF_LINES, Divergence, Replay
 from tui_agent.runtime.clock import now
-from tui_agent.store.host import this_host
 from tui_agent.runtime.registry import load_registry
 from tui_agent.screens.diff import PickRunModal
 from tui_agent.screens.help import HelpScreen
@@ -51,9 +49,11 @@ from tui_agent.screens.replay import DivergenceModal
 from tui_agent.screens.run_actions import RUN_ACTIONS
 from tui_agent.screens.schedules import ScheduleDetail
 from tui_agent.screens.simulator import SimulatorApp
+from tui_agent.services.replay import DIFF_LINES, Divergence, Replay
 from tui_agent.sim import Settings
 from tui_agent.states import TERMINAL, RunStatus
 from tui_agent.store import open_store
+from tui_agent.store.host import this_host
 from tui_agent.store.runs import get_run, list_runs
 from tui_agent.store.workers import register
 

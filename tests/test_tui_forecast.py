@@ -7,8 +7,8 @@ import pytest
 from helpers import open_run, registry_of, screen_of, settled, start_and_work, tui, work
 
 from tui_agent import Agent, Budget, operate
-from tui_agent.services.forecast import sparkline
 from tui_agent.messages import DataChanged
+from tui_agent.services.forecast import sparkline
 from tui_agent.store.journal import journal_for
 from tui_agent.store.runs import claim_run, get_run
 from tui_agent.widgets.gauges import BudgetGauges

@@ -93,8 +93,8 @@ async def test_an_action_taken_in_the_tui_itself_rings_too(store):
 
 def test_the_app_sends_desktop_notifications_through_notify(db_path):
     """The default sender is the real one (the tests above replace it)."""
-    from tui_agent.services import notify
     from tui_agent.app import TuiAgentApp
+    from tui_agent.services import notify
 
     app = TuiAgentApp(db_path, poll_s=None)
     try:

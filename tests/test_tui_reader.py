@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from helpers import slowed, key, open_run, screen_of, settled, tui, work
+from helpers import key, open_run, screen_of, settled, slowed, tui, work
 
 from tui_agent import operate
 from tui_agent.messages import DataChanged

@@ -33,9 +33,9 @@ from tui_agent.screens.modals import (
     ReconcileModal,
 )
 from tui_agent.screens.run import RunScreen
+from tui_agent.store import open_store
 from tui_agent.store.approvals import approvals_for
 from tui_agent.store.effects import effects_for
-from tui_agent.store import open_store
 from tui_agent.store.runs import claim_run, get_run, list_runs
 from tui_agent.widgets.events import EventsLog
 from tui_agent.widgets.gauges import BudgetGauges, gauge_line

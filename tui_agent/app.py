@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,12 @@ from textual.binding import Binding
 from textual.reactive import reactive
 
 from . import config
-from .services import notify
 from .messages import DataChanged, Loaded
 from .runtime.registry import Registry, load_registry
 from .runtime.serve import GRACE_S
 from .safe_text import one_line, visible
 from .screens.palette import RunCommands
+from .services import notify
 from .session import READ_TIMEOUT_S, Session
 from .store import Store, notices, open_store
 from .store.runs import data_version
@@ -49,7 +49,7 @@ class TuiAgentApp(App):
     pending: reactive[tuple[str, ...]] = reactive(())    # the actions in flight (widgets/pending.py shows them)
 
     def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
-                 agent_modules: list[str] = (), poll_s: float | None = POLL_S, theme: str | None = None) -> None:
+                 agent_modules: Sequence[str] = (), poll_s: float | None = POLL_S, theme: str | None = None) -> None:
         """`theme`: the config file's (config.start_theme says which theme the app opens with)."""
         super().__init__()
         self.file_theme = theme

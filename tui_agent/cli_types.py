@@ -48,7 +48,7 @@ class Whole(click.IntRange):
     """A whole number from `min` to `max` (COLUMN_MAX unless given), one that is too long refused before Python
     is asked to read it (past 4,300 digits it would raise, and click would echo every digit)."""
 
-    def __init__(self, min: int, max: int = COLUMN_MAX) -> None:   # noqa: A002: click's own names
+    def __init__(self, min: int, max: int = COLUMN_MAX) -> None:   # noqa: A002 - click's own names
         super().__init__(min=min, max=max)
 
     def convert(self, value, param, ctx):
@@ -63,7 +63,7 @@ class Number(click.FloatRange):
     """A finite number from `min` to NUMBER_MAX: click's FloatRange lets NaN through (it compares false with
     every bound) and reads 1e400 as infinity."""
 
-    def __init__(self, min: float) -> None:   # noqa: A002: click's own name
+    def __init__(self, min: float) -> None:   # noqa: A002 - click's own name
         super().__init__(min=min, max=NUMBER_MAX)
 
     def convert(self, value, param, ctx):

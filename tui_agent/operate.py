@@ -40,9 +40,8 @@ from .states import (
     RunStatus,
     budget_dimension,
 )
-from .store import Store
+from .store import Store, saved_filters
 from .store import prune as prune_runs
-from .store import saved_filters
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
@@ -69,7 +68,6 @@ from .store.runs import (
 from .store.runs import fork as fork_run
 from .store.runs import park as park_run
 from .store.runs import restart as restart_run
-
 
 FILTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from .models.pricing import PRICES_DATE, cost_usd
 from .runtime.clock import iso
@@ -55,7 +55,7 @@ class Figures:
 
 def day_of(bucket: int, utc: bool) -> date:
     """The day (local, or UTC) of a quarter of an hour store/spend.py added calls up in."""
-    instant = datetime.fromtimestamp(bucket * BUCKET_S, timezone.utc)
+    instant = datetime.fromtimestamp(bucket * BUCKET_S, UTC)
     return (instant if utc else instant.astimezone()).date()
 
 

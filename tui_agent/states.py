@@ -7,7 +7,9 @@ Why: docs/architecture.md, sections 3.1, 6.4, 7.2 and 11."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class RunStatus(StrEnum):
@@ -173,7 +175,7 @@ def ahead_s(then: float | None, at: float) -> float | None:
     return then - at
 
 
-def worker_state(worker: dict, at: float, *, gone: bool) -> WorkerState:
+def worker_state(worker: Mapping[str, Any], at: float, *, gone: bool) -> WorkerState:
     """A `workers` row at instant `at`. `gone` says its process is known to be gone without a goodbye (killed);
     only its own host can tell, by probing the pid, which this module does not do: runtime.liveness.worker_state
     probes and calls this. A heartbeat in the future says nothing about whether it beats now, so such a worker

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from .services.replay import Replay, replay_run
 from .runtime.agent import Agent
 from .runtime.registry import Registry, load_registry
+from .services.replay import Replay, replay_run
 from .store import Store
 
 

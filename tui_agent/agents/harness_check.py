@@ -12,6 +12,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+
 from ..runtime.context import Context, run_program
 from ..runtime.plateau import fingerprint
 

@@ -12,7 +12,7 @@ from ..errors import ParkRun, PermanentError
 from ..runtime.agent import Agent
 from ..runtime.context import Context
 from . import worktree
-from .files import NotRegular, is_utf8, read_regular, shown, left_alone_line, sources, write_atomic
+from .files import NotRegular, is_utf8, left_alone_line, read_regular, shown, sources, write_atomic
 from .imports_rewrite import EXTENSIONS, Unworkable, language, mentions, rewrite
 from .recorded_files import RecordedFiles, sha256
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
-from .. import filters, operate
+from .. import completion, filters, operate
 from ..cli_types import TEXT, VERBATIM, Whole
-from .. import completion
 from ..errors import UserError
 from ..runtime.clock import now
 from ..states import EXIT_NOT_SUCCEEDED, EXIT_OK
+from ..store import Store
 from ..store.runs import each_run, get_run, resolve_run
 from ..strict_json import RESULT_EXAMPLE, parse_json
 from .group import Session, cli
@@ -140,47 +143,48 @@ def _one_decision(given: tuple[str, ...]) -> str:
     return chosen[0]
 
 
+def run_decision(action: Callable[..., str], *options: Callable[[Any], Any]) -> Callable[[Callable[..., str]], Any]:
+    """A decision on one RUN or, with `many_options`, on every run --where selects, with --note and `options`.
+
+    The decorated function decides one run: it takes the store, the run, the note and the options' values, and
+    returns the line to print. On --where, `action(**the options' values)` names what `_bulk` does to each run."""
+    def wrap(decide: Callable[..., str]) -> Any:
+        @functools.wraps(decide)
+        def command(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
+                    yes: bool, **given: Any) -> int:
+            if _many(run_ref, where, dry_run, yes):
+                return _bulk(session, action(**given), where, dry_run, yes, note)
+            echo(decide(session.existing_store, run_ref, note, **given))
+            return EXIT_OK
+        decorated: Any = command
+        for decorator in (click.pass_obj, many_options, note_option, *reversed(options),
+                          click.argument("run_ref", metavar="RUN", type=TEXT, required=False,
+                                         shell_complete=completion.runs)):
+            decorated = decorator(decorated)
+        return decorated
+    return wrap
+
+
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
-@click.option("--deny", is_flag=True, help="Deny instead of approve.")
-@note_option
-@many_options
-@click.pass_obj
-def approve(session: Session, run_ref: str | None, deny: bool, note: str | None, where: str | None, dry_run: bool,
-            yes: bool) -> int:
+@run_decision(lambda deny: "deny" if deny else "approve",
+              click.option("--deny", is_flag=True, help="Deny instead of approve."))
+def approve(store: Store, run_ref: str, note: str | None, deny: bool) -> str:
     """Answer the approval a run waits for; the run goes on with the answer."""
-    if _many(run_ref, where, dry_run, yes):
-        return _bulk(session, "deny" if deny else "approve", where, dry_run, yes, note)
-    run_id = operate.approve(session.existing_store, run_ref, deny, note)
-    echo(f"{run_id}: {operate.answered(deny)}")
-    return EXIT_OK
+    return f"{operate.approve(store, run_ref, deny, note)}: {operate.answered(deny)}"
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
-@note_option
-@many_options
-@click.pass_obj
-def park(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
+@run_decision(lambda: "park")
+def park(store: Store, run_ref: str, note: str | None) -> str:
     """Stop a run so a person can look at it; resume continues it."""
-    if _many(run_ref, where, dry_run, yes):
-        return _bulk(session, "park", where, dry_run, yes, note)
-    echo(f"{operate.park(session.existing_store, run_ref, note)}: parked")
-    return EXIT_OK
+    return f"{operate.park(store, run_ref, note)}: parked"
 
 
 @cli.command()
-@click.argument("run_ref", metavar="RUN", type=TEXT, required=False, shell_complete=completion.runs)
-@note_option
-@many_options
-@click.pass_obj
-def cancel(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
-           yes: bool) -> int:
+@run_decision(lambda: "cancel")
+def cancel(store: Store, run_ref: str, note: str | None) -> str:
     """End a run for good."""
-    if _many(run_ref, where, dry_run, yes):
-        return _bulk(session, "cancel", where, dry_run, yes, note)
-    echo(f"{operate.cancel_run(session.existing_store, run_ref, note)}: cancelled")
-    return EXIT_OK
+    return f"{operate.cancel_run(store, run_ref, note)}: cancelled"
 
 
 @cli.command()

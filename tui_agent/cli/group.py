@@ -17,7 +17,6 @@ from ..store import DatabaseError, Store, artifacts, default_path, open_store
 from ..store.environment import stop_for
 from .text import echo
 
-
 OPENED: list[Store] = []  # the database this process opened, for naming it in a one-line error
 
 

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from .. import operate
+from .. import completion, operate
 from ..cli_types import TEXT, Whole
-from .. import completion
 from ..errors import UserError
 from ..states import EXIT_OK
 from .group import Session, cli

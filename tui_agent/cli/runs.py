@@ -8,9 +8,8 @@ import time
 
 import click
 
-from .. import filters, operate
+from .. import completion, filters, operate
 from ..cli_types import TEXT, VERBATIM, Number, Whole
-from .. import completion
 from ..errors import UserError
 from ..format import age, claimable, count, held_by, spent, step_cell, tokens, usd
 from ..models import Unresolved

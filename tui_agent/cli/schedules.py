@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
-from .. import operate
+from .. import completion, operate
 from ..cli_types import TEXT, Number
-from .. import completion
 from ..errors import UserError
 from ..format import in_zone
 from ..report import saved_filters_report, schedules_report
@@ -16,6 +18,18 @@ from ..states import EXIT_OK
 from .group import Session, cli
 from .options import input_option, json_option, model_option, parse_input
 from .text import echo, json_out, print_table
+
+
+def _listing(shown: list[dict[str, Any]], as_json: bool, empty: str, columns: tuple[tuple[str, int], ...],
+             cells: Callable[[dict[str, Any]], tuple[object, ...]]) -> int:
+    """`ls`'s output: the rows as JSON, or a table of each row's `cells`, or `empty` when there are none."""
+    if as_json:
+        json_out(shown)
+    elif not shown:
+        echo(empty)
+    else:
+        print_table(columns, [cells(r) for r in shown])
+    return EXIT_OK
 
 
 @cli.group("filter")
@@ -40,15 +54,9 @@ def filter_save(session: Session, name: str, words: str) -> int:
 @click.pass_obj
 def filter_ls(session: Session, as_json: bool) -> int:
     """List the saved filters."""
-    shown = saved_filters_report(session.existing_store)
-    if as_json:
-        json_out(shown)
-        return EXIT_OK
-    if not shown:
-        echo("no saved filters; save one with: tui-agent filter save NAME 'status:failed since:3d'")
-        return EXIT_OK
-    print_table((("NAME", 20), ("WORDS", 0)), [(r["name"], r["words"]) for r in shown])
-    return EXIT_OK
+    return _listing(saved_filters_report(session.existing_store), as_json,
+                    "no saved filters; save one with: tui-agent filter save NAME 'status:failed since:3d'",
+                    (("NAME", 20), ("WORDS", 0)), lambda r: (r["name"], r["words"]))
 
 
 @filter_group.command("rm")
@@ -94,18 +102,12 @@ def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, in
 @click.pass_obj
 def schedule_ls(session: Session, as_json: bool) -> int:
     """List schedules with their next fire time in their zone."""
-    shown = schedules_report(session.existing_store)
-    if as_json:
-        json_out(shown)
-        return EXIT_OK
-    if not shown:
-        echo("no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'")
-        return EXIT_OK
-    print_table((("NAME", 18), ("AGENT", 16), ("CRON", 14), ("ZONE", 16), ("NEXT FIRE", 25), ("MISSED", 6),
-                 ("OVERLAP", 7), ("MODEL", 10), ("LAST RUN", 0)),
-                [(r["name"], r["agent"], r["cron"], r["tz"], r["next_fire"] if r["enabled"] else "disabled",
-                  r["missed"], r["overlap"], r["model"], r["last_run_id"] or "-") for r in shown])
-    return EXIT_OK
+    return _listing(schedules_report(session.existing_store), as_json,
+                    "no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'",
+                    (("NAME", 18), ("AGENT", 16), ("CRON", 14), ("ZONE", 16), ("NEXT FIRE", 25), ("MISSED", 6),
+                     ("OVERLAP", 7), ("MODEL", 10), ("LAST RUN", 0)),
+                    lambda r: (r["name"], r["agent"], r["cron"], r["tz"], r["next_fire"] if r["enabled"] else "disabled",
+                               r["missed"], r["overlap"], r["model"], r["last_run_id"] or "-"))
 
 
 @schedule.command("rm")

@@ -10,16 +10,15 @@ from typing import Any
 
 import click
 
-from .. import config, filters, operate, output_file
+from .. import completion, config, filters, operate, output_file
 from ..cli_types import TEXT, VERBATIM, Whole
-from .. import completion
 from ..errors import UserError
 from ..format import ago, file_size
 from ..runtime.clock import clock_time, iso, now
 from ..states import EXIT_NOT_SUCCEEDED, EXIT_OK, TERMINAL
 from ..store import Store, artifacts, default_path, open_store
-from ..store.base import on_server
 from ..store import prune as prune_runs
+from ..store.base import on_server
 from ..store.doctor import Diagnosis, diagnose
 from ..store.schema import SCHEMA_VERSION
 from .group import Session, cli
@@ -274,7 +273,8 @@ def _clean_worktrees(store, trees: list, yes: bool) -> int:
 def pulls(session: Session, repo: str | None, as_json: bool) -> int:
     """List the pull requests on the local git host (what patch opens, kept in the repository's
     .git/tui-agent/pulls.json), oldest first."""
-    from ..services.worktrees import pulls as pulls_of, repositories
+    from ..services.worktrees import pulls as pulls_of
+    from ..services.worktrees import repositories
 
     repos = [str(Path(repo).resolve())] if repo else repositories(session.existing_store)
     try:

@@ -10,10 +10,8 @@ from collections.abc import Callable
 
 import click
 
-from .. import operate
-from ..services import notify
+from .. import completion, operate
 from ..cli_types import TEXT, VERBATIM, Number, Whole
-from .. import completion
 from ..errors import UserError
 from ..format import ago, claimable, held_by, skew
 from ..report import held_by_gone, iso_times, workers_report
@@ -22,6 +20,7 @@ from ..runtime.clock import now
 from ..runtime.liveness import label, on_this_host
 from ..runtime.serve import GRACE_S, serve
 from ..runtime.worker import DEFAULT_LEASE_S, worker_name
+from ..services import notify
 from ..states import EXIT_ENVIRONMENT, EXIT_OK, WorkerState
 from ..store import default_path, notices
 from ..store.host import process_alive

@@ -22,6 +22,11 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from ..format import ago, duration_ms
+from ..paging import Window
+from ..report import shown_stored
+from ..runtime.clock import now
+from ..safe_text import json_text
 from ..services.diff import (
     EDITED,
     TOTALS,
@@ -41,12 +46,7 @@ from ..services.diff import (
     totals,
     totals_differ,
 )
-from ..format import ago, duration_ms
-from ..paging import Window
-from ..report import shown_stored
 from ..session import Reads
-from ..runtime.clock import now
-from ..safe_text import json_text
 from ..store import Store
 from ..store.runs import data_version
 from ..widgets.footer import KeysFooter

@@ -15,8 +15,8 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.reactive import reactive
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Label, OptionList, Static, Tab, Tabs
 
@@ -47,10 +47,10 @@ from ..widgets.caption import Caption
 from ..widgets.checkpoint import CheckpointView
 from ..widgets.events import EventsLog
 from ..widgets.footer import KeysFooter
-from ..widgets.pending import Pending
 from ..widgets.gauges import BudgetGauges, StepBar
 from ..widgets.journal import JournalViewer, human, raw
 from ..widgets.ledger import EffectLedger
+from ..widgets.pending import Pending
 from ..widgets.plan import plan_text, recorded_plan
 from ..widgets.safe import safe
 from ..widgets.status import badge

@@ -14,15 +14,15 @@ from textual.app import SuspendNotSupported
 from textual.binding import Binding
 
 from .. import operate
-from ..services import editing
 from ..errors import UserError
 from ..format import file_size
 from ..report import run_view, with_holders
 from ..runtime.agent import UNBOUNDED
-from ..services.worktrees import of_run as worktree_of
-from ..states import IN_DOUBT, EffectState, budget_dimension
+from ..services import editing
 from ..services.worktrees import branch_advice, why_not_remove
+from ..services.worktrees import of_run as worktree_of
 from ..session import Reads, Session
+from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..store.approvals import pending as pending_approval
 from ..store.effects import in_doubt
 from ..store.runs import get_run, recorded_positions

@@ -16,10 +16,10 @@ from textual.widgets import DataTable, Input
 
 from .. import operate
 from ..filters import Filter, FilterError, parse
-from ..services.forecast import WINDOW, sparkline
 from ..format import age, spent, step_cell, tokens
 from ..report import busiest_budget, runs_page, tasks_of
 from ..runtime.clock import now
+from ..services.forecast import WINDOW, sparkline
 from ..states import RunStatus
 from ..store import Store
 from ..store.journal import cost_window

@@ -4,7 +4,9 @@ and fire now (asked first) act through operate.py."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import islice
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -22,8 +24,8 @@ from ..runtime.schedule import fires
 from ..session import Reads
 from ..store import Store
 from ..store.runs import RunNotFound, get_run
-from ..store.schedules import recent_runs, schedule_events
 from ..store.schedules import listing as schedule_listing
+from ..store.schedules import recent_runs, schedule_events
 from ..widgets.safe import safe
 from ..widgets.status import badge, mark_of, style_of
 from ..widgets.theme import Palette, follow_theme, palette, style
@@ -61,7 +63,7 @@ class SchedulesScreen(TableScreen):
     def __init__(self) -> None:
         super().__init__()
         self._rows: list[dict] = []
-        self._last: dict[str, dict | None] = {}      # each schedule's last run, when it still exists
+        self._last: dict[str, Mapping[str, Any] | None] = {}      # each schedule's last run, when it still exists
 
     def on_mount(self) -> None:
         self.reload_now()
@@ -75,11 +77,11 @@ class SchedulesScreen(TableScreen):
 
     # -- data -----------------------------------------------------------------------------------
 
-    def load(self, store: Store) -> tuple[list[dict], dict[str, dict | None], int]:
+    def load(self, store: Store) -> tuple[list[dict], dict[str, Mapping[str, Any] | None], int]:
         rows = schedule_listing(store)
         return rows, {row["name"]: _run(store, row["last_run_id"]) for row in rows}, workers_alive(store)
 
-    def show(self, loaded: tuple[list[dict], dict[str, dict | None], int]) -> None:
+    def show(self, loaded: tuple[list[dict], dict[str, Mapping[str, Any] | None], int]) -> None:
         """Repaint the schedules read in one batch, keeping the cursor on the same schedule."""
         table = self.table
         selected = self.selected_key()
@@ -228,7 +230,7 @@ class SchedulesScreen(TableScreen):
         self.app.push_screen(ConfirmModal(f"Fire {name} now?", question, "Fire it now", "Don't fire"), confirmed)
 
 
-def _run(store: Store, run_id: str | None) -> dict | None:
+def _run(store: Store, run_id: str | None) -> Mapping[str, Any] | None:
     """A schedule's last run, when it still exists."""
     if not run_id:
         return None

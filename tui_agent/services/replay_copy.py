@@ -28,11 +28,11 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from ..store.copying import copy_database, open_target
 from ..errors import EnvironmentStop, TuiAgentError
 from ..states import EXIT_NOT_SUCCEEDED
 from ..store import Store, artifacts, data_dir_for
 from ..store.base import is_url
+from ..store.copying import copy_database, open_target
 from ..store.environment import FULL, READ_ONLY, stop_for, stop_for_os
 
 

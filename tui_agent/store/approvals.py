@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import sqlite3
+from typing import cast
 
-from .base import Store, one_row, positioned_page
+from .base import Connection, Store, one_row, positioned_page
 from .runs import StateChanged
 
 
-def approval_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
+def approval_at(conn: Connection, run_id: str, generation: int, position: int) -> dict | None:
     return one_row(conn.execute("SELECT * FROM approvals WHERE run_id = ? AND generation = ? AND position = ?",
                              (run_id, generation, position)))
 
 
-def ask(conn: sqlite3.Connection, run_id: str, generation: int, position: int, name: str, question: str,
+def ask(conn: Connection, run_id: str, generation: int, position: int, name: str, question: str,
         now: float) -> dict:
     conn.execute("INSERT INTO approvals (run_id, generation, position, name, question, asked_at)"
                  " VALUES (?, ?, ?, ?, ?, ?)", (run_id, generation, position, name, question, now))
-    return approval_at(conn, run_id, generation, position)
+    return cast(dict, approval_at(conn, run_id, generation, position))   # the row just inserted
 
 
 def pending(store: Store, run_id: str, generation: int) -> dict | None:
@@ -25,7 +25,7 @@ def pending(store: Store, run_id: str, generation: int) -> dict | None:
                                    " AND decision IS NULL ORDER BY position LIMIT 1", (run_id, generation)))
 
 
-def decide(conn: sqlite3.Connection, approval_id: int, decision: str, note: str | None, who: str,
+def decide(conn: Connection, approval_id: int, decision: str, note: str | None, who: str,
            now: float) -> None:
     """Answer a question once: a second answer (a race between two people) is refused, not recorded."""
     cur = conn.execute("UPDATE approvals SET decision = ?, note = ?, decided_by = ?, decided_at = ?"

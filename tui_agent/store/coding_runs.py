@@ -3,9 +3,9 @@ that may name a worktree, the runs by id, and a run's family of forks."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 
+from .base import Connection
 from .imported import NOT_IMPORTED
 from .runs import lineage
 
@@ -14,19 +14,20 @@ _NAMING = ("SELECT j.run_id, j.result FROM runs r JOIN {table} j ON j.run_id = r
            f" AND j.position < {WITHIN} WHERE j.kind = 'step' AND j.result LIKE '%\"worktree\":%' AND r.{NOT_IMPORTED}")
 
 
-def naming_worktrees(conn: sqlite3.Connection, run_ids: list[str] | None = None) -> Iterator[tuple[str, str]]:
+def naming_worktrees(conn: Connection, run_ids: list[str] | None = None) -> Iterator[tuple[str, str]]:
     """The (run id, step result) of each early step whose result mentions a worktree.
 
     The steps are among the first WITHIN entries of a run's current generation, of every run (none imported) or
     of `run_ids`: a few index seeks per run."""
-    among, params = "", ()
+    among = ""
+    params: tuple[str, ...] = ()
     if run_ids is not None:
         among, params = f" AND r.id IN ({', '.join('?' * len(run_ids))})", tuple(run_ids)
     sql = " UNION ALL ".join(_NAMING.format(table=table) + among for table in ("journal_rows", "journal_tail"))
     yield from conn.execute(sql, params * 2)
 
 
-def runs_shown(conn: sqlite3.Connection, run_ids: list[str]) -> list[dict]:
+def runs_shown(conn: Connection, run_ids: list[str]) -> list[dict]:
     """The runs' id, agent, status and reason, oldest first."""
     rows = conn.execute(f"SELECT id, agent, status, reason FROM runs WHERE id IN ({', '.join('?' * len(run_ids))})"
                         " ORDER BY created_at, id", run_ids)

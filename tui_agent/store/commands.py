@@ -8,11 +8,10 @@ Why: docs/architecture.md, section 7 (Workers), "Deadlines"."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 
 from ..states import EventKind
-from .base import Store, dict_rows
+from .base import Connection, Store, dict_rows
 from .events import add_event
 from .holders import KILL_WAIT_S
 from .host import end_group, group_left, process_start, this_host_id
@@ -20,7 +19,7 @@ from .host import end_group, group_left, process_start, this_host_id
 RUNNING, ENDED, KILLED, GONE = "running", "ended", "killed", "gone"
 
 
-def begin(conn: sqlite3.Connection, *, run_id: str, generation: int, position: int, name: str, fence: int,
+def begin(conn: Connection, *, run_id: str, generation: int, position: int, name: str, fence: int,
           argv: Sequence[str], env: Sequence[str], pgid: int, pid_started: int | None, now: float) -> int:
     """Inside the caller's fenced write, before the program is let go: its row, `running`; returns its id."""
     return conn.execute(
@@ -37,7 +36,7 @@ def ended(store: Store, command_id: int, exit_code: int | None, now: float) -> N
                     (ENDED, exit_code, now, command_id, RUNNING))
 
 
-def end_left(conn: sqlite3.Connection, run_id: str, now: float, worker: str, fence: int) -> list[dict]:
+def end_left(conn: Connection, run_id: str, now: float, worker: str, fence: int) -> list[dict]:
     """Inside a claim's write, before it takes the run: end every program an earlier claim of the run started
     and nobody saw end. A group on this host is killed (SIGKILL, waiting up to KILL_WAIT_S) unless nothing is
     left of it: its leader's pid held by a later process means the group emptied before that pid was given out.
@@ -73,7 +72,7 @@ def _left(row: dict) -> bool:
     return group_left(row["pgid"]) > 0
 
 
-def of_position(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> list[dict]:
+def of_position(conn: Connection, run_id: str, generation: int, position: int) -> list[dict]:
     """The programs started inside one journaled call, oldest first (a crashed attempt's included)."""
     return list(dict_rows(conn.execute(
         "SELECT id, name, argv, state, exit, started_at, ended_at FROM commands WHERE run_id = ? AND generation = ?"

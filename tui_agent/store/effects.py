@@ -3,26 +3,32 @@ state change, its journal entry and its event commit together."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from typing import Any, cast
 
 from ..states import IN_DOUBT, EffectState, Reason, RunStatus
-from .base import Store, one_row, positioned_page
+from .base import Connection, Store, one_row, positioned_page
 from .imported import NOT_IMPORTED
+from .rows import EffectRow
 from .runs import RunNotFound, StateChanged, requeue
 from .workers import still_sending
+
+
+def _effects(rows: Iterable[dict[str, Any]]) -> list[EffectRow]:
+    """`SELECT * FROM effects` rows, typed."""
+    return cast("list[EffectRow]", list(rows))
 
 
 def _marks(values: Collection[str]) -> str:
     return ", ".join("?" for _ in values)
 
 
-def effect_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
-    return one_row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
-                             (run_id, generation, position)))
+def effect_at(conn: Connection, run_id: str, generation: int, position: int) -> EffectRow | None:
+    return cast("EffectRow | None", one_row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
+                             (run_id, generation, position))))
 
 
-def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
+def confirmed_with_key(conn: Connection, key: str, except_id: int) -> dict | None:
     """The confirmed effect with `key` (other than `except_id`) anywhere in the database, or None.
 
     The ledger is unique by key: a confirmed row anywhere means done, and so does the key of a confirmed effect
@@ -32,12 +38,13 @@ def confirmed_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> di
         conn.execute("SELECT run_id, result FROM kept_keys WHERE kind = 'effect' AND key = ?", (key,)))
 
 
-def in_doubt_with_key(conn: sqlite3.Connection, key: str, except_id: int) -> dict | None:
-    return one_row(conn.execute(f"SELECT * FROM effects WHERE key = ? AND state IN ({_marks(IN_DOUBT)})"
-                             " AND id != ? ORDER BY id LIMIT 1", (key, *IN_DOUBT, except_id)))
+def in_doubt_with_key(conn: Connection, key: str, except_id: int) -> EffectRow | None:
+    return cast("EffectRow | None", one_row(conn.execute(
+        f"SELECT * FROM effects WHERE key = ? AND state IN ({_marks(IN_DOUBT)}) AND id != ? ORDER BY id LIMIT 1",
+        (key, *IN_DOUBT, except_id))))
 
 
-def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[str]:
+def waiting_on_key(conn: Connection, key: str, except_run: str) -> list[str]:
     """Other runs that wait (reason reconcile) before attempting `key` because it was in doubt here."""
     return [r[0] for r in conn.execute(
         "SELECT DISTINCT e.run_id FROM effects e JOIN runs r ON r.id = e.run_id WHERE e.key = ? AND e.state = ?"
@@ -45,19 +52,19 @@ def waiting_on_key(conn: sqlite3.Connection, key: str, except_run: str) -> list[
         (key, EffectState.INTENDED, RunStatus.WAITING, Reason.RECONCILE, except_run))]
 
 
-def add_intended(conn: sqlite3.Connection, *, run_id: str, generation: int, position: int, name: str, key: str,
+def add_intended(conn: Connection, *, run_id: str, generation: int, position: int, name: str, key: str,
                  has_lookup: bool, dedupe_ttl_s: float | None, lookup_ttl_s: float | None,
-                 service: str | None, fence: int, now: float) -> dict:
+                 service: str | None, fence: int, now: float) -> EffectRow:
     conn.execute(
         "INSERT INTO effects (run_id, generation, position, name, key, state, attempts, has_lookup, dedupe_ttl_s,"
         " lookup_ttl_s, service, fence, created_at, updated_at)"
         " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, generation, position, name, key, EffectState.INTENDED, int(has_lookup), dedupe_ttl_s, lookup_ttl_s,
          service, fence, now, now))
-    return effect_at(conn, run_id, generation, position)
+    return cast(EffectRow, effect_at(conn, run_id, generation, position))   # the row just inserted
 
 
-def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, expected: str | None = None,
+def set_state(conn: Connection, effect_id: int, state: str, now: float, expected: str | None = None,
               **fields) -> None:
     """Move one effect to `state`, setting any other columns given; with `expected`, only from that state
     (a person's answer to a question that was answered a moment ago is refused, not applied twice)."""
@@ -72,14 +79,14 @@ def set_state(conn: sqlite3.Connection, effect_id: int, state: str, now: float, 
         raise StateChanged(f"effect {effect_id} is no longer {expected}; nothing changed")
 
 
-def mark_attempted(conn: sqlite3.Connection, effect_id: int, worker: str, fence: int, now: float) -> None:
+def mark_attempted(conn: Connection, effect_id: int, worker: str, fence: int, now: float) -> None:
     conn.execute("UPDATE effects SET state = ?, attempts = attempts + 1, attempted_at = ?,"
                  " first_attempted_at = coalesce(first_attempted_at, ?), attempted_by = ?, fence = ?,"
                  " waits_for = NULL, updated_at = ? WHERE id = ?",
                  (EffectState.ATTEMPTED, now, now, worker, fence, now, effect_id))
 
 
-def run_fence(conn: sqlite3.Connection, run_id: str) -> int | None:
+def run_fence(conn: Connection, run_id: str) -> int | None:
     """The run's fence now: a cheap read just before a service is called."""
     found = conn.execute("SELECT fence FROM runs WHERE id = ?", (run_id,)).fetchone()
     return None if found is None else found[0]
@@ -111,29 +118,29 @@ def requeue_released(store: Store, now: float) -> list[str]:
     return freed
 
 
-def in_doubt(store: Store, run_id: str, generation: int, states: Collection[str] = IN_DOUBT) -> list[dict]:
+def in_doubt(store: Store, run_id: str, generation: int, states: Collection[str] = IN_DOUBT) -> list[EffectRow]:
     """The run's effects in these states, in position order (indexed: no read of its other effects)."""
-    return list(store.query("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
+    return _effects(store.query("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
                                f" AND state IN ({_marks(states)}) ORDER BY position", (run_id, generation, *states)))
 
 
-def effects_for(store: Store, run_id: str) -> list[dict]:
-    return list(store.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
+def effects_for(store: Store, run_id: str) -> list[EffectRow]:
+    return _effects(store.query("SELECT * FROM effects WHERE run_id = ? ORDER BY generation, position", (run_id,)))
 
 
 PAGE = 100
 
 
 def effects_page(store: Store, run_id: str, after: tuple[int, int] | None = None, limit: int = PAGE,
-                 newest_first: bool = False) -> list[dict]:
+                 newest_first: bool = False) -> list[EffectRow]:
     """The run's ledger a page at a time, by (generation, position)."""
-    return positioned_page(store, "effects", run_id, after, limit, newest_first)
+    return _effects(positioned_page(store, "effects", run_id, after, limit, newest_first))
 
 
-def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[dict]:
+def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[EffectRow]:
     """One generation's effects at positions first..last (to its end when `last` is None)."""
     upto, params = ("", ()) if last is None else (" AND position <= ?", (last,))
-    return list(store.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
+    return _effects(store.query(f"SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
                                " ORDER BY position", (run_id, generation, first, *params)))
 
 
@@ -153,7 +160,7 @@ def next_in_doubt(store: Store, run_id: str, generation: int, after: int) -> int
     return row[0] if row else None
 
 
-def find_effect(store: Store, run_id: str, generation: int, ref: str) -> dict:
+def find_effect(store: Store, run_id: str, generation: int, ref: str) -> EffectRow:
     """The run's effect named `ref`, or at position `ref` when a name repeats."""
     rows = [r for r in effects_for(store, run_id) if r["generation"] == generation]
     if ref.isascii() and ref.isdigit():   # compared as text: int() refuses "²" and numbers past 4,300 digits

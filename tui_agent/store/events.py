@@ -3,25 +3,23 @@ transaction that makes the transition."""
 
 from __future__ import annotations
 
-import sqlite3
-
-from .base import Store, one_row
+from .base import Connection, Store, one_row
 
 _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
 
 
-def add_event(conn: sqlite3.Connection, run_id: str, at: float, kind: str, message: str,
+def add_event(conn: Connection, run_id: str, at: float, kind: str, message: str,
               worker: str | None = None, fence: int | None = None) -> None:
     conn.execute(_INSERT, (run_id, at, kind, message, worker, fence))
 
 
-def add_schedule_event(conn: sqlite3.Connection, schedule: str, at: float, kind: str, message: str,
+def add_schedule_event(conn: Connection, schedule: str, at: float, kind: str, message: str,
                        run_id: str | None = None) -> None:
     conn.execute("INSERT INTO events (run_id, at, kind, message, schedule) VALUES (?, ?, ?, ?, ?)",
                  (run_id, at, kind, message, schedule))
 
 
-def last_event_like(conn: sqlite3.Connection, run_id: str, pattern: str) -> str | None:
+def last_event_like(conn: Connection, run_id: str, pattern: str) -> str | None:
     """The newest message of the run matching a LIKE pattern, read backwards from its end (the run stopped on
     it, so this stops early however long the run is)."""
     row = conn.execute("SELECT message FROM events WHERE run_id = ? AND message LIKE ? ORDER BY id DESC LIMIT 1",
@@ -29,7 +27,7 @@ def last_event_like(conn: sqlite3.Connection, run_id: str, pattern: str) -> str 
     return row[0] if row else None
 
 
-def nth_newest_at(conn: sqlite3.Connection, run_id: str, kind: str, n: int) -> float | None:
+def nth_newest_at(conn: Connection, run_id: str, kind: str, n: int) -> float | None:
     """When the run's `n`-th newest event of `kind` happened (1: the newest), read backwards from its end; None when
     it has fewer."""
     row = conn.execute("SELECT at FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
@@ -37,7 +35,7 @@ def nth_newest_at(conn: sqlite3.Connection, run_id: str, kind: str, n: int) -> f
     return row[0] if row else None
 
 
-def last_event(conn: sqlite3.Connection, run_id: str) -> dict | None:
+def last_event(conn: Connection, run_id: str) -> dict | None:
     """What happened to the run most recently: often the reason an action no longer applies."""
     return one_row(conn.execute("SELECT at, kind, message, worker FROM events WHERE run_id = ? ORDER BY id DESC"
                                 " LIMIT 1", (run_id,)))
@@ -50,7 +48,8 @@ def events_page(store: Store, run_id: str, after: int | None = None, limit: int 
                 newest_first: bool = False) -> list[dict]:
     """A page of the run's events by a keyset cursor on their id (the (run_id, id) index): after `after`,
     or before it `newest_first`."""
-    where, params = "run_id = ?", [run_id]
+    where = "run_id = ?"
+    params: list[str | int] = [run_id]
     if after is not None:
         where += " AND id < ?" if newest_first else " AND id > ?"
         params.append(after)

@@ -7,12 +7,11 @@ Why: docs/architecture.md, section 7 (Workers)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..states import RunStatus
-from .base import dict_rows
+from .base import Connection, dict_rows
 from .host import end_group, group_left, on_this_host, process_alive, process_start
 
 KILL_WAIT_S = 2.0   # how long a claim waits for a killed group to end before it leaves the run to its lease
@@ -96,7 +95,7 @@ def takeable_rows(rows: Iterable[dict]) -> list[tuple[dict, Holder]]:
     return [(row, holder) for row, holder in judged if holder.takeable]
 
 
-def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tuple[dict | None, Holder]]:
+def holders_of(conn: Connection, names: Iterable[str]) -> dict[str, tuple[dict | None, Holder]]:
     """Each named holder's worker row (None: not registered) and judgement, read in one query."""
     wanted = sorted({name for name in names if name})
     if not wanted:
@@ -107,7 +106,7 @@ def holders_of(conn: sqlite3.Connection, names: Iterable[str]) -> dict[str, tupl
     return {name: (rows.get(name), judge(rows.get(name), name)) for name in wanted}
 
 
-def with_holders(conn: sqlite3.Connection, runs: list[dict], lease_at: float) -> list[dict]:
+def with_holders(conn: Connection, runs: list[dict], lease_at: float) -> list[dict]:
     """Each run row, with epoch times, given `holder_gone` and `claimable_in_s`.
 
     For a running run, `holder_gone` says whether its worker's process is gone from this host (as `workers`

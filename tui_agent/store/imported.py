@@ -7,21 +7,22 @@ Why: docs/operating.md, "One run, anywhere: export and import"."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
+
+from .base import Connection
 
 # A condition on a runs row (its `id`): the run is this database's to run.
 NOT_IMPORTED = "id NOT IN (SELECT run_id FROM imported_runs)"
 
 
-def mark(conn: sqlite3.Connection, run_ids: Iterable[str], source: str, exported_at: float, at: float) -> None:
+def mark(conn: Connection, run_ids: Iterable[str], source: str, exported_at: float, at: float) -> None:
     """Inside the import's write: `run_ids` are for reading here, `source` holding them."""
     for run_id in run_ids:
         conn.execute("INSERT INTO imported_runs (run_id, source, exported_at, imported_at) VALUES (?, ?, ?, ?)",
                      (run_id, source, exported_at, at))
 
 
-def imported(conn: sqlite3.Connection, run_id: str) -> dict | None:
+def imported(conn: Connection, run_id: str) -> dict | None:
     """Where the run was imported from ({source, exported_at, imported_at}, epoch seconds), or None when it is this
     database's own."""
     row = conn.execute("SELECT source, exported_at, imported_at FROM imported_runs WHERE run_id = ?",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ..states import CallState, RunStatus
-from .base import Store, refuse_stale, write_once
+from .base import Connection, Store, refuse_stale, write_once
+from .rows import ModelCallRow
 
 if TYPE_CHECKING:  # runs.fork uses this module, and journal imports runs
     from .journal import Usage
@@ -143,7 +144,7 @@ def begin(store: Store, run_id: str, generation: int, position: int, name: str, 
     return write_once(store, run_id, write, committed)
 
 
-def answered(conn: sqlite3.Connection, key: CallKey, spent: Spent, cost_usd: float | None, request_id: str | None,
+def answered(conn: Connection, key: CallKey, spent: Spent, cost_usd: float | None, request_id: str | None,
              now: float) -> None:
     """Inside the write that journals the reply (whose usage replaces the reservation): what it used, and the usage
     as the API gave it, which `spend --reprice` prices again."""
@@ -154,14 +155,14 @@ def answered(conn: sqlite3.Connection, key: CallKey, spent: Spent, cost_usd: flo
                   json.dumps(spent.usage, ensure_ascii=False), cost_usd, request_id, now, *_where(key)))
 
 
-def failed(conn: sqlite3.Connection, key: CallKey, reserved: Usage, error: str, now: float) -> None:
+def failed(conn: Connection, key: CallKey, reserved: Usage, error: str, now: float) -> None:
     """Inside a fenced write: the call came back with an error, so nothing was billed; the hold is given back."""
     conn.execute("UPDATE model_calls SET state = 'failed', error = ?, updated_at = ?"
                  " WHERE run_id = ? AND generation = ? AND position = ? AND call = ?", (error[:500], now, *_where(key)))
     conn.execute(_HOLD, (-1, -reserved.input_tokens, -reserved.output_tokens, -reserved.cost_usd, key.run_id))
 
 
-def streamed(conn: sqlite3.Connection, key: CallKey, tokens: int, now: float) -> None:
+def streamed(conn: Connection, key: CallKey, tokens: int, now: float) -> None:
     """The live count of a streaming reply (no fence: it only ever touches its own in-flight row)."""
     conn.execute("UPDATE model_calls SET tokens = ?, updated_at = ? WHERE run_id = ? AND generation = ?"
                  " AND position = ? AND call = ? AND state = 'in_flight'", (tokens, now, *_where(key)))
@@ -171,11 +172,12 @@ def _where(key: CallKey) -> tuple:
     return key.run_id, key.generation, key.position, key.call
 
 
-def _live(run: dict, now: float) -> bool:
+def _live(run: Mapping[str, Any], now: float) -> bool:
     return run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now
 
 
-def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | None = None) -> list[dict]:
+def calls_for(store: Store, run: Mapping[str, Any], now: float, first: int = 0,
+              last: int | None = None) -> list[ModelCallRow]:
     """The current generation's calls in order, at positions first..last, to the end when `last` is None.
 
     An in-flight row not under the run's live lease is `died`: a worker killed mid-call leaves its lease to run
@@ -186,12 +188,12 @@ def calls_for(store: Store, run: dict, now: float, first: int = 0, last: int | N
                           f" FROM model_calls WHERE run_id = ? AND generation = ? AND position >= ?{upto}"
                           " ORDER BY position, call", (run["id"], run["generation"], first, *params))
     live = _live(run, now)
-    shown = []
+    shown: list[ModelCallRow] = []
     for row in rows:
         if row["state"] == CallState.IN_FLIGHT and not (live and row["fence"] == run["fence"]):
             row["state"] = CallState.DIED
         row["request"] = json.loads(row["request"])
-        shown.append(row)
+        shown.append(cast(ModelCallRow, row))
     return shown
 
 
@@ -242,7 +244,7 @@ def possibly_billed(store: Store, run: dict, now: float) -> float:
     return row[0] or 0
 
 
-def copy_for_fork(conn: sqlite3.Connection, parent: dict, run_id: str, from_step: int) -> None:
+def copy_for_fork(conn: Connection, parent: dict, run_id: str, from_step: int) -> None:
     """A fork keeps the answered calls of the positions it keeps, and the request parts they name."""
     conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
                  " request, reserved_input, reserved_output, reserved_usd, tokens, input_tokens, cache_read_tokens,"

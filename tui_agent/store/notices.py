@@ -7,10 +7,8 @@ Why: docs/architecture.md, section 3.2 (Transitions and who makes them)."""
 
 from __future__ import annotations
 
-import sqlite3
-
 from ..states import needs_person
-from .base import Store, StoreError, dict_rows
+from .base import Connection, Store, StoreError, dict_rows
 from .events import add_event
 
 NEEDS_PERSON, REMINDER = "needs_person", "reminder"
@@ -37,7 +35,7 @@ class ClaimLost(StoreError):
     """A claim's UPDATE changed fewer rows than it selected: another process claimed some; nothing is taken."""
 
 
-def record(conn: sqlite3.Connection, run_id: str, status: str, reason: str | None, message: str,
+def record(conn: Connection, run_id: str, status: str, reason: str | None, message: str,
            at: float) -> int | None:
     """Inside the write that moves a run to `status`/`reason`: a notice when that state needs a person
     (its id), else nothing (None)."""
@@ -111,7 +109,7 @@ _DUE_REMINDERS = """
     ORDER BY n.id LIMIT ?"""
 
 
-def _due_reminders(conn: sqlite3.Connection, cutoff: float, limit: int) -> list[dict]:
+def _due_reminders(conn: Connection, cutoff: float, limit: int) -> list[dict]:
     # runs.py imports this module (to call `record`), so its NEEDS_PERSON is read here, once it is loaded
     from . import runs
 

@@ -30,12 +30,12 @@ WORKERS = ("SELECT name, pid, host, stopped_at FROM workers WHERE substr(name, 1
 def glance(where: str | os.PathLike) -> Iterator[Connection | None]:
     """A connection that only reads the database `where` names, or None when there is no such file."""
     if is_url(where):
-        import psycopg   # an optional extra: only for a URL
+        import psycopg  # an optional extra: only for a URL
 
         from .postgres import PostgresError, _Connection
 
         try:
-            raw = psycopg.connect(where, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+            raw = psycopg.connect(str(where), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                   application_name="tui-agent completion")
         except psycopg.Error as e:
             raise PostgresError(e) from e

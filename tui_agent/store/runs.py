@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from ..errors import UserError
 from ..filters import Filter
 from ..states import SELF_WAKING, TERMINAL, EffectState, EventKind, Reason, RunStatus, needs_person
 from . import ids
 from .base import (
-    FenceRefused,
+    Connection,
     Store,
     StoreError,
     decoding,
@@ -32,6 +32,7 @@ from .imported import NOT_IMPORTED
 from .journal import fold
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
+from .rows import RunRow
 from .schema import CHECKPOINT_SCHEMA
 
 
@@ -54,7 +55,7 @@ class Claim:
     claimed_at: float
 
 
-def _new_id(conn: sqlite3.Connection) -> str:
+def _new_id(conn: Connection) -> str:
     """An id no run has, nor had before prune removed it (a kept key still names that run)."""
     while True:
         run_id = f"r-{ids.token(4)}"
@@ -76,7 +77,7 @@ def create_run(store: Store, *, now: float, run_key: str | None = None, **fields
         return insert_run(conn, now=now, run_key=run_key, **fields)
 
 
-def insert_run(conn: sqlite3.Connection, *, agent: str, agent_version: str, code_version: str, request: str,
+def insert_run(conn: Connection, *, agent: str, agent_version: str, code_version: str, request: str,
                budget: str, model: str, now: float, run_key: str | None = None,
                script: str | None = None) -> tuple[str, bool]:
     """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names, or
@@ -167,19 +168,19 @@ _CLAIM_COLUMNS = "id, agent, code_version, generation, attempt, fence, status, w
 TAKEOVER_LOOP = 5  # takeovers without a new journal entry before a run is parked instead of claimed again
 
 
-def _takeovers_since_progress(conn: sqlite3.Connection, run_id: str) -> int:
+def _takeovers_since_progress(conn: Connection, run_id: str) -> int:
     """Takeovers since the run's checkpoint last moved (a journal entry, a failed attempt): bounded reads."""
     moved = conn.execute("SELECT updated_at FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone()[0]
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM events WHERE run_id = ? AND kind = 'takeover'"
                         " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
 
-def _loops(conn: sqlite3.Connection, row: tuple) -> bool:
+def _loops(conn: Connection, row: tuple) -> bool:
     """Whether a due run (a claim's row) is in a takeover loop, to be parked rather than claimed."""
     return row[6] == RunStatus.RUNNING and _takeovers_since_progress(conn, row[0]) >= TAKEOVER_LOOP
 
 
-def db_clock(conn: sqlite3.Connection) -> float | None:
+def db_clock(conn: Connection) -> float | None:
     """The database server's clock as epoch seconds (one round trip), or None on SQLite. Leases and heartbeats
     are written by one machine and judged by another, so on a server they are read from its clock; a SQLite
     file has one host, whose clock (the process's, which tests and the simulator move) is the lease clock."""
@@ -191,13 +192,13 @@ def db_clock(conn: sqlite3.Connection) -> float | None:
 SERVER_NOW = "extract(epoch from clock_timestamp())::float8"
 
 
-def lease_now(conn: sqlite3.Connection, local: float) -> float:
+def lease_now(conn: Connection, local: float) -> float:
     """The instant lease and heartbeat decisions use: the server's clock, else `local` (the process's)."""
     found = db_clock(conn)
     return local if found is None else found
 
 
-def _take(conn: sqlite3.Connection, row: tuple, worker: str, lease_s: float, now: float,
+def _take(conn: Connection, row: tuple, worker: str, lease_s: float, now: float,
           lease_at: float | None = None, why: str | None = None) -> Claim | None:
     """Give the picked run `row` to `worker` under a new fence and lease, or park it and return None.
 
@@ -341,7 +342,7 @@ def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, n
                 return row and _take(conn, row, worker, lease_s, at, lease_at, why)
 
 
-def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
+def _from_gone(conn: Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
     """The oldest picked run whose holder is verifiably gone, and why it may be taken, inside a claim's write.
 
     Such a run is held, with a live lease, by a worker of this host whose process is verifiably gone; it is
@@ -363,7 +364,7 @@ def _from_gone(conn: sqlite3.Connection, pick: str, values: dict) -> tuple[tuple
     return None, None
 
 
-def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
+def takeover_why(conn: Connection, run: dict, now: float) -> str | None:
     """Why a claim may take a running run now, or None when it may not; read inside a write.
 
     It may when its holder is verifiably gone from this host (what was left of its process group killed first),
@@ -377,13 +378,13 @@ def takeover_why(conn: sqlite3.Connection, run: dict, now: float) -> str | None:
     return None
 
 
-def check_fence(conn: sqlite3.Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
+def check_fence(conn: Connection, run_id: str, fence: int, now: float, lease_until: float | None) -> None:
     """Inside a write: refuse unless `fence` is still the run's; renews the lease as it checks. `lease_until`
     is in this process's clock, as `now`; on a server the lease is the same length from the server's clock."""
     refuse_stale(conn.execute(*renewal(conn, run_id, fence, now, lease_until)), run_id, fence)
 
 
-def renewal(conn: sqlite3.Connection, run_id: str, fence: int, now: float,
+def renewal(conn: Connection, run_id: str, fence: int, now: float,
             lease_until: float | None) -> tuple[str, tuple]:
     """check_fence's statement, for a batch (store.write_batch) whose first statement it is: it locks the run's
     row, and its rowcount says whether the fence is still the run's (`refuse_stale`)."""
@@ -395,7 +396,7 @@ def renewal(conn: sqlite3.Connection, run_id: str, fence: int, now: float,
             " WHERE id = ? AND fence = ?", (now, lease_until - now, run_id, fence))
 
 
-def record_model(conn: sqlite3.Connection, run_id: str, fence: int, spec: str) -> None:
+def record_model(conn: Connection, run_id: str, fence: int, spec: str) -> None:
     """Inside a fenced write: what `--model default` resolved to, kept so every later call and worker of the
     run uses the same provider (a replay must not switch from Claude to a script)."""
     conn.execute("UPDATE runs SET model = ? WHERE id = ? AND fence = ?", (spec, run_id, fence))
@@ -416,7 +417,7 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
                result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
 
 
-def settle(conn: sqlite3.Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
+def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
            result: str | None = None, result_artifact: str | None = None, error: str | None = None,
            wake_at: float | None = None, wall_s: float = 0.0, traceback: str | None = None,
            handed_on: bool = False) -> None:
@@ -435,12 +436,12 @@ def settle(conn: sqlite3.Connection, claim: Claim, *, status: str, reason: str, 
     record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
 
 
-def get_run(store: Store, run_id: str) -> dict:
+def get_run(store: Store, run_id: str) -> RunRow:
     with decoding("runs"):
         found = one_row(store.conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)))
     if found is None:
         raise RunNotFound(f"no run {run_id}")
-    return found
+    return cast(RunRow, found)
 
 
 def run_exists(store: Store, run_id: str) -> bool:
@@ -487,7 +488,7 @@ class StateChanged(StoreError):
     """A guarded UPDATE found the run no longer in the status its caller checked: nothing was written."""
 
 
-def _transition(conn: sqlite3.Connection, run_id: str, expected: str, assignments: str, params: tuple) -> None:
+def _transition(conn: Connection, run_id: str, expected: str, assignments: str, params: tuple) -> None:
     """Inside a write: change the run only if it is still `expected`, so a decision made on a state
     that another actor has since changed can never land."""
     cur = conn.execute(f"UPDATE runs SET {assignments} WHERE id = ? AND status = ?", (*params, run_id, expected))
@@ -498,7 +499,7 @@ def _transition(conn: sqlite3.Connection, run_id: str, expected: str, assignment
 _LET_GO = "fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL"
 
 
-def requeue(conn: sqlite3.Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
+def requeue(conn: Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
     """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
@@ -506,7 +507,7 @@ def requeue(conn: sqlite3.Connection, run_id: str, expected: str, reason: str, m
     add_event(conn, run_id, now, RunStatus.QUEUED, message)
 
 
-def cancel(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> None:
+def cancel(conn: Connection, run_id: str, expected: str, message: str, now: float) -> None:
     """Inside a write: end a run for a person; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected,
                 f"status = ?, reason = ?, {_LET_GO}, finished_at = ?, updated_at = ?",
@@ -514,7 +515,7 @@ def cancel(conn: sqlite3.Connection, run_id: str, expected: str, message: str, n
     add_event(conn, run_id, now, RunStatus.CANCELLED, message)
 
 
-def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float,
+def park(conn: Connection, run_id: str, expected: str, message: str, now: float,
          reason: str = Reason.PERSON) -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
@@ -523,7 +524,7 @@ def park(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now
     record_notice(conn, run_id, RunStatus.PARKED, reason, message, now)
 
 
-def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, now: float) -> int:
+def restart(conn: Connection, run_id: str, expected: str, message: str, now: float) -> int:
     """Inside a write: queue the run from position 0 in a new journal generation; the old one stays readable."""
     _transition(conn, run_id, expected,
                 f"generation = generation + 1, status = ?, reason = ?, {_LET_GO}, result = NULL,"
@@ -541,12 +542,12 @@ def restart(conn: sqlite3.Connection, run_id: str, expected: str, message: str, 
     return generation
 
 
-def set_budget(conn: sqlite3.Connection, run_id: str, budget: dict) -> None:
+def set_budget(conn: Connection, run_id: str, budget: dict) -> None:
     """Inside a write: the run's budget is now `budget` (operate.resume's raised ceilings), kept as JSON."""
     conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(budget), run_id))
 
 
-def set_code_version(conn: sqlite3.Connection, run_id: str, code_version: str, agent_version: str | None) -> None:
+def set_code_version(conn: Connection, run_id: str, code_version: str, agent_version: str | None) -> None:
     """Inside a write: the agent's code and version the run's next attempt runs with."""
     conn.execute("UPDATE runs SET code_version = ?, agent_version = ? WHERE id = ?",
                  (code_version, agent_version, run_id))
@@ -565,14 +566,14 @@ class EditedEntry:
     by: str | None = None
 
 
-def entry_at(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> dict | None:
+def entry_at(conn: Connection, run_id: str, generation: int, position: int) -> dict | None:
     """One journal row of a generation (result still encoded, artifact a path in the data folder), or None."""
     cursor = conn.execute("SELECT position, name, kind, result, artifact, cost_usd, edited FROM journal"
                           " WHERE run_id = ? AND generation = ? AND position = ?", (run_id, generation, position))
     return one_row(cursor)
 
 
-def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
+def fork(conn: Connection, parent: dict, from_step: int, now: float,
          edited: EditedEntry | None = None) -> str:
     """Inside a write: a new run holding the parent's journal entries before `from_step`; the parent is not
     changed. With `edited`, the new run also holds that result at `from_step` (the parent's name and kind
@@ -613,14 +614,14 @@ def fork(conn: sqlite3.Connection, parent: dict, from_step: int, now: float,
     return run_id
 
 
-def _edited_name(conn: sqlite3.Connection, parent: dict, position: int) -> str:
+def _edited_name(conn: Connection, parent: dict, position: int) -> str:
     row = entry_at(conn, parent["id"], parent["generation"], position)
     if row is None:
         raise UserError(f"{parent['id']} has no entry #{position} to edit")
     return row["name"]
 
 
-def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: int, name: str,
+def _add_edited(conn: Connection, parent: dict, run_id: str, position: int, name: str,
                 edited: EditedEntry, now: float) -> None:
     """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
     first), and the events that say what was edited, on both runs."""
@@ -641,7 +642,7 @@ def _add_edited(conn: sqlite3.Connection, parent: dict, run_id: str, position: i
               f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
 
 
-def recorded_positions(conn: sqlite3.Connection, run_id: str, generation: int) -> int:
+def recorded_positions(conn: Connection, run_id: str, generation: int) -> int:
     """Positions are contiguous from 0, so the last one (a primary-key seek in each journal table) says how many
     there are."""
     return conn.execute("SELECT coalesce(max(last) + 1, 0) FROM (SELECT max(position) AS last FROM journal_rows"
@@ -665,11 +666,12 @@ _TEXT = ("(lower(r.id) LIKE ? ESCAPE '\\' OR lower(r.agent) LIKE ? ESCAPE '\\'"
          " OR lower(coalesce(r.reason, '')) LIKE ? ESCAPE '\\' OR lower(r.request) LIKE ? ESCAPE '\\')")
 
 
-def _chosen(where: Filter, at: float) -> tuple[list[str], list]:
+def _chosen(where: Filter, at: float) -> tuple[list[str], list[str | float]]:
     """The conditions (on runs r and their checkpoint c) that select the runs `where` names, with their
     parameters. Status, agent and time each have an index that reads them newest first (schema._v17, and the
     (created_at, id) one); cost and text are checked on the rows those give."""
-    conditions, params = [], []
+    conditions: list[str] = []
+    params: list[str | float] = []
     if where.statuses:
         conditions.append(f"r.status IN ({', '.join('?' * len(where.statuses))})")
         params += where.statuses

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
-
-from .base import Store, decoding, one_row
+from .base import Connection, Store, decoding, one_row
 from .runs import RunNotFound
 
 
@@ -16,7 +14,7 @@ def add(store: Store, row: dict) -> None:
         conn.execute(f"INSERT INTO schedules ({columns}) VALUES ({', '.join('?' for _ in row)})", tuple(row.values()))
 
 
-def get(conn: sqlite3.Connection, name: str) -> dict:
+def get(conn: Connection, name: str) -> dict:
     with decoding("schedules"):
         row = one_row(conn.execute("SELECT * FROM schedules WHERE name = ?", (name,)))
     if row is None:
@@ -28,7 +26,7 @@ def _missing(name: str) -> RunNotFound:
     return RunNotFound(f"no schedule named {name!r}; see tui-agent schedule ls")
 
 
-def update(conn: sqlite3.Connection, name: str, **fields) -> None:
+def update(conn: Connection, name: str, **fields) -> None:
     assignments = ", ".join(f"{column} = ?" for column in fields)
     conn.execute(f"UPDATE schedules SET {assignments} WHERE name = ?", (*fields.values(), name))
 
@@ -52,7 +50,7 @@ def due_names(store: Store, now: float) -> list[str]:
         " ORDER BY name", (now,))]
 
 
-def run_status(conn: sqlite3.Connection, run_id: str | None) -> tuple[str, str | None] | None:
+def run_status(conn: Connection, run_id: str | None) -> tuple[str, str | None] | None:
     row = conn.execute("SELECT status, reason FROM runs WHERE id = ?", (run_id,)).fetchone() if run_id else None
     return None if row is None else (row[0], row[1])
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
-from .base import Store, StoreError, dict_rows, on_server, one_row
+from .base import Connection, Store, StoreError, dict_rows, on_server, one_row
 from .environment import BUSY
 from .events import add_event
 from .host import host_id, on_this_host, process_alive, process_start
@@ -61,7 +60,7 @@ def _group(pid: int) -> int | None:
         return None
 
 
-def _skew(conn: sqlite3.Connection, name: str, own: float) -> list[tuple[str, tuple]]:
+def _skew(conn: Connection, name: str, own: float) -> list[tuple[str, tuple]]:
     """The statement that records how far this worker's clock (`own`) is from the server's, or none on SQLite.
 
     It writes meta, so no column is needed: a row per worker, rewritten at each heartbeat. A SQLite file's
@@ -161,12 +160,12 @@ def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> No
         _let_go(conn, run_id, fence, worker, now)
 
 
-def _let_go(conn: sqlite3.Connection, run_id: str, fence: int, worker: str, now: float) -> None:
+def _let_go(conn: Connection, run_id: str, fence: int, worker: str, now: float) -> None:
     conn.execute("INSERT INTO let_go (run_id, fence, worker, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                  (run_id, fence, worker, now))
 
 
-def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[dict | None, str]:
+def still_sending(conn: Connection, effect: dict, now: float) -> tuple[dict | None, str]:
     """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
     (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
     seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
@@ -198,7 +197,7 @@ def still_sending(conn: sqlite3.Connection, effect: dict, now: float) -> tuple[d
     return row, ""
 
 
-def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
+def still_running(conn: Connection, now: float) -> list[str]:
     """Inside a write: the workers that may still be running on this database (not stopped), each named with how
     to find it. On this host a row with its process's start time is judged by the process (still there); one
     without it (an older tui-agent's row) cannot tell its process from a later one given the same pid (pid 1 is
@@ -220,7 +219,7 @@ def still_running(conn: sqlite3.Connection, now: float) -> list[str]:
     return found
 
 
-def refuse_migration_while_running(conn: sqlite3.Connection, where: object, found: int, now: float) -> None:
+def refuse_migration_while_running(conn: Connection, where: object, found: int, now: float) -> None:
     """Refuse a migration older code does not survive while a worker may still be running that code.
 
     It runs inside the migrating write, before it, for schema.STOPS_OLDER, so none of the workers' runs fails;

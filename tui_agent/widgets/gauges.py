@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from ..services.forecast import BURN, PROJECTION, burn_parts, projection_parts
 from ..format import amount, bar, count
 from ..runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED
+from ..services.forecast import BURN, PROJECTION, burn_parts, projection_parts
 from .theme import OFFLINE, Palette, follow_theme, palette, style
 
 SOFT, CEILING = "text-warning", "text-error"
@@ -61,6 +61,7 @@ def gauge_line(label: str, used: float, limit: float | None, *, soft: float | No
         mark = min(bar_width - 1, round(soft * bar_width)) if soft else None
         cells = ["█" if cell < filled else "░" for cell in range(bar_width)]
         runs: list[tuple[str, str | None]] = []
+        cell_style: str | None
         for cell, char in enumerate(cells):
             if cell == mark:
                 char, cell_style = "│", (f"bold {level}" if cell < filled else "bold")

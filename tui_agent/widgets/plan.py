@@ -4,15 +4,20 @@ run screen shows it in a Caption (the tasks are the plan's words: shown `safe`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from rich.text import Text
 
 from .theme import OFFLINE, Palette, style
 
 
-def recorded_plan(checkpoint: dict) -> tuple[list[list], dict] | None:
+def recorded_plan(checkpoint: Mapping[str, Any]) -> tuple[list[list], dict] | None:
     """The plan's tasks ([text, ticked] each) and the record that holds them, or None for a run that keeps none."""
     record = checkpoint.get("next_input")
-    plan = record.get("plan") if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        return None
+    plan = record.get("plan")
     return (plan, record) if isinstance(plan, list) and plan else None
 
 

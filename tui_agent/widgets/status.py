@@ -8,11 +8,11 @@ from rich.text import Text
 from ..states import Reason, RunStatus, needs_person
 from .theme import OFFLINE, Palette, style
 
-MARKS = {RunStatus.QUEUED: "○", RunStatus.RUNNING: "●", RunStatus.WAITING: "◔", RunStatus.PARKED: "■",
+MARKS: dict[str, str] = {RunStatus.QUEUED: "○", RunStatus.RUNNING: "●", RunStatus.WAITING: "◔", RunStatus.PARKED: "■",
          RunStatus.SUCCEEDED: "✓", RunStatus.FAILED: "✗", RunStatus.CANCELLED: "–"}
 STATUSES = tuple(MARKS)     # every status a run can have, in the order a run goes through them
 NEEDS_YOU = "text-warning"  # waiting on a person; never $accent, which is $warning in Textual's own themes
-TONES = {RunStatus.QUEUED: "foreground", RunStatus.RUNNING: "text-primary", RunStatus.WAITING: "text-secondary",
+TONES: dict[str, str] = {RunStatus.QUEUED: "foreground", RunStatus.RUNNING: "text-primary", RunStatus.WAITING: "text-secondary",
          RunStatus.PARKED: "text-muted", RunStatus.SUCCEEDED: "text-success", RunStatus.FAILED: "text-error",
          RunStatus.CANCELLED: "foreground-muted"}
 BOLD = {RunStatus.RUNNING, RunStatus.FAILED}
