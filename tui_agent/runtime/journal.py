@@ -23,6 +23,7 @@ from ..store.journal import (
     FOLD_EVERY,
     NO_USAGE,
     Checkpoint,
+    Entry,
     Usage,
     add_entry,
     add_step,
@@ -249,12 +250,13 @@ class Recorder:
         # with any entry that changes more than the step count and running time (usage, a reset attempt count, a
         # new plan), or that commits more (`also`, a lease renewal).
         plain = usage is NO_USAGE and attempts == 1 and not self.plan_unsaved and also is None and at <= self.renew_at
+        entry = Entry(position=position, name=name, kind=kind, result=result, artifact=artifact,
+                      started_at=started_at, duration_s=duration_s, wall_s=wall, attempts=attempts, inputs=inputs,
+                      usage=usage, cost_usd=cost)
         if plain and position + 1 - self.folded_at < FOLD_EVERY:
-            add_step(self.store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                     started_at, duration_s, wall, inputs)
+            add_step(self.store, self.claim, entry)
         elif plain:   # its turn to fold: a transaction of its own (on a server one statement, as add_step's)
-            fold_step(self.store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                      started_at, duration_s, wall, self.checkpoint, at, inputs)
+            fold_step(self.store, self.claim, entry, self.checkpoint, at)
             self.folded_at = position + 1
         else:
             renew = at > self.renew_at   # less than half the lease is left: renew it in this commit
@@ -263,13 +265,11 @@ class Recorder:
                 with self.store.write_shared() as conn:   # the run's row; `also` writes only rows of this run
                     if renew:   # from the moment the lock is held (the write may have waited)
                         self._renew(conn, self.clock.now())
-                    add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result,
-                              artifact, attempts, started_at, duration_s, self.checkpoint, at, usage, cost, wall,
-                              inputs)
+                    add_entry(conn, self.claim, entry, self.checkpoint, at)
                     if also is not None:
                         also(conn)
 
-            write_entry(self.store, self.run_id, self.generation, position, self.fence, commit)
+            write_entry(self.store, self.claim, position, commit)
             self.folded_at, self.plan_unsaved = position + 1, False
         crossed = self.budget.charge(usage, wall)
         if crossed:
