@@ -233,7 +233,8 @@ def replay_row(where: Path | str) -> dict:
     def replay():
         checkpoint = load_checkpoint(store, claim.run_id)
         entries = load_entries(store, claim.run_id, claim.generation)
-        ctx = Context(store, claim, request, f"artifacts/{claim.run_id}", checkpoint, entries, provider_for("scripted"))
+        ctx = Context(store, claim, request=request, artifact_dir=f"artifacts/{claim.run_id}", checkpoint=checkpoint,
+                      entries=entries, provider=provider_for("scripted"))
         assert AGENT.run(ctx, request) == REPLAY_STEPS and len(entries) == REPLAY_STEPS
 
     def read():

@@ -85,7 +85,7 @@ class Context:
             and `ctx.budget.remaining(dimension)` says what is left of a ceiling.
     """
 
-    def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
+    def __init__(self, store: Store, claim: Claim, *, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
                  soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None,
@@ -116,8 +116,8 @@ class Context:
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._journal = journal = recorder(
-            store, claim, artifact_dir, checkpoint, entries, clock=clock, budget=self.budget,
-            retry=(agent.retry if agent else None) or DEFAULT_RETRY,
+            store, claim, artifact_dir=artifact_dir, checkpoint=checkpoint, entries=entries, clock=clock,
+            budget=self.budget, retry=(agent.retry if agent else None) or DEFAULT_RETRY,
             step_timeout=agent.step_timeout_s if agent else None, control=control, soft_position=soft_position,
             trace=trace)
         if on_step is not None:
@@ -676,7 +676,8 @@ def run_program(ctx: Context, name: str, argv: list[str], cwd: str | Path | None
     A built-in agent whose effect's `do` runs a program calls it (agents/harness.py); the caller records what
     it returns.
     """
-    return commands.run(ctx._journal, ctx.artifact_dir, name, argv, cwd, stdin, env, timeout_s, output_limit)
+    return commands.run(ctx._journal, ctx.artifact_dir, name=name, argv=argv, cwd=cwd, stdin=stdin, env=env,
+                        timeout_s=timeout_s, output_limit=output_limit)
 
 
 def last_entry_at(ctx: Context) -> float:

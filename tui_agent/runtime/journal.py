@@ -57,8 +57,8 @@ class Recorder:
     observer sees after each call, and the agent's hook at the first soft budget crossing.
     """
 
-    def __init__(self, store: Store, claim: Claim, artifact_dir: str, checkpoint: Checkpoint, entries: list[tuple],
-                 *, clock: Clock, budget: BudgetMeter, retry: RetryPolicy, step_timeout: float | None,
+    def __init__(self, store: Store, claim: Claim, *, artifact_dir: str, checkpoint: Checkpoint, entries: list[tuple],
+                 clock: Clock, budget: BudgetMeter, retry: RetryPolicy, step_timeout: float | None,
                  control: RunControl | None, soft_position: int | None, trace: Turn | None) -> None:
         self.store = store
         self.claim = claim

@@ -144,8 +144,10 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
             entries = load_entries(store, claim.run_id, claim.generation)
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
-        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries, provider, on_step, agent, control,
-                      BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry, turn)
+        ctx = Context(store, claim, request=request, artifact_dir=run["artifact_dir"], checkpoint=checkpoint,
+                      entries=entries, provider=provider, on_step=on_step, agent=agent, control=control,
+                      budget=BudgetMeter(limits, used, soft_dimensions), soft_position=soft_position, clock=clock,
+                      registry=registry, trace=turn)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)
