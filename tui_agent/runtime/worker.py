@@ -12,8 +12,8 @@ from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
-from ..store.journal import load_checkpoint, load_entries, load_usage
-from ..store.runs import check_fence, get_run, settle_run
+from ..store.journal import opening
+from ..store.runs import RunNotFound, check_fence, get_run, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
 from ..strict_json import read_stored
@@ -123,7 +123,10 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
 
     try:
         try:
-            run = get_run(store, claim.run_id)
+            opened = opening(store, claim.run_id, claim.generation)
+            if opened is None:
+                raise RunNotFound(f"no run {claim.run_id}")
+            run = opened.run
             request = read_stored(run["request"], "runs.request")
             limits = read_stored(run["budget"] or "{}", "runs.budget")
             replies = read_stored(run["script"], "runs.script") if run["script"] else None
@@ -135,13 +138,13 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
                               f"the run: {e}; then tui-agent resume {claim.run_id}")
             if run["code_version"] != agent.code_version:
                 _note_new_code(store, claim, run, agent, clock.now())
-            checkpoint = load_checkpoint(store, claim.run_id)
+            checkpoint = opened.checkpoint
             if checkpoint.schema_version != CHECKPOINT_SCHEMA:
                 return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
                               f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
                               f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
-            used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
-            entries = load_entries(store, claim.run_id, claim.generation)
+            used, soft_position, soft_dimensions = opened.usage()
+            entries = opened.entries
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
         ctx = Context(store, claim, request=request, artifact_dir=run["artifact_dir"], checkpoint=checkpoint,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, refuse_stale, write_once
+from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, one_row, refuse_stale, write_once
 
 
 @dataclass
@@ -253,14 +253,59 @@ def fold(conn: sqlite3.Connection, run_id: str) -> None:
     _run(conn, _FOLD[on_server(conn)], run_id)
 
 
+_USAGE = ("used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
+          " used_effects, used_wall_s, soft_position, soft_dimensions")
+_DIMENSIONS = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
+
+
 def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None, list[str]]:
     """(used per budget dimension, soft position, dimensions past their soft threshold), the tail included."""
-    row = store.conn.execute(
-        "SELECT used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
-        " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints_now WHERE run_id = ?",
-        (run_id,)).fetchone()
-    names = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
-    return dict(zip(names, row[:8])), row[8], read_stored(row[9] or "[]", "checkpoints.soft_dimensions")
+    return _usage(store.conn.execute(f"SELECT {_USAGE} FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone())
+
+
+def _usage(row: tuple) -> tuple[dict[str, float], int | None, list[str]]:
+    return dict(zip(_DIMENSIONS, row[:8])), row[8], read_stored(row[9] or "[]", "checkpoints.soft_dimensions")
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a worker's turn reads before its agent starts: the run's row, its checkpoint and its journal.
+
+    `usage` reads the budget counters, so a stored value that cannot be decoded is refused where the turn
+    reads it (Unreadable), after the checkpoint's schema was checked.
+    """
+
+    run: dict
+    checkpoint: Checkpoint
+    entries: list[tuple[int, str, str | None, str | None]]
+    _usage_row: tuple
+
+    def usage(self) -> tuple[dict[str, float], int | None, list[str]]:
+        """(used per budget dimension, soft position, dimensions past their soft threshold), as load_usage."""
+        return _usage(self._usage_row)
+
+
+_CHECKPOINT_COLUMNS = ("schema_version", "generation", "current_step", "total_steps", "next_input", "plan_revision",
+                       "step_attempts")
+_OPENING = ("SELECT r.*, " + ", ".join(f"c.{name} AS c_{name}" for name in _CHECKPOINT_COLUMNS) + ", "
+            + ", ".join(f"n.{name} AS n_{name}" for name in _USAGE.split(", "))
+            + " FROM runs r JOIN checkpoints c ON c.run_id = r.id JOIN checkpoints_now n ON n.run_id = r.id"
+            " WHERE r.id = ?")
+
+
+def opening(store: Store, run_id: str, generation: int) -> Opening | None:
+    """The run's row, its checkpoint, its budget counters and one generation's journal in two statements.
+
+    None when there is no such run. The claim's fence keeps them consistent: only its holder adds to this
+    generation's journal.
+    """
+    with decoding("runs"):
+        row = one_row(store.conn.execute(_OPENING, (run_id,)))
+    if row is None:
+        return None
+    checkpoint = Checkpoint(*(row.pop(f"c_{name}") for name in _CHECKPOINT_COLUMNS))
+    usage = tuple(row.pop(f"n_{name}") for name in _USAGE.split(", "))
+    return Opening(row, checkpoint, load_entries(store, run_id, generation), usage)
 
 
 def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
