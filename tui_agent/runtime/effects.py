@@ -130,8 +130,9 @@ class _Effect:
             if message:
                 self.event(conn, message)
 
-        return self.journal.record(self.position, self.name, EntryKind.EFFECT, value, self.started_at,
-                                   self.journal.clock.perf() - self.t0, _EFFECT, also=also,
+        return self.journal.record(self.position, self.name, kind=EntryKind.EFFECT, value=value,
+                                   started_at=self.started_at, duration_s=self.journal.clock.perf() - self.t0,
+                                   usage=_EFFECT, also=also,
                                 detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
                                         **fields})
 

@@ -152,7 +152,7 @@ class Recorder:
             self.soft_position = position
         self.degrade_now()
 
-    def attempt(self, position: int, name: str, call: Callable[..., Any],
+    def attempt(self, position: int, name: str, *, call: Callable[..., Any],
                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
                 kwargs: Mapping[str, Any] = NO_KWARGS, timeout_s: float | None | object = UNSET,
                 ) -> tuple[Any, int, float, float]:
@@ -193,12 +193,13 @@ class Recorder:
                         if failed is not None:
                             failed(conn, e)
                         if retry.again:
-                            record_retry(conn, self.run_id, name, attempts, e, retry.delay_s, at, self.worker,
-                                         self.fence)
+                            record_retry(conn, self.run_id, name=name, attempts=attempts, error=e,
+                                         delay_s=retry.delay_s, at=at, worker=self.worker, fence=self.fence)
                 said = f"step {position} {name!r} raised {type(e).__name__}: {e}"
                 if retry.out_of_patience:
                     raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, patience_ran_out(
-                        self.retry, retry, f"step {position} {name!r}", attempts, e, self.run_id), error=said) from e
+                        self.retry, retry, what=f"step {position} {name!r}", attempts=attempts, error=e,
+                        run_id=self.run_id), error=said) from e
                 if not retry.again:
                     raise StepFailed(position, name, e, attempts) from e
                 self.back_off(name, attempts, retry.delay_s, said)
@@ -231,7 +232,7 @@ class Recorder:
         else:
             time.sleep(delay)
 
-    def record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
+    def record(self, position: int, name: str, *, kind: str, value: Any, started_at: float, duration_s: float,
                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
                attempts: int = 1, inputs: str | None = None, detail: Mapping[str, Any] | None = None) -> Any:
         """Commit one journal entry, with `also(conn)` in the same fenced transaction.
@@ -277,7 +278,8 @@ class Recorder:
         if self.on_step is not None:
             self.on_step(position, name, False)
         if self.trace is not None:
-            self.trace.recorded(position, name, kind, value, started_at, duration_s, attempts, cost, detail)
+            self.trace.recorded(position, name, kind=kind, value=value, started_at=started_at, duration_s=duration_s,
+                                attempts=attempts, cost=cost, detail=detail)
         return value if type(value) in _PLAIN else parse(encoded)
 
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:

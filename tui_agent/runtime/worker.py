@@ -90,12 +90,13 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     span of the run's trace (runtime/traces.py)."""
     turn = traces.turn(claim, clock)
     if turn is None:
-        return _execute(store, registry, claim, on_step, control, clock, None)
+        return _execute(store, registry, claim=claim, on_step=on_step, control=control, clock=clock, turn=None)
     with turn:
-        return turn.outcome(_execute(store, registry, claim, on_step, control, clock, turn))
+        return turn.outcome(_execute(store, registry, claim=claim, on_step=on_step, control=control, clock=clock,
+                                     turn=turn))
 
 
-def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None,
+def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObserver | None,
              control: RunControl | None, clock: Clock, turn: traces.Turn | None) -> Outcome:
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
@@ -118,7 +119,8 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
                    wall_s=at - (last_entry_at(ctx) if ctx else claim.claimed_at),
                    traceback=as_column(raised))
         if turn is not None:
-            turn.settled(status, reason, message, wake_at, raised, run["created_at"])
+            turn.settled(status, reason, message=message, wake_at=wake_at, raised=raised,
+                         created_at=run["created_at"])
         return Outcome(claim.run_id, TurnEnd.SETTLED, RunStatus(status), reason, result, error, message)
 
     try:
