@@ -17,10 +17,9 @@ POSITIONAL = 2   # what a wider one may take by position
 NOT_YET = {
     "app.TuiAgentApp.__init__", "approvals.ask", "approvals.decide", "base.positioned_page", "context.run_program",
     "decisions._bulk", "decisions.approve", "decisions.cancel", "decisions.park", "decisions.reconcile",
-    "decisions.resume", "effects._Effect.__init__", "effects.perform", "events.add_event",
-    "events.add_schedule_event", "exports.import_runs", "gauges.gauge_line", "harness._act", "harness._commit",
-    "harness._judge", "harness._load", "harness_plan.entry", "harness_plan.prompt", "heartbeat.Heartbeat.__init__",
-    "here.work_here", "journal.journal_page", "loop._run", "loop.agent_loop",
+    "decisions.resume", "events.add_event", "events.add_schedule_event", "exports.import_runs", "gauges.gauge_line",
+    "harness._act", "harness._commit", "harness._judge", "harness._load", "harness_plan.entry",
+    "harness_plan.prompt", "here.work_here", "journal.journal_page", "loop._run", "loop.agent_loop",
     "model_calls.answered", "model_calls.begin", "notices.record", "notify.Attendant.__init__", "operate._decide",
     "operate.fork_edited", "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add",
     "operate.start", "patch.own_worktree", "patch.propose", "replay._Cassette.__init__",

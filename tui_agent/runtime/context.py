@@ -640,8 +640,9 @@ class Context:
             What `do` returned, or the recorded result, or the declined outcome.
         """
         journal = self._journal
-        return perform(journal, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
-                       journal.step_timeout if timeout_s is UNSET else timeout_s)
+        return perform(journal, name, key=key, do=do, lookup=lookup, dedupe_ttl_s=dedupe_ttl_s,
+                       lookup_ttl_s=lookup_ttl_s, service=service,
+                       timeout_s=journal.step_timeout if timeout_s is UNSET else timeout_s)
 
     def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
                     env: Mapping[str, str] | None = None, timeout_s: float | None,

@@ -53,7 +53,7 @@ class Waiting:
 
 
 class Heartbeat:
-    def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
+    def __init__(self, db_path: Path, durability: str, *, worker: str, lease_s: float, concurrency: int = 1,
                  waiting: Waiting | None = None, agents: list[str] | None = None, log: str | None = None) -> None:
         """`agents`: the agents whose runs this worker claims, and `log`, the file it writes its log to, kept with its
         row (store.workers.register)."""
