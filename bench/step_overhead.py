@@ -46,6 +46,7 @@ from tui_agent.store import open_store
 from tui_agent.store.db import BUSY_TIMEOUT_MS, DURABILITY
 from tui_agent.store.journal import (
     FOLD_EVERY,
+    Entry,
     add_step,
     fold_step,
     load_checkpoint,
@@ -172,10 +173,11 @@ def fenced_steps(store, n: int, claim=None) -> float:
         for i in range(n):
             at = time.time()
             if (i + 1) % FOLD_EVERY:
-                add_step(store, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, at, 0.0, 0.0)
+                add_step(store, claim, Entry(position=i, name=f"s{i}", kind="step", result=result, started_at=at,
+                                             duration_s=0.0))
             else:
-                fold_step(store, run_id, claim.generation, claim.fence, i, f"s{i}", "step", result, None, at, 0.0,
-                          0.0, checkpoint, at)
+                fold_step(store, claim, Entry(position=i, name=f"s{i}", kind="step", result=result, started_at=at,
+                                              duration_s=0.0), checkpoint, at)
     return timed(loop)
 
 
@@ -231,7 +233,8 @@ def replay_row(where: Path | str) -> dict:
     def replay():
         checkpoint = load_checkpoint(store, claim.run_id)
         entries = load_entries(store, claim.run_id, claim.generation)
-        ctx = Context(store, claim, request, f"artifacts/{claim.run_id}", checkpoint, entries, provider_for("scripted"))
+        ctx = Context(store, claim, request=request, artifact_dir=f"artifacts/{claim.run_id}", checkpoint=checkpoint,
+                      entries=entries, provider=provider_for("scripted"))
         assert AGENT.run(ctx, request) == REPLAY_STEPS and len(entries) == REPLAY_STEPS
 
     def read():

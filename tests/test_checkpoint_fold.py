@@ -24,7 +24,7 @@ from helpers import (
 from tui_agent import Agent
 from tui_agent.operate import start
 from tui_agent.store import FenceRefused, open_store
-from tui_agent.store.journal import FOLD_EVERY, add_entry, add_step, load_checkpoint
+from tui_agent.store.journal import FOLD_EVERY, Entry, add_entry, add_step, load_checkpoint
 from tui_agent.store.runs import claim_run, restart
 
 STEPS = 3 * FOLD_EVERY + 5
@@ -138,9 +138,11 @@ def test_a_plain_step_under_a_stale_fence_is_refused_and_not_written(store):
     second = claim_run(store, run_id, "w-new", 60.0, 1_001.0)
     assert second.fence > first.fence
     with pytest.raises(FenceRefused):
-        add_step(store, run_id, first.generation, first.fence, 0, "s0", "step", "1", None, 1_000.0, 0.0, 0.0)
+        add_step(store, first, Entry(position=0, name="s0", kind="step", result="1",
+                                     started_at=1_000.0, duration_s=0.0))
     with pytest.raises(FenceRefused), store.write() as conn:   # nor a folding one
-        add_entry(conn, run_id, first.generation, first.fence, 0, "s0", "step", "1", None, 1, 1_000.0, 0.0,
+        add_entry(conn, first, Entry(position=0, name="s0", kind="step", result="1",
+                                     started_at=1_000.0, duration_s=0.0),
                   load_checkpoint(store, run_id), 1_000.0)
     assert store.conn.execute("SELECT count(*) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
 

@@ -9,7 +9,7 @@ from tui_agent.runtime.clock import now
 from tui_agent.runtime.worker import execute
 from tui_agent.states import TurnEnd
 from tui_agent.store import FenceRefused
-from tui_agent.store.journal import add_entry, add_step, fold_step, journal_for, load_checkpoint
+from tui_agent.store.journal import Entry, add_entry, add_step, fold_step, journal_for, load_checkpoint
 from tui_agent.store.runs import (
     check_fence,
     claim_next,
@@ -50,7 +50,8 @@ def _commit(store, claim, position, name="late"):
     at = now()
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, at, at + 60)
-        add_entry(conn, claim.run_id, claim.generation, claim.fence, position, name, "step", "1", None, 1, at, 0.0,
+        add_entry(conn, claim, Entry(position=position, name=name, kind="step", result="1",
+                                     started_at=at, duration_s=0.0),
                   load_checkpoint(store, claim.run_id), at)
 
 
@@ -98,7 +99,8 @@ def test_a_plain_step_or_its_fold_with_an_old_fence_is_refused_and_moves_nothing
     run_id, _ = start(store, _noop_agent(), "noop", {})
     old = claim_run(store, run_id, "w-a", 10, now())
     for position in range(2):   # plain steps: the tail a fold would move
-        add_step(store, run_id, old.generation, old.fence, position, f"s{position}", "step", "1", None, now(), 0.0, 0.0)
+        add_step(store, old, Entry(position=position, name=f"s{position}", kind="step", result="1", started_at=now(),
+                                   duration_s=0.0))
     clock.advance(11)
     assert claim_run(store, run_id, "w-b", 10, now()).fence == old.fence + 1
     before = (_tables(store, run_id), journal_for(store, run_id), load_checkpoint(store, run_id))
@@ -106,10 +108,10 @@ def test_a_plain_step_or_its_fold_with_an_old_fence_is_refused_and_moves_nothing
     at = now()
     with pytest.raises(FenceRefused):
         if write == "fold":
-            fold_step(store, run_id, old.generation, old.fence, 2, "s2", "step", "1", None, at, 0.0, 0.0,
+            fold_step(store, old, Entry(position=2, name="s2", kind="step", result="1", started_at=at, duration_s=0.0),
                       load_checkpoint(store, run_id), at)
         else:
-            add_step(store, run_id, old.generation, old.fence, 2, "s2", "step", "1", None, at, 0.0, 0.0)
+            add_step(store, old, Entry(position=2, name="s2", kind="step", result="1", started_at=at, duration_s=0.0))
     assert (_tables(store, run_id), journal_for(store, run_id), load_checkpoint(store, run_id)) == before
     assert not store.conn.in_transaction
 

@@ -16,7 +16,7 @@ import pytest
 
 from tui_agent.states import Reason, RunStatus
 from tui_agent.store import FenceRefused, open_store
-from tui_agent.store.journal import add_entry, add_step, load_checkpoint
+from tui_agent.store.journal import Entry, add_entry, add_step, load_checkpoint
 from tui_agent.store.runs import (
     cancel,
     claim_next,
@@ -42,7 +42,8 @@ def _queue(store, count: int) -> list[str]:
 def _step(store, claim, position: int, result: str = "1") -> None:
     """A plain step's commit, as Context makes it (add_step: one fenced statement)."""
     at = time.time()
-    add_step(store, claim.run_id, claim.generation, claim.fence, position, "one", "step", result, None, at, 0.0, 0.0)
+    add_step(store, claim, Entry(position=position, name="one", kind="step", result=result,
+                                 started_at=at, duration_s=0.0))
 
 
 def _claimer(url: str, name: str, go, results) -> None:
@@ -122,7 +123,8 @@ def test_an_operators_write_waits_for_a_step_in_flight_and_decides_on_what_it_co
     def step_in_flight() -> None:
         with worker.write_shared() as conn:
             at = time.time()
-            add_entry(conn, run_id, claim.generation, claim.fence, 0, "one", "step", "1", None, 1, at, 0.0,
+            add_entry(conn, claim, Entry(position=0, name="one", kind="step", result="1",
+                                         started_at=at, duration_s=0.0),
                       load_checkpoint(worker, run_id), at)
             inside.set()
             go.wait(10)

@@ -29,6 +29,7 @@ from tui_agent.operate import start
 from tui_agent.runtime.clock import now
 from tui_agent.runtime.faults import watching
 from tui_agent.runtime.registry import load_registry
+from tui_agent.runtime.worker import execute
 from tui_agent.store import open_store
 from tui_agent.store.base import WRITE_LOCK
 from tui_agent.store.journal import FOLD_EVERY
@@ -100,6 +101,30 @@ def test_a_plain_step_is_one_round_trip(pg_url):
         rows = store.conn.execute("SELECT position, name FROM journal WHERE run_id = ? ORDER BY position",
                                   (outcome.run_id,)).fetchall()
         assert rows == [(0, "s0"), (1, "s1"), (2, "s2"), (3, "s3")] and ran == ["s0", "s1", "s2", "s3"]
+    finally:
+        store.close()
+
+
+def test_a_turns_opening_reads_are_two_round_trips(pg_url):
+    """From the claim to the agent's first call: the run's row with its checkpoint and budget counters in one
+    statement, its journal in another; nothing else before the agent starts."""
+    store = open_store(pg_url)
+    ran, wires = [], {}
+    registry = registry_of(_steps(["s0"], ran))
+    run_id, _ = start(store, registry, "steps", {})
+    claim = claim_run(store, run_id, "w-test", 60.0, now())
+
+    def watch(point: str, name: str | None) -> None:
+        if (point, name) == ("before-step", "s0"):
+            wires["traced"].stop()
+    try:
+        wires["traced"] = _Wire(store).__enter__()
+        with watching(watch):
+            outcome = execute(store, registry, claim)
+        assert outcome.status == "succeeded" and ran == ["s0"]
+        sent = wires["traced"].sent()
+        assert wires["traced"].round_trips() == 2, sent
+        assert "JOIN checkpoints_now" in sent and "FROM journal" in sent
     finally:
         store.close()
 

@@ -12,14 +12,14 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def parse_instant(text: str) -> float:
     """An ISO-8601 instant as epoch seconds; a naive one is taken as UTC."""
     when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return when.timestamp()
 
 
@@ -27,7 +27,7 @@ def iso(ts: float | None) -> str | None:
     """Epoch seconds as an ISO-8601 UTC instant (milliseconds), for output."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def clock_time(at: float) -> str:

@@ -34,7 +34,7 @@ GATE = 'read -r go || exit 126; input=$1; shift; exec "$@" <"$input"'
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: str | Path | None,
+def run(journal: Recorder, artifact_dir: Path, *, name: str, argv: list[str], cwd: str | Path | None,
         stdin: str | bytes | None, env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
     """Run the program inside the journaled call in progress, and return what Context.run_command journals.
 
@@ -57,8 +57,8 @@ def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: 
         into.write(stdin.encode() if isinstance(stdin, str) else stdin or b"")
         into.flush()
         t0 = time.monotonic()
-        child, command_id = _started(journal, name, position, [into.name, *argv], env,
-                                     dict(cwd=cwd, stdout=out, stderr=err, env=merged))
+        child, command_id = _started(journal, name, position=position, gated=[into.name, *argv], env=env,
+                                     files=dict(cwd=cwd, stdout=out, stderr=err, env=merged))
         control = journal.control
         try:
             code = child.wait(timeout_s)
@@ -82,7 +82,7 @@ def run(journal: Recorder, artifact_dir: Path, name: str, argv: list[str], cwd: 
                 "stdout_artifact": kept["stdout"], "stderr_artifact": kept["stderr"]}
 
 
-def _started(journal: Recorder, name: str, position: int, gated: list[str], env: Mapping[str, str] | None,
+def _started(journal: Recorder, name: str, *, position: int, gated: list[str], env: Mapping[str, str] | None,
              files: dict) -> tuple[subprocess.Popen, int]:
     """The program started behind its gate, its row committed, then let go; (the process, its row's id).
     `gated`: the input file's path, then the program's argv. When the row cannot be written (the run was taken,

@@ -85,7 +85,7 @@ class Context:
             and `ctx.budget.remaining(dimension)` says what is left of a ceiling.
     """
 
-    def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
+    def __init__(self, store: Store, claim: Claim, *, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Provider, on_step: StepObserver | None = None,
                  agent: Agent | None = None, control: RunControl | None = None, budget: BudgetMeter | None = None,
                  soft_position: int | None = None, clock: Clock = CLOCK, registry: Registry | None = None,
@@ -116,8 +116,8 @@ class Context:
         self._lineage: tuple[str, ...] | None = None
         self.budget = budget or BudgetMeter({}, dict.fromkeys(BUDGET_DIMENSIONS, 0), [])
         self._journal = journal = recorder(
-            store, claim, artifact_dir, checkpoint, entries, clock=clock, budget=self.budget,
-            retry=(agent.retry if agent else None) or DEFAULT_RETRY,
+            store, claim, artifact_dir=artifact_dir, checkpoint=checkpoint, entries=entries, clock=clock,
+            budget=self.budget, retry=(agent.retry if agent else None) or DEFAULT_RETRY,
             step_timeout=agent.step_timeout_s if agent else None, control=control, soft_position=soft_position,
             trace=trace)
         if on_step is not None:
@@ -210,12 +210,13 @@ class Context:
         inputs = digest(args, kwargs) if self._journal_inputs else None   # before `fn` may change them
         journal.inside = name
         try:
-            value, attempts, started_at, duration = journal.attempt(position, name, fn, None, args, kwargs, timeout_s)
+            value, attempts, started_at, duration = journal.attempt(position, name, call=fn, args=args, kwargs=kwargs,
+                                                                    timeout_s=timeout_s)
         finally:
             journal.inside = None
         crash_point("after-step", name)
-        value = journal.record(position, name, EntryKind.STEP, value, started_at, duration, attempts=attempts,
-                               inputs=inputs)
+        value = journal.record(position, name, kind=EntryKind.STEP, value=value, started_at=started_at,
+                               duration_s=duration, attempts=attempts, inputs=inputs)
         crash_point("after-step-commit", name)
         return value
 
@@ -286,7 +287,8 @@ class Context:
             model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", self.clock.now())
             self.budget.hold(reserved, -1)
 
-        reply, attempts, started_at, duration = journal.attempt(position, name, call, failed, timeout_s=timeout_s)
+        reply, attempts, started_at, duration = journal.attempt(position, name, call=call, failed=failed,
+                                                                    timeout_s=timeout_s)
         usage = reply.get("usage") or {}
         cost = cost_usd(reply.get("model", ""), usage)
         used = model_calls.Spent.of(usage)
@@ -294,8 +296,9 @@ class Context:
                       output_tokens=used.output_tokens - reserved.output_tokens,
                       cost_usd=(cost or 0.0) - reserved.cost_usd, unpriced_calls=int(cost is None),
                       cache_read_tokens=used.cache_read_tokens, cache_write_tokens=used.cache_write_tokens)
-        value = journal.record(position, name, EntryKind.MODEL, reply, started_at, duration, spent, cost,
-                               attempts=attempts, also=lambda conn: model_calls.answered(
+        value = journal.record(position, name, kind=EntryKind.MODEL, value=reply, started_at=started_at,
+                               duration_s=duration, usage=spent, cost=cost, attempts=attempts,
+                               also=lambda conn: model_calls.answered(
                                    conn, keys[-1], used, cost, reply.get("_request_id"), self.clock.now()),
                                detail={"provider": self.provider.name.partition(":")[0], "model": chosen})
         crash_point("after-model-commit", name)
@@ -521,10 +524,11 @@ class Context:
         if recorded:
             return
         unpriced = model_calls if cost_usd is None else unpriced_calls
-        self._journal.record(position, name, EntryKind.STEP, {"model_calls": model_calls, "cost_usd": cost_usd,
-                                                              "unpriced_calls": unpriced}, self.clock.now(), 0.0,
-                             Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced),
-                             cost_usd)
+        self._journal.record(position, name, kind=EntryKind.STEP,
+                             value={"model_calls": model_calls, "cost_usd": cost_usd, "unpriced_calls": unpriced},
+                             started_at=self.clock.now(), duration_s=0.0,
+                             usage=Usage(model_calls=model_calls, cost_usd=cost_usd or 0.0, unpriced_calls=unpriced),
+                             cost=cost_usd)
 
     def note(self, name: str, message: str) -> None:
         """Add `message` to the run's events once, journaled, so that a replay passes it silently.
@@ -539,14 +543,14 @@ class Context:
         position, recorded, _ = self._journal.next(name)
         if not recorded:
             at = self.clock.now()
-            self._journal.record(position, name, EntryKind.STEP, message, at, 0.0,
+            self._journal.record(position, name, kind=EntryKind.STEP, value=message, started_at=at, duration_s=0.0,
                                  also=lambda conn: self._journal.event(conn, EventKind.NOTE, message, at))
 
     def _report(self, kind: EntryKind, value: Any, feed: Callable[[PlateauDetector], str | None]) -> None:
         name = kind.value   # the entry's name is its kind's, a plain string as a recorded name is
         position, recorded, _ = self._journal.next(name)
         if not recorded:
-            self._journal.record(position, name, kind, value, self.clock.now(), 0.0)
+            self._journal.record(position, name, kind=kind, value=value, started_at=self.clock.now(), duration_s=0.0)
         found = feed(self._plateau) if self._plateau is not None else None
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
             action = self._plateau.plateau.action
@@ -636,8 +640,9 @@ class Context:
             What `do` returned, or the recorded result, or the declined outcome.
         """
         journal = self._journal
-        return perform(journal, name, key, do, lookup, dedupe_ttl_s, lookup_ttl_s, service,
-                       journal.step_timeout if timeout_s is UNSET else timeout_s)
+        return perform(journal, name, key=key, do=do, lookup=lookup, dedupe_ttl_s=dedupe_ttl_s,
+                       lookup_ttl_s=lookup_ttl_s, service=service,
+                       timeout_s=journal.step_timeout if timeout_s is UNSET else timeout_s)
 
     def run_command(self, name: str, argv: Sequence[str], *, cwd: str | Path | None, stdin: str | bytes | None = None,
                     env: Mapping[str, str] | None = None, timeout_s: float | None,
@@ -676,7 +681,8 @@ def run_program(ctx: Context, name: str, argv: list[str], cwd: str | Path | None
     A built-in agent whose effect's `do` runs a program calls it (agents/harness.py); the caller records what
     it returns.
     """
-    return commands.run(ctx._journal, ctx.artifact_dir, name, argv, cwd, stdin, env, timeout_s, output_limit)
+    return commands.run(ctx._journal, ctx.artifact_dir, name=name, argv=argv, cwd=cwd, stdin=stdin, env=env,
+                        timeout_s=timeout_s, output_limit=output_limit)
 
 
 def last_entry_at(ctx: Context) -> float:

@@ -115,7 +115,8 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
             return (f"{flight.what} of {run} was still running after {waited}, its deadline, at attempt {attempts}, "
                     "the last the retry policy allows: the run failed"), RunStatus.FAILED, Reason.ERROR
         delay = retry.delay_s
-        record_retry(conn, run, flight.name, attempts, error, delay, at, claim.worker, claim.fence)
+        record_retry(conn, run, name=flight.name, attempts=attempts, error=error, delay_s=delay, at=at,
+                     worker=claim.worker, fence=claim.fence)
         settle(status=RunStatus.WAITING, reason=Reason.RETRY, wake_at=at + delay,
                message=f"{flight.name}: attempt {attempts + 1} after a {delay:.1f}s back-off, by a worker process "
                        "with no thread left inside this run", error=f"{flight.what} raised StepTimedOut: {error}",

@@ -100,7 +100,7 @@ def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
 class _Effect:
     """One `ctx.effect` call: the row it owns and the callables that only the agent's code has."""
 
-    def __init__(self, journal: Recorder, position: int, name: str, key: str, do: Callable, lookup: Callable | None,
+    def __init__(self, journal: Recorder, position: int, *, name: str, key: str, do: Callable, lookup: Callable | None,
                  timeout_s: float | None = None):
         self.journal, self.position, self.name, self.key, self.do, self.lookup = (journal, position, name, key, do,
                                                                                   lookup)
@@ -132,8 +132,9 @@ class _Effect:
             if message:
                 self.event(conn, message)
 
-        return self.journal.record(self.position, self.name, EntryKind.EFFECT, value, self.started_at,
-                                   self.journal.clock.perf() - self.t0, _EFFECT, also=also,
+        return self.journal.record(self.position, self.name, kind=EntryKind.EFFECT, value=value,
+                                   started_at=self.started_at, duration_s=self.journal.clock.perf() - self.t0,
+                                   usage=_EFFECT, also=also,
                                 detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
                                         **fields})
 
@@ -305,13 +306,13 @@ class _Effect:
                              "deduplicate this key now)")
 
 
-def perform(journal: Recorder, name: str, key: str, do: Callable, lookup: Callable | None,
+def perform(journal: Recorder, name: str, *, key: str, do: Callable, lookup: Callable | None,
             dedupe_ttl_s: float | None, lookup_ttl_s: float | None, service: str | None,
             timeout_s: float | None = None) -> Any:
     position, recorded, value = journal.next(name, effects=1)
     if recorded:
         return value
-    effect = _Effect(journal, position, name, key, do, lookup, timeout_s)
+    effect = _Effect(journal, position, name=name, key=key, do=do, lookup=lookup, timeout_s=timeout_s)
     row = effect_at(journal.store.conn, journal.run_id, journal.generation, position)
     if row is None:
         with journal.write() as conn:

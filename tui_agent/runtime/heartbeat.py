@@ -55,7 +55,7 @@ class Waiting:
 
 
 class Heartbeat:
-    def __init__(self, db_path: Path, durability: str, worker: str, lease_s: float, concurrency: int = 1,
+    def __init__(self, db_path: Path, durability: str, *, worker: str, lease_s: float, concurrency: int = 1,
                  waiting: Waiting | None = None, agents: list[str] | None = None, log: str | None = None) -> None:
         """`agents`: the agents whose runs this worker claims, and `log`, the file it writes its log to, kept with its
         row (store.workers.register)."""
@@ -136,7 +136,7 @@ class Heartbeat:
         self._complained = False
         self.waiting.over()
         with self._lock:
-            for run_id, (_, control) in self._held.items():
+            for _, control in self._held.values():
                 control.renewed(at + self.lease_s)
         for run_id, control in self._let_go(lost):
             control.lost(run_id)

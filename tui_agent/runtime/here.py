@@ -33,7 +33,7 @@ def work_here(store: Store, registry: Registry, run_id: str, *, durability: str 
     claim = claim_run(store, run_id, worker_name(), lease_s, now)
     if claim is None:
         return None
-    heartbeat = Heartbeat(store.path, durability, claim.worker, lease_s, agents=[])
+    heartbeat = Heartbeat(store.path, durability, worker=claim.worker, lease_s=lease_s, agents=[])
     control = heartbeat.hold(claim)
     control.on_given_up = on_given_up
     try:

@@ -23,6 +23,7 @@ from ..store.journal import (
     FOLD_EVERY,
     NO_USAGE,
     Checkpoint,
+    Entry,
     Usage,
     add_entry,
     add_step,
@@ -56,8 +57,8 @@ class Recorder:
     observer sees after each call, and the agent's hook at the first soft budget crossing.
     """
 
-    def __init__(self, store: Store, claim: Claim, artifact_dir: str, checkpoint: Checkpoint, entries: list[tuple],
-                 *, clock: Clock, budget: BudgetMeter, retry: RetryPolicy, step_timeout: float | None,
+    def __init__(self, store: Store, claim: Claim, *, artifact_dir: str, checkpoint: Checkpoint, entries: list[tuple],
+                 clock: Clock, budget: BudgetMeter, retry: RetryPolicy, step_timeout: float | None,
                  control: RunControl | None, soft_position: int | None, trace: Turn | None) -> None:
         self.store = store
         self.claim = claim
@@ -151,7 +152,7 @@ class Recorder:
             self.soft_position = position
         self.degrade_now()
 
-    def attempt(self, position: int, name: str, call: Callable[..., Any],
+    def attempt(self, position: int, name: str, *, call: Callable[..., Any],
                 failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
                 kwargs: Mapping[str, Any] = NO_KWARGS, timeout_s: float | None | object = UNSET,
                 ) -> tuple[Any, int, float, float]:
@@ -192,12 +193,13 @@ class Recorder:
                         if failed is not None:
                             failed(conn, e)
                         if retry.again:
-                            record_retry(conn, self.run_id, name, attempts, e, retry.delay_s, at, self.worker,
-                                         self.fence)
+                            record_retry(conn, self.run_id, name=name, attempts=attempts, error=e,
+                                         delay_s=retry.delay_s, at=at, worker=self.worker, fence=self.fence)
                 said = f"step {position} {name!r} raised {type(e).__name__}: {e}"
                 if retry.out_of_patience:
                     raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, patience_ran_out(
-                        self.retry, retry, f"step {position} {name!r}", attempts, e, self.run_id), error=said) from e
+                        self.retry, retry, what=f"step {position} {name!r}", attempts=attempts, error=e,
+                        run_id=self.run_id), error=said) from e
                 if not retry.again:
                     raise StepFailed(position, name, e, attempts) from e
                 self.back_off(name, attempts, retry.delay_s, said)
@@ -230,7 +232,7 @@ class Recorder:
         else:
             time.sleep(delay)
 
-    def record(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
+    def record(self, position: int, name: str, *, kind: str, value: Any, started_at: float, duration_s: float,
                usage: Usage = NO_USAGE, cost: float | None = None, also: Callable | None = None,
                attempts: int = 1, inputs: str | None = None, detail: Mapping[str, Any] | None = None) -> Any:
         """Commit one journal entry, with `also(conn)` in the same fenced transaction.
@@ -249,12 +251,13 @@ class Recorder:
         # with any entry that changes more than the step count and running time (usage, a reset attempt count, a
         # new plan), or that commits more (`also`, a lease renewal).
         plain = usage is NO_USAGE and attempts == 1 and not self.plan_unsaved and also is None and at <= self.renew_at
+        entry = Entry(position=position, name=name, kind=kind, result=result, artifact=artifact,
+                      started_at=started_at, duration_s=duration_s, wall_s=wall, attempts=attempts, inputs=inputs,
+                      usage=usage, cost_usd=cost)
         if plain and position + 1 - self.folded_at < FOLD_EVERY:
-            add_step(self.store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                     started_at, duration_s, wall, inputs)
+            add_step(self.store, self.claim, entry)
         elif plain:   # its turn to fold: a transaction of its own (on a server one statement, as add_step's)
-            fold_step(self.store, self.run_id, self.generation, self.fence, position, name, kind, result, artifact,
-                      started_at, duration_s, wall, self.checkpoint, at, inputs)
+            fold_step(self.store, self.claim, entry, self.checkpoint, at)
             self.folded_at = position + 1
         else:
             renew = at > self.renew_at   # less than half the lease is left: renew it in this commit
@@ -263,13 +266,11 @@ class Recorder:
                 with self.store.write_shared() as conn:   # the run's row; `also` writes only rows of this run
                     if renew:   # from the moment the lock is held (the write may have waited)
                         self._renew(conn, self.clock.now())
-                    add_entry(conn, self.run_id, self.generation, self.fence, position, name, kind, result,
-                              artifact, attempts, started_at, duration_s, self.checkpoint, at, usage, cost, wall,
-                              inputs)
+                    add_entry(conn, self.claim, entry, self.checkpoint, at)
                     if also is not None:
                         also(conn)
 
-            write_entry(self.store, self.run_id, self.generation, position, self.fence, commit)
+            write_entry(self.store, self.claim, position, commit)
             self.folded_at, self.plan_unsaved = position + 1, False
         crossed = self.budget.charge(usage, wall)
         if crossed:
@@ -277,7 +278,8 @@ class Recorder:
         if self.on_step is not None:
             self.on_step(position, name, False)
         if self.trace is not None:
-            self.trace.recorded(position, name, kind, value, started_at, duration_s, attempts, cost, detail)
+            self.trace.recorded(position, name, kind=kind, value=value, started_at=started_at, duration_s=duration_s,
+                                attempts=attempts, cost=cost, detail=detail)
         return value if type(value) in _PLAIN else parse(encoded)
 
     def _renew(self, conn: sqlite3.Connection, at: float) -> None:

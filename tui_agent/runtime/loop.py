@@ -119,8 +119,9 @@ def _use(ctx: Calls, journal: Recorder, loop: str, tools: dict[str, Tool], block
                                         dedupe_ttl_s=tool.dedupe_ttl_s, lookup_ttl_s=tool.lookup_ttl_s,
                                         service=tool.service))
         except StepFailed as e:  # the service refused it to the last attempt: nothing was done, and the position
-            journal.record(position, entry, EntryKind.EFFECT, None, journal.clock.now(), 0.0)  # is filled, so the
-            # journal has no gap
+            # is filled, so the journal has no gap
+            journal.record(position, entry, kind=EntryKind.EFFECT, value=None, started_at=journal.clock.now(),
+                           duration_s=0.0)
             done = ("error", e.error)
     position, recorded, result = journal.next(entry, tool_calls=1)
     if not recorded:
@@ -141,11 +142,12 @@ def _run(ctx: Calls, journal: Recorder, position: int, entry: str, block: dict, 
         result = _result(block, _failed(value) if kind == "error" else value, error=kind == "error")
     else:
         try:
-            value, attempts, started_at, duration = journal.attempt(position, entry, _call, None, (ctx, tool, args))
+            value, attempts, started_at, duration = journal.attempt(position, entry, call=_call, args=(ctx, tool, args))
             result = _result(block, value)
         except StepFailed as e:  # permanent, or temporary past the retry policy: the model hears about it
             result, attempts = _result(block, _failed(e.error), error=True), e.attempts
-    return journal.record(position, entry, EntryKind.TOOL, result, started_at, duration, _TOOL, attempts=attempts)
+    return journal.record(position, entry, kind=EntryKind.TOOL, value=result, started_at=started_at,
+                          duration_s=duration, usage=_TOOL, attempts=attempts)
 
 
 def _failed(error: BaseException) -> str:

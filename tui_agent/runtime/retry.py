@@ -74,7 +74,7 @@ def after_failure(policy: RetryPolicy, error: BaseException, attempts: int, fail
     return Retry(True, min(delay, left), failing_s=failing)
 
 
-def patience_ran_out(policy: RetryPolicy, retry: Retry, what: str, attempts: int, error: BaseException,
+def patience_ran_out(policy: RetryPolicy, retry: Retry, *, what: str, attempts: int, error: BaseException,
                      run_id: str) -> str:
     """The message of a run parked because `what` (`step 1 'summarize'`) stayed unreachable past the patience."""
     return (f"parked: {what} has not reached its service for {span(retry.failing_s)} ({attempts} attempts, the last "
@@ -82,14 +82,14 @@ def patience_ran_out(policy: RetryPolicy, retry: Retry, what: str, attempts: int
             f"once the service is reachable, tui-agent resume {run_id}")
 
 
-def record_retry(conn: sqlite3.Connection, run_id: str, name: str, attempts: int, error: BaseException,
+def record_retry(conn: sqlite3.Connection, run_id: str, *, name: str, attempts: int, error: BaseException,
                  delay_s: float, at: float, worker: str, fence: int) -> None:
     """Inside the fenced write of failed attempt `attempts`, which will be retried: the step's count in the checkpoint
     and one `retry` event. Every retried attempt is recorded here, which is what `failing_since` counts back on."""
     record_failed_attempt(conn, run_id, attempts, at)
     said = f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); next in {delay_s:.1f}s"
     add_event(conn, run_id, at, RETRY_EVENT, said, worker, fence)
-    import logging   # here, on a failure, not on every command's start: a worker's log (worker_log.say_retries)
+    import logging  # here, on a failure, not on every command's start: a worker's log (worker_log.say_retries)
     logging.getLogger(LOGGER).info("%s: %s %s", worker, run_id, said)
 
 

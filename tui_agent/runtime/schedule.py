@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
@@ -68,7 +68,7 @@ def _instant(wall: datetime, tz: ZoneInfo) -> float:
     """A wall-clock time in `tz` as an instant: the first occurrence if it happens twice, the end of the
     gap if it never happens."""
     first = wall.replace(tzinfo=tz, fold=0)
-    if first.astimezone(timezone.utc).astimezone(tz).replace(tzinfo=None) == wall:
+    if first.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall:
         return first.timestamp()
     lo, hi = wall.replace(tzinfo=tz, fold=1).timestamp(), first.timestamp()  # it falls in a gap
     lo, hi = min(lo, hi), max(lo, hi)

@@ -74,7 +74,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
     store.check_intact()  # a damaged file is found before any write of ours
     idle_checkpoint = IdleCheckpoint(store)
     waiting = Waiting(name)
-    heartbeat = Heartbeat(db_path, durability, name, lease_s, concurrency, waiting, registry.names(), log)
+    heartbeat = Heartbeat(db_path, durability, worker=name, lease_s=lease_s, concurrency=concurrency, waiting=waiting,
+                          agents=registry.names(), log=log)
     strangers = Strangers(name, registry.names(), on_stranger) if on_stranger is not None else None
     attending = None
     if attendant is not None and not once:

@@ -298,7 +298,7 @@ class Turn:
             "tui_agent.replayed.first_name": first_name, "tui_agent.replayed.last_position": first + self._replays - 1,
             "tui_agent.replayed.last_name": last_name}).end(end_time=ended)
 
-    def recorded(self, position: int, name: str, kind: str, value: Any, started_at: float, duration_s: float,
+    def recorded(self, position: int, name: str, *, kind: str, value: Any, started_at: float, duration_s: float,
                  attempts: int, cost: float | None, detail: Mapping[str, Any] | None) -> None:
         """A call the turn made and journaled (its span, after the fact): a step, a model call (GenAI semantic
         conventions), an effect, a tool call, a sleep or an approval. `detail`: what the journal entry does not
@@ -323,7 +323,7 @@ class Turn:
                                "tui_agent.approval.by": str(value.get("by") or "")})
         self._span(span_name, started, ended, attributes, client).end(end_time=ended)
 
-    def settled(self, status: str, reason: str, message: str, wake_at: float | None, raised: BaseException | None,
+    def settled(self, status: str, reason: str, *, message: str, wake_at: float | None, raised: BaseException | None,
                 created_at: float | None) -> None:
         """The worker wrote the run's new status: a wait's span (what and until when), a failed call's span (its
         exception), and the run's own span when the run ended."""

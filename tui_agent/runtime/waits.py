@@ -25,7 +25,8 @@ def _wait(journal: Recorder, name: str, wake_at: Callable[[], float]) -> None:
     """Journal the wake time on the first pass; until it comes, every pass hands the run back."""
     position, recorded, value = journal.next(name)
     if not recorded:
-        value = journal.record(position, name, EntryKind.SLEEP, {"wake_at": wake_at()}, journal.clock.now(), 0.0)
+        value = journal.record(position, name, kind=EntryKind.SLEEP, value={"wake_at": wake_at()},
+                               started_at=journal.clock.now(), duration_s=0.0)
     if journal.clock.now() < value["wake_at"]:
         raise Suspend(RunStatus.WAITING, Reason.SLEEP, f"sleeping at {name} until {iso(value['wake_at'])}",
                       wake_at=value["wake_at"])
@@ -60,7 +61,8 @@ def approval(journal: Recorder, name: str, question: str, on_deny: str = "cancel
                       f"needs a person: {question} (tui-agent approve {journal.run_id} [--deny] [--note TEXT])")
     decision = {"approved": row["decision"] == "approved", "note": row["note"], "by": row["decided_by"],
                 "at": iso(row["decided_at"])}
-    decision = journal.record(position, name, EntryKind.APPROVAL, decision, journal.clock.now(), 0.0)
+    decision = journal.record(position, name, kind=EntryKind.APPROVAL, value=decision,
+                              started_at=journal.clock.now(), duration_s=0.0)
     return _denied(name, decision) if on_deny == "cancel" else decision
 
 

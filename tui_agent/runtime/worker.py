@@ -12,8 +12,8 @@ from ..store import Claim, EnvironmentStop, FenceRefused, Store, ids
 from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
-from ..store.journal import load_checkpoint, load_entries, load_usage
-from ..store.runs import check_fence, get_run, set_code_version, settle_run
+from ..store.journal import opening
+from ..store.runs import RunNotFound, check_fence, get_run, set_code_version, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
 from ..strict_json import read_stored
@@ -92,12 +92,13 @@ def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserve
     span of the run's trace (runtime/traces.py)."""
     turn = traces.turn(claim, clock)
     if turn is None:
-        return _execute(store, registry, claim, on_step, control, clock, None)
+        return _execute(store, registry, claim=claim, on_step=on_step, control=control, clock=clock, turn=None)
     with turn:
-        return turn.outcome(_execute(store, registry, claim, on_step, control, clock, turn))
+        return turn.outcome(_execute(store, registry, claim=claim, on_step=on_step, control=control, clock=clock,
+                                     turn=turn))
 
 
-def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None,
+def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObserver | None,
              control: RunControl | None, clock: Clock, turn: traces.Turn | None) -> Outcome:
     control = control or RunControl(claim.claimed_at + claim.lease_s)
     # A write that finds the database held by another program, or its server away, waits it out while the lease
@@ -120,12 +121,16 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
                    wall_s=at - (last_entry_at(ctx) if ctx else claim.claimed_at),
                    traceback=as_column(raised))
         if turn is not None:
-            turn.settled(status, reason, message, wake_at, raised, run["created_at"])
+            turn.settled(status, reason, message=message, wake_at=wake_at, raised=raised,
+                         created_at=run["created_at"])
         return Outcome(claim.run_id, TurnEnd.SETTLED, RunStatus(status), reason, result, error, message)
 
     try:
         try:
-            run = get_run(store, claim.run_id)
+            opened = opening(store, claim.run_id, claim.generation)
+            if opened is None:
+                raise RunNotFound(f"no run {claim.run_id}")
+            run = opened.run
             request = read_stored(run["request"], "runs.request")
             limits = read_stored(run["budget"] or "{}", "runs.budget")
             replies = read_stored(run["script"], "runs.script") if run["script"] else None
@@ -137,17 +142,19 @@ def _execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserv
                               f"the run: {e}; then tui-agent resume {claim.run_id}")
             if run["code_version"] != agent.code_version:
                 _note_new_code(store, claim, run, agent, clock.now())
-            checkpoint = load_checkpoint(store, claim.run_id)
+            checkpoint = opened.checkpoint
             if checkpoint.schema_version != CHECKPOINT_SCHEMA:
                 return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
                               f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
                               f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
-            used, soft_position, soft_dimensions = load_usage(store, claim.run_id)
-            entries = load_entries(store, claim.run_id, claim.generation)
+            used, soft_position, soft_dimensions = opened.usage()
+            entries = opened.entries
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
             return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
-        ctx = Context(store, claim, request, run["artifact_dir"], checkpoint, entries, provider, on_step, agent, control,
-                      BudgetMeter(limits, used, soft_dimensions), soft_position, clock, registry, turn)
+        ctx = Context(store, claim, request=request, artifact_dir=run["artifact_dir"], checkpoint=checkpoint,
+                      entries=entries, provider=provider, on_step=on_step, agent=agent, control=control,
+                      budget=BudgetMeter(limits, used, soft_dimensions), soft_position=soft_position, clock=clock,
+                      registry=registry, trace=turn)
         try:
             result = agent.run(ctx, ctx.request)
             encode(result, "agent", agent.name)

@@ -129,8 +129,8 @@ class _Cassette(Context):
 
     def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
                  entries: list[tuple], provider: Any, *, agent: Any, registry: Registry, check_inputs: bool) -> None:
-        super().__init__(store, claim, request, artifact_dir, checkpoint, entries, provider, agent=agent,
-                         registry=registry, recorder=_Tape)
+        super().__init__(store, claim, request=request, artifact_dir=artifact_dir, checkpoint=checkpoint,
+                         entries=entries, provider=provider, agent=agent, registry=registry, recorder=_Tape)
         self._db, self._names, self._check_inputs = store, [entry[1] for entry in entries], check_inputs
 
     def _recorded_name(self, position: int) -> str | None:

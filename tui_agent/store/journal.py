@@ -6,9 +6,10 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, refuse_stale, write_once
+from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, one_row, refuse_stale, write_once
 
 
 @dataclass
@@ -40,6 +41,36 @@ class Usage:
 
 
 NO_USAGE = Usage()
+
+
+class Fenced(Protocol):
+    """Whose journal an entry goes into: the run, its generation and the fence its writer claimed with (a Claim)."""
+
+    run_id: str
+    generation: int
+    fence: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One journal entry to commit: its position, the call's name and kind, what it returned and what it cost.
+
+    `result` is the JSON text, or None with `artifact` naming the file that holds it. `wall_s` is the running
+    time since the previous entry, which the checkpoint adds to `used_wall_s`.
+    """
+
+    position: int
+    name: str
+    kind: str
+    result: str | None
+    artifact: str | None = None
+    started_at: float
+    duration_s: float
+    wall_s: float = 0.0
+    attempts: int = 1
+    inputs: str | None = None
+    usage: Usage = NO_USAGE
+    cost_usd: float | None = None
 
 _COLUMNS = ("run_id, generation, position, name, kind, result, artifact, attempts, started_at, duration_s, fence,"
             " cost_usd, inputs, wall_s")
@@ -107,50 +138,51 @@ def recorded_inputs(store: Store, run_id: str, generation: int, position: int) -
     return None if row is None else row[0]
 
 
-def add_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str, kind: str,
-             result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float,
-             inputs: str | None = None) -> None:
-    """A plain step (one attempt, no usage, the checkpoint's other fields unchanged): its journal row alone,
-    fenced in the same statement, committed as a transaction of its own. The checkpoint row is folded past it
-    later (add_entry); `checkpoints_now` counts it meanwhile."""
-    row = (run_id, generation, position, name, kind, result, artifact, 1, started_at, duration_s, fence, None, inputs,
-           wall_s, run_id, fence)
+def add_step(store: Store, run: Fenced, entry: Entry) -> None:
+    """A plain step committed as a transaction of its own: its journal row alone, fenced in the same statement.
+
+    A plain step has one attempt and no usage, and leaves the checkpoint's other fields unchanged. The
+    checkpoint row is folded past it later (add_entry); `checkpoints_now` counts it meanwhile.
+    """
+    row = (run.run_id, run.generation, entry.position, entry.name, entry.kind, entry.result, entry.artifact, 1,
+           entry.started_at, entry.duration_s, run.fence, None, entry.inputs, entry.wall_s, run.run_id, run.fence)
     server = on_server(store.conn)
-    write_entry(store, run_id, generation, position, fence,
-                lambda: refuse_stale(store.write_one(_STEP[server], row, whole=server), run_id, fence))
+    write_entry(store, run, entry.position,
+                lambda: refuse_stale(store.write_one(_STEP[server], row, whole=server), run.run_id, run.fence))
 
 
-def fold_step(store: Store, run_id: str, generation: int, fence: int, position: int, name: str, kind: str,
-              result: str | None, artifact: str | None, started_at: float, duration_s: float, wall_s: float,
-              checkpoint: Checkpoint, now: float, inputs: str | None = None) -> None:
-    """A plain step whose turn it is to fold the checkpoint (add_step's, plus `checkpoint` and `now`): add_entry
-    as a transaction of its own, on a server in one round trip (one statement, as add_step's); refused
-    (FenceRefused, nothing written) unless `fence` is the run's."""
+def fold_step(store: Store, run: Fenced, entry: Entry, checkpoint: Checkpoint, now: float) -> None:
+    """A plain step whose turn it is to fold the checkpoint: add_entry as a transaction of its own.
+
+    On a server it is one round trip (one statement, as add_step's). It is refused (FenceRefused, nothing
+    written) unless the fence is the run's.
+    """
     if on_server(store.conn):
-        params = (run_id, fence, run_id, position + 1, checkpoint.total_steps, checkpoint.next_input,
-                  checkpoint.plan_revision, position + 1, wall_s, now, run_id, run_id, generation, position, name,
-                  kind, result, artifact, 1, started_at, duration_s, fence, None, inputs)
+        params = (run.run_id, run.fence, run.run_id, entry.position + 1, checkpoint.total_steps,
+                  checkpoint.next_input, checkpoint.plan_revision, entry.position + 1, entry.wall_s, now, run.run_id,
+                  run.run_id, run.generation, entry.position, entry.name, entry.kind, entry.result, entry.artifact, 1,
+                  entry.started_at, entry.duration_s, run.fence, None, entry.inputs)
 
         def write() -> None:
-            refuse_stale(store.write_one(_FOLD_STEP, params, whole=True), run_id, fence)
+            refuse_stale(store.write_one(_FOLD_STEP, params, whole=True), run.run_id, run.fence)
     else:
         def write() -> None:
             with store.write_shared() as conn:
-                add_entry(conn, run_id, generation, fence, position, name, kind, result, artifact, 1, started_at,
-                          duration_s, checkpoint, now, wall_s=wall_s, inputs=inputs)
-    write_entry(store, run_id, generation, position, fence, write)
+                add_entry(conn, run, entry, checkpoint, now)
+    write_entry(store, run, entry.position, write)
 
 
-def write_entry(store: Store, run_id: str, generation: int, position: int, fence: int,
-                write: Callable[[], object]) -> None:
-    """`write()`: the transaction that commits the journal entry at (run, generation, position) under `fence`,
-    with whatever commits beside it; written once however its connection is cut (base.write_once): after a
-    cut, the entry there with this fence committed."""
+def write_entry(store: Store, run: Fenced, position: int, write: Callable[[], object]) -> None:
+    """Run `write()`, the transaction that commits the run's journal entry at `position`, exactly once.
+
+    Whatever commits beside the entry goes in the same transaction. However its connection is cut
+    (base.write_once), the entry at that position with this fence, if there, says it committed.
+    """
     def committed() -> bool | None:
         row = store.conn.execute("SELECT fence FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
-                                 (run_id, generation, position)).fetchone()
-        return (row is not None and row[0] == fence) or None
-    write_once(store, run_id, write, committed)
+                                 (run.run_id, run.generation, position)).fetchone()
+        return (row is not None and row[0] == run.fence) or None
+    write_once(store, run.run_id, write, committed)
 
 
 def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> bool:
@@ -159,14 +191,14 @@ def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: i
                         (run_id, generation, position)).fetchone() is not None
 
 
-def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int, position: int, name: str,
-              kind: str, result: str | None, artifact: str | None, attempts: int, started_at: float,
-              duration_s: float, checkpoint: Checkpoint, now: float, usage: Usage = NO_USAGE,
-              cost_usd: float | None = None, wall_s: float = 0.0, inputs: str | None = None) -> None:
-    """Inside a write: the checkpoint that moves past the entry and the plain steps before it (refused unless
-    `fence` is the run's), then the journal row."""
-    moved = (position + 1, checkpoint.total_steps, checkpoint.next_input, checkpoint.plan_revision, position + 1,
-             wall_s, now)
+def add_entry(conn: sqlite3.Connection, run: Fenced, entry: Entry, checkpoint: Checkpoint, now: float) -> None:
+    """Inside a write: the checkpoint moved past the entry and the plain steps before it, then the journal row.
+
+    It is refused (FenceRefused) unless the fence is the run's.
+    """
+    run_id, fence, usage = run.run_id, run.fence, entry.usage
+    moved = (entry.position + 1, checkpoint.total_steps, checkpoint.next_input, checkpoint.plan_revision,
+             entry.position + 1, entry.wall_s, now)
     server = on_server(conn)
     if usage is NO_USAGE:
         cur = conn.execute(_CHECKPOINT[server], (*moved, run_id, run_id, fence))
@@ -176,8 +208,9 @@ def add_entry(conn: sqlite3.Connection, run_id: str, generation: int, fence: int
             usage.effects, usage.tool_calls, usage.cache_read_tokens, usage.cache_write_tokens, run_id, run_id, fence))
     refuse_stale(cur, run_id, fence)
     move_tail(conn, run_id)
-    conn.execute(_INSERT, (run_id, generation, position, name, kind, result, artifact, attempts, started_at,
-                           duration_s, fence, cost_usd, inputs))
+    conn.execute(_INSERT, (run_id, run.generation, entry.position, entry.name, entry.kind, entry.result,
+                           entry.artifact, entry.attempts, entry.started_at, entry.duration_s, fence, entry.cost_usd,
+                           entry.inputs))
 
 
 _ALL = f"{_COLUMNS}, edited"
@@ -220,14 +253,59 @@ def fold(conn: sqlite3.Connection, run_id: str) -> None:
     _run(conn, _FOLD[on_server(conn)], run_id)
 
 
+_USAGE = ("used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
+          " used_effects, used_wall_s, soft_position, soft_dimensions")
+_DIMENSIONS = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
+
+
 def load_usage(store: Store, run_id: str) -> tuple[dict[str, float], int | None, list[str]]:
     """(used per budget dimension, soft position, dimensions past their soft threshold), the tail included."""
-    row = store.conn.execute(
-        "SELECT used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"
-        " used_effects, used_wall_s, soft_position, soft_dimensions FROM checkpoints_now WHERE run_id = ?",
-        (run_id,)).fetchone()
-    names = ("steps", "model_calls", "input_tokens", "output_tokens", "cost_usd", "tool_calls", "effects", "wall_s")
-    return dict(zip(names, row[:8])), row[8], read_stored(row[9] or "[]", "checkpoints.soft_dimensions")
+    return _usage(store.conn.execute(f"SELECT {_USAGE} FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone())
+
+
+def _usage(row: tuple) -> tuple[dict[str, float], int | None, list[str]]:
+    return dict(zip(_DIMENSIONS, row[:8])), row[8], read_stored(row[9] or "[]", "checkpoints.soft_dimensions")
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a worker's turn reads before its agent starts: the run's row, its checkpoint and its journal.
+
+    `usage` reads the budget counters, so a stored value that cannot be decoded is refused where the turn
+    reads it (Unreadable), after the checkpoint's schema was checked.
+    """
+
+    run: dict
+    checkpoint: Checkpoint
+    entries: list[tuple[int, str, str | None, str | None]]
+    _usage_row: tuple
+
+    def usage(self) -> tuple[dict[str, float], int | None, list[str]]:
+        """(used per budget dimension, soft position, dimensions past their soft threshold), as load_usage."""
+        return _usage(self._usage_row)
+
+
+_CHECKPOINT_COLUMNS = ("schema_version", "generation", "current_step", "total_steps", "next_input", "plan_revision",
+                       "step_attempts")
+_OPENING = ("SELECT r.*, " + ", ".join(f"c.{name} AS c_{name}" for name in _CHECKPOINT_COLUMNS) + ", "
+            + ", ".join(f"n.{name} AS n_{name}" for name in _USAGE.split(", "))
+            + " FROM runs r JOIN checkpoints c ON c.run_id = r.id JOIN checkpoints_now n ON n.run_id = r.id"
+            " WHERE r.id = ?")
+
+
+def opening(store: Store, run_id: str, generation: int) -> Opening | None:
+    """The run's row, its checkpoint, its budget counters and one generation's journal in two statements.
+
+    None when there is no such run. The claim's fence keeps them consistent: only its holder adds to this
+    generation's journal.
+    """
+    with decoding("runs"):
+        row = one_row(store.conn.execute(_OPENING, (run_id,)))
+    if row is None:
+        return None
+    checkpoint = Checkpoint(*(row.pop(f"c_{name}") for name in _CHECKPOINT_COLUMNS))
+    usage = tuple(row.pop(f"n_{name}") for name in _USAGE.split(", "))
+    return Opening(row, checkpoint, load_entries(store, run_id, generation), usage)
 
 
 def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
