@@ -16,7 +16,7 @@ POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
     "app.TuiAgentApp.__init__", "approvals.ask", "approvals.decide", "base.positioned_page", "context.run_program",
-    "decisions._bulk", "decisions.approve", "decisions.cancel", "decisions.park", "decisions.reconcile",
+    "decisions._bulk", "decisions.reconcile",
     "decisions.resume", "events.add_event", "events.add_schedule_event", "exports.import_runs", "gauges.gauge_line",
     "harness._act", "harness._commit", "harness._judge", "harness._load", "harness_plan.entry",
     "harness_plan.prompt", "here.work_here", "journal.journal_page", "loop._run", "loop.agent_loop",

@@ -150,7 +150,7 @@ def run_decision(action: Callable[..., str], *options: Callable[[Any], Any]) -> 
     returns the line to print. On --where, `action(**the options' values)` names what `_bulk` does to each run."""
     def wrap(decide: Callable[..., str]) -> Any:
         @functools.wraps(decide)
-        def command(session: Session, run_ref: str | None, note: str | None, where: str | None, dry_run: bool,
+        def command(session: Session, run_ref: str | None, *, note: str | None, where: str | None, dry_run: bool,
                     yes: bool, **given: Any) -> int:
             if _many(run_ref, where, dry_run, yes):
                 return _bulk(session, action(**given), where, dry_run, yes, note)
