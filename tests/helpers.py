@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import sqlite_utils
-from conftest import ROOT
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.operate import start
@@ -34,6 +33,9 @@ from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import open_store, schema
 from tui_agent.store.runs import claim_run, db_clock, get_run
 from tui_agent.widgets.timeline import TimelineItem, timeline_items
+
+ROOT = Path(__file__).resolve().parent.parent   # the checkout
+FIXTURES = ROOT / "tests" / "fixtures"          # agents and programs the tests load (on sys.path, PYTHONPATH)
 
 
 def console_script() -> str:

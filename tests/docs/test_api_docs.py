@@ -8,15 +8,14 @@ import importlib
 import inspect
 import re
 from functools import cached_property
-from pathlib import Path
 
 import yaml
-from helpers import registry_of, start_and_work
+from helpers import ROOT, registry_of, start_and_work
 
 import tui_agent
 from tui_agent.store import open_store
 
-REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "api.md"
+REFERENCE = ROOT / "docs" / "reference" / "api.md"
 ERRORS = ["TemporaryError", "NotReachable", "PermanentError", "EffectNotDone", "EffectDeclined", "ParkRun",
           "StaleAttempt"]
 

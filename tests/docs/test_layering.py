@@ -6,8 +6,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-PACKAGE = Path(__file__).resolve().parent.parent / "tui_agent"
+PACKAGE = ROOT / "tui_agent"
 # Every entry must exist: a renamed or deleted one fails the test instead of silently checking less.
 ENGINE = ["runtime", "store", "models", "agents", "sim", "operate.py", "report.py", "states.py", "format.py",
           "replay.py", "replay_copy.py", "testing.py", "forecast.py", "diff.py", "editing.py", "notify.py",

@@ -11,8 +11,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from conftest import ROOT
-from helpers import console_script
+from helpers import ROOT, console_script
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"

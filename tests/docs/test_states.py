@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from tui_agent.states import (
     EXIT_NOT_SUCCEEDED,
@@ -30,7 +30,7 @@ from tui_agent.states import (
 from tui_agent.store import open_store
 from tui_agent.store.runs import NEEDS_PERSON, insert_run, runs_page
 
-ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 BUDGET = "budget:<dimension>"
 
 

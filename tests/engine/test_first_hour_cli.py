@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
-from conftest import ROOT
-from helpers import console_script, database_at_version, ok, registry_of, start_and_work
+from helpers import ROOT, console_script, database_at_version, ok, registry_of, start_and_work
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 from fixtures import notify_agents
-from helpers import later, ok, registry_of, start_and_work, until, work
+from helpers import ROOT, later, ok, registry_of, start_and_work, until, work
 
 from tui_agent import notify, operate
 from tui_agent.runtime.clock import iso, now

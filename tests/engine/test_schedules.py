@@ -8,8 +8,7 @@ import sys
 from datetime import datetime, timezone
 
 import pytest
-from conftest import ROOT
-from helpers import registry_of, work
+from helpers import ROOT, registry_of, work
 
 from tui_agent import Agent, Budget, operate
 from tui_agent.errors import UserError

@@ -3,7 +3,8 @@ stepping back, the Why, the scenario's own clock and store, the headless command
 at a time, through the console script) and the handout in docs/."""
 
 import json
-from pathlib import Path
+
+from helpers import ROOT
 
 from tui_agent.runtime import faults
 from tui_agent.runtime.clock import CLOCK
@@ -11,8 +12,6 @@ from tui_agent.sim import BOUNDARIES, LESSONS, Settings, simulate
 from tui_agent.sim.explain import Prediction, why
 from tui_agent.sim.stepper import CRASH, HAPPENED, LEAVE, RUN, STEP, Stepper
 from tui_agent.sim.table import lessons_matrix, markdown, whole_matrix
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def lesson(number: int, part: int = 1) -> Settings:

@@ -19,9 +19,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
 from fixtures.hostile_agents import ASKING, HOSTILE, HOSTILE_AGENT
-from helpers import key, ok, open_run, polled, registry_of, rendered, start_and_work, tui
+from helpers import ROOT, key, ok, open_run, polled, registry_of, rendered, start_and_work, tui
 from helpers import select as select_run
 from rich.text import Text
 from textual.app import App

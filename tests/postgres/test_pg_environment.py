@@ -19,8 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT
-from helpers import dump, show_json, until
+from helpers import ROOT, dump, show_json, until
 from pg_cluster import PgServer, find_bin_dir
 
 from tui_agent.cli import cli

@@ -15,8 +15,7 @@ from collections import Counter
 
 import psycopg
 import pytest
-from conftest import ROOT
-from helpers import show_json, until
+from helpers import ROOT, show_json, until
 
 from tui_agent.copying import copy_database, open_source, open_target
 from tui_agent.store import open_store

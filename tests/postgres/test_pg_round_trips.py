@@ -19,8 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import ROOT
-from helpers import process_state, registry_of, start_and_work, until, work
+from helpers import ROOT, process_state, registry_of, start_and_work, until, work
 from pg_cluster import PgServer, find_bin_dir
 
 from tui_agent import Agent

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 PY = sys.executable
 FAKE = FIXTURES / "fake_coding_agent.py"

@@ -15,9 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 from fake_messages import error_body, message
-from helpers import dump, start_and_work
+from helpers import ROOT, dump, start_and_work
 
 from tui_agent.operate import approve, start
 from tui_agent.report import run_report

@@ -13,10 +13,9 @@ import time
 from contextlib import closing
 
 import pytest
+from helpers import ROOT
 
 from tui_agent.completion import DEADLINE_S
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _offered(line: str, env: dict | None = None) -> tuple[list[tuple[str, str]], float]:

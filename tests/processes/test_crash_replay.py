@@ -10,8 +10,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import ROOT
-from helpers import later, show_json, until
+from helpers import ROOT, later, show_json, until
 
 from tui_agent.store import open_store
 

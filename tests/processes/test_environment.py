@@ -17,8 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from helpers import dump, later, show_json, until
+from helpers import ROOT, dump, later, show_json, until
 
 from tui_agent.runtime.clock import iso, parse_instant
 

@@ -11,9 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
 from fake_messages import USAGE, message
-from helpers import ok, short_lease, show_json, taken_over
+from helpers import ROOT, ok, short_lease, show_json, taken_over
 
 from tui_agent.models import cost_usd
 from tui_agent.models.anthropic import DEFAULT_MODEL

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from helpers import later, ok, parked_message, paused_worker, show_json
+from helpers import ROOT, later, ok, parked_message, paused_worker, show_json
 
 from tui_agent.agents.githost import GitHost
 from tui_agent.agents.patch import oracle_pattern, run_oracle, tools_for

@@ -19,8 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 import sqlite_utils
-from conftest import ROOT
-from helpers import database_at_version, ok, paused_worker, process_state, registry_of
+from helpers import ROOT, database_at_version, ok, paused_worker, process_state, registry_of
 
 from tui_agent import Agent, operate
 from tui_agent.agents.outbox import Outbox

@@ -5,7 +5,7 @@ import pty
 import subprocess
 import sys
 
-from conftest import ROOT
+from helpers import ROOT
 
 
 def test_run_shows_a_live_step_line_on_a_terminal():

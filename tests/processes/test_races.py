@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from helpers import paused_worker, registry_of, start_and_work
+from helpers import ROOT, paused_worker, registry_of, start_and_work
 
 from tui_agent import Agent, operate
 from tui_agent.runtime import faults

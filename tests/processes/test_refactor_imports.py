@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from helpers import later, ok, parked_message, show_json
+from helpers import ROOT, later, ok, parked_message, show_json
 
 OLD, NEW = "acme_old", "acme_new"
 

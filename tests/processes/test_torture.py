@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from helpers import ROOT
 
 LINE = re.compile(r"kills=(\d+) runs=30 duplicates=0 lost=0 refused_stale_writes=(\d+) integrity=ok")
 

@@ -11,14 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import until
+from helpers import ROOT, until
 
 from tui_agent import operate
 from tui_agent.store import open_store
 from tui_agent.store.workers import workers_listing
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ")   # the local time, with its offset
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ok(done: subprocess.CompletedProcess) -> str:

@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
-from helpers import open_run, registry_of, tui
+from helpers import ROOT, open_run, registry_of, tui
 
 from tui_agent import Agent, Budget, report
 from tui_agent.operate import approve, start

@@ -6,9 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-from helpers import click, key, open_run, registry_of, start_and_work, tui
+from helpers import ROOT, click, key, open_run, registry_of, start_and_work, tui
 
 from tui_agent import Agent
 from tui_agent.runtime.registry import load_registry
@@ -139,7 +138,7 @@ _LOOPING_REPLAY = textwrap.dedent("""
 def test_quitting_while_rs_agent_code_never_returns_ends_the_process(tmp_path):
     """The replay's thread is a daemon: code stuck in a loop neither holds the TUI open at quit nor is started
     twice."""
-    tests = Path(__file__).resolve().parent
+    tests = ROOT / "tests"   # where helpers is
     done = subprocess.run([sys.executable, "-c", _LOOPING_REPLAY, str(tmp_path / "runs.db")], cwd=tests,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
