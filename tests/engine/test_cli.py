@@ -1,17 +1,13 @@
 import json
 
 import pytest
+from helpers import stdout_ok
 
 from tui_agent import __version__
 
 
-def _ok(result):
-    assert result.exit_code == 0, result.stderr + result.stdout
-    return result.stdout
-
-
 def test_run_hello_prints_the_id_and_result(invoke):
-    out = _ok(invoke("run", "hello", "--input", '{"name": "Ada", "delay_s": 0}'))
+    out = stdout_ok(invoke("run", "hello", "--input", '{"name": "Ada", "delay_s": 0}'))
     first, second = out.strip().splitlines()
     run_id, status, reason = first.split()
     assert run_id.startswith("r-")
@@ -21,41 +17,41 @@ def test_run_hello_prints_the_id_and_result(invoke):
 
 
 def test_start_prints_the_id_alone_and_a_key_makes_one_run(invoke):
-    first = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
-    second = _ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
-    other = _ok(invoke("start", "hello", "--key", "nightly:2026-11-30"))
+    first = stdout_ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
+    second = stdout_ok(invoke("start", "hello", "--key", "nightly:2026-11-29"))
+    other = stdout_ok(invoke("start", "hello", "--key", "nightly:2026-11-30"))
     assert first == second
     assert first.strip().startswith("r-")
     assert "\n" not in first.strip()
     assert other != first
-    assert len(json.loads(_ok(invoke("ls", "--json")))) == 2
+    assert len(json.loads(stdout_ok(invoke("ls", "--json")))) == 2
 
 
 def test_worker_once_works_queued_runs(invoke):
-    ids = [_ok(invoke("start", "hello", "--input", '{"delay_s": 0}')).strip() for _ in range(3)]
+    ids = [stdout_ok(invoke("start", "hello", "--input", '{"delay_s": 0}')).strip() for _ in range(3)]
     result = invoke("worker", "--once", "--name", "w-t")
-    _ok(result)
+    stdout_ok(result)
     assert all(f"w-t claimed {i}" in result.stderr for i in ids)
-    rows = json.loads(_ok(invoke("ls", "--json")))
+    rows = json.loads(stdout_ok(invoke("ls", "--json")))
     assert {r["status"] for r in rows} == {"succeeded"}
     assert "no run is due" in invoke("worker", "--once").stderr
 
 
 def test_ls_json_shape(invoke):
-    _ok(invoke("run", "hello", "--input", '{"delay_s": 0}'))
-    _ok(invoke("start", "hello"))
-    rows = json.loads(_ok(invoke("ls", "--json")))
+    stdout_ok(invoke("run", "hello", "--input", '{"delay_s": 0}'))
+    stdout_ok(invoke("start", "hello"))
+    rows = json.loads(stdout_ok(invoke("ls", "--json")))
     assert len(rows) == 2
     for row in rows:
         assert {"id", "agent", "status", "reason", "attempt", "created_at"} <= set(row)
     assert [r["status"] for r in rows] == ["queued", "succeeded"], "newest first"
     assert rows[0]["created_at"].endswith("Z")
-    assert [r["id"] for r in json.loads(_ok(invoke("ls", "--status", "queued", "--json")))] == [rows[0]["id"]]
+    assert [r["id"] for r in json.loads(stdout_ok(invoke("ls", "--status", "queued", "--json")))] == [rows[0]["id"]]
 
 
 def test_show_json_shape(invoke):
-    run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
-    report = json.loads(_ok(invoke("show", run_id[:5], "--json")))
+    run_id = stdout_ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
+    report = json.loads(stdout_ok(invoke("show", run_id[:5], "--json")))
     assert set(report) == {"run", "checkpoint", "steps", "journal", "effects", "events", "budget", "approvals",
                            "model_calls", "imported"}
     assert report["model_calls"] == []  # hello asks no model
@@ -74,15 +70,15 @@ def test_show_json_shape(invoke):
 
 
 def test_show_human_names_steps_and_events(invoke):
-    run_id = _ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
-    out = _ok(invoke("show", run_id))
+    run_id = stdout_ok(invoke("run", "hello", "--input", '{"delay_s": 0}')).split()[0]
+    out = stdout_ok(invoke("show", run_id))
     assert run_id in out
     assert "count-letters" in out
     assert "claimed by" in out
 
 
 def test_agents_from_a_module_are_registered(invoke):
-    out = _ok(invoke("--agents", "counting_agents", "agents"))
+    out = stdout_ok(invoke("--agents", "counting_agents", "agents"))
     assert "counting" in out
     assert "failing" in out
     assert "hello" in out
@@ -90,7 +86,7 @@ def test_agents_from_a_module_are_registered(invoke):
 
 def test_agents_env_var_registers_too(invoke, monkeypatch):
     monkeypatch.setenv("TUI_AGENT_AGENTS", "counting_agents")
-    assert "counting" in _ok(invoke("agents"))
+    assert "counting" in stdout_ok(invoke("agents"))
 
 
 def test_a_failed_run_exits_1_with_its_error(invoke):
@@ -124,23 +120,23 @@ def test_an_ambiguous_prefix_says_so(invoke, monkeypatch):
     from tui_agent.store import runs
     ids = iter(["r-abc00001", "r-abc00002"])
     monkeypatch.setattr(runs, "_new_id", lambda conn: next(ids))
-    _ok(invoke("start", "hello"))
-    _ok(invoke("start", "hello"))
+    stdout_ok(invoke("start", "hello"))
+    stdout_ok(invoke("start", "hello"))
     result = invoke("show", "abc")
     assert result.exit_code == 2
     assert "ambiguous" in result.stderr
-    assert json.loads(_ok(invoke("show", "abc00002", "--json")))["run"]["id"] == "r-abc00002"
-    assert json.loads(_ok(invoke("show", "r-abc00001", "--json")))["run"]["id"] == "r-abc00001"
+    assert json.loads(stdout_ok(invoke("show", "abc00002", "--json")))["run"]["id"] == "r-abc00002"
+    assert json.loads(stdout_ok(invoke("show", "r-abc00001", "--json")))["run"]["id"] == "r-abc00001"
 
 
 def test_input_from_a_file(invoke, tmp_path):
     request = tmp_path / "req.json"
     request.write_text('{"name": "Grace", "delay_s": 0}')
-    assert "Hello, Grace!" in _ok(invoke("run", "hello", "--input", f"@{request}"))
+    assert "Hello, Grace!" in stdout_ok(invoke("run", "hello", "--input", f"@{request}"))
 
 
 def test_version(invoke):
-    assert __version__ in _ok(invoke("--version"))
+    assert __version__ in stdout_ok(invoke("--version"))
 
 
 def test_the_console_script_runs_hello_end_to_end(tui_agent):
@@ -157,8 +153,8 @@ def test_nightly_report_with_an_unknown_source_fails_and_says_which(invoke):
 
 
 def test_nightly_report_journals_the_model_reply_with_its_cost(invoke):
-    run_id = _ok(invoke("run", "nightly-report", "--input", '{"date": "2026-11-20"}')).split()[0]
-    report = json.loads(_ok(invoke("show", run_id, "--json")))
+    run_id = stdout_ok(invoke("run", "nightly-report", "--input", '{"date": "2026-11-20"}')).split()[0]
+    report = json.loads(stdout_ok(invoke("show", run_id, "--json")))
     (model,) = [s for s in report["steps"] if s["kind"] == "model"]
     assert model["name"] == "summarize"
     assert model["cost_usd"] > 0

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from fixtures.bounds_agents import LOOPING, LOOPING_UNBOUNDED
-from helpers import open_run, registry_of, start_and_work, tui, work
+from helpers import open_run, registry_of, start_and_work, stdout_ok, tui, work
 
 from tui_agent import Agent, Budget, Plateau, operate
 from tui_agent.errors import UserError
@@ -28,17 +28,12 @@ STEPS_MESSAGE = ("budget steps exhausted: 10000 used of the default 10000, the n
 
 @pytest.fixture
 def store(db_path, monkeypatch):
-    """The database at synchronous NORMAL, here and for the CLI, as tests/test_long_runs.py builds its long run:
+    """The database at synchronous NORMAL, here and for the CLI, as tests/tui/test_long_runs.py builds its long run:
     these runs take 10,000 steps, each a commit, and what is tested is where they stop, not fsync."""
     monkeypatch.setenv("TUI_AGENT_DURABILITY", "normal")
     opened = open_store(db_path, durability="normal")
     yield opened
     opened.close()
-
-
-def _ok(result):
-    assert result.exit_code == 0, result.stderr + result.stdout
-    return result.stdout
 
 
 def _budget(store, run_id) -> dict:
@@ -87,7 +82,7 @@ def test_a_scheduled_run_and_a_fork_get_the_same_bounds(store, clock):
 def test_show_and_show_json_say_which_ceilings_are_defaults(store, invoke):
     registry = registry_of(Agent(name="capped", run=LOOPING.run, budget=Budget(cost_usd=1)))
     run_id = start_and_work(store, registry, "capped", {"n": 3}).run_id
-    budget = json.loads(_ok(invoke("show", run_id, "--json")))["budget"]
+    budget = json.loads(stdout_ok(invoke("show", run_id, "--json")))["budget"]
     dims = budget["dimensions"]
     assert (dims["steps"]["limit"], dims["steps"]["default"]) == (10_000, True)
     assert (dims["wall_s"]["limit"], dims["wall_s"]["default"]) == (86_400, True)
@@ -97,7 +92,7 @@ def test_show_and_show_json_say_which_ceilings_are_defaults(store, invoke):
     assert budget["bounds"] == "defaults" and budget["unbounded"] is False
     assert budget["defaults"] == ["steps", "wall_s", "input_tokens"]
 
-    shown = _ok(invoke("show", run_id))
+    shown = stdout_ok(invoke("show", run_id))
     line = _budget_line(shown)
     assert "steps 3/10000 (default)" in line
     assert "input_tokens 0/2000000 (default)" in line
@@ -133,11 +128,11 @@ def test_ten_thousand_steps_are_allowed_and_the_next_parks_at_the_default_ceilin
     assert len(journal_for(store, outcome.run_id)) == 10_000
     soft = [e["message"] for e in events_for(store, outcome.run_id) if e["kind"] == "budget"]
     assert soft == ["budget steps passed its soft threshold: 7000 of the default 10000 (70%, soft 70%)"]
-    shown = _ok(invoke("show", outcome.run_id))
+    shown = stdout_ok(invoke("show", outcome.run_id))
     assert (f"stopped   the next call needs 1 steps and 10000 of the default 10000 are used: raise it with "
             f"tui-agent resume {outcome.run_id} --budget steps=VALUE") in shown
 
-    _ok(invoke("resume", outcome.run_id, "--budget", "steps=10001"))
+    stdout_ok(invoke("resume", outcome.run_id, "--budget", "steps=10001"))
     assert work(store, registry, outcome.run_id).status == "succeeded"
     after = _budget(store, outcome.run_id)
     assert after["steps"] == 10_001 and "steps" not in after["defaults"], "a person's ceiling is not a default"
@@ -214,14 +209,14 @@ def test_an_unbounded_agent_has_no_default_ceilings(store):
 
 def test_budget_unbounded_on_the_command_line(store, invoke):
     done = invoke(*AGENTS, "run", "looping", "--input", '{"n": 10001}', "--budget", "unbounded")
-    run_id = _ok(done).split()[0]
+    run_id = stdout_ok(done).split()[0]
     assert get_run(store, run_id)["status"] == "succeeded"
-    budget = json.loads(_ok(invoke("show", run_id, "--json")))["budget"]
+    budget = json.loads(stdout_ok(invoke("show", run_id, "--json")))["budget"]
     assert budget["unbounded"] is True and budget["bounds"] == "unbounded" and budget["defaults"] == []
     assert budget["dimensions"]["steps"]["limit"] is None
-    assert "bounds    unbounded: this run opted out of the default ceilings" in _ok(invoke("show", run_id))
+    assert "bounds    unbounded: this run opted out of the default ceilings" in stdout_ok(invoke("show", run_id))
 
-    hello = _ok(invoke("start", "hello", "--budget", "unbounded")).strip()   # its own steps=10 still holds
+    hello = stdout_ok(invoke("start", "hello", "--budget", "unbounded")).strip()   # its own steps=10 still holds
     limits = _budget(store, hello)
     assert limits["steps"] == 10 and limits["unbounded"] is True and limits["cost_usd"] is None
 
@@ -230,7 +225,7 @@ def test_resume_budget_unbounded_removes_the_defaults_and_keeps_explicit_ceiling
     registry = registry_of(Agent(name="capped", run=LOOPING.run, budget=Budget(cost_usd=1)))
     run_id = start_and_work(store, registry, "capped", {"n": 10_001}).run_id
     assert get_run(store, run_id)["reason"] == "budget:steps"
-    _ok(invoke("resume", run_id, "--budget", "unbounded"))
+    stdout_ok(invoke("resume", run_id, "--budget", "unbounded"))
     assert work(store, registry, run_id).status == "succeeded"
     budget = _budget(store, run_id)
     assert budget["unbounded"] is True and budget["defaults"] == []
@@ -261,10 +256,10 @@ def test_an_old_runs_budget_stays_unbounded_and_show_says_so(store, invoke):
     registry = _loops()
     run_id = _old_run(store, registry, {"n": 10_001})
     assert work(store, registry, run_id).status == "succeeded", "no default was applied to it"
-    budget = json.loads(_ok(invoke("show", run_id, "--json")))["budget"]
+    budget = json.loads(stdout_ok(invoke("show", run_id, "--json")))["budget"]
     assert budget["bounds"] == "legacy" and budget["defaults"] == [] and budget["unbounded"] is False
     assert budget["dimensions"]["steps"]["limit"] is None
-    assert "bounds    made before default ceilings: no default applies" in _ok(invoke("show", run_id))
+    assert "bounds    made before default ceilings: no default applies" in stdout_ok(invoke("show", run_id))
 
 
 def test_raising_one_ceiling_of_an_old_run_adds_no_defaults(store):

@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
-from helpers import ROOT, console_script, database_at_version, ok, registry_of, start_and_work
+from helpers import (
+    ROOT,
+    console_script,
+    database_at_version,
+    ok,
+    one_line_error,
+    registry_of,
+    start_and_work,
+    stdout_ok,
+)
 
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
@@ -32,18 +41,6 @@ WRITING_AGENTS = (ROOT / "docs" / "writing-agents.md").read_text(encoding="utf-8
 TUI_PAGE = (ROOT / "docs" / "tui.md").read_text(encoding="utf-8")
 OPERATING = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
 HOUR, DAY = 3600, 86400
-
-
-def _ok(result) -> str:
-    assert result.exit_code == 0, result.stderr + result.stdout
-    return result.stdout
-
-
-def _one_line_error(result) -> str:
-    assert result.exit_code == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 # -- 1. "The shape of an agent" works as written, through the installed console script ---------------
@@ -132,7 +129,7 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
             pass
 
     monkeypatch.setattr("tui_agent.app.TuiAgentApp", FakeApp)
-    _ok(invoke("--agents", name))
+    stdout_ok(invoke("--agents", name))
     assert opened["agent_modules"] == registry.sources, "the TUI hands its workers the portable form"
 
     store = open_store(db_path)
@@ -155,7 +152,7 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
 
 
 def test_a_module_name_not_found_anywhere_says_what_to_give(invoke):
-    line = _one_line_error(invoke("--agents", "no_such_module_xyz", "agents"))
+    line = one_line_error(invoke("--agents", "no_such_module_xyz", "agents"))
     assert "cannot import" in line, line
     assert "./my_agents.py" in line, line
     assert "PYTHONPATH" not in line, line
@@ -242,8 +239,8 @@ def test_a_failing_agent_keeps_its_traceback_show_names_the_line(project, invoke
     assert "KeyError: 'urls'" in failed.stdout, failed.stdout
     run_id = failed.stdout.split()[0]
 
-    assert f"raised at my_agents.py:{line} in digest" in _ok(invoke("show", run_id))
-    frames = json.loads(_ok(invoke("show", run_id, "--json")))["run"]["traceback"]
+    assert f"raised at my_agents.py:{line} in digest" in stdout_ok(invoke("show", run_id))
+    frames = json.loads(stdout_ok(invoke("show", run_id, "--json")))["run"]["traceback"]
     assert frames[-1]["file"] == str(agents)
     assert frames[-1]["line"] == line
     assert frames[-1]["function"] == "digest"
@@ -286,18 +283,18 @@ def test_workers_lists_a_stopped_worker_only_with_all(invoke, store):
     at = time.time()
     register(store, "w-done", os.getpid(), "elsewhere", 1, 60, at - 10)
     stopped(store, "w-done", at - 5)
-    assert "no worker is running (1 stopped: --all lists them)" in _ok(invoke("workers"))
+    assert "no worker is running (1 stopped: --all lists them)" in stdout_ok(invoke("workers"))
     register(store, "w-live", os.getpid(), "elsewhere", 1, 60, at)
 
     def names(*args: str) -> set[str]:
-        return {row["name"] for row in json.loads(_ok(invoke("workers", "--json", *args)))}
+        return {row["name"] for row in json.loads(stdout_ok(invoke("workers", "--json", *args)))}
 
     assert names() == {"w-live"}
     assert names("--all") == {"w-live", "w-done"}
-    text = _ok(invoke("workers"))
+    text = stdout_ok(invoke("workers"))
     assert "w-live" in text
     assert "w-done" not in text
-    assert "w-done" in _ok(invoke("workers", "--all"))
+    assert "w-done" in stdout_ok(invoke("workers", "--all"))
 
 
 def test_stopped_workers_older_than_a_day_go_when_a_worker_registers(store):
@@ -315,7 +312,7 @@ def test_stopped_workers_older_than_a_day_go_when_a_worker_registers(store):
 
 
 def test_a_budget_without_a_value_says_what_to_type(invoke):
-    line = _one_line_error(invoke("start", "hello", "--budget", "steps"))
+    line = one_line_error(invoke("start", "hello", "--budget", "steps"))
     assert "--budget 'steps'" in line, line
     assert "steps=100" in line, line
     assert "after '=' must be" not in line, line
@@ -330,7 +327,7 @@ def test_parse_budget_names_the_option_only_when_told_to():
 
 
 def test_the_result_example_is_what_a_send_returns(invoke, store):
-    line = _one_line_error(invoke("reconcile", "r-0", "send", "--happened", "--result", "{x"))
+    line = one_line_error(invoke("reconcile", "r-0", "send", "--happened", "--result", "{x"))
     assert "message_id" in line, line
     assert "Ada" not in line, line
 
@@ -356,7 +353,7 @@ def test_resume_on_an_ended_run_points_to_fork_and_restart(store):
 
 
 def test_help_says_first_that_tui_agent_alone_opens_the_tui(invoke):
-    text = _ok(invoke("--help"))
+    text = stdout_ok(invoke("--help"))
     description = text.split("\n\n")[1].strip()
     assert description.startswith("With no command, tui-agent opens the terminal UI"), description
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import later, process_state, until
+from helpers import later, process_state, ran_steps, until
 
 from tui_agent.operate import start
 from tui_agent.runtime.registry import load_registry
@@ -49,10 +48,6 @@ def _worker(spawn, name: str, host: str, *extra: str, env: dict | None = None):
 def _journal(store, run_id: str) -> list[tuple]:
     return store.conn.execute("SELECT position, name, fence FROM journal WHERE run_id = ? ORDER BY position",
                               (run_id,)).fetchall()
-
-
-def _ran(log: Path) -> Counter:
-    return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
 def one_holder_at_a_time(events: list[dict]) -> list[int]:
@@ -109,7 +104,7 @@ def test_a_worker_killed_on_one_machine_is_finished_by_a_worker_on_another(db, s
     journal = _journal(db, run_id)
     assert [(p, n) for p, n, _ in journal] == [(i, f"s{i}") for i in range(6)]
     assert [f for _, _, f in journal] == [1] * recorded_by_a + [2] * (6 - len(journal[:recorded_by_a]))
-    ran = _ran(log)
+    ran = ran_steps(log)
     in_flight = f"s{recorded_by_a}"   # its function may have started before the kill: only it may run twice
     assert {k: v for k, v in ran.items() if k != in_flight} == {f"s{i}": 1 for i in range(6) if f"s{i}" != in_flight}
 
@@ -145,7 +140,7 @@ def test_a_worker_paused_past_its_lease_on_one_machine_is_fenced_off_when_it_wak
     journal = after_b[1]
     assert [n for _, n, _ in journal] == [f"s{i}" for i in range(5)]   # each position recorded once
     assert [f for _, _, f in journal] == [1] * paused_with + [2] * (5 - paused_with)
-    ran = _ran(log)
+    ran = ran_steps(log)
     in_flight = f"s{paused_with}"   # the step w-a was inside when paused may run again, once; nothing else does
     assert ran[in_flight] in (1, 2), ran
     assert {k: v for k, v in ran.items() if k != in_flight} == {f"s{i}": 1 for i in range(5) if f"s{i}" != in_flight}
@@ -164,7 +159,7 @@ def test_a_worker_whose_clock_is_a_day_ahead_neither_steals_nor_strands_a_run(db
     run = get_run(db, first)
     assert (run["status"], run["attempt"], run["fence"]) == ("succeeded", 1, 1), run
     assert one_holder_at_a_time(events_for(db, first)) == [1]
-    assert set(_ran(log).values()) == {1}
+    assert set(ran_steps(log).values()) == {1}
 
     # its heartbeat is the server's instant; its own clock shows as a skew and "clock ahead"
     [row] = [w for w in workers_listing(db) if w["name"] == "w-ahead"]

@@ -7,10 +7,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 
 import pytest
-from helpers import ROOT, later, show_json, until
+from helpers import ROOT, later, ran_steps, show_json, until
 
 from tui_agent.store import open_store
 
@@ -22,10 +21,6 @@ def _start(tui_agent, log, steps=4, delay_s=0.0):
                      json.dumps({"log": str(log), "steps": steps, "delay_s": delay_s}))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
-
-
-def _ran(log):
-    return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
 @pytest.mark.parametrize("point, expected", [
@@ -57,7 +52,7 @@ def test_a_worker_killed_at_a_crash_point_resumes_without_rerunning_recorded_ste
     report = show_json(tui_agent, run_id, *AGENTS)
     assert (report["run"]["status"], report["run"]["reason"], report["run"]["attempt"]) == (
         "succeeded", "check_passed", 2)
-    assert dict(_ran(log)) == expected
+    assert dict(ran_steps(log)) == expected
     assert [e["position"] for e in report["journal"]] == [0, 1, 2, 3]
     assert [e["fence"] for e in report["journal"]] == [1] * len(recorded_by_first) + [2] * (
         4 - len(recorded_by_first))
@@ -101,7 +96,7 @@ def test_a_worker_killed_at_a_random_moment_resumes_cleanly(tui_agent, tmp_path,
     report = show_json(tui_agent, run_id, *AGENTS)
     assert report["run"]["status"] == "succeeded"
     assert [e["position"] for e in report["journal"]] == list(range(steps))
-    ran = _ran(log)
+    ran = ran_steps(log)
     assert recorded < steps, "the kill must land mid-run"
     assert set(ran) == {f"s{i}" for i in range(steps)}
     # only the step in flight when the kill came (the first one not recorded) may have run twice
@@ -115,7 +110,7 @@ def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
                json.dumps({"log": str(log), "steps": 6, "delay_s": 0.3})]
     running = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while len(_ran(log)) < 2 and time.monotonic() < deadline:
+    while len(ran_steps(log)) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     running.send_signal(signal.SIGINT)
     out, _ = running.communicate(timeout=30)
@@ -127,5 +122,5 @@ def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
     done = tui_agent(*AGENTS, "worker", "--once")          # no clock trick: claimable at once
     assert done.returncode == 0
     assert show_json(tui_agent, run_id, *AGENTS)["run"]["status"] == "succeeded"
-    assert max(_ran(log).values()) <= 2
-    assert sum(1 for n in _ran(log).values() if n == 2) <= 1
+    assert max(ran_steps(log).values()) <= 2
+    assert sum(1 for n in ran_steps(log).values() if n == 2) <= 1

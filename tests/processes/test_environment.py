@@ -13,11 +13,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, dump, later, show_json, until
+from helpers import ROOT, dump, later, ran_steps, show_json, until
 
 from tui_agent.runtime.clock import iso, parse_instant
 
@@ -40,10 +39,6 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _ran(log: Path) -> Counter:
-    return Counter(log.read_text().split()) if log.exists() else Counter()
-
-
 # -- 1. another program holds the write lock for 20 s -------------------------------------------
 
 
@@ -56,7 +51,7 @@ def test_a_lock_held_past_the_busy_timeout_fails_no_run_and_kills_no_heartbeat(t
     run_id = tui_agent(*AGENTS, "start", "counting", "--input",
                        json.dumps({"log": str(log), "steps": 2, "delay_s": 3})).stdout.strip()
     workers = [spawn(*AGENTS, "worker", "--lease", "2", "--name", name, label=name) for name in ("w-a", "w-b")]
-    until("the first step to start", lambda: _ran(log)["s0"] == 1)
+    until("the first step to start", lambda: ran_steps(log)["s0"] == 1)
     time.sleep(1.0)
     holder = sqlite3.connect(db_path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
@@ -73,8 +68,8 @@ def test_a_lock_held_past_the_busy_timeout_fails_no_run_and_kills_no_heartbeat(t
     kinds = [e["kind"] for e in report["events"]]
     assert "failed" not in kinds, kinds
     assert kinds.count("takeover") <= 1, kinds
-    assert _ran(log)["s1"] == 1
-    assert _ran(log)["s0"] <= 2
+    assert ran_steps(log)["s1"] == 1
+    assert ran_steps(log)["s0"] <= 2
     for event in report["events"]:  # every claim after the hold took its time once it held the lock
         if event["kind"] in ("claimed", "takeover") and event["at"] > iso(held_until - HOLD_S):
             assert event["at"] >= iso(held_until - 0.05), event

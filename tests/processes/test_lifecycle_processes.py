@@ -7,25 +7,13 @@ import json
 import mailbox
 import signal
 import time
-from collections import Counter
-from pathlib import Path
 
 import pytest
-from helpers import data_dir, later, ok, paused_worker, show_json
+from helpers import data_dir, later, ok, one_line_error, paused_worker, ran_steps, show_json
 
 from tui_agent.runtime.clock import parse_instant
 
 AGENTS = ["--agents", "counting_agents"]
-
-
-def _one_line_error(done) -> str:
-    ok(done, 2)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("tui-agent: "), done.stderr
-    assert "Traceback" not in done.stderr
-    assert not done.stdout
-    return lines[0]
 
 
 def _status(report: dict) -> tuple:
@@ -35,10 +23,6 @@ def _status(report: dict) -> tuple:
 def _run_id(done) -> str:
     """`run` prints `<id> <status> (<reason>)...` first on stdout."""
     return done.stdout.split()[0]
-
-
-def _ran(log: Path) -> Counter:
-    return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
 def _emails(database) -> int:
@@ -75,7 +59,7 @@ def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_i
     ahead = parse_instant(report["run"]["wake_at"]) - started
     assert 3600 - 5 < ahead < 3600 + 60, ahead
     assert [e["name"] for e in report["journal"]] == ["before", "nap"]
-    assert dict(_ran(log)) == {"before": 1}
+    assert dict(ran_steps(log)) == {"before": 1}
 
     _not_due(tui_agent, run_id, report)
 
@@ -83,7 +67,7 @@ def test_an_hour_long_sleep_is_a_row_not_a_process_and_a_later_worker_finishes_i
     report = show_json(tui_agent, run_id, *AGENTS)
     assert report["run"]["status"] == "succeeded", report["run"]
     assert report["run"]["result"] == {"done": ["before", "after"]}
-    assert dict(_ran(log)) == {"before": 1, "after": 1}
+    assert dict(ran_steps(log)) == {"before": 1, "after": 1}
     assert [e["name"] for e in report["journal"]] == ["before", "nap", "after"]
     kinds = [e["kind"] for e in report["events"]]
     assert "woke" in kinds
@@ -143,7 +127,7 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
     assert events[stop]["message"].endswith("(look)")
     assert stop == len(events) - 1, events[stop:]
     assert not [e for e in events[stop:] if e["worker"] == "w-1"]
-    assert dict(_ran(log)) == {"s0": 1, "s1": 1}
+    assert dict(ran_steps(log)) == {"s0": 1, "s1": 1}
 
     if action == "park":
         ok(tui_agent(*AGENTS, "resume", run_id))
@@ -151,13 +135,13 @@ def test_park_or_cancel_of_a_running_run_stops_its_worker_at_its_next_write(tui_
         report = show_json(tui_agent, run_id, *AGENTS)
         assert _status(report) == ("succeeded", "check_passed")
         assert [e["name"] for e in report["journal"]] == ["s0", "s1", "s2", "s3"]
-        assert dict(_ran(log)) == {"s0": 1, "s1": 2, "s2": 1, "s3": 1}
+        assert dict(ran_steps(log)) == {"s0": 1, "s1": 2, "s2": 1, "s3": 1}
     else:
-        line = _one_line_error(tui_agent(*AGENTS, "resume", run_id))
+        line = one_line_error(tui_agent(*AGENTS, "resume", run_id))
         assert run_id in line
         assert "cancelled" in line
         _not_due(tui_agent, run_id, report)
-        assert dict(_ran(log)) == {"s0": 1, "s1": 1}
+        assert dict(ran_steps(log)) == {"s0": 1, "s1": 1}
 
 
 # -- 4. approvals ------------------------------------------------------------------------------
@@ -198,7 +182,7 @@ def test_an_approval_round_trip_through_the_cli(tui_agent, database, deny, note)
         assert report["run"]["result"]["email"]
         assert [(e["name"], e["state"]) for e in report["effects"]] == [("send-report", "confirmed")]
 
-    line = _one_line_error(tui_agent("approve", run_id))  # it has ended: nothing waits for an answer
+    line = one_line_error(tui_agent("approve", run_id))  # it has ended: nothing waits for an answer
     assert run_id in line
     assert "not waiting for an approval" in line
 
@@ -208,7 +192,7 @@ def test_approving_a_run_that_waits_for_no_approval_is_a_one_line_error(tui_agen
     ran = ok(tui_agent(*AGENTS, "run", "sleepy", "--input", json.dumps({"log": str(log)})), 3)
     run_id = _run_id(ran)
     before = show_json(tui_agent, run_id, *AGENTS)
-    line = _one_line_error(tui_agent(*AGENTS, "approve", run_id, "--note", "why not"))
+    line = one_line_error(tui_agent(*AGENTS, "approve", run_id, "--note", "why not"))
     assert run_id in line
     assert "waiting: sleep" in line
     after = show_json(tui_agent, run_id, *AGENTS)

@@ -11,18 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import ROOT, until
+from helpers import ROOT, stdout_ok, until
 
 from tui_agent import operate
 from tui_agent.store import open_store
 from tui_agent.store.workers import workers_listing
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ")   # the local time, with its offset
-
-
-def _ok(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def _row(db_path: Path, name: str) -> dict | None:
@@ -35,9 +30,9 @@ def _row(db_path: Path, name: str) -> dict | None:
 
 def test_a_worker_started_with_log_writes_its_claims_retries_and_ends_there_each_line_stamped(tui_agent, tmp_path):
     marker = tmp_path / "failed-once"
-    flaky = _ok(tui_agent("--agents", "log_agents", "start", "flaky", "--input",
+    flaky = stdout_ok(tui_agent("--agents", "log_agents", "start", "flaky", "--input",
                           json.dumps({"marker": str(marker)}))).strip()
-    stranger = _ok(tui_agent("--agents", "counting_agents", "start", "counting", "--input",
+    stranger = stdout_ok(tui_agent("--agents", "counting_agents", "start", "counting", "--input",
                              json.dumps({"log": str(tmp_path / "count.log")}))).strip()
     (tmp_path / "work").mkdir()
     # a relative FILE, from another folder: the row keeps its absolute path
@@ -65,26 +60,27 @@ def test_a_worker_started_with_log_writes_its_claims_retries_and_ends_there_each
 def test_workers_says_where_each_worker_logs_and_logs_prints_it(tui_agent, tmp_path, database):
     log = tmp_path / "logs" / "w-a.log"
     log.parent.mkdir()
-    _ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}'))
-    _ok(tui_agent("worker", "--once", "--name", "w-a", "--log", str(log)))
-    _ok(tui_agent("worker", "--once", "--name", "w-nolog"))
-    _ok(tui_agent("worker", "--once", "--name", "w-env", env={"TUI_AGENT_LOG": str(tmp_path / "logs" / "env.log")}))
-    table = _ok(tui_agent("workers", "--all")).splitlines()
+    stdout_ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}'))
+    stdout_ok(tui_agent("worker", "--once", "--name", "w-a", "--log", str(log)))
+    stdout_ok(tui_agent("worker", "--once", "--name", "w-nolog"))
+    stdout_ok(tui_agent("worker", "--once", "--name", "w-env",
+                        env={"TUI_AGENT_LOG": str(tmp_path / "logs" / "env.log")}))
+    table = stdout_ok(tui_agent("workers", "--all")).splitlines()
     assert table[0].split() == ["NAME", "PID", "STATE", "HEARTBEAT", "LOG", "RUNS"]
     assert any(line.startswith("w-a ") and f" {log} " in line for line in table), table
     assert any(line.startswith("w-nolog ") and " - " in line for line in table), table
-    listed = {w["name"]: w for w in json.loads(_ok(tui_agent("workers", "--all", "--json")))}
+    listed = {w["name"]: w for w in json.loads(stdout_ok(tui_agent("workers", "--all", "--json")))}
     assert listed["w-a"]["log"] == str(log) and listed["w-nolog"]["log"] is None
     assert listed["w-env"]["log"] == str(tmp_path / "logs" / "env.log")   # TUI_AGENT_LOG, as --log
-    assert _ok(tui_agent("logs", "w-a")) == log.read_text()
-    assert _ok(tui_agent("logs", str(listed["w-a"]["pid"]))) == log.read_text()   # by its pid, as listed
+    assert stdout_ok(tui_agent("logs", "w-a")) == log.read_text()
+    assert stdout_ok(tui_agent("logs", str(listed["w-a"]["pid"]))) == log.read_text()   # by its pid, as listed
     assert "succeeded (check_passed)" in log.read_text()
 
 
 def test_logs_of_an_unknown_worker_or_one_without_a_log_or_whose_log_is_gone_is_one_line_exit_2(tui_agent, tmp_path):
     log = tmp_path / "w-gone.log"
-    _ok(tui_agent("worker", "--once", "--name", "w-gone", "--log", str(log)))
-    _ok(tui_agent("worker", "--once", "--name", "w-quiet"))
+    stdout_ok(tui_agent("worker", "--once", "--name", "w-gone", "--log", str(log)))
+    stdout_ok(tui_agent("worker", "--once", "--name", "w-quiet"))
     log.unlink()
     for ref, said in (("w-nobody", "no worker is named 'w-nobody'"),
                       ("w-quiet", "worker w-quiet keeps no log; start a worker with one: tui-agent worker --log FILE"),
@@ -95,14 +91,14 @@ def test_logs_of_an_unknown_worker_or_one_without_a_log_or_whose_log_is_gone_is_
 
 
 def test_a_log_that_cannot_be_written_or_is_the_database_is_one_line_exit_2(tui_agent, tmp_path, db_path):
-    _ok(tui_agent("start", "hello"))
+    stdout_ok(tui_agent("start", "hello"))
     for given, said in ((tmp_path / "no-such-folder" / "w.log", "cannot write there (No such file or directory)"),
                         (db_path, "is the database's own file")):
         done = tui_agent("worker", "--once", "--log", str(given))
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
     assert not (tmp_path / "no-such-folder").exists()
-    assert json.loads(_ok(tui_agent("ls", "--json")))[0]["status"] == "queued"   # nothing was worked
+    assert json.loads(stdout_ok(tui_agent("ls", "--json")))[0]["status"] == "queued"   # nothing was worked
 
 
 def _lines_until(proc: subprocess.Popen, wanted: str, got: list[str], timeout: float = 30) -> None:
@@ -126,7 +122,7 @@ def test_logs_follow_prints_new_lines_and_ends_after_the_last_once_the_worker_st
     try:
         got: list[str] = []
         _lines_until(follow, "working", got)
-        run_id = _ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}')).strip()
+        run_id = stdout_ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}')).strip()
         _lines_until(follow, f"{run_id} succeeded", got)   # a line written after `logs -f` began
         worker.send_signal(signal.SIGTERM)
         got += follow.stdout.readlines()   # to its end: it ends by itself
@@ -153,7 +149,7 @@ def test_ctrl_c_ends_logs_follow_quietly(tui_agent, spawn, tmp_path):
 
 
 def test_the_worker_the_tui_starts_logs_through_the_same_option_and_its_row_says_where(tui_agent, tmp_path, db_path):
-    _ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}'))
+    stdout_ok(tui_agent("start", "hello", "--input", '{"delay_s": 0}'))
     store = open_store(db_path)
     process = operate.start_worker(store, name="w-tui", log_dir=tmp_path / "logs")
     store.close()
@@ -167,4 +163,4 @@ def test_the_worker_the_tui_starts_logs_through_the_same_option_and_its_row_says
     lines = log.read_text().splitlines()
     assert all(STAMP.match(line) for line in lines), lines   # its stdout and stderr are the log: written once
     assert len([line for line in lines if "w-tui claimed" in line]) == 1
-    assert _ok(tui_agent("logs", "w-tui")) == log.read_text()
+    assert stdout_ok(tui_agent("logs", "w-tui")) == log.read_text()

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import data_dir, process_state, taken_over, until
+from helpers import data_dir, process_state, ran_steps, taken_over, until
 
 from tui_agent.runtime.clock import parse_instant
 
@@ -32,10 +32,6 @@ def _start(invoke, log: Path, steps: int, delay_s: float) -> str:
                   json.dumps({"log": str(log), "steps": steps, "delay_s": delay_s}))
     assert done.exit_code == 0, done.output
     return done.stdout.strip()
-
-
-def _ran(log: Path) -> Counter:
-    return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
 def _at(value) -> float:
@@ -112,7 +108,7 @@ def test_several_workers_share_one_database_and_every_step_runs_once(invoke, spa
         assert claim["worker"] in names, events
         assert done["worker"] == claim["worker"], events
         claimers[claim["worker"]] += 1
-        assert dict(_ran(log)) == {"s0": 1, "s1": 1, "s2": 1}, run_id
+        assert dict(ran_steps(log)) == {"s0": 1, "s1": 1, "s2": 1}, run_id
         journal = report["journal"]
         assert [(e["generation"], e["position"], e["name"], e["fence"]) for e in journal] == \
             [(1, 0, "s0", 1), (1, 1, "s1", 1), (1, 2, "s2", 1)], journal
@@ -253,7 +249,7 @@ def test_a_live_worker_takes_over_a_killed_workers_run_when_its_lease_expires(in
     journal = report["journal"]
     assert [e["name"] for e in journal] == [f"s{i}" for i in range(6)]
     assert [e["fence"] for e in journal] == [1] * len(recorded_by_a) + [2] * (6 - len(recorded_by_a))
-    ran = _ran(log)
+    ran = ran_steps(log)
     in_flight = f"s{len(recorded_by_a)}"  # its function may have started before the kill: it runs again
     assert ran[in_flight] in (1, 2), ran
     assert {k: v for k, v in ran.items() if k != in_flight} == {f"s{i}": 1 for i in range(6) if f"s{i}" != in_flight}
@@ -289,7 +285,7 @@ def test_sigterm_finishes_the_current_step_and_hands_the_run_back_claimable_at_o
         ("queued", "resumed", None, None), run
     recorded = [e["name"] for e in released["journal"]]
     assert 2 <= len(recorded) < 20, recorded
-    assert dict(_ran(log)) == {name: 1 for name in recorded}, "the step in flight was not finished and recorded"
+    assert dict(ran_steps(log)) == {name: 1 for name in recorded}, "the step in flight was not finished and recorded"
     [event] = [e for e in released["events"] if e["message"].startswith("released by w-t")]
     assert (event["kind"], event["message"], event["worker"]) == \
         ("queued", "released by w-t (shutting down); claimable now", "w-t"), event
@@ -300,4 +296,4 @@ def test_sigterm_finishes_the_current_step_and_hands_the_run_back_claimable_at_o
     report = _json(invoke, "show", run_id)
     assert (report["run"]["status"], report["run"]["attempt"]) == ("succeeded", 2), report["run"]
     assert [e["name"] for e in report["journal"]] == [f"s{i}" for i in range(20)]
-    assert dict(_ran(log)) == {f"s{i}": 1 for i in range(20)}
+    assert dict(ran_steps(log)) == {f"s{i}": 1 for i in range(20)}
