@@ -1,5 +1,5 @@
 """What each option and argument of the command line may hold: every parameter has one of these types (or
-click's Path, Choice or a flag), so a new one cannot slip past the rules (tests/test_hostile_input.py checks).
+click's Path, Choice or a flag), so a new one cannot slip past the rules (tests/processes/test_hostile_input.py checks).
 
 - TEXT: text that is stored as text or looked up in the store (names, keys, notes, run ids, cron, zones):
   refused when it holds a byte that is not UTF-8 (Python hands such a byte of the command line over as a

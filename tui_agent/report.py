@@ -2,7 +2,7 @@
 and the TUI. The CLI prints them; it builds none of its own.
 
 The screens read through this module, as they write through operate.py: the store's reads they need are named
-here (`X as X`), so no screen imports the store (tests/test_layering.py checks it) and a read that changes
+here (`X as X`), so no screen imports the store (tests/docs/test_layering.py checks it) and a read that changes
 shape (keyset pages for runs of any length) changes in one place."""
 
 from __future__ import annotations

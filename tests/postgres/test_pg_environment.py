@@ -1,5 +1,5 @@
-"""The environment stops a command on PostgreSQL (issue 24), as tests/test_environment.py and
-tests/test_bad_input.py prove it on SQLite: a server that is down or goes away, the writers' lock held by
+"""The environment stops a command on PostgreSQL (issue 24), as tests/processes/test_environment.py and
+tests/processes/test_bad_input.py prove it on SQLite: a server that is down or goes away, the writers' lock held by
 another session, a read-only role, a database that is not ours or is newer than the code, tables another program
 changed, a refused password.
 Each is one line (exit 4, or 2 for the URL's own mistake), never a traceback, never a failed run, nothing lost.
@@ -81,8 +81,8 @@ def test_a_server_that_is_down_is_one_line_exit_4(tui_agent, args):
 def test_a_server_that_goes_away_under_worker_once_is_one_line_exit_4_and_loses_nothing(tui_agent, tmp_path,
                                                                                          monkeypatch):
     """A second server of our own, stopped (immediate: as a crash) while `worker --once` (a command: a long-running
-    worker waits instead, tests/test_pg_restart.py) is inside a step: its run waits for the server while its lease
-    allows, then the worker stops with one line and exit 4, the run still running (not failed); the server back, a
+    worker waits instead, tests/postgres/test_pg_restart.py) is inside a step: its run waits for the server while its
+    lease allows, then the worker stops with one line and exit 4, the run still running (not failed); the server back, a
     later worker finishes it, and what the first recorded is not done again."""
     server = PgServer(find_bin_dir())
     try:
@@ -283,7 +283,7 @@ def _everything(url: str) -> list[str]:
                                   for t in tables]
 
 
-# -- tables another program changed (tests/test_doctor.py proves the same on SQLite) ---------------
+# -- tables another program changed (tests/engine/test_doctor.py proves the same on SQLite) ---------------
 
 
 @pytest.mark.parametrize("drop, said, readers", [

@@ -1,7 +1,7 @@
 """A tui-agent process stopped inside a write on PostgreSQL (Ctrl-Z on a worker, a laptop put to sleep, a
 debugger): the server ends its session after IDLE_IN_WRITE_MS, so every other writer goes on instead of waiting
 behind its lock, and nothing of that write commits. On SQLite a stopped holder of the write lock is waited out
-(tests/test_environment.py); a server can do better."""
+(tests/processes/test_environment.py); a server can do better."""
 
 from __future__ import annotations
 

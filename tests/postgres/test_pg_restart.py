@@ -54,7 +54,7 @@ class _CutAtCommit:
 
 def _planned_steps(calls: list[str]) -> Agent:
     """Three steps after a plan: the first commits as a folded entry (the plan changes the checkpoint row), the
-    others as plain steps (their journal row alone, one statement: tests/test_pg_round_trips.py cuts those)."""
+    others as plain steps (their journal row alone, one statement: tests/postgres/test_pg_round_trips.py cuts those)."""
     def run(ctx, request):
         ctx.plan(total_steps=3)
         return [ctx.step(f"s{i}", calls.append, f"s{i}") for i in range(3)]

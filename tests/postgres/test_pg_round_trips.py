@@ -300,7 +300,7 @@ def test_a_paused_worker_woken_after_a_takeover_writes_nothing_through_the_one_r
     server's clock and finishes it. Woken, w-a's step reaches the server and is refused by its own fence check:
     nothing of it commits, and the run is as w-b left it. w-a's own clock stands still, as if the pause had not
     happened for it: a worker whose clock sees half its lease gone renews the lease in that step's commit,
-    which then goes the other way (a fenced transaction: tests/test_pg_workers.py pauses a worker that way)."""
+    which then goes the other way (a fenced transaction: tests/postgres/test_pg_workers.py pauses a worker that way)."""
     monkeypatch.setenv("TUI_AGENT_DB", pg_url)
     store = open_store(pg_url)
     calls, log = tmp_path / "calls.log", tmp_path / "steps.jsonl"

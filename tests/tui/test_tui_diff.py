@@ -191,7 +191,7 @@ async def test_help_lists_d_on_the_run_screen_and_the_diff_screens_keys(forked):
 
 @pytest.fixture
 def snapshot_roles(snapshot_template, tmp_path, monkeypatch):
-    """The snapshot fixture database in the current folder, as tests/test_tui_snapshots.py builds it."""
+    """The snapshot fixture database in the current folder, as tests/tui/test_tui_snapshots.py builds it."""
     from tui_fixture import copied, thaw
 
     monkeypatch.chdir(tmp_path)

@@ -4,7 +4,7 @@ PostgreSQL's schema began at version 9 (postgres.PG_FIRST_VERSION): `FIRST` is t
 `MIGRATIONS` holds each later version's statements. A new database runs FIRST and then every migration; an older
 one runs the migrations it lacks (`migrate`, which postgres.py calls inside the writers' lock). Every new
 migration is written for both dialects: a step in schema.py's MIGRATIONS for SQLite, and the same change here.
-tests/test_pg_schema.py compares the two catalogs (tables, views, columns in order, types, defaults, keys,
+tests/postgres/test_pg_schema.py compares the two catalogs (tables, views, columns in order, types, defaults, keys,
 indexes with their WHERE clauses, meta rows), after a create and after a migration, and fails when they drift.
 `differences` compares a server database with this DDL, as schema.differences compares a file with the migrations.
 

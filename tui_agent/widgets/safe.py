@@ -4,7 +4,7 @@ never markup, with what a terminal would act on made visible by the one sanitise
 Both are needed. Textual hands a str given to Static, Label, a DataTable cell, a border title or a toast to its
 markup parser, so `[red]` in a step result would paint and `[link=...]` would become an OSC 8 hyperlink; and its
 renderer drops only what Rich drops (BEL, backspace, carriage return, vertical tab, form feed) and sends ESC,
-the C1 controls and the bidi controls on to the terminal (tests/test_terminal_text.py reads the rendered
+the C1 controls and the bidi controls on to the terminal (tests/engine/test_terminal_text.py reads the rendered
 screen to show it). Every widget that shows such text is given `safe(...)` of it, a str or a Text built with
 styles of our own.
 """
