@@ -1,31 +1,27 @@
 import compileall
 import contextlib
-import inspect
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
+from helpers import FIXTURES, ROOT
+from tui_agent.copying import copy_database
 
 from tui_agent.cli import cli
 from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
-from tui_agent.store.copying import copy_database
 from tui_agent.store.host import process_start
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def pytest_configure(config):
@@ -85,17 +81,6 @@ def clock():
 
 
 @pytest.fixture
-def local_zone(monkeypatch):
-    """Local time is New York's (UTC-5 in November, UTC-4 in summer): a local day or an ISO date's midnight is not
-    UTC's."""
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-@pytest.fixture
 def db_path(tmp_path) -> Path:
     return tmp_path / "runs.db"
 
@@ -139,29 +124,6 @@ def store(database):
     s.close()
 
 
-@pytest.fixture
-def snap_compare(snap_compare):
-    """pytest-textual-snapshot's snap_compare, but each key is pressed, and the picture taken, once the app has
-    settled: a read a key starts (a filter, a re-read) answers on the app's reader thread, which the plugin's own
-    pauses do not wait for, so without this a loaded machine photographs the screen before the answer is painted."""
-    from helpers import settled  # not at the top: helpers imports conftest
-
-    def compare(app, press=(), run_before=None, **options):
-        async def before(pilot):
-            if run_before is not None:
-                result = run_before(pilot)
-                if inspect.isawaitable(result):
-                    await result
-            await settled(pilot)
-            for key in press:          # as a person types: each key once the screen has answered the last
-                await pilot.press(key)
-                await settled(pilot)
-
-        return snap_compare(app, run_before=before, **options)
-
-    return compare
-
-
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     """The demo database (tui_agent.demo), built once per session by executing its runs (one with a
@@ -169,27 +131,6 @@ def demo_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     folder = tmp_path_factory.mktemp("demo-template")
     roles = build(folder / "demo.db", load_registry())
     return folder, roles
-
-
-@pytest.fixture(scope="session")
-def snapshot_template(tmp_path_factory) -> tuple[Path, dict[str, str], object]:
-    """The snapshot tests' fixture database (tests/tui_fixture.py: executed demo runs, frozen clock, seeded ids),
-    built once per session: (its folder, the run ids by role, the seeded ids' state after the build). A test
-    takes a copy (tui_fixture.copied)."""
-    from tui_fixture import build_once
-
-    folder = tmp_path_factory.mktemp("snapshot-fixture")
-    roles, state = build_once(folder)
-    return folder, roles, state
-
-
-def pytest_generate_tests(metafunc):
-    """A module marked `demo_on_both` runs each test that takes `demo` once on each store, but a test marked
-    `layout_only` (keys, layout, dialogs' buttons: no read or write that the module's other tests do not make on
-    both stores) on the SQLite demo only."""
-    if ("demo" in metafunc.fixturenames and metafunc.definition.get_closest_marker("demo_on_both") is not None
-            and metafunc.definition.get_closest_marker("layout_only") is None):
-        metafunc.parametrize("demo", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -236,14 +177,6 @@ def demo(request, demo_template, tmp_path, monkeypatch) -> Iterator[tuple[Path |
         yield url, roles
     finally:
         drop_database(server, name)
-
-
-@pytest.fixture
-def demo_store(demo):
-    """The test's copy of the demo database, opened as a store of its own (not the app's connection)."""
-    s = open_store(demo[0])
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlite_utils
-from conftest import ROOT
+from click.testing import Result
 
 from tui_agent.app import TuiAgentApp
 from tui_agent.operate import start
@@ -34,6 +35,9 @@ from tui_agent.screens.runs import RunsScreen
 from tui_agent.store import open_store, schema
 from tui_agent.store.runs import claim_run, db_clock, get_run
 from tui_agent.widgets.timeline import TimelineItem, timeline_items
+
+ROOT = Path(__file__).resolve().parent.parent   # the checkout
+FIXTURES = ROOT / "tests" / "fixtures"          # agents and programs the tests load (on sys.path, PYTHONPATH)
 
 
 def console_script() -> str:
@@ -54,6 +58,29 @@ def ok(done: subprocess.CompletedProcess, code: int = 0) -> subprocess.Completed
     """A finished command, asserting its exit code (and showing its output when it is not the one expected)."""
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     return done
+
+
+def stdout_ok(done: Result | subprocess.CompletedProcess) -> str:
+    """The stdout of a command that exited 0, run in-process (click's Result) or as a process."""
+    code = done.exit_code if isinstance(done, Result) else done.returncode
+    assert code == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+def one_line_error(done: Result | subprocess.CompletedProcess) -> str:
+    """The one line a refused command wrote: asserts exit 2, that line alone on stderr as `tui-agent: ...`, no
+    traceback and nothing on stdout."""
+    code = done.exit_code if isinstance(done, Result) else done.returncode
+    assert code == 2, (code, done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tui-agent: "), done.stderr
+    assert "Traceback" not in done.stderr and not done.stdout, (done.stdout, done.stderr)
+    return lines[0]
+
+
+def ran_steps(log: Path) -> Counter:
+    """How many times each step's function ran, from the log the counting agents append its name to."""
+    return Counter(log.read_text().split()) if log.exists() else Counter()
 
 
 def show_json(tui_agent, run_id: str, *prefix_args: str) -> dict:

@@ -1,7 +1,7 @@
 """What each option and argument of the command line may hold: TEXT, VERBATIM, Whole and Number.
 
 Every parameter has one of these types (or click's Path, Choice or a flag), so a new one cannot slip past
-the rules (tests/test_hostile_input.py checks). Each class says what it refuses, so an option can never hold
+the rules (tests/processes/test_hostile_input.py checks). Each class says what it refuses, so an option can never hold
 what no store can take, nor overflow where it is stored or waited on."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and the TUI. The CLI prints them; it builds none of its own.
 
 Screens use these shapes, and may call the store's read functions themselves, never its writes, which go through
-operate.py (tests/test_layering.py checks both by name)."""
+operate.py (tests/docs/test_layering.py checks both by name)."""
 
 from __future__ import annotations
 

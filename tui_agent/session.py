@@ -1,6 +1,6 @@
 """What the screens use of the TUI: its stores, the registry, the reader and the actor, `guard` and `act`.
 
-Screens hold this, never the App (tests/test_layering.py). Reads a screen makes after a change, and the App's
+Screens hold this, never the App (tests/docs/test_layering.py). Reads a screen makes after a change, and the App's
 change poll, run on the reader, a thread with a connection of its own; actions run on the actor, a thread that
 owns the writing connection. Each posts what it got back as a `Loaded` message, and the screen paints in its
 handler, so a slow database never holds a key (docs/architecture.md, "The TUI").

@@ -3,8 +3,8 @@ its ids, journals, ledgers and artifacts (the files its rows name, or every row 
 where the target keeps them (store/artifacts.py: files beside a SQLite file or in a --data folder, else rows of
 the server's table).
 
-What is copied is read from the schema itself (schema_postgres.DDL, which tests/test_pg_schema.py keeps equal to
-SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
+What is copied is read from the schema itself (schema_postgres.DDL, which tests/postgres/test_pg_schema.py keeps equal
+to SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
 it, every column, every row; only `meta` stays behind (the target has its own schema version), and `artifacts`
 is carried as the artifacts it holds. A table a new migration adds is copied without a change here.
 

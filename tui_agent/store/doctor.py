@@ -218,7 +218,7 @@ def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
 
 def recover_advice(path: Path) -> str:
     """How to save what can still be read from a damaged file, keeping the damaged one; every command in it is
-    one a person can paste (tests/test_doctor.py follows them)."""
+    one a person can paste (tests/engine/test_doctor.py follows them)."""
     db, new = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}.recovered{path.suffix}")))
     aside = shlex.quote(f"{path}.damaged")
     return (f"tui-agent will not write to a damaged file; keep it, and recover what can still be read into a new "

@@ -54,7 +54,7 @@ def _v1(db: sqlite_utils.Database) -> None:
     db["runs"].create_index(["created_at", "id"])
     db["runs"].create_index(["status", "reason", "wake_at"])
     # The runs screen's "needs you" section, keyset-paged like the rest. The WHERE is runs.NEEDS_PERSON, spelled out:
-    # a migration's text is history (tests/test_states.py checks the two and states.needs_person agree).
+    # a migration's text is history (tests/docs/test_states.py checks the two and states.needs_person agree).
     db.execute("CREATE INDEX runs_needs_person ON runs (created_at, id) WHERE status = 'parked'"
                " OR (status = 'waiting' AND reason NOT IN ('sleep', 'retry'))")
     db["checkpoints"].create(

@@ -2,7 +2,7 @@
 
 `FIRST` is version 9's DDL, frozen (postgres.PG_FIRST_VERSION); `MIGRATIONS` holds each later version's
 statements, run by `migrate` inside the writers' lock. Every new migration is written for both dialects:
-here and in schema.py; tests/test_pg_schema.py fails when they drift. `differences` compares a server's.
+here and in schema.py; tests/postgres/test_pg_schema.py fails when they drift. `differences` compares a server's.
 Why: docs/architecture.md, section 12 (Where users outgrow one laptop: PostgreSQL)."""
 
 from __future__ import annotations

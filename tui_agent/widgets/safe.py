@@ -3,7 +3,7 @@
 `safe(...)` makes it Rich text, never markup, with what a terminal would act on made visible by the one
 sanitiser (safe_text.visible). Textual reads a str as markup and passes ESC, C1 and bidi controls on to the
 terminal, so every widget that shows such text is given `safe(...)` of it, a str or a Text of our own styles.
-Why: docs/architecture.md, section 11 (Exit codes and machine-readable output); tests/test_terminal_text.py."""
+Why: docs/architecture.md, section 11 (Exit codes and machine-readable output); tests/engine/test_terminal_text.py."""
 
 from __future__ import annotations
 
