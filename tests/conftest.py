@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 from fake_messages import DUMMY_KEY, FakeMessages
 from helpers import FIXTURES, ROOT
-from tui_agent.copying import copy_database
 
 from tui_agent.cli import cli
 from tui_agent.demo import build
 from tui_agent.runtime.clock import CLOCK
 from tui_agent.runtime.registry import load_registry
 from tui_agent.store import open_store
+from tui_agent.store.copying import copy_database
 from tui_agent.store.host import process_start
 
 pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
