@@ -279,7 +279,7 @@ def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     requeue(conn, run["id"], run["status"], Reason.RESUMED, f"queued: {message}", at)
 
 
-def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
+def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
             note: str | None, result: str | None = None, needs_lookup: bool = False, at: float | None = None) -> str:
     """One reconcile decision in one write: the run and the effect checked as they are now, the effect
     moved only from the state that was checked, the run re-queued only from the status that was checked.
@@ -308,8 +308,8 @@ def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
                        note: str | None = None, at: float | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
-    return _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.CONFIRMED,
-                   "says it happened", note, json.dumps(result, ensure_ascii=False), at=at)
+    return _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.CONFIRMED,
+                   what="says it happened", note=note, result=json.dumps(result, ensure_ascii=False), at=at)
 
 
 def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
@@ -317,8 +317,8 @@ def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | 
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
     warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
-    run_id = _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.NOT_DONE,
-                     "says it did not happen", note, at=at)
+    run_id = _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.NOT_DONE,
+                     what="says it did not happen", note=note, at=at)
     if warning:
         warn(warning)
     return run_id
@@ -336,8 +336,8 @@ def _sender_warning(store: Store, run_ref: str, effect_ref: str) -> str | None:
 
 def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
-    return _decide(store, run_ref, effect_ref, IN_DOUBT, None, "asked the service to look the key up",
-                   note, needs_lookup=True)
+    return _decide(store, run_ref, effect_ref=effect_ref, allowed=IN_DOUBT, state=None,
+                   what="asked the service to look the key up", note=note, needs_lookup=True)
 
 
 def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
@@ -687,7 +687,7 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
 def import_export(store: Store, source: Store, meta: dict, file: str, adopt: bool = False) -> Carried:
     """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
     `adopt`, take the runs it was made of over (exports.py)."""
-    return import_runs(source, meta, store, file, adopt, _person())
+    return import_runs(source, meta, target=store, file=file, adopt=adopt, who=_person())
 
 
 def remove_worktree(store: Store, run_ref: str) -> Worktree:
@@ -742,7 +742,8 @@ def schedule_enable(store: Store, name: str, enabled: bool) -> None:
         if enabled and not row["enabled"]:
             fields.update(counts_from=at, next_fire_at=schedule.next_fire(row["cron"], row["tz"], at))
         schedules_table.update(conn, name, **fields)
-        add_schedule_event(conn, name, at, "schedule", f"{'enabled' if enabled else 'disabled'} by {_person()}")
+        add_schedule_event(conn, name, at=at, kind="schedule",
+                           message=f"{'enabled' if enabled else 'disabled'} by {_person()}")
 
 
 def schedule_remove(store: Store, name: str) -> None:

@@ -55,4 +55,4 @@ def next_asked(store: Store, run_id: str, generation: int, after: int) -> int | 
 
 def approvals_page(store: Store, run_id: str, after: tuple[int, int] | None, limit: int) -> list[dict]:
     """The run's questions a page at a time, by (generation, position)."""
-    return positioned_page(store, "approvals", run_id, after, limit)
+    return positioned_page(store, "approvals", run_id=run_id, after=after, limit=limit)

@@ -134,7 +134,8 @@ PAGE = 100
 def effects_page(store: Store, run_id: str, after: tuple[int, int] | None = None, limit: int = PAGE,
                  newest_first: bool = False) -> list[EffectRow]:
     """The run's ledger a page at a time, by (generation, position)."""
-    return _effects(positioned_page(store, "effects", run_id, after, limit, newest_first))
+    return _effects(positioned_page(store, "effects", run_id=run_id, after=after, limit=limit,
+                                    newest_first=newest_first))
 
 
 def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[EffectRow]:

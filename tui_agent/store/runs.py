@@ -198,7 +198,7 @@ def lease_now(conn: Connection, local: float) -> float:
     return local if found is None else found
 
 
-def _take(conn: Connection, row: tuple, worker: str, lease_s: float, now: float,
+def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: float,
           lease_at: float | None = None, why: str | None = None) -> Claim | None:
     """Give the picked run `row` to `worker` under a new fence and lease, or park it and return None.
 
@@ -254,7 +254,7 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
     if not agents:
         return None
     pick, params = _among(agents, avoid)
-    return _claim(store, pick, params, worker, lease_s, now)
+    return _claim(store, pick, params=params, worker=worker, lease_s=lease_s, now=now)
 
 
 def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
@@ -317,10 +317,10 @@ def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim this run if it is due, or held by a worker verifiably gone from this host; None when it is not
     (another worker holds it, or it ended)."""
-    return _claim(store, "id = :id", {"id": run_id}, worker, lease_s, now)
+    return _claim(store, "id = :id", params={"id": run_id}, worker=worker, lease_s=lease_s, now=now)
 
 
-def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
+def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim a run that `pick` selects, in a shared write (store.write_shared).
 
     `pick` is a condition on the run's columns. On a server the SELECT locks the run's row and passes over rows
@@ -339,7 +339,7 @@ def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, n
             if row is None:
                 row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
-                return row and _take(conn, row, worker, lease_s, at, lease_at, why)
+                return row and _take(conn, row, worker=worker, lease_s=lease_s, now=at, lease_at=lease_at, why=why)
 
 
 def _from_gone(conn: Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
@@ -606,7 +606,7 @@ def fork(conn: Connection, parent: dict, from_step: int, now: float,
                  (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
     if edited:
-        _add_edited(conn, parent, run_id, from_step, name, edited, now)
+        _add_edited(conn, parent, run_id=run_id, position=from_step, name=name, edited=edited, now=now)
         return run_id
     add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
@@ -621,7 +621,7 @@ def _edited_name(conn: Connection, parent: dict, position: int) -> str:
     return row["name"]
 
 
-def _add_edited(conn: Connection, parent: dict, run_id: str, position: int, name: str,
+def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, name: str,
                 edited: EditedEntry, now: float) -> None:
     """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
     first), and the events that say what was edited, on both runs."""
