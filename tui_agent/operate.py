@@ -276,7 +276,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
     add_event(conn, run["id"], at, EventKind.DECISION, message, who)
-    requeue(conn, run["id"], run["status"], Reason.RESUMED, f"queued: {message}", at)
+    requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED, message=f"queued: {message}", now=at)
 
 
 def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
@@ -300,8 +300,8 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
         set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
         _decided(conn, run, message, who, at)
         for other in waiting_on_key(conn, effect["key"], run["id"]):  # runs that held back on this key go on
-            requeue(conn, other, RunStatus.WAITING, Reason.RESUMED,
-                    f"queued: key {effect['key']} was decided in run {run['id']}", at)
+            requeue(conn, other, expected=RunStatus.WAITING, reason=Reason.RESUMED,
+                    message=f"queued: key {effect['key']} was decided in run {run['id']}", now=at)
     return run["id"]
 
 
@@ -360,7 +360,7 @@ def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = N
         why = why_not_approve(run, question)
         if why:
             raise _refuse(store, run, why)
-        decide_approval(conn, question["id"], decision, note, who, at)
+        decide_approval(conn, question["id"], decision=decision, note=note, who=who, now=at)
         _decided(conn, run, _with_note(f"{question['name']}: {decision} by {who}", note), who, at)
     return run["id"]
 
@@ -573,13 +573,14 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
         elif _retrying(run):
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"{who} asked for the next attempt now (it was "
-                    f"waiting to retry until {clock_time(run['wake_at'])})", at)
+            requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED,
+                    message=f"{who} asked for the next attempt now (it was "
+                            f"waiting to retry until {clock_time(run['wake_at'])})", now=at)
         else:
             if run["status"] == RunStatus.PARKED:
                 record_failed_attempt(conn, run["id"], 0, at)
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}" + (f": {taken}" if taken
-                                                                                          else ""), at)
+            requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED,
+                    message=f"resumed by {who}" + (f": {taken}" if taken else ""), now=at)
     return run["id"]
 
 

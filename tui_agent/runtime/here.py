@@ -39,7 +39,7 @@ def work_here(store: Store, registry: Registry, run_id: str, *, durability: str 
     try:
         return execute(store, registry, claim, on_step, control)
     except KeyboardInterrupt:
-        release(store, claim.run_id, claim.fence, claim.worker, INTERRUPTED, now())
+        release(store, claim.run_id, fence=claim.fence, worker=claim.worker, why=INTERRUPTED, now=now())
         raise HandedBack(run_id) from None
     finally:
         heartbeat.close()

@@ -34,7 +34,7 @@ Check = Callable[[Calls, list[dict]], Any]  # -> passed | (passed, why) | (passe
 _TOOL = Usage(tool_calls=1)
 
 
-def agent_loop(ctx: Calls, journal: Recorder, name: str, *, system: str | None, tools: Sequence[Tool],
+def agent_loop(ctx: Calls, journal: Recorder, *, name: str, system: str | None, tools: Sequence[Tool],
                messages: list[dict], model: str | None, max_tokens: int, max_turns: int, check: Check | None) -> dict:
     by_name = {t.name: t for t in tools}
     definitions = [t.param() for t in tools] or None

@@ -433,7 +433,7 @@ def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message:
          now if status in TERMINAL else None, int(handed_on), claim.run_id),
     )
     add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
-    record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
+    record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)   # when it needs a person
 
 
 def get_run(store: Store, run_id: str) -> RunRow:
@@ -499,7 +499,7 @@ def _transition(conn: Connection, run_id: str, expected: str, assignments: str, 
 _LET_GO = "fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL"
 
 
-def requeue(conn: Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
+def requeue(conn: Connection, run_id: str, *, expected: str, reason: str, message: str, now: float) -> None:
     """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
@@ -521,7 +521,7 @@ def park(conn: Connection, run_id: str, expected: str, message: str, now: float,
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.PARKED, reason, now))
     add_event(conn, run_id, now, RunStatus.PARKED, message)
-    record_notice(conn, run_id, RunStatus.PARKED, reason, message, now)
+    record_notice(conn, run_id, status=RunStatus.PARKED, reason=reason, message=message, at=now)
 
 
 def restart(conn: Connection, run_id: str, expected: str, message: str, now: float) -> int:
