@@ -21,7 +21,7 @@ class HandedBack(KeyboardInterrupt):
     """ctrl+c while the run was worked here: it was handed back, queued again where it stopped."""
 
 
-def work_here(store: Store, registry: Registry, run_id: str, *, durability: str = "full",
+def work_here(store: Store, registry: Registry, *, run_id: str, durability: str = "full",
               lease_s: float = DEFAULT_LEASE_S, on_step: StepObserver | None = None,
               on_given_up: Callable[[RunControl], None] | None = None) -> Outcome | None:
     """Work `run_id` until it ends, waits or is taken away; None when it could not be claimed.

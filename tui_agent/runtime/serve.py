@@ -52,7 +52,7 @@ def _say(worker: str, line: str) -> None:
     print(f"tui-agent: {worker}: {line}", file=sys.stderr, flush=True)
 
 
-def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
+def serve(db_path: Path, durability: str, *, registry: Registry, name: str, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
           on_outcome: Callable[[Outcome], None] | None = None,
