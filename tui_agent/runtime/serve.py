@@ -143,7 +143,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
         avoid = [turn.claim.run_id for turn in left]
         while (spent is None and len(active) < concurrency and heartbeat.healthy
                and any_due(store, registry.names(), now(), avoid)):
-            claim = claim_next(store, name, lease_s, registry.names(), now, avoid)
+            claim = claim_next(store, name, lease_s=lease_s, agents=registry.names(), now=now, avoid=avoid)
             if claim is None:
                 break
             claimed = True

@@ -244,7 +244,7 @@ def _at(now: float | Clock) -> float:
     return now() if callable(now) else now
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
+def claim_next(store: Store, worker: str, *, lease_s: float, agents: list[str], now: float | Clock,
                avoid: Collection[str] = ()) -> Claim | None:
     """Claim the oldest due run of one of `agents`, or else a run whose holder is verifiably gone.
 
