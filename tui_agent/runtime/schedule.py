@@ -219,12 +219,14 @@ def _fire(conn, schedule: dict, *, request: dict, registry: Registry, due: list[
     started = []
     pending = schedule["pending_fire_at"]
     if pending is not None and _previous_done(conn, schedule):
-        started += _start(conn, schedule, request, registry, pending, at, "the previous run finished")
+        started += _start(conn, schedule, request=request, registry=registry, fire=pending, at=at,
+                          why="the previous run finished")
         schedule["last_run_id"], pending = started[-1], None
     for fire in due:
         previous = table.run_status(conn, schedule["last_run_id"])
         if previous is None or previous[0] in TERMINAL or schedule["overlap"] == "allow":
-            started += _start(conn, schedule, request, registry, fire, at, "fired by hand" if manual else None)
+            started += _start(conn, schedule, request=request, registry=registry, fire=fire, at=at,
+                              why="fired by hand" if manual else None)
             schedule["last_run_id"] = started[-1]
             continue
         held = f"the fire at {iso(fire)}"
@@ -255,7 +257,7 @@ def _previous_done(conn, schedule: dict) -> bool:
     return previous is None or previous[0] in TERMINAL
 
 
-def _start(conn, schedule: dict, request: dict, registry: Registry, fire: float, at: float,
+def _start(conn, schedule: dict, *, request: dict, registry: Registry, fire: float, at: float,
            why: str | None = None) -> list[str]:
     fields = _fields(registry, schedule, request)
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
