@@ -376,7 +376,7 @@ def park(store: Store, run_ref: str, note: str | None = None) -> str:
     """Stop a run resumably; a running run's worker is refused at its next write and stops."""
     with store.write() as conn:
         run = _current(store, run_ref, why_not_park)
-        park_run(conn, run["id"], run["status"], _with_note(f"parked by {_person()}", note), now())
+        park_run(conn, run["id"], expected=run["status"], message=_with_note(f"parked by {_person()}", note), now=now())
     return run["id"]
 
 

@@ -210,14 +210,16 @@ def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: flo
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
-        park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
-             f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
-             now, reason=Reason.TAKEOVER_LOOP)
+        park(conn, run_id, expected=RunStatus.RUNNING,
+             message=f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal entry; a step may "
+                     f"outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
+             now=now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
     if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
-        park(conn, run_id, status, "parked: a program an earlier claim started survived SIGKILL (see the events); "
-             f"end its process group, then tui-agent resume {run_id}", now, reason=Reason.ENVIRONMENT)
+        park(conn, run_id, expected=status,
+             message="parked: a program an earlier claim started survived SIGKILL (see the events); "
+                     f"end its process group, then tui-agent resume {run_id}", now=now, reason=Reason.ENVIRONMENT)
         return None
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
@@ -515,7 +517,7 @@ def cancel(conn: Connection, run_id: str, expected: str, message: str, now: floa
     add_event(conn, run_id, now, RunStatus.CANCELLED, message)
 
 
-def park(conn: Connection, run_id: str, expected: str, message: str, now: float,
+def park(conn: Connection, run_id: str, *, expected: str, message: str, now: float,
          reason: str = Reason.PERSON) -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
