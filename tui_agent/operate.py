@@ -276,10 +276,10 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
     add_event(conn, run["id"], at, EventKind.DECISION, message, who)
-    requeue(conn, run["id"], run["status"], Reason.RESUMED, f"queued: {message}", at)
+    requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED, message=f"queued: {message}", now=at)
 
 
-def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
+def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
             note: str | None, result: str | None = None, needs_lookup: bool = False, at: float | None = None) -> str:
     """One reconcile decision in one write: the run and the effect checked as they are now, the effect
     moved only from the state that was checked, the run re-queued only from the status that was checked.
@@ -300,16 +300,16 @@ def _decide(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...
         set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
         _decided(conn, run, message, who, at)
         for other in waiting_on_key(conn, effect["key"], run["id"]):  # runs that held back on this key go on
-            requeue(conn, other, RunStatus.WAITING, Reason.RESUMED,
-                    f"queued: key {effect['key']} was decided in run {run['id']}", at)
+            requeue(conn, other, expected=RunStatus.WAITING, reason=Reason.RESUMED,
+                    message=f"queued: key {effect['key']} was decided in run {run['id']}", now=at)
     return run["id"]
 
 
 def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
                        note: str | None = None, at: float | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
-    return _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.CONFIRMED,
-                   "says it happened", note, json.dumps(result, ensure_ascii=False), at=at)
+    return _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.CONFIRMED,
+                   what="says it happened", note=note, result=json.dumps(result, ensure_ascii=False), at=at)
 
 
 def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
@@ -317,8 +317,8 @@ def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | 
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
     warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
-    run_id = _decide(store, run_ref, effect_ref, DECIDABLE, EffectState.NOT_DONE,
-                     "says it did not happen", note, at=at)
+    run_id = _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.NOT_DONE,
+                     what="says it did not happen", note=note, at=at)
     if warning:
         warn(warning)
     return run_id
@@ -336,8 +336,8 @@ def _sender_warning(store: Store, run_ref: str, effect_ref: str) -> str | None:
 
 def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
     """Ask the service: the next worker to claim the run looks the key up (the CLI never runs agent code)."""
-    return _decide(store, run_ref, effect_ref, IN_DOUBT, None, "asked the service to look the key up",
-                   note, needs_lookup=True)
+    return _decide(store, run_ref, effect_ref=effect_ref, allowed=IN_DOUBT, state=None,
+                   what="asked the service to look the key up", note=note, needs_lookup=True)
 
 
 def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
@@ -360,7 +360,7 @@ def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = N
         why = why_not_approve(run, question)
         if why:
             raise _refuse(store, run, why)
-        decide_approval(conn, question["id"], decision, note, who, at)
+        decide_approval(conn, question["id"], decision=decision, note=note, who=who, now=at)
         _decided(conn, run, _with_note(f"{question['name']}: {decision} by {who}", note), who, at)
     return run["id"]
 
@@ -376,7 +376,7 @@ def park(store: Store, run_ref: str, note: str | None = None) -> str:
     """Stop a run resumably; a running run's worker is refused at its next write and stops."""
     with store.write() as conn:
         run = _current(store, run_ref, why_not_park)
-        park_run(conn, run["id"], run["status"], _with_note(f"parked by {_person()}", note), now())
+        park_run(conn, run["id"], expected=run["status"], message=_with_note(f"parked by {_person()}", note), now=now())
     return run["id"]
 
 
@@ -573,13 +573,14 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
         elif _retrying(run):
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"{who} asked for the next attempt now (it was "
-                    f"waiting to retry until {clock_time(run['wake_at'])})", at)
+            requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED,
+                    message=f"{who} asked for the next attempt now (it was "
+                            f"waiting to retry until {clock_time(run['wake_at'])})", now=at)
         else:
             if run["status"] == RunStatus.PARKED:
                 record_failed_attempt(conn, run["id"], 0, at)
-            requeue(conn, run["id"], run["status"], Reason.RESUMED, f"resumed by {who}" + (f": {taken}" if taken
-                                                                                          else ""), at)
+            requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED,
+                    message=f"resumed by {who}" + (f": {taken}" if taken else ""), now=at)
     return run["id"]
 
 
@@ -687,7 +688,7 @@ def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name:
 def import_export(store: Store, source: Store, meta: dict, file: str, adopt: bool = False) -> Carried:
     """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
     `adopt`, take the runs it was made of over (exports.py)."""
-    return import_runs(source, meta, store, file, adopt, _person())
+    return import_runs(source, meta, target=store, file=file, adopt=adopt, who=_person())
 
 
 def remove_worktree(store: Store, run_ref: str) -> Worktree:
@@ -742,7 +743,8 @@ def schedule_enable(store: Store, name: str, enabled: bool) -> None:
         if enabled and not row["enabled"]:
             fields.update(counts_from=at, next_fire_at=schedule.next_fire(row["cron"], row["tz"], at))
         schedules_table.update(conn, name, **fields)
-        add_schedule_event(conn, name, at, "schedule", f"{'enabled' if enabled else 'disabled'} by {_person()}")
+        add_schedule_event(conn, name, at=at, kind="schedule",
+                           message=f"{'enabled' if enabled else 'disabled'} by {_person()}")
 
 
 def schedule_remove(store: Store, name: str) -> None:

@@ -377,9 +377,9 @@ def entries_of(store: Store, run: dict) -> Iterator[dict]:
 def step_ends(store: Store, run: dict, each: int = 20) -> tuple[list[dict], int, list[dict]]:
     """The first and the last `each` steps of the current generation and how many there are in all: what
     `show` prints of a run of any length, read in two short pages."""
-    first = journal_page(store, run["id"], run["generation"], limit=each)
+    first = journal_page(store, run["id"], generation=run["generation"], limit=each)
     total = recorded_positions(store.conn, run["id"], run["generation"])
-    last = journal_page(store, run["id"], run["generation"], limit=min(each, total - each),
+    last = journal_page(store, run["id"], generation=run["generation"], limit=min(each, total - each),
                         newest_first=True) if total > each else []
     return [step_of(r) for r in first], total, [step_of(r) for r in reversed(last)]
 
@@ -390,7 +390,8 @@ def timeline_page(store: Store, run: dict, after: int | None = None, limit: int 
     artifact (over 32 KB) is not read: a page of them would be megabytes, read again at every refresh; the viewer
     reads the one selected (`with_artifact`)."""
     return [{"position": row["position"], "entry": entry_of(store, row, read=False), "step": step_of(row)}
-            for row in journal_page(store, run["id"], run["generation"], after, limit, newest_first)]
+            for row in journal_page(store, run["id"], generation=run["generation"], after=after, limit=limit,
+                                    newest_first=newest_first)]
 
 
 def with_artifact(store: Store, entry: dict) -> dict:

@@ -15,19 +15,14 @@ MOST = 5         # parameters a function may take with no keyword-only ones
 POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
-    "app.TuiAgentApp.__init__", "approvals.ask", "approvals.decide", "base.positioned_page", "context.run_program",
-    "decisions._bulk", "decisions.reconcile",
-    "decisions.resume", "events.add_event", "events.add_schedule_event", "exports.import_runs", "gauges.gauge_line",
-    "harness._act", "harness._commit", "harness._judge", "harness._load", "harness_plan.entry",
-    "harness_plan.prompt", "here.work_here", "journal.journal_page", "loop._run", "loop.agent_loop",
-    "model_calls.answered", "model_calls.begin", "notices.record", "notify.Attendant.__init__", "operate._decide",
-    "operate.fork_edited", "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add",
-    "operate.start", "patch.own_worktree", "patch.propose", "replay._Cassette.__init__",
-    "replay._Cassette._request_diff", "replay._ending", "runs._add_edited", "runs._claim", "runs._started",
-    "runs._take", "runs.claim_next", "runs.ls", "runs.park", "runs.replay", "runs.requeue", "runs.run",
-    "runs.spend", "runs.start", "schedule._fire", "schedule._start", "schedules.schedule_add", "serve.serve",
-    "spend.report", "timeline.Timeline._prompt", "upkeep.prune_command", "worker._execute.settle", "worker.execute",
-    "workers.register", "workers.release", "workers.worker",
+    "app.TuiAgentApp.__init__", "context.run_program", "decisions._bulk", "decisions.reconcile", "decisions.resume",
+    "events.add_event", "gauges.gauge_line", "harness._act", "harness._commit", "harness._judge", "harness._load",
+    "harness_plan.entry", "harness_plan.prompt", "notify.Attendant.__init__", "operate.fork_edited",
+    "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
+    "patch.own_worktree", "patch.propose", "replay._Cassette.__init__", "replay._Cassette._request_diff",
+    "replay._ending", "runs._started", "runs.ls", "runs.replay", "runs.run", "runs.spend", "runs.start",
+    "schedules.schedule_add", "spend.report", "timeline.Timeline._prompt", "upkeep.prune_command", "worker.execute",
+    "workers.register", "workers.worker",
 }
 
 

@@ -60,7 +60,7 @@ def test_a_live_lease_cannot_be_claimed(store):
     run_id, _ = start(store, registry, "noop", {})
     assert claim_run(store, run_id, "w-a", 60, now()) is not None
     assert claim_run(store, run_id, "w-b", 60, now()) is None
-    assert claim_next(store, "w-b", 60, ["noop"], now()) is None
+    assert claim_next(store, "w-b", lease_s=60, agents=["noop"], now=now()) is None
 
 
 def test_a_write_with_an_old_fence_is_refused_and_changes_nothing(store, clock):
@@ -135,9 +135,9 @@ def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
     run_id, _ = start(store, registry, "noop", {})
     first = claim_run(store, run_id, "w-a", 30, now())
     clock.advance(29)
-    assert claim_next(store, "w-b", 30, ["noop"], now()) is None, "the lease has not expired yet"
+    assert claim_next(store, "w-b", lease_s=30, agents=["noop"], now=now()) is None, "the lease has not expired yet"
     clock.advance(2)
-    second = claim_next(store, "w-b", 30, ["noop"], now())
+    second = claim_next(store, "w-b", lease_s=30, agents=["noop"], now=now())
     assert second is not None
     assert second.run_id == run_id
     assert (second.attempt, second.fence) == (2, first.fence + 1)
@@ -151,7 +151,7 @@ def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):
     def slow_step(i):
         clock.advance(20)                      # each step takes 20 s of a 30 s lease
         if i == 2:
-            stolen.append(claim_next(store, "w-b", 30, ["slow"], now()))
+            stolen.append(claim_next(store, "w-b", lease_s=30, agents=["slow"], now=now()))
         return i
 
     def slow_steps(ctx, request):
@@ -171,9 +171,9 @@ def test_a_run_whose_lease_is_not_renewed_can_be_taken(store, clock):
     clock.advance(25)
     _commit(store, claim, 0, "one")             # renews for 60 s more
     clock.advance(50)
-    assert claim_next(store, "w-b", 30, ["noop"], now()) is None
+    assert claim_next(store, "w-b", lease_s=30, agents=["noop"], now=now()) is None
     clock.advance(11)
-    assert claim_next(store, "w-b", 30, ["noop"], now()) is not None
+    assert claim_next(store, "w-b", lease_s=30, agents=["noop"], now=now()) is not None
 
 
 def test_fences_only_grow(store, clock):
@@ -190,8 +190,8 @@ def test_fences_only_grow(store, clock):
 def test_a_worker_only_claims_agents_it_knows(store):
     registry = _noop_agent()
     start(store, registry, "noop", {})
-    assert claim_next(store, "w-x", 30, ["other"], now()) is None
-    assert claim_next(store, "w-x", 30, ["noop"], now()) is not None
+    assert claim_next(store, "w-x", lease_s=30, agents=["other"], now=now()) is None
+    assert claim_next(store, "w-x", lease_s=30, agents=["noop"], now=now()) is not None
 
 
 

@@ -107,7 +107,7 @@ def test_a_sleep_is_journaled_and_a_later_worker_wakes_it(store, clock):
     assert (run["status"], run["reason"]) == ("waiting", "sleep")
     assert 3590 < run["wake_at"] - now() <= 3600
     from tui_agent.store.runs import claim_next
-    assert claim_next(store, "w-2", 30, ["naps"], now()) is None, "not due yet"
+    assert claim_next(store, "w-2", lease_s=30, agents=["naps"], now=now()) is None, "not due yet"
     clock.advance(3601)
     assert work(store, registry, first.run_id).status == "succeeded"
     assert counter.calls == {"a": 1, "b": 1}

@@ -73,7 +73,7 @@ def test_with_default_settings_a_run_waits_out_an_api_that_is_down_and_then_succ
     run = get_run(store, run_id)
     assert (run["worker"], run["lease_expires_at"]) == (None, None)      # no worker holds it while it waits
     assert run["wake_at"] - now() == pytest.approx(LONG * 32, abs=1)
-    assert claim_next(store, "w-2", 60, ["summarizer"], now()) is None   # not before its next try
+    assert claim_next(store, "w-2", lease_s=60, agents=["summarizer"], now=now()) is None   # not before its next try
     retry = next(r for r in runs_listing(store) if r["id"] == run_id)["retry"]
     assert retry["attempt"] == QUICK + 2                                  # six attempts failed
     assert retry["last_error"] == "step 1 'summarize' raised NotReachable: could not reach Claude: Connection error."
@@ -174,7 +174,7 @@ def test_resume_of_a_run_waiting_to_retry_tries_now(fake, database, clock, draws
     assert said == f"{run_id}: tries again now (it was waiting to retry); a worker will pick it up\n"
     run = get_run(store, run_id)
     assert (run["status"], run["reason"], run["wake_at"]) == ("queued", "resumed", None)
-    assert claim_next(store, "w-2", 60, ["summarizer"], now()) is not None   # claimable at once
+    assert claim_next(store, "w-2", lease_s=60, agents=["summarizer"], now=now()) is not None   # claimable at once
     assert checkpoint_for(store, run_id)["step_attempts"] == QUICK + 1      # counted on, not started over
 
 

@@ -118,7 +118,7 @@ def test_a_long_backoff_becomes_a_wait(store, clock, monkeypatch):
     run = get_run(store, first.run_id)
     assert (run["status"], run["reason"]) == ("waiting", "retry")
     assert run["wake_at"] - now() == pytest.approx(90, abs=2)
-    assert claim_next(store, "w-2", 30, ["flaky"], now()) is None, "no worker is held or woken early"
+    assert claim_next(store, "w-2", lease_s=30, agents=["flaky"], now=now()) is None, "no worker is held or woken early"
     clock.advance(91)
     second = work(store, registry, first.run_id, worker="w-2")
     assert second.status == "succeeded"

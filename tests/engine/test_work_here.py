@@ -29,7 +29,7 @@ def test_it_claims_works_the_run_here_and_lets_go(store):
     run_id, _ = operate.start(store, REGISTRY, "two-steps", {})
     before = _heartbeats()
     seen = []
-    outcome = work_here(store, REGISTRY, run_id, lease_s=5.0,
+    outcome = work_here(store, REGISTRY, run_id=run_id, lease_s=5.0,
                         on_step=lambda ctx, position, name, replayed: seen.append((position, name, replayed)))
     assert (outcome.run_id, outcome.status, outcome.result) == (run_id, RunStatus.SUCCEEDED, {"sum": 3})
     assert seen == [(0, "one", False), (1, "two", False)]
@@ -41,7 +41,7 @@ def test_it_claims_works_the_run_here_and_lets_go(store):
 def test_a_run_another_worker_holds_is_left_alone(store):
     run_id, _ = operate.start(store, REGISTRY, "two-steps", {})
     held = claim_run(store, run_id, "w-other", 60.0, now())
-    assert work_here(store, REGISTRY, run_id, lease_s=5.0) is None
+    assert work_here(store, REGISTRY, run_id=run_id, lease_s=5.0) is None
     row = get_run(store, run_id)
     assert (row["status"], row["worker"], row["fence"]) == ("running", "w-other", held.fence)
 
@@ -54,7 +54,7 @@ def test_ctrl_c_hands_the_run_back_at_once(store):
             raise KeyboardInterrupt
 
     with pytest.raises(HandedBack) as raised:
-        work_here(store, REGISTRY, run_id, lease_s=60.0, on_step=interrupted)
+        work_here(store, REGISTRY, run_id=run_id, lease_s=60.0, on_step=interrupted)
     assert isinstance(raised.value, KeyboardInterrupt)   # a caller that knows nothing of HandedBack still stops
     row = get_run(store, run_id)
     assert (row["status"], row["worker"]) == ("queued", None)   # claimable now, not when the 60 s lease runs out

@@ -53,7 +53,7 @@ def _claimer(url: str, name: str, go, results) -> None:
     taken, error = [], None
     go.wait()
     try:
-        while (claim := claim_next(store, name, 60.0, [AGENT], time.time)) is not None:
+        while (claim := claim_next(store, name, lease_s=60.0, agents=[AGENT], now=time.time)) is not None:
             taken.append(claim.run_id)
             try:
                 _step(store, claim, 0)
@@ -103,7 +103,7 @@ def test_a_claim_passes_over_a_row_another_transaction_holds(pg_url):
     release.start()
     try:
         began = time.monotonic()
-        claim = claim_next(store, "w", 60.0, [AGENT], time.time)
+        claim = claim_next(store, "w", lease_s=60.0, agents=[AGENT], now=time.time)
         waited = time.monotonic() - began
         assert (claim.run_id, waited < 2) == (second, True), f"claimed {claim.run_id} after {waited:.1f} s"
         assert get_run(store, oldest)["status"] == RunStatus.QUEUED
@@ -181,7 +181,7 @@ def test_a_step_of_a_worker_that_lost_its_run_waits_for_the_takeover_and_is_refu
 
     owner_store.conn.set_trace_callback(inside_the_takeover)
     try:
-        owner = claim_next(owner_store, "owner", 60.0, [AGENT], time.time)
+        owner = claim_next(owner_store, "owner", lease_s=60.0, agents=[AGENT], now=time.time)
         owner_store.conn.set_trace_callback(None)
         assert (owner.run_id, owner.fence) == (run_id, 2)
         deadline = time.monotonic() + 10

@@ -165,11 +165,12 @@ def test_a_holder_whose_pid_was_reused_is_alive_only_while_the_start_time_matche
     register(store, "w-old", sleeper.pid, this_host(), 1, 60.0, now())
     run_id = _running(store)
     assert claim_run(store, run_id, "w-old", 60.0, now()) is not None
-    assert claim_next(store, "w-new", 60.0, ["counting"], now) is None, "the same pid and start time: it lives"
+    assert claim_next(store, "w-new", lease_s=60.0, agents=["counting"], now=now) is None, \
+        "the same pid and start time: it lives"
 
     with store.write() as conn:   # the pid is now another process's: one that started at another time
         conn.execute("UPDATE workers SET pid_started = pid_started - 1 WHERE name = 'w-old'")
-    claim = claim_next(store, "w-new", 60.0, ["counting"], now)
+    claim = claim_next(store, "w-new", lease_s=60.0, agents=["counting"], now=now)
     assert (claim.run_id, claim.attempt, claim.fence) == (run_id, 2, 2)
     [takeover] = [e for e in events_for(store, run_id) if e["kind"] == "takeover"]
     assert takeover["message"] == (f"w-old: its process {sleeper.pid} is gone from this host (pid {sleeper.pid} is "
@@ -206,7 +207,7 @@ def test_another_host_an_older_row_and_a_shared_process_group_wait_for_the_lease
     for name in ("w-far", "w-older"):
         runs[name] = _running(store)
         assert claim_run(store, runs[name], name, 60.0, now()) is not None
-    assert claim_next(store, "w-new", 60.0, ["counting"], now) is None
+    assert claim_next(store, "w-new", lease_s=60.0, agents=["counting"], now=now) is None
     for name, run_id in runs.items():
         assert (get_run(store, run_id)["worker"], get_run(store, run_id)["attempt"]) == (name, 1)
 

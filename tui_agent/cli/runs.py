@@ -135,8 +135,8 @@ def run(session: Session, agent: str, input_text: str, key: str | None, model: s
         echo("model: offline scripted replies (no API key is used)", err=True)
     progress = ProgressLine()
     try:
-        outcome = work_here(store, registry, run_id, durability=session.durability, lease_s=lease, on_step=progress,
-                            on_given_up=lambda given: _leave_the_step(progress, given))
+        outcome = work_here(store, registry, run_id=run_id, durability=session.durability, lease_s=lease,
+                            on_step=progress, on_given_up=lambda given: _leave_the_step(progress, given))
     except HandedBack:  # ctrl+c: the run was handed back now rather than when the lease runs out
         progress.done()
         echo(f"{run_id} interrupted; it is queued again where it stopped (tui-agent worker --once goes on)")

@@ -90,9 +90,9 @@ def worker(session: Session, once: bool, concurrency: int, lease: float, grace: 
         echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s)"
              + (f", its log {log}" if log else "") + "; SIGTERM or ctrl+c stops it", err=True)
     outcomes, left_behind, spent = serve(
-        store.path, session.durability, session.registry, name, concurrency=concurrency, lease_s=lease, once=once,
-        grace_s=grace, stop=stop, on_outcome=report_outcome, attendant=attendant, on_stranger=_saying(strangers),
-        log=None if log is None else str(log),
+        store.path, session.durability, registry=session.registry, name=name, concurrency=concurrency, lease_s=lease,
+        once=once, grace_s=grace, stop=stop, on_outcome=report_outcome, attendant=attendant,
+        on_stranger=_saying(strangers), log=None if log is None else str(log),
         on_claim=lambda c: echo(f"{name} claimed {c.run_id} ({c.agent}, attempt {c.attempt}, fence {c.fence})",
                                 err=True))
     if once and not outcomes and not left_behind and not strangers:
@@ -212,7 +212,7 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     for run_id in operate.requeue_released(store):
         echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
-        outcomes, left_behind, _ = serve(store.path, session.durability, session.registry, worker_name(),
+        outcomes, left_behind, _ = serve(store.path, session.durability, registry=session.registry, name=worker_name(),
                                          once=True, stop=stop, on_outcome=report_outcome,
                                          on_stranger=_saying(strangers))
         if not outcomes and not left_behind and not strangers:

@@ -269,9 +269,10 @@ class Context:
         def call() -> dict:
             at = self.clock.now()
             renew = renewal(self._store.conn, self.run_id, self.fence, at, at + self._claim.lease_s)
-            keys.append(model_calls.begin(self._store, self.run_id, self.generation, position, name, self.fence,
-                                          self.provider.name.partition(":")[0], chosen, request, reserved, at,
-                                          renew, keys[-1].call if keys else 0))
+            keys.append(model_calls.begin(self._store, self.run_id, generation=self.generation, position=position,
+                                          name=name, fence=self.fence, provider=self.provider.name.partition(":")[0],
+                                          model=chosen, request=request, reserved=reserved, now=at, renewal=renew,
+                                          last_call=keys[-1].call if keys else 0))
             journal.renewed(at)
             self.budget.hold(reserved)
             crash_point("in-model-call", name)
@@ -299,7 +300,8 @@ class Context:
         value = journal.record(position, name, kind=EntryKind.MODEL, value=reply, started_at=started_at,
                                duration_s=duration, usage=spent, cost=cost, attempts=attempts,
                                also=lambda conn: model_calls.answered(
-                                   conn, keys[-1], used, cost, reply.get("_request_id"), self.clock.now()),
+                                   conn, keys[-1], spent=used, cost_usd=cost, request_id=reply.get("_request_id"),
+                                   now=self.clock.now()),
                                detail={"provider": self.provider.name.partition(":")[0], "model": chosen})
         crash_point("after-model-commit", name)
         return value
@@ -334,7 +336,7 @@ class Context:
             `end_turn`, `check_passed` or `max_turns`. It also counts the `turns`, `tool_calls`, `cost_usd` and
             `unpriced_turns`.
         """
-        return loop.agent_loop(self, self._journal, name, system=system, tools=loop.checked_tools(tools),
+        return loop.agent_loop(self, self._journal, name=name, system=system, tools=loop.checked_tools(tools),
                                messages=messages, model=model, max_tokens=max_tokens, max_turns=max_turns, check=check)
 
     def switch_model(self, model_id: str) -> None:

@@ -21,7 +21,7 @@ class HandedBack(KeyboardInterrupt):
     """ctrl+c while the run was worked here: it was handed back, queued again where it stopped."""
 
 
-def work_here(store: Store, registry: Registry, run_id: str, *, durability: str = "full",
+def work_here(store: Store, registry: Registry, *, run_id: str, durability: str = "full",
               lease_s: float = DEFAULT_LEASE_S, on_step: StepObserver | None = None,
               on_given_up: Callable[[RunControl], None] | None = None) -> Outcome | None:
     """Work `run_id` until it ends, waits or is taken away; None when it could not be claimed.
@@ -39,7 +39,7 @@ def work_here(store: Store, registry: Registry, run_id: str, *, durability: str 
     try:
         return execute(store, registry, claim, on_step, control)
     except KeyboardInterrupt:
-        release(store, claim.run_id, claim.fence, claim.worker, INTERRUPTED, now())
+        release(store, claim.run_id, fence=claim.fence, worker=claim.worker, why=INTERRUPTED, now=now())
         raise HandedBack(run_id) from None
     finally:
         heartbeat.close()

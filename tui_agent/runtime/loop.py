@@ -34,7 +34,7 @@ Check = Callable[[Calls, list[dict]], Any]  # -> passed | (passed, why) | (passe
 _TOOL = Usage(tool_calls=1)
 
 
-def agent_loop(ctx: Calls, journal: Recorder, name: str, *, system: str | None, tools: Sequence[Tool],
+def agent_loop(ctx: Calls, journal: Recorder, *, name: str, system: str | None, tools: Sequence[Tool],
                messages: list[dict], model: str | None, max_tokens: int, max_turns: int, check: Check | None) -> dict:
     by_name = {t.name: t for t in tools}
     definitions = [t.param() for t in tools] or None
@@ -125,14 +125,15 @@ def _use(ctx: Calls, journal: Recorder, loop: str, tools: dict[str, Tool], block
             done = ("error", e.error)
     position, recorded, result = journal.next(entry, tool_calls=1)
     if not recorded:
-        result = _run(ctx, journal, position, entry, block, tool, args, problem, done)
+        result = _run(ctx, journal, position=position, entry=entry, block=block, tool=tool, args=args,
+                      problem=problem, done=done)
         crash_point("after-tool-commit", entry)
     if result.get("is_error"):
         ctx.failure(f"{block['name']}: {result['content']}")
     return result
 
 
-def _run(ctx: Calls, journal: Recorder, position: int, entry: str, block: dict, tool: Tool | None, args: Any,
+def _run(ctx: Calls, journal: Recorder, *, position: int, entry: str, block: dict, tool: Tool | None, args: Any,
          problem: str | None, done: tuple[str, Any] | None) -> dict:
     started_at, duration, attempts = journal.clock.now(), 0.0, 1
     if problem is not None:

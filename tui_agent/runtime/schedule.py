@@ -127,8 +127,8 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
                 continue
             at = now()
             base = max(schedule["last_fire_at"] or 0.0, schedule["counts_from"])
-            started += _fire(conn, schedule, request, registry, list(fires(schedule["cron"], schedule["tz"], base, at)),
-                             at)
+            started += _fire(conn, schedule, request=request, registry=registry,
+                             due=list(fires(schedule["cron"], schedule["tz"], base, at)), at=at)
     return started
 
 
@@ -147,7 +147,7 @@ def _request(schedule: dict) -> dict:
 
 def _disable(conn, name: str, why: str) -> None:
     table.update(conn, name, enabled=0)
-    add_schedule_event(conn, name, now(), "disabled", f"disabled: {why}")
+    add_schedule_event(conn, name, at=now(), kind="disabled", message=f"disabled: {why}")
 
 
 def _unreadable(name: str, e: Unreadable) -> str:
@@ -196,14 +196,14 @@ def fire_now(store: Store, registry: Registry, name: str) -> Fired:
             return Fired(name, [], disabled=e)
         at = now()
         waited = schedule["pending_fire_at"] is not None and _previous_done(conn, schedule)
-        started = _fire(conn, schedule, request, registry, [at], at, manual=True)
+        started = _fire(conn, schedule, request=request, registry=registry, due=[at], at=at, manual=True)
         if len(started) > waited:      # this fire started a run
             return Fired(name, started)
         previous = table.run_status(conn, schedule["last_run_id"])
         return Fired(name, started, schedule["last_run_id"], previous[0] if previous else None, schedule["overlap"])
 
 
-def _fire(conn, schedule: dict, request: dict, registry: Registry, due: list[float], at: float,
+def _fire(conn, schedule: dict, *, request: dict, registry: Registry, due: list[float], at: float,
           manual: bool = False) -> list[str]:
     name = schedule["name"]
     missed = [f for f in due if at - f > schedule["grace_s"]]
@@ -212,33 +212,38 @@ def _fire(conn, schedule: dict, request: dict, registry: Registry, due: list[flo
         keep = [] if policy == "skip" else missed[-1:] if policy == "once" else missed
         dropped = len(missed) - len(keep)
         if dropped:
-            add_schedule_event(conn, name, at, "missed", f"{dropped} missed fire{'s' * (dropped != 1)} skipped "
-                               f"(from {iso(missed[0])} to {iso(missed[-len(keep) - 1])}; missed={policy})")
+            add_schedule_event(conn, name, at=at, kind="missed",
+                               message=f"{dropped} missed fire{'s' * (dropped != 1)} skipped "
+                                       f"(from {iso(missed[0])} to {iso(missed[-len(keep) - 1])}; missed={policy})")
         due = keep + [f for f in due if at - f <= schedule["grace_s"]]
     started = []
     pending = schedule["pending_fire_at"]
     if pending is not None and _previous_done(conn, schedule):
-        started += _start(conn, schedule, request, registry, pending, at, "the previous run finished")
+        started += _start(conn, schedule, request=request, registry=registry, fire=pending, at=at,
+                          why="the previous run finished")
         schedule["last_run_id"], pending = started[-1], None
     for fire in due:
         previous = table.run_status(conn, schedule["last_run_id"])
         if previous is None or previous[0] in TERMINAL or schedule["overlap"] == "allow":
-            started += _start(conn, schedule, request, registry, fire, at, "fired by hand" if manual else None)
+            started += _start(conn, schedule, request=request, registry=registry, fire=fire, at=at,
+                              why="fired by hand" if manual else None)
             schedule["last_run_id"] = started[-1]
             continue
         held = f"the fire at {iso(fire)}"
         why = f"previous run {schedule['last_run_id']} is {previous[0]}" + (f": {previous[1]}" if previous[1] else "")
         if schedule["overlap"] == "skip":
-            add_schedule_event(conn, name, at, "overlap", f"{held} skipped: {why}")
+            add_schedule_event(conn, name, at=at, kind="overlap", message=f"{held} skipped: {why}")
         else:
             if pending is not None:
-                add_schedule_event(conn, name, at, "overlap", f"the pending fire at {iso(pending)} is replaced "
-                                   "by a newer one (at most one waits)")
+                add_schedule_event(conn, name, at=at, kind="overlap",
+                                   message=f"the pending fire at {iso(pending)} is replaced "
+                                           "by a newer one (at most one waits)")
             pending = fire
-            add_schedule_event(conn, name, at, "overlap", f"{held} waits: {why}")
+            add_schedule_event(conn, name, at=at, kind="overlap", message=f"{held} waits: {why}")
         if needs_person(*previous):
-            add_schedule_event(conn, name, at, "needs_person", f"needs a person: {held} is held back because {why}",
-                               schedule["last_run_id"])
+            add_schedule_event(conn, name, at=at, kind="needs_person",
+                               message=f"needs a person: {held} is held back because {why}",
+                               run_id=schedule["last_run_id"])
     fields = {"pending_fire_at": pending, "last_run_id": schedule["last_run_id"]}
     if not manual:
         last = max([schedule["last_fire_at"] or 0.0, *due, *missed]) or None
@@ -252,11 +257,12 @@ def _previous_done(conn, schedule: dict) -> bool:
     return previous is None or previous[0] in TERMINAL
 
 
-def _start(conn, schedule: dict, request: dict, registry: Registry, fire: float, at: float,
+def _start(conn, schedule: dict, *, request: dict, registry: Registry, fire: float, at: float,
            why: str | None = None) -> list[str]:
     fields = _fields(registry, schedule, request)
     run_id, created = insert_run(conn, now=at, run_key=fire_key(schedule["name"], fire), **fields)
     if created:
-        add_schedule_event(conn, schedule["name"], at, "fired",
-                           f"fired for {iso(fire)}: started {run_id}" + (f" ({why})" if why else ""), run_id)
+        add_schedule_event(conn, schedule["name"], at=at, kind="fired",
+                           message=f"fired for {iso(fire)}: started {run_id}" + (f" ({why})" if why else ""),
+                           run_id=run_id)
     return [run_id]

@@ -52,7 +52,7 @@ def _say(worker: str, line: str) -> None:
     print(f"tui-agent: {worker}: {line}", file=sys.stderr, flush=True)
 
 
-def serve(db_path: Path, durability: str, registry: Registry, name: str, *, concurrency: int = 1,
+def serve(db_path: Path, durability: str, *, registry: Registry, name: str, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
           on_outcome: Callable[[Outcome], None] | None = None,
@@ -132,8 +132,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
         commit, unanswered, moved it on."""
         while dropped:
             claim = dropped[0]
-            release(store, claim.run_id, claim.fence, name, "dropped while the database held it up", now(),
-                    ended=True)
+            release(store, claim.run_id, fence=claim.fence, worker=name, why="dropped while the database held it up",
+                    now=now(), ended=True)
             dropped.pop(0)
 
     def claim_due() -> bool:
@@ -143,7 +143,7 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
         avoid = [turn.claim.run_id for turn in left]
         while (spent is None and len(active) < concurrency and heartbeat.healthy
                and any_due(store, registry.names(), now(), avoid)):
-            claim = claim_next(store, name, lease_s, registry.names(), now, avoid)
+            claim = claim_next(store, name, lease_s=lease_s, agents=registry.names(), now=now, avoid=avoid)
             if claim is None:
                 break
             claimed = True
@@ -205,7 +205,8 @@ def serve(db_path: Path, durability: str, registry: Registry, name: str, *, conc
         late = list(active)
         for turn in late:  # still inside a step after the grace period: hand it back with a new fence
             turn.control.kill_commands()
-            release(store, turn.claim.run_id, turn.claim.fence, name, "its step outlived the grace period", now())
+            release(store, turn.claim.run_id, fence=turn.claim.fence, worker=name,
+                    why="its step outlived the grace period", now=now())
         left[:] = [turn for turn in left if not turn.done.is_set()]
         if left and spent is None:
             _say(name, f"exits with {len(left)} thread(s) left behind inside calls that outlived their runs "

@@ -54,7 +54,8 @@ def approval(journal: Recorder, name: str, question: str, on_deny: str = "cancel
     with journal.write() as conn:
         row = approval_at(conn, journal.run_id, journal.generation, position)
         if row is None:
-            row = ask(conn, journal.run_id, journal.generation, position, name, question, journal.clock.now())
+            row = ask(conn, journal.run_id, generation=journal.generation, position=position, name=name,
+                      question=question, now=journal.clock.now())
             journal.event(conn, EventKind.APPROVAL, f"{name}: asks {question!r}")
     if row["decision"] is None:
         raise Suspend(RunStatus.WAITING, Reason.APPROVAL,

@@ -108,7 +108,7 @@ def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObs
 
     ctx: Context | None = None
 
-    def settle(status: str, reason: str, message: str, result: Any = None, error: str | None = None,
+    def settle(status: str, reason: str, *, message: str, result: Any = None, error: str | None = None,
                wake_at: float | None = None, raised: BaseException | None = None) -> Outcome:
         inline = artifact = None
         if result is not None:
@@ -138,19 +138,20 @@ def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObs
                 agent = registry.get(claim.agent)
                 provider = provider_for(run["model"] or "scripted", agent.script, replies)
             except UserError as e:   # what this worker lacks for the run, not the run's failure: it waits for a person
-                return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: worker {claim.worker} cannot set up "
-                              f"the run: {e}; then tui-agent resume {claim.run_id}")
+                return settle(RunStatus.PARKED, Reason.ENVIRONMENT,
+                              message=f"parked: worker {claim.worker} cannot set up "
+                                      f"the run: {e}; then tui-agent resume {claim.run_id}")
             if run["code_version"] != agent.code_version:
                 _note_new_code(store, claim, run, agent, clock.now())
             checkpoint = opened.checkpoint
             if checkpoint.schema_version != CHECKPOINT_SCHEMA:
                 return settle(RunStatus.PARKED, Reason.CHECKPOINT_SCHEMA,
-                              f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
-                              f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
+                              message=f"parked: checkpoint schema {checkpoint.schema_version}, this code writes "
+                                      f"{CHECKPOINT_SCHEMA}; resume --restart starts it anew")
             used, soft_position, soft_dimensions = opened.usage()
             entries = opened.entries
         except Unreadable as e:   # written by an older version or another program: this run fails, not the worker
-            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e))
+            return settle(RunStatus.FAILED, Reason.ERROR, message=f"failed: {e}", error=str(e))
         ctx = Context(store, claim, request=request, artifact_dir=run["artifact_dir"], checkpoint=checkpoint,
                       entries=entries, provider=provider, on_step=on_step, agent=agent, control=control,
                       budget=BudgetMeter(limits, used, soft_dimensions), soft_position=soft_position, clock=clock,
@@ -160,30 +161,33 @@ def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObs
             encode(result, "agent", agent.name)
         except Suspend as e:
             # its message says the wait or the park; a retry's last failure (`e.error`) is kept on the run alone
-            return replace(settle(e.status, e.reason, e.message, wake_at=e.wake_at, error=e.error), error=None)
+            return replace(settle(e.status, e.reason, message=e.message, wake_at=e.wake_at, error=e.error), error=None)
         except CodeChanged as e:
-            return settle(RunStatus.PARKED, Reason.CODE_CHANGED, f"parked: the code changed: {e}", error=str(e))
+            return settle(RunStatus.PARKED, Reason.CODE_CHANGED, message=f"parked: the code changed: {e}", error=str(e))
         except ParkRun as e:
-            return settle(RunStatus.PARKED, Reason.ENVIRONMENT, f"parked: {e}; then tui-agent resume {claim.run_id}")
+            return settle(RunStatus.PARKED, Reason.ENVIRONMENT,
+                          message=f"parked: {e}; then tui-agent resume {claim.run_id}")
         except (StepFailed, ResultNotJSON, Unreadable) as e:   # Unreadable: a recorded entry an older version wrote
-            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {e}", error=str(e), raised=e)
+            return settle(RunStatus.FAILED, Reason.ERROR, message=f"failed: {e}", error=str(e), raised=e)
         except (FenceRefused, EnvironmentStop):
             raise
         except Exception as e:
             error = f"{type(e).__name__}: {e}"
-            return settle(RunStatus.FAILED, Reason.ERROR, f"failed: {error}", error=error, raised=e)
+            return settle(RunStatus.FAILED, Reason.ERROR, message=f"failed: {error}", error=error, raised=e)
         if agent.check is None:
-            return settle(RunStatus.SUCCEEDED, Reason.RETURNED, "succeeded: returned (the agent has no check)", result)
+            return settle(RunStatus.SUCCEEDED, Reason.RETURNED, message="succeeded: returned (the agent has no check)",
+                          result=result)
         try:
             verdict = agent.check(ctx, result)
         except Exception as e:
             error = f"the check raised {type(e).__name__}: {e}"
-            return settle(RunStatus.FAILED, Reason.CHECK_FAILED, f"failed: {error}", result, error, raised=e)
+            return settle(RunStatus.FAILED, Reason.CHECK_FAILED, message=f"failed: {error}", result=result,
+                          error=error, raised=e)
         passed, why = verdict if isinstance(verdict, tuple) else (verdict, None)
         if passed:
-            return settle(RunStatus.SUCCEEDED, Reason.CHECK_PASSED, "succeeded: check passed", result)
+            return settle(RunStatus.SUCCEEDED, Reason.CHECK_PASSED, message="succeeded: check passed", result=result)
         error = f"the check did not pass: {why}" if why else "the check did not pass"
-        return settle(RunStatus.FAILED, Reason.CHECK_FAILED, f"failed: {error}", result, error)
+        return settle(RunStatus.FAILED, Reason.CHECK_FAILED, message=f"failed: {error}", result=result, error=error)
     except FenceRefused as e:  # a person or another worker took the run: report that, never an ending of ours
         try:
             let_go(store, claim.run_id, claim.fence, claim.worker, clock.now())  # a run held back for our send goes on

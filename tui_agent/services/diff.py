@@ -199,7 +199,7 @@ def aligned(store: Store, position: int, a: dict | None, b: dict | None, p: Pair
 
 
 def _range(store: Store, run: dict, first: int, count: int) -> dict[int, dict]:
-    rows = journal_page(store, run["id"], run["generation"], first - 1 if first else None, count)
+    rows = journal_page(store, run["id"], generation=run["generation"], after=first - 1 if first else None, limit=count)
     return {row["position"]: row for row in rows}
 
 

@@ -263,7 +263,7 @@ class Scenario:
         still go out) and the run is claimable at once, as a worker that saw it die would find it."""
         fence, at = get_run(store, run_id)["fence"], self.clock.now()
         let_go(store, run_id, fence, "worker-1", at)
-        release(store, run_id, fence, "worker-1", "it crashed", at)
+        release(store, run_id, fence=fence, worker="worker-1", why="it crashed", now=at)
 
     def _finish(self, store: Store, registry: Registry, run_id: str) -> None:
         """Worker 2's turns: the first, then one more after each answer a person gives."""

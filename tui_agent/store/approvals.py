@@ -13,7 +13,7 @@ def approval_at(conn: Connection, run_id: str, generation: int, position: int) -
                              (run_id, generation, position)))
 
 
-def ask(conn: Connection, run_id: str, generation: int, position: int, name: str, question: str,
+def ask(conn: Connection, run_id: str, *, generation: int, position: int, name: str, question: str,
         now: float) -> dict:
     conn.execute("INSERT INTO approvals (run_id, generation, position, name, question, asked_at)"
                  " VALUES (?, ?, ?, ?, ?, ?)", (run_id, generation, position, name, question, now))
@@ -25,7 +25,7 @@ def pending(store: Store, run_id: str, generation: int) -> dict | None:
                                    " AND decision IS NULL ORDER BY position LIMIT 1", (run_id, generation)))
 
 
-def decide(conn: Connection, approval_id: int, decision: str, note: str | None, who: str,
+def decide(conn: Connection, approval_id: int, *, decision: str, note: str | None, who: str,
            now: float) -> None:
     """Answer a question once: a second answer (a race between two people) is refused, not recorded."""
     cur = conn.execute("UPDATE approvals SET decision = ?, note = ?, decided_by = ?, decided_at = ?"
@@ -55,4 +55,4 @@ def next_asked(store: Store, run_id: str, generation: int, after: int) -> int | 
 
 def approvals_page(store: Store, run_id: str, after: tuple[int, int] | None, limit: int) -> list[dict]:
     """The run's questions a page at a time, by (generation, position)."""
-    return positioned_page(store, "approvals", run_id, after, limit)
+    return positioned_page(store, "approvals", run_id=run_id, after=after, limit=limit)

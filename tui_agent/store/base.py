@@ -90,7 +90,7 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-def positioned_page(store: Store, table: str, run_id: str, after: tuple[int, int] | None, limit: int,
+def positioned_page(store: Store, table: str, *, run_id: str, after: tuple[int, int] | None, limit: int,
                     newest_first: bool = False) -> list[dict]:
     """A page of a run's rows of `table`, in (generation, position) order, after a keyset cursor.
 

@@ -111,9 +111,9 @@ def requeue_released(store: Store, now: float) -> list[str]:
             if one_row(conn.execute(_HELD_BACK + " AND e.id = ?", (*_HELD_BACK_PARAMS, effect["id"]))) is None:
                 continue  # a person or another worker got there first
             conn.execute("UPDATE effects SET waits_for = NULL WHERE id = ?", (effect["id"],))
-            requeue(conn, effect["run_id"], RunStatus.WAITING, Reason.RESUMED,
-                    f"queued: {why}, so its attempt of {effect['name']} can no longer go out; the effect is "
-                    "reconciled again", now)
+            requeue(conn, effect["run_id"], expected=RunStatus.WAITING, reason=Reason.RESUMED,
+                    message=f"queued: {why}, so its attempt of {effect['name']} can no longer go out; the effect is "
+                    "reconciled again", now=now)
         freed.append(effect["run_id"])
     return freed
 
@@ -134,7 +134,8 @@ PAGE = 100
 def effects_page(store: Store, run_id: str, after: tuple[int, int] | None = None, limit: int = PAGE,
                  newest_first: bool = False) -> list[EffectRow]:
     """The run's ledger a page at a time, by (generation, position)."""
-    return _effects(positioned_page(store, "effects", run_id, after, limit, newest_first))
+    return _effects(positioned_page(store, "effects", run_id=run_id, after=after, limit=limit,
+                                    newest_first=newest_first))
 
 
 def effects_at(store: Store, run_id: str, generation: int, first: int, last: int | None = None) -> list[EffectRow]:

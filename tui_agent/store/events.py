@@ -13,7 +13,7 @@ def add_event(conn: Connection, run_id: str, at: float, kind: str, message: str,
     conn.execute(_INSERT, (run_id, at, kind, message, worker, fence))
 
 
-def add_schedule_event(conn: Connection, schedule: str, at: float, kind: str, message: str,
+def add_schedule_event(conn: Connection, schedule: str, *, at: float, kind: str, message: str,
                        run_id: str | None = None) -> None:
     conn.execute("INSERT INTO events (run_id, at, kind, message, schedule) VALUES (?, ?, ?, ?, ?)",
                  (run_id, at, kind, message, schedule))

@@ -214,7 +214,7 @@ def open_export(path: str, adopt: bool = False) -> tuple[Store, dict]:
     return store, meta
 
 
-def import_runs(source: Store, meta: dict, target: Store, file: str, adopt: bool, who: str) -> Carried:
+def import_runs(source: Store, meta: dict, *, target: Store, file: str, adopt: bool, who: str) -> Carried:
     """Load the export `source` into `target` in one transaction.
 
     Its `meta` is read from `file`, as open_export gave them: the file must be a SQLite database that export made,

@@ -327,7 +327,7 @@ def journal_for(store: Store, run_id: str) -> list[dict]:
     return list(journal_pages(store, run_id))
 
 
-def journal_page(store: Store, run_id: str, generation: int, after: int | None = None, limit: int = PAGE,
+def journal_page(store: Store, run_id: str, *, generation: int, after: int | None = None, limit: int = PAGE,
                  newest_first: bool = False) -> list[dict]:
     """One page of one generation's journal by a keyset cursor on its position: the rows after `after`
     (before it, `newest_first`), read through the primary key, so a page costs the same at the start of a run
@@ -350,7 +350,7 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
     for current in generations:
         after = None
         while True:
-            page = journal_page(store, run_id, current, after)
+            page = journal_page(store, run_id, generation=current, after=after)
             yield from page
             if len(page) < PAGE:
                 break

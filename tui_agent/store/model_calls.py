@@ -95,7 +95,7 @@ _ATTEMPT = ("INSERT INTO model_calls (run_id, generation, position, call, name, 
             f" WHERE {_FENCED} RETURNING call")
 
 
-def begin(store: Store, run_id: str, generation: int, position: int, name: str, fence: int, provider: str,
+def begin(store: Store, run_id: str, *, generation: int, position: int, name: str, fence: int, provider: str,
           model: str, request: dict, reserved: Usage, now: float, renewal: tuple[str, tuple],
           last_call: int = 0) -> CallKey:
     """Write the attempt's row and its reservation, committed before the request is sent.
@@ -144,7 +144,7 @@ def begin(store: Store, run_id: str, generation: int, position: int, name: str, 
     return write_once(store, run_id, write, committed)
 
 
-def answered(conn: Connection, key: CallKey, spent: Spent, cost_usd: float | None, request_id: str | None,
+def answered(conn: Connection, key: CallKey, *, spent: Spent, cost_usd: float | None, request_id: str | None,
              now: float) -> None:
     """Inside the write that journals the reply (whose usage replaces the reservation): what it used, and the usage
     as the API gave it, which `spend --reprice` prices again."""

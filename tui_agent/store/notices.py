@@ -35,7 +35,7 @@ class ClaimLost(StoreError):
     """A claim's UPDATE changed fewer rows than it selected: another process claimed some; nothing is taken."""
 
 
-def record(conn: Connection, run_id: str, status: str, reason: str | None, message: str,
+def record(conn: Connection, run_id: str, *, status: str, reason: str | None, message: str,
            at: float) -> int | None:
     """Inside the write that moves a run to `status`/`reason`: a notice when that state needs a person
     (its id), else nothing (None)."""

@@ -198,7 +198,7 @@ def lease_now(conn: Connection, local: float) -> float:
     return local if found is None else found
 
 
-def _take(conn: Connection, row: tuple, worker: str, lease_s: float, now: float,
+def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: float,
           lease_at: float | None = None, why: str | None = None) -> Claim | None:
     """Give the picked run `row` to `worker` under a new fence and lease, or park it and return None.
 
@@ -210,14 +210,16 @@ def _take(conn: Connection, row: tuple, worker: str, lease_s: float, now: float,
     lease_at = now if lease_at is None else lease_at
     run_id, agent, code_version, generation, attempt, fence, status, previous = row
     if _loops(conn, row):
-        park(conn, run_id, RunStatus.RUNNING, f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal "
-             f"entry; a step may outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
-             now, reason=Reason.TAKEOVER_LOOP)
+        park(conn, run_id, expected=RunStatus.RUNNING,
+             message=f"parked: taken over {TAKEOVER_LOOP} times in a row without a new journal entry; a step may "
+                     f"outlast the lease ({lease_s:g}s): run workers with a longer --lease, then resume it",
+             now=now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
     if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
-        park(conn, run_id, status, "parked: a program an earlier claim started survived SIGKILL (see the events); "
-             f"end its process group, then tui-agent resume {run_id}", now, reason=Reason.ENVIRONMENT)
+        park(conn, run_id, expected=status,
+             message="parked: a program an earlier claim started survived SIGKILL (see the events); "
+                     f"end its process group, then tui-agent resume {run_id}", now=now, reason=Reason.ENVIRONMENT)
         return None
     conn.execute(
         "UPDATE runs SET status = ?, reason = NULL, worker = ?, lease_expires_at = ?, fence = ?,"
@@ -244,7 +246,7 @@ def _at(now: float | Clock) -> float:
     return now() if callable(now) else now
 
 
-def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now: float | Clock,
+def claim_next(store: Store, worker: str, *, lease_s: float, agents: list[str], now: float | Clock,
                avoid: Collection[str] = ()) -> Claim | None:
     """Claim the oldest due run of one of `agents`, or else a run whose holder is verifiably gone.
 
@@ -254,7 +256,7 @@ def claim_next(store: Store, worker: str, lease_s: float, agents: list[str], now
     if not agents:
         return None
     pick, params = _among(agents, avoid)
-    return _claim(store, pick, params, worker, lease_s, now)
+    return _claim(store, pick, params=params, worker=worker, lease_s=lease_s, now=now)
 
 
 def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
@@ -317,10 +319,10 @@ def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str
 def claim_run(store: Store, run_id: str, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim this run if it is due, or held by a worker verifiably gone from this host; None when it is not
     (another worker holds it, or it ended)."""
-    return _claim(store, "id = :id", {"id": run_id}, worker, lease_s, now)
+    return _claim(store, "id = :id", params={"id": run_id}, worker=worker, lease_s=lease_s, now=now)
 
 
-def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
+def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float, now: float | Clock) -> Claim | None:
     """Claim a run that `pick` selects, in a shared write (store.write_shared).
 
     `pick` is a condition on the run's columns. On a server the SELECT locks the run's row and passes over rows
@@ -339,7 +341,7 @@ def _claim(store: Store, pick: str, params: dict, worker: str, lease_s: float, n
             if row is None:
                 row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
-                return row and _take(conn, row, worker, lease_s, at, lease_at, why)
+                return row and _take(conn, row, worker=worker, lease_s=lease_s, now=at, lease_at=lease_at, why=why)
 
 
 def _from_gone(conn: Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
@@ -433,7 +435,7 @@ def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message:
          now if status in TERMINAL else None, int(handed_on), claim.run_id),
     )
     add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
-    record_notice(conn, claim.run_id, status, reason, message, now)   # when the run now needs a person
+    record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)   # when it needs a person
 
 
 def get_run(store: Store, run_id: str) -> RunRow:
@@ -499,7 +501,7 @@ def _transition(conn: Connection, run_id: str, expected: str, assignments: str, 
 _LET_GO = "fence = fence + 1, worker = NULL, lease_expires_at = NULL, wake_at = NULL"
 
 
-def requeue(conn: Connection, run_id: str, expected: str, reason: str, message: str, now: float) -> None:
+def requeue(conn: Connection, run_id: str, *, expected: str, reason: str, message: str, now: float) -> None:
     """Inside a write: hand a run back to the workers (a person decided what it was waiting for).
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
@@ -515,13 +517,13 @@ def cancel(conn: Connection, run_id: str, expected: str, message: str, now: floa
     add_event(conn, run_id, now, RunStatus.CANCELLED, message)
 
 
-def park(conn: Connection, run_id: str, expected: str, message: str, now: float,
+def park(conn: Connection, run_id: str, *, expected: str, message: str, now: float,
          reason: str = Reason.PERSON) -> None:
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.PARKED, reason, now))
     add_event(conn, run_id, now, RunStatus.PARKED, message)
-    record_notice(conn, run_id, RunStatus.PARKED, reason, message, now)
+    record_notice(conn, run_id, status=RunStatus.PARKED, reason=reason, message=message, at=now)
 
 
 def restart(conn: Connection, run_id: str, expected: str, message: str, now: float) -> int:
@@ -606,7 +608,7 @@ def fork(conn: Connection, parent: dict, from_step: int, now: float,
                  (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
     if edited:
-        _add_edited(conn, parent, run_id, from_step, name, edited, now)
+        _add_edited(conn, parent, run_id=run_id, position=from_step, name=name, edited=edited, now=now)
         return run_id
     add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
               f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
@@ -621,7 +623,7 @@ def _edited_name(conn: Connection, parent: dict, position: int) -> str:
     return row["name"]
 
 
-def _add_edited(conn: Connection, parent: dict, run_id: str, position: int, name: str,
+def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, name: str,
                 edited: EditedEntry, now: float) -> None:
     """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
     first), and the events that say what was edited, on both runs."""

@@ -97,7 +97,7 @@ def stopped(store: Store, name: str, now: float) -> None:
         conn.execute("UPDATE workers SET stopped_at = ?, heartbeat_at = ? WHERE name = ?", (now, at, name))
 
 
-def release(store: Store, run_id: str, fence: int, worker: str, why: str, now: float, ended: bool = False) -> bool:
+def release(store: Store, run_id: str, *, fence: int, worker: str, why: str, now: float, ended: bool = False) -> bool:
     """Hand a run back at once (queued, fence bumped so a late write from this worker is refused), if this claim
     still holds it running (a settle whose commit went unanswered may have ended it). `ended`: the claim's thread
     has returned, so it calls nothing more: recorded as `let_go` records it, in the same write."""
