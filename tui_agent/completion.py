@@ -25,7 +25,9 @@ COMPLETE_VAR = "_TUI_AGENT_COMPLETE"   # click's name for it: `_{PROG}_COMPLETE`
 
 def script(cli: click.Command, shell: str) -> str:
     """The completion script `shell` sources, as `_TUI_AGENT_COMPLETE={shell}_source tui-agent` prints it."""
-    return get_completion_class(shell)(cli, {}, "tui-agent", COMPLETE_VAR).source()
+    complete = get_completion_class(shell)
+    assert complete is not None, shell   # click has a class for each of SHELLS
+    return complete(cli, {}, "tui-agent", COMPLETE_VAR).source()
 
 
 def runs(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

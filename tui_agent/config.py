@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ class Setting:
 
     key: str
     value: Any
-    line: int
+    line: int | None
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Settings:
     default_map: dict = field(default_factory=dict)
     read: list[Setting] = field(default_factory=list)
     agents: dict[str, dict[str, Setting]] = field(default_factory=dict)   # [agent.NAME] tables, by agent
-    agent_lines: dict[str, int] = field(default_factory=dict)            # where each of those tables starts
+    agent_lines: dict[str, int | None] = field(default_factory=dict)            # where each of those tables starts
     problem: ConfigError | None = None
 
     def get(self, key: str) -> Setting | None:
@@ -153,7 +154,8 @@ def _syntax(message: str, lines: _Lines) -> tuple[int | None, str]:
     (a key given twice, a value cut short) is placed on the key given twice, or the last line."""
     found = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
     end = re.search(r"\s*\(at end of document\)", message)
-    reason = message[:(found or end).start()] + message[(found or end).end():] if found or end else message
+    at = found or end
+    reason = message[:at.start()] + message[at.end():] if at else message
     reason = f"{reason[:1].lower()}{reason[1:]}"
     if found:
         return int(found.group(1)), f"{reason} at column {found.group(2)}"
@@ -434,6 +436,7 @@ def effective(group_ctx: click.Context, settings: Settings) -> list[dict]:
         else:
             default = str(default_path()) if flag == "db" and value is None else value
             rows.append(_from_file(settings, flag, value, default))
+    assert isinstance(group_ctx.command, click.Group)   # the tui-agent group's context
     for name in SHARED:
         default = next(settable(c)[name].default for _, c in _commands(group_ctx.command) if name in settable(c))
         rows.append(_from_file(settings, name, None, default))
@@ -458,7 +461,7 @@ def _from_file(settings: Settings, key: str, value: Any, default: Any) -> dict:
 
 def _theme_row(settings: Settings) -> dict:
     from_file = settings.get("theme")
-    chosen = _chosen(from_file and from_file.value)
+    chosen = _chosen(None if from_file is None else from_file.value)
     if chosen is not None:
         return _row("theme", chosen, "state", str(state_path()))
     if from_file is not None:
@@ -466,5 +469,5 @@ def _theme_row(settings: Settings) -> dict:
     return _row("theme", None, "default", None)
 
 
-def _row(key: str, value: Any, source: str, where: str | None) -> dict:
+def _row(key: str, value: Any, source: str, where: str | Sequence[str] | None) -> dict:
     return {"key": key, "value": list(value) if isinstance(value, tuple) else value, "from": source, "where": where}

@@ -30,6 +30,7 @@ def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None
     `crash_at` is POINT or POINT:N, as TUI_AGENT_CRASH_AT takes it."""
     store = open_store(db)
     claim = claim_run(store, run_id, "w-demo", LEASE_S, now())
+    assert claim is not None, run_id   # the demo's run is queued and nothing else claims it
     if crash_at:
         faults.arm(*faults.parse(crash_at, "the demo's crash point"))
     try:

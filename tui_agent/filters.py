@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from .errors import UserError
 from .states import RunStatus
@@ -83,7 +84,7 @@ def parse(text: str) -> Filter:
     FilterError is a usage error (one line, exit 2) saying what is wrong and what the words are. The store reads
     a Filter through indexes (store/runs.py, runs_page): the status, agent and time words select through one,
     cost and text are checked on the runs those select."""
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}   # each reader's own type, as its Filter field takes it
     words: list[str] = []
     for quoted in _WORDS.finditer(text):
         word = quoted.group(2)
@@ -110,7 +111,8 @@ def options(statuses: tuple[str, ...] = (), agent: str | None = None, since: str
             until: str | None = None, text: str | None = None) -> Filter:
     """The Filter of the CLI's options (`ls --status --agent --since --until --text`), checked as the words are;
     `text` is split into words at white space (a colon in it is text)."""
-    checked = {"since": since and _when(since, f"--since {since}"), "until": until and _when(until, f"--until {until}")}
+    checked: dict[str, Any] = {"since": since and _when(since, f"--since {since}"),
+                               "until": until and _when(until, f"--until {until}")}
     return replace(Filter(statuses=statuses, agent=agent or None, words=tuple((text or "").split())), **checked)
 
 

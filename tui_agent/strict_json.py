@@ -75,7 +75,7 @@ def value_problem(value: Any, max_depth: int | None = MAX_DEPTH) -> tuple[str, s
     """What makes `value` JSON that cannot be stored and read back, and what to do instead, or None: a string or
     key that is not Unicode, an integer of more than MAX_DIGITS digits, or (with `max_depth`) arrays and objects
     nested deeper. Walked without recursion, so any depth Python built can be looked at."""
-    stack = [(value, 0, ())]
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
     while stack:
         item, depth, parts = stack.pop()
         if isinstance(item, str):
@@ -128,9 +128,9 @@ def parse_json(text: str, source: str, more: str = "", example: str = EXAMPLE) -
         raise _refused(source, f"arrays and objects nested deeper than {MAX_DEPTH} levels", DEPTH_ADVICE) from None
     # the walk only when the text could hold what it looks for: a surrogate's escape, or enough brackets
     if _SURROGATE_ESCAPE.search(text) or text.count("[") + text.count("{") > MAX_DEPTH:
-        problem = value_problem(value)
-        if problem is not None:
-            raise _refused(source, *problem)
+        refusal = value_problem(value)
+        if refusal is not None:
+            raise _refused(source, *refusal)
     return value
 
 

@@ -45,8 +45,7 @@ def is_utf8(name: str) -> bool:
 def what(folder: int | str, name: str) -> str:
     """What the entry `name` in `folder` (an open folder or a path) is, its link never followed:
     `a symbolic link to TARGET`, `a FIFO`, `a socket`, `a device`, `a folder`, `a regular file`."""
-    dir_fd = folder if isinstance(folder, int) else None
-    path = name if dir_fd is not None else os.path.join(folder, name)
+    dir_fd, path = (folder, name) if isinstance(folder, int) else (None, os.path.join(folder, name))
     mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
     if stat.S_ISLNK(mode):
         return f"a symbolic link to {shown(os.readlink(path, dir_fd=dir_fd))}"

@@ -50,6 +50,7 @@ def run_check(ctx: Context, name: str, tree: Path, argv: list[str], timeout_s: f
         tests = _junit(junit) if which == "pytest" else _verbose(text) if which == "unittest" else None
     passed = done["exit"] == 0
     lines = [line for line in text.splitlines() if line.strip()]
+    counts: tuple[int, int] | tuple[None, None]
     if tests:
         failing = sorted(t for t, v in tests.items() if v == FAIL)
         counts = (len(tests) - len(failing), len(failing))

@@ -129,7 +129,9 @@ def _nfkc(name: str) -> str:
 
 
 def _parse(text: str, path: str) -> ast.Module:
-    return compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    tree = compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)   # what "exec" with PyCF_ONLY_AST makes
+    return tree
 
 
 def _syntax(e: Exception) -> str:
@@ -323,9 +325,9 @@ def _js_tokens(text: str) -> list[_Token]:
         elif c == "}" and interpolations and interpolations[-1] == 0:
             interpolations.pop()
             i = template(i + 1, i)
-        elif c == "/" and _regex_may_start(tokens) and (end := _regex_end(text, i)) is not None:
-            tokens.append(_Token("regex", text[i:end], i, end))
-            i = end
+        elif c == "/" and _regex_may_start(tokens) and (regex_end := _regex_end(text, i)) is not None:
+            tokens.append(_Token("regex", text[i:regex_end], i, regex_end))
+            i = regex_end
         elif c.isalpha() or c in "_$":
             j = i + 1
             while j < n and (text[j].isalnum() or text[j] in "_$\u200c\u200d"):

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from ..errors import PermanentError
 from ..runtime.agent import Agent, Budget
@@ -17,7 +18,7 @@ from ..runtime.effects import AttemptToken
 from .outbox import Outbox
 
 DAY_S = 24 * 3600
-SOURCES = {
+SOURCES: dict[str, list[tuple[Any, ...]]] = {
     "sales": [("region", "orders", "revenue"), ("north", 41, 12890), ("south", 37, 10440), ("west", 12, 3310)],
     "incidents": [("id", "severity", "status"), ("INC-311", "high", "resolved"), ("INC-312", "low", "open")],
     "deploys": [("service", "version", "outcome"), ("api", "2.14.1", "ok"), ("web", "8.3.0", "ok"),

@@ -172,8 +172,9 @@ def commit(place: dict, run: str, paths: list[str] | None, message: str, marks: 
     tree = Path(place["worktree"])
     if paths is None:
         git("add", "-A", cwd=tree)
-    for start in range(0, len(paths or ()), 500):
-        git("add", "--", *paths[start:start + 500], cwd=tree)
+    else:
+        for start in range(0, len(paths), 500):
+            git("add", "--", *paths[start:start + 500], cwd=tree)
     trailers = "\n".join(f"{name}: {value}" for name, value in {TRAILER: run, **(marks or {})}.items())
     git(*identity(tree), "commit", "--allow-empty", "-q", "-m", f"{message}\n\n{trailers}", cwd=tree)
     return git("rev-parse", "HEAD", cwd=tree)

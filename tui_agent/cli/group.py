@@ -118,6 +118,7 @@ def cli(ctx: click.Context, db: str | None, data: str | None, durability: str, a
 
     A terminal UI and local runner for long-running AI agents; the commands below act on the same runs
     from a shell."""
+    assert isinstance(ctx.command, OneLineErrors)   # the group's class
     settings = ctx.command.settings
     if settings.problem and ctx.invoked_subcommand not in ("config", "doctor"):
         raise settings.problem
@@ -135,7 +136,7 @@ def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
 
     sources = session.registry.sources  # the workers it starts find the same modules from any folder
     theme = session.settings.get("theme")
-    app = TuiAgentApp(db_path, session.durability, session.registry, sources, theme=theme and theme.value)
+    app = TuiAgentApp(db_path, session.durability, session.registry, sources, theme=None if theme is None else theme.value)
     if worker:
         app.spawned.append(operate.start_worker(app.store, session.durability, sources, "w-demo"))
     app.run()

@@ -66,6 +66,7 @@ def config_command(ctx: click.Context, path_only: bool, as_json: bool) -> int:
     if path_only:
         echo(str(settings.path))
         return EXIT_OK
+    assert ctx.parent is not None   # the command runs under the group
     rows = config.effective(ctx.parent, settings)
     if as_json:
         json_out({"path": str(settings.path), "exists": settings.exists, "settings": rows,

@@ -71,6 +71,8 @@ def retry_after_s(headers) -> float | None:
     """The server's `retry-after-ms` or `retry-after` (seconds), when it gave one we can read."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         value = headers.get(name) if headers is not None else None
+        if value is None:
+            continue
         try:
             seconds = float(value) / scale
         except (TypeError, ValueError):
@@ -165,7 +167,8 @@ class AnthropicProvider:
                     received += item
                     if on_tokens is not None:
                         on_tokens(estimate_tokens(received))
-        return item  # the last item is the reply
+        assert isinstance(item, dict)   # the last item is the reply
+        return item
 
     def _stream(self, client, request: dict) -> Iterator[str | dict]:
         """The reply's output text piece by piece, then the reply itself as the last item. Every failure on

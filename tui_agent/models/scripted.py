@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..errors import PermanentError, UserError
 from ..strict_json import parse_json
@@ -108,6 +109,7 @@ class ScriptedProvider:
                call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict:
         """The reply comes whole, so `on_tokens` hears its output tokens once."""
         answer = self.script(messages, max_tokens, call_index)
+        reply: dict[str, Any]
         if isinstance(answer, str):
             reply = {"content": [{"type": "text", "text": answer}]}
         elif isinstance(answer, dict):

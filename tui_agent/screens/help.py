@@ -69,5 +69,5 @@ class HelpScreen(ModalScreen):
                         keys.append(("ctrl+p", "Command palette: the actions for the current run, before you type"))
                     yield Static(_keys_table(keys), classes="help-section")
 
-    def action_dismiss(self) -> None:
+    def action_dismiss(self) -> None:  # type: ignore[override]  # the key's action takes no result
         self.dismiss(None)

@@ -13,6 +13,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Input
+from textual.widgets.data_table import ColumnKey
 
 from .. import operate
 from ..filters import Filter, FilterError, parse
@@ -181,7 +182,7 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
                 for run_id, new in cells.items():
                     table.add_row(*(new[key] for _, key in columns), key=run_id)
                 for _, key in columns:   # sized now: the table's own sizing on its next idle was seen to miss rows
-                    column = table.columns[key]
+                    column = table.columns[ColumnKey(key)]
                     column.content_width = max([column.content_width, *(_width(new[key]) for new in cells.values())])
                 if selected and selected in cells:
                     table.move_cursor(row=table.get_row_index(selected), animate=False)

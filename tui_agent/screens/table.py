@@ -31,7 +31,7 @@ class TableScreen(Reads, Screen):
     def compose(self) -> ComposeResult:
         yield Caption(id="summary", classes="summary")
         yield from self.above_table()
-        table = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id=self.TABLE_ID, cursor_type="row", zebra_stripes=True)
         for label, key in self.COLUMNS:
             table.add_column(label, key=key)
         yield table

@@ -5,6 +5,7 @@ journaled, its email is a `ctx.effect`, and the settings choose only what a real
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..agents.nightly_report import _prompt
 from ..models.tokens import text_of
@@ -56,7 +57,7 @@ def _told(settings: Settings, world: World, key: str) -> dict:
     `resend` claims a key protects it forever (the naive policy, no window). `ask-service` gives it the lookup
     when there is a saved key to look up. `ask-person` tells it nothing, so it asks a person."""
     usable = settings.key in ("saved", "meaning")
-    told = {"service": "the email service",
+    told: dict[str, Any] = {"service": "the email service",
             "lookup": None, "dedupe_ttl_s": None, "lookup_ttl_s": DAY_S}
     if settings.after_crash == "resend":
         told["dedupe_ttl_s"] = math.inf

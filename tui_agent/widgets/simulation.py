@@ -97,7 +97,8 @@ def timeline_text(rows: tuple[Row, ...], stop: Stop | None, colours: Palette, wa
         text.append(f"▸ {stop.label}\n", style=style(colours, "text-primary", bold=True))
     elif not rows and waiting_to_start:
         text.append(waiting_to_start, style=style(colours, "foreground-muted"))
-    return text.rstrip() or text
+    text.rstrip()
+    return text
 
 
 def is_bad(name: str, value: int, finished: bool) -> bool:
@@ -124,7 +125,8 @@ def outcome_text(counts: dict[str, int], colours: Palette, finished: bool,
             mark = "" if not finished else " ✓" if said == value else " ✗"
             tone = "text-success" if said == value or not finished else "text-warning"
             text.append(f"said {said} {one if said == 1 else many}{mark}\n", style=style(colours, tone))
-    return text.rstrip() or text
+    text.rstrip()
+    return text
 
 
 def keys_line(keys: list[tuple[str, str]], colours: Palette) -> Text:

@@ -52,6 +52,8 @@ def style(colours: Palette, tone: str, bold: bool = False) -> str:
     return " ".join(part for part in ("bold" if bold else "", colours.get(tone, "")) if part)
 
 
-def follow_theme(node: DOMNode, repaint: Callable[[], None]) -> None:
-    """Call `repaint` whenever the app's theme changes (from `node`'s on_mount)."""
-    node.watch(node.app, "theme", lambda _: repaint(), init=False)
+def follow_theme(node: DOMNode, repaint: Callable[[], object]) -> None:
+    """Call `repaint` whenever the app's theme changes (from `node`'s on_mount); what it returns is dropped."""
+    def changed(_theme: str) -> None:
+        repaint()
+    node.watch(node.app, "theme", changed, init=False)
