@@ -182,8 +182,8 @@ def test_the_readme_commands_make_a_venv():
     demo, tests = _fresh_machine_commands()
     venv = "python3 -m venv .venv && "
     assert demo == venv + ".venv/bin/pip install -e . && .venv/bin/tui-agent demo", demo   # the main job's needs only
-    assert tests == venv + (".venv/bin/pip install -e '.[test]' && .venv/bin/mkdocs build --strict && "
-                            ".venv/bin/python -m pytest"), tests
+    assert tests == venv + (".venv/bin/pip install -e '.[test]' && .venv/bin/ruff check . && .venv/bin/mypy && "
+                            ".venv/bin/mkdocs build --strict && .venv/bin/python -m pytest"), tests
     after_block = README.split(tests, 1)[1].split("```", 1)[1].strip().splitlines()[0]
     assert "Debian and Ubuntu" in after_block, after_block
     assert "`python3-venv`" in after_block, after_block
