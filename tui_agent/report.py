@@ -18,10 +18,10 @@ from .format import countdown, in_zone, usd_exact
 from .paging import every
 from .runtime.agent import BUDGET_DIMENSIONS, UNBOUNDED, bounds_of
 from .runtime.clock import clock_time, iso, now, parse_instant
-from .runtime.liveness import worker_state
+from .runtime.liveness import ahead_by, worker_state
 from .runtime.results import decode
 from .services.forecast import forecast
-from .states import TERMINAL, CallState, Reason, RunStatus, ahead_s, budget_dimension
+from .states import TERMINAL, CallState, Reason, RunStatus, budget_dimension
 from .store import Store, artifacts
 from .store.approvals import approvals_at, approvals_page, next_asked
 from .store.effects import effect_counts, effects_at, effects_page, next_in_doubt
@@ -109,7 +109,7 @@ def workers_report(store: Store, at: float) -> list[dict]:
     rows = workers_listing(store)
     for row in rows:
         row["state"] = worker_state(row, at)
-        ahead = ahead_s(row["heartbeat_at"], at)
+        ahead = ahead_by(row, at)
         row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
         lease_at = row.get("judged_at", at)   # a server's leases by its clock
         holder = judge(row, row["name"]) if row["runs"] else None   # probed only for a worker that holds runs

@@ -73,3 +73,21 @@ def test_a_small_wall_clock_step_is_not_a_clock_ahead():
     assert worker_state(worker, at) == "alive"
     assert worker_state(worker | {"heartbeat_at": at + 30}, at) == "clock_ahead"
     assert worker_state(worker | {"heartbeat_at": at - 61}, at) == "silent"
+
+
+def test_a_server_read_worker_whose_clock_runs_ahead_says_by_how_much_when_this_clock_runs_ahead_too():
+    """Read from a server, a worker is judged by the server's clock: ahead of it by a day, it is clock_ahead even
+    when this reader's clock runs a day ahead as well, and the Workers screen's line says by how much."""
+    from tui_agent.runtime.liveness import ahead_by
+    from tui_agent.screens.workers import WorkersScreen
+
+    server = now()
+    worker = {"stopped_at": None, "host": "elsewhere", "host_id": "another-host", "pid": 1, "lease_s": 60,
+              "runs": [], "heartbeat_at": server + DAY, "server_heartbeat_at": server, "judged_at": server + 1}
+    reader = server + DAY + 5          # this clock is a day ahead too: by it, the heartbeat is in the past
+    state = worker_state(worker, reader)
+    assert state == "clock_ahead"
+    assert ahead_by(worker, reader) == DAY
+    line = WorkersScreen._situation(worker, state, reader)
+    assert line.startswith("its heartbeat is stamped 1d ahead of this clock"), line
+    assert ahead_by(worker | {"heartbeat_at": server}, reader) is None   # beating by the server's clock

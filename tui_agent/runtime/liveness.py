@@ -30,6 +30,17 @@ def worker_state(worker: dict, at: float) -> WorkerState:
     return state
 
 
+def ahead_by(worker: dict, at: float) -> float | None:
+    """How far a worker's heartbeat is stamped ahead of the clock that judges it, or None when it is not.
+
+    The clock is the one worker_state judges by: the server's for a row read from a server, else `at`. So it is
+    never None for a worker that worker_state calls `clock_ahead`, even when this reader's clock runs ahead too."""
+    if "judged_at" not in worker:
+        return ahead_s(worker["heartbeat_at"], at)
+    own = ahead_s(worker["heartbeat_at"], worker["server_heartbeat_at"])
+    return own if own is not None else ahead_s(worker["server_heartbeat_at"], worker["judged_at"])
+
+
 def label(state: str) -> str:
     """A state as a person reads it: clock_ahead is "clock ahead"."""
     return state.replace("_", " ")

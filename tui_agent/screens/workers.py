@@ -14,9 +14,9 @@ from .. import operate
 from ..format import ago, skew
 from ..format import column_span as span
 from ..runtime.clock import now
-from ..runtime.liveness import label, on_this_host, worker_state
+from ..runtime.liveness import ahead_by, label, on_this_host, worker_state
 from ..runtime.worker import worker_name
-from ..states import WorkerState, ahead_s
+from ..states import WorkerState
 from ..store import Store
 from ..store.workers import workers_listing
 from ..widgets.safe import safe
@@ -112,7 +112,7 @@ class WorkersScreen(TableScreen):
         columns empty."""
         state = worker_state(worker, at)
         first = held is None or held is worker["runs"][0]
-        if ahead_s(worker["heartbeat_at"], at) is not None:
+        if ahead_by(worker, at) is not None:
             beat = style(colours, LATE)
         elif state == WorkerState.SILENT:
             beat = style(colours, LATE, bold=True)
@@ -187,7 +187,7 @@ class WorkersScreen(TableScreen):
     def _situation(worker: dict, state: str, at: float) -> str:
         """What the selected worker's state means for its runs, and which key acts on it."""
         runs = ", ".join(f"{r['id']} (fence {r['fence']})" for r in worker["runs"])
-        ahead = ahead_s(worker["heartbeat_at"], at)
+        ahead = ahead_by(worker, at)
         late = f", {span(ahead)} late (its clock ran ahead)" if ahead else ""
         if state == WorkerState.STOPPED:
             return f"stopped {ago(worker['stopped_at'], at)} and handed its runs back"
@@ -196,6 +196,7 @@ class WorkersScreen(TableScreen):
                     + "a worker on this host takes its runs over once nothing of it is left, else as their leases "
                     f"run out{late}")
         if state == WorkerState.CLOCK_AHEAD:
+            assert ahead is not None   # ahead_by judges by worker_state's clock
             return (f"its heartbeat is stamped {span(ahead)} ahead of this clock (TUI_AGENT_NOW?): leases assume "
                     f"one clock, so if it dies its runs wait {span(ahead)} longer · t stops it and hands its runs "
                     "back now")
