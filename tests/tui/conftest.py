@@ -2,11 +2,12 @@
 tests/conftest.py."""
 
 import inspect
+import time
 from pathlib import Path
 
 import pytest
 from helpers import settled
-from tui_fixture import build_once
+from tui_fixture import build_once, copied, thaw
 
 from tui_agent.store import open_store
 
@@ -58,3 +59,20 @@ def snapshot_template(tmp_path_factory) -> tuple[Path, dict[str, str], object]:
     folder = tmp_path_factory.mktemp("snapshot-fixture")
     roles, state = build_once(folder)
     return folder, roles, state
+
+
+@pytest.fixture
+def snapshot_roles(snapshot_template, tmp_path, monkeypatch):
+    """A copy of the snapshot fixture database in the current folder, in UTC: the run ids by role.
+
+    Times on screen are local, so the zone is pinned for snapshots to match anywhere; the frozen clock is thawed
+    after the test."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    folder, roles, state = snapshot_template
+    copied(folder, state, tmp_path)   # as build_fixture(tmp_path) leaves it, built once per session
+    yield roles
+    thaw()
+    monkeypatch.undo()
+    time.tzset()

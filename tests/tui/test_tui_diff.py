@@ -189,22 +189,6 @@ async def test_help_lists_d_on_the_run_screen_and_the_diff_screens_keys(forked):
 # -- how it looks (the snapshot fixture: executed demo runs, frozen clock, seeded ids) --------------------
 
 
-@pytest.fixture
-def snapshot_roles(snapshot_template, tmp_path, monkeypatch):
-    """The snapshot fixture database in the current folder, as tests/tui/test_tui_snapshots.py builds it."""
-    from tui_fixture import copied, thaw
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    folder, roles, state = snapshot_template
-    copied(folder, state, tmp_path)   # as build_fixture(tmp_path) leaves it, built once per session
-    yield roles
-    thaw()
-    monkeypatch.undo()
-    time.tzset()
-
-
 def _diff_of_a_fork(roles):
     """The succeeded demo run and a fork of it at #4 that no worker has taken yet: the kept entries once, then
     only the parent's."""

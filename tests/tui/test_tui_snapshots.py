@@ -1,25 +1,14 @@
 """How the screens look: one small app state per snapshot, on the fixture database (executed runs,
 frozen clock, seeded ids). Update with `pytest --snapshot-update` after a deliberate change, and look."""
 
-import time
-
 import pytest
-from tui_fixture import copied, thaw
 
 from tui_agent.app import TuiAgentApp
 
 
 @pytest.fixture
-def roles(snapshot_template, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TZ", "UTC")      # times on screen are local: pin the zone so snapshots match anywhere
-    time.tzset()
-    folder, roles, state = snapshot_template
-    copied(folder, state, tmp_path)   # as build_fixture(tmp_path) leaves it, built once per session
-    yield roles
-    thaw()
-    monkeypatch.undo()
-    time.tzset()
+def roles(snapshot_roles):
+    return snapshot_roles
 
 
 def app() -> TuiAgentApp:
