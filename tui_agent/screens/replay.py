@@ -48,7 +48,7 @@ class DivergenceModal(Dialog):
         super().__init__()
         self.replay = replay
         d = replay.divergence
-        self.TITLE = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"
+        self.title = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"
         self.DO = f"Go to #{d.position}"
 
     def body(self) -> ComposeResult:
