@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,17 +142,17 @@ def _with_note(message: str, note: str | None) -> str:
 # command, so the two can never disagree about the rule (only about a moment, which the write settles).
 
 
-def why_not_park(run: dict) -> str | None:
+def why_not_park(run: Mapping[str, Any]) -> str | None:
     if run["status"] in TERMINAL:
         return "it has ended; nothing to park"
     return "it is parked already" if run["status"] == RunStatus.PARKED else None
 
 
-def why_not_cancel(run: dict) -> str | None:
+def why_not_cancel(run: Mapping[str, Any]) -> str | None:
     return "it has ended; nothing to cancel" if run["status"] in TERMINAL else None
 
 
-def why_not_resume(run: dict) -> str | None:
+def why_not_resume(run: Mapping[str, Any]) -> str | None:
     """Why a run may not resume now, or None when it may.
 
     A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably gone
@@ -187,13 +187,13 @@ def why_not_restart(run: dict) -> str | None:
     return "only a parked, failed or cancelled run can be restarted (park it first)"
 
 
-def why_not_approve(run: dict, question: dict | None) -> str | None:
+def why_not_approve(run: Mapping[str, Any], question: Mapping[str, Any] | None) -> str | None:
     if run["status"] == RunStatus.WAITING and run["reason"] == Reason.APPROVAL and question is not None:
         return None
     return "it is not waiting for an approval"
 
 
-def why_not_decide(run: dict, effect: dict | None = None, allowed: tuple[str, ...] = ()) -> str | None:
+def why_not_decide(run: Mapping[str, Any], effect: Mapping[str, Any] | None = None, allowed: tuple[str, ...] = ()) -> str | None:
     """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
     out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
     if run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now():
@@ -540,7 +540,7 @@ def _retrying(run: dict) -> bool:
     return (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RETRY)
 
 
-def resumed(run: dict, restart: bool = False) -> str:
+def resumed(run: Mapping[str, Any], restart: bool = False) -> str:
     """What `resume` does to `run` (as it was before), said the same way by the CLI and the TUI."""
     if restart:
         return "restarted from zero"
@@ -823,7 +823,7 @@ def stop_worker(pid: int, kill: bool = False) -> None:
 
 # -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
 
-def why_not_harness(run: dict) -> str | None:
+def why_not_harness(run: Mapping[str, Any]) -> str | None:
     """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
     waits or is parked; its worktree is the run's while it is queued or running."""
     if run["agent"] != "harness":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import Unreadable, UserError
@@ -119,7 +119,7 @@ def workers_report(store: Store, at: float) -> list[dict]:
     return rows
 
 
-def with_holders(store: Store, runs: list[dict]) -> list[dict]:
+def with_holders(store: Store, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each run row with `holder_gone` and `claimable_in_s` (store/holders.with_holders), by the lease clock."""
     running = any(run["status"] == RunStatus.RUNNING for run in runs)
     return holders_with(store.conn, runs, lease_now(store.conn, now()) if running else 0.0)
