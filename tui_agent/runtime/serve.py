@@ -91,7 +91,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
 
     def work(own: Store, claim: Claim, control: RunControl) -> Outcome:
         try:
-            return execute(own, registry, claim, control=control)
+            return execute(own, registry, claim=claim, control=control)
         finally:
             heartbeat.drop(claim)
 

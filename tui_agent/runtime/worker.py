@@ -84,7 +84,7 @@ def refused(store: Store, run_id: str, error: str) -> Outcome:
     return Outcome(run_id, TurnEnd.REFUSED, None, None, error=error, message=message)
 
 
-def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
+def execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObserver | None = None,
             control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
     time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases). A run
