@@ -255,8 +255,8 @@ class _Effect:
                       f"{self.name} --happened | --not-done | --abandon")
 
     def look_up(self, row: EffectRow, lookup: Callable) -> Any:
-        """What `lookup`, the effect's, says about the key. A lookup that cannot reach its service (a dropped network) is asked
-        again with the retry policy's back-off while the attempt is younger than the policy's patience (the
+        """What the effect's `lookup` says about the key. A lookup that cannot reach its service (a dropped network)
+        is asked again with the retry policy's back-off while the attempt is younger than the policy's patience (the
         service, not the send, is what is away); any other failure, or one past the patience, waits for a person."""
         policy = self.journal.retry
         while True:
