@@ -7,7 +7,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast, overload
 
 from ..errors import UserError
 from ..filters import Filter
@@ -259,7 +259,13 @@ def claim_next(store: Store, worker: str, *, lease_s: float, agents: list[str], 
     return _claim(store, pick, params=params, worker=worker, lease_s=lease_s, now=now)
 
 
-def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
+@overload
+def _among(agents: list[str], avoid: Collection[str], mark: Literal[":"] = ":") -> tuple[str, dict]: ...
+@overload
+def _among(agents: list[str], avoid: Collection[str], mark: Literal["?"]) -> tuple[str, tuple]: ...
+
+
+def _among(agents: list[str], avoid: Collection[str], mark: Literal[":", "?"] = ":") -> tuple[str, dict | tuple]:
     """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters.
 
     The parameters are named (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
@@ -330,7 +336,8 @@ def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
     that one is done again in an exclusive write."""
-    for exclusive in (False, True):
+    exclusive = False
+    while True:
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
             lease_at = lease_now(conn, at)
@@ -342,6 +349,7 @@ def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float
                 row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
                 return row and _take(conn, row, worker=worker, lease_s=lease_s, now=at, lease_at=lease_at, why=why)
+        exclusive = True
 
 
 def _from_gone(conn: Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
@@ -373,6 +381,7 @@ def takeover_why(conn: Connection, run: dict, now: float) -> str | None:
     or when its lease is over."""
     row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
     if holder.takeable:
+        assert row is not None   # judge finds takeable only a holder whose worker row it read
         why = clear(row, holder)
         return why and f"{run['worker']}: {why}"
     if (run["lease_expires_at"] or 0) <= lease_now(conn, now):
@@ -608,6 +617,7 @@ def fork(conn: Connection, parent: dict, from_step: int, now: float,
                  (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
     if edited:
+        assert name is not None   # read above, before anything was written, as edited was given
         _add_edited(conn, parent, run_id=run_id, position=from_step, name=name, edited=edited, now=now)
         return run_id
     add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
@@ -627,7 +637,8 @@ def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, n
                 edited: EditedEntry, now: float) -> None:
     """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
     first), and the events that say what was edited, on both runs."""
-    result, artifact = edited.encoded, None
+    result: str | None = edited.encoded
+    artifact: str | None = None
     if edited.place is not None:
         result, artifact = edited.place(f"artifacts/{run_id}", f"g1-{position:05d}-{name}-edited", edited.encoded)
     conn.execute("INSERT INTO journal_rows (run_id, generation, position, name, kind, result, artifact, attempts,"
