@@ -110,7 +110,7 @@ def insert_run(conn: Connection, *, agent: str, agent_version: str, code_version
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
-    add_event(conn, run_id, now, RunStatus.QUEUED, f"queued ({agent} v{agent_version})")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=f"queued ({agent} v{agent_version})")
     return run_id, True
 
 
@@ -229,11 +229,12 @@ def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: flo
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
         said = f"{previous}: {why}" if why else f"lease of {previous} expired"
-        add_event(conn, run_id, now, EventKind.TAKEOVER, f"{said}; {claimed}", worker, fence)
+        add_event(conn, run_id, at=now, kind=EventKind.TAKEOVER, message=f"{said}; {claimed}", worker=worker,
+                  fence=fence)
         return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
-        add_event(conn, run_id, now, EventKind.WOKE, "woke: its wait is over")
-    add_event(conn, run_id, now, EventKind.CLAIMED, claimed, worker, fence)
+        add_event(conn, run_id, at=now, kind=EventKind.WOKE, message="woke: its wait is over")
+    add_event(conn, run_id, at=now, kind=EventKind.CLAIMED, message=claimed, worker=worker, fence=fence)
     return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
@@ -443,7 +444,7 @@ def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message:
         (status, reason, result, result_artifact, error, traceback, wake_at,
          now if status in TERMINAL else None, int(handed_on), claim.run_id),
     )
-    add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+    add_event(conn, claim.run_id, at=now, kind=status, message=message, worker=claim.worker, fence=claim.fence)
     record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)   # when it needs a person
 
 
@@ -515,7 +516,7 @@ def requeue(conn: Connection, run_id: str, *, expected: str, reason: str, messag
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.QUEUED, reason, now))
-    add_event(conn, run_id, now, RunStatus.QUEUED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=message)
 
 
 def cancel(conn: Connection, run_id: str, expected: str, message: str, now: float) -> None:
@@ -523,7 +524,7 @@ def cancel(conn: Connection, run_id: str, expected: str, message: str, now: floa
     _transition(conn, run_id, expected,
                 f"status = ?, reason = ?, {_LET_GO}, finished_at = ?, updated_at = ?",
                 (RunStatus.CANCELLED, Reason.PERSON, now, now))
-    add_event(conn, run_id, now, RunStatus.CANCELLED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.CANCELLED, message=message)
 
 
 def park(conn: Connection, run_id: str, *, expected: str, message: str, now: float,
@@ -531,7 +532,7 @@ def park(conn: Connection, run_id: str, *, expected: str, message: str, now: flo
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.PARKED, reason, now))
-    add_event(conn, run_id, now, RunStatus.PARKED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.PARKED, message=message)
     record_notice(conn, run_id, status=RunStatus.PARKED, reason=reason, message=message, at=now)
 
 
@@ -549,7 +550,7 @@ def restart(conn: Connection, run_id: str, expected: str, message: str, now: flo
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
                  " updated_at = ? WHERE run_id = ?",
                  (generation, CHECKPOINT_SCHEMA, now, run_id))
-    add_event(conn, run_id, now, RunStatus.QUEUED, message.format(generation=generation))
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=message.format(generation=generation))
     return generation
 
 
@@ -620,9 +621,11 @@ def fork(conn: Connection, parent: dict, from_step: int, now: float,
         assert name is not None   # read above, before anything was written, as edited was given
         _add_edited(conn, parent, run_id=run_id, position=from_step, name=name, edited=edited, now=now)
         return run_id
-    add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
-              f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
-    add_event(conn, parent["id"], now, EventKind.FORKED, f"forked into {run_id} at position {from_step}")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED,
+              message=f"forked from {parent['id']} at position {from_step} (positions 0-{from_step - 1} kept)"
+              if from_step else f"forked from {parent['id']} from the start")
+    add_event(conn, parent["id"], at=now, kind=EventKind.FORKED,
+              message=f"forked into {run_id} at position {from_step}")
     return run_id
 
 
@@ -647,12 +650,13 @@ def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, n
                  (run_id, result, artifact, now, parent["id"], parent["generation"], position))
     kept = f"positions 0-{position - 1} kept" if position else "nothing before it kept"
     by = f" by {edited.by}" if edited.by else ""
-    add_event(conn, run_id, now, RunStatus.QUEUED,
-              f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
-    add_event(conn, run_id, now, EventKind.EDITED, f"#{position} {name}: result edited{by} in place of the one "
-              f"{parent['id']} recorded; runs on from #{position + 1}", edited.by)
-    add_event(conn, parent["id"], now, EventKind.FORKED,
-              f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED,
+              message=f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
+    add_event(conn, run_id, at=now, kind=EventKind.EDITED,
+              message=f"#{position} {name}: result edited{by} in place of the one {parent['id']} recorded; runs on"
+              f" from #{position + 1}", worker=edited.by)
+    add_event(conn, parent["id"], at=now, kind=EventKind.FORKED,
+              message=f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
 
 
 def recorded_positions(conn: Connection, run_id: str, generation: int) -> int:
