@@ -45,9 +45,12 @@ NO_USAGE = Usage()
 class Fenced(Protocol):
     """Whose journal an entry goes into: the run, its generation and the fence its writer claimed with (a Claim)."""
 
-    run_id: str
-    generation: int
-    fence: int
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def fence(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import Literal, cast, overload
+from typing import Literal, TypedDict, Unpack, cast, overload
 
 from ..errors import UserError
 from ..filters import Filter
@@ -71,7 +71,20 @@ def request_digest(request: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str) -> tuple[str, bool]:
+class RunFields(TypedDict):
+    """The columns of a new run, as `insert_run` takes them (`Registry.run_fields`)."""
+
+    agent: str
+    agent_version: str
+    code_version: str
+    request: str
+    budget: str
+    model: str
+    script: str | None
+
+
+def create_run(store: Store, *, now: float, run_key: str | None = None,
+               **fields: Unpack[RunFields]) -> tuple[str, bool]:
     """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
     with store.write() as conn:
         return insert_run(conn, now=now, run_key=run_key, **fields)
