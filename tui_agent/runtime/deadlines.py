@@ -101,8 +101,9 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
         waited = seconds(flight.timeout_s)
         if flight.effect is not None:
             set_state(conn, flight.effect, EffectState.UNKNOWN, at)
-            add_event(conn, run, at, EventKind.EFFECT, f"{flight.name}: outcome unknown: do was still running after "
-                      f"{waited}, its deadline; reconciled as after a crash", claim.worker, claim.fence)
+            add_event(conn, run, at=at, kind=EventKind.EFFECT,
+                      message=f"{flight.name}: outcome unknown: do was still running after {waited}, its deadline;"
+                      " reconciled as after a crash", worker=claim.worker, fence=claim.fence)
             settle(status=RunStatus.QUEUED, reason=Reason.RESUMED,
                    message=f"handed back: effect {flight.name!r} passed its deadline; the next claim reconciles it",
                    **ended)

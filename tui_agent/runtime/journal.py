@@ -310,5 +310,6 @@ class Recorder:
 
     def event(self, conn: Connection, kind: str, message: str, at: float | None = None) -> None:
         """Add one of the run's events, at `at` or now, in the caller's fenced write."""
-        add_event(conn, self.run_id, self.clock.now() if at is None else at, kind, message, self.worker, self.fence)
+        add_event(conn, self.run_id, at=self.clock.now() if at is None else at, kind=kind, message=message,
+                  worker=self.worker, fence=self.fence)
 

@@ -11,25 +11,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypedDict
+from typing import Any
 
 from ..errors import UserError
 from ..models import kept_replies, provider_for
+from ..store.runs import RunFields
 from ..strict_json import check_value
 from .agent import Agent, run_budget
 from .tracebacks import agent_frames, innermost
-
-
-class RunFields(TypedDict):
-    """The columns of a new run, as `store.runs.insert_run` takes them (`Registry.run_fields`)."""
-
-    agent: str
-    agent_version: str
-    code_version: str
-    request: str
-    budget: str
-    model: str
-    script: str | None
 
 
 class Registry:

@@ -89,7 +89,7 @@ def record_retry(conn: Connection, run_id: str, *, name: str, attempts: int, err
     and one `retry` event. Every retried attempt is recorded here, which is what `failing_since` counts back on."""
     record_failed_attempt(conn, run_id, attempts, at)
     said = f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); next in {delay_s:.1f}s"
-    add_event(conn, run_id, at, RETRY_EVENT, said, worker, fence)
+    add_event(conn, run_id, at=at, kind=RETRY_EVENT, message=said, worker=worker, fence=fence)
     import logging  # here, on a failure, not on every command's start: a worker's log (worker_log.say_retries)
     logging.getLogger(LOGGER).info("%s: %s %s", worker, run_id, said)
 

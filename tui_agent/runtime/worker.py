@@ -215,7 +215,8 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> N
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, at, None)
         set_code_version(conn, claim.run_id, agent.code_version, agent.version)
-        add_event(conn, claim.run_id, at, EventKind.CODE_VERSION,
-                  f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
+        add_event(conn, claim.run_id, at=at, kind=EventKind.CODE_VERSION,
+                  message="the agent's code changed since the last attempt"
+                  f" ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
-                     else "") + ")", claim.worker, claim.fence)
+                     else "") + ")", worker=claim.worker, fence=claim.fence)
