@@ -336,12 +336,13 @@ class Timeline(OptionList, inherit_bindings=False):
         prompts = []
         for item, shown in zip(self.items, names):
             mark = style(colours, item.tone, item.bold) or None
-            prompt = safe(self._prompt(item, mark, shown, name_w, tag_w, time_w, extra_w, folded))   # names, notes
+            prompt = safe(self._prompt(item, mark, full=shown, name_w=name_w, tag_w=tag_w, time_w=time_w,
+                                       extra_w=extra_w, folded=folded))   # names, notes
             prompt.truncate(width, overflow="ellipsis")
             prompts.append(prompt)
         return prompts
 
-    def _prompt(self, item: TimelineItem, mark: str | None, full: str, name_w: int, tag_w: int, time_w: int,
+    def _prompt(self, item: TimelineItem, mark: str | None, *, full: str, name_w: int, tag_w: int, time_w: int,
                 extra_w: int, folded: bool) -> Text:
         """One row; `mark` is the style of the item's mark in the current theme."""
         line = Text(no_wrap=True, overflow="ellipsis")
