@@ -30,7 +30,7 @@ from helpers import (
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
 from tui_agent.report import run_report
-from tui_agent.runtime.registry import load_registry
+from tui_agent.runtime.registry import import_agents, load_registry
 from tui_agent.runtime.tracebacks import innermost
 from tui_agent.store import open_store, schema
 from tui_agent.store.runs import get_run
@@ -94,6 +94,13 @@ def test_a_file_path_works_from_another_folder_as_option_and_variable(project, t
     missing = _console("--agents", "./nope.py", "agents", cwd=elsewhere)
     assert missing.returncode == 2, missing.stderr
     assert "--agents ./nope.py: no such file" in missing.stderr, missing.stderr
+
+
+def test_a_file_python_loads_no_module_from_is_refused_in_one_line(tmp_path):
+    """A path to a file without the .py suffix names nothing Python can import: a usage error, not a traceback."""
+    (tmp_path / "my_agents").write_text("from tui_agent import Agent\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"my_agents: Python cannot load a module from this file; name a \.py file"):
+        import_agents(str(tmp_path / "my_agents"))
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ def test_a_turns_opening_reads_are_two_round_trips(pg_url):
     try:
         wires["traced"] = _Wire(store).__enter__()
         with watching(watch):
-            outcome = execute(store, registry, claim)
+            outcome = execute(store, registry, claim=claim)
         assert outcome.status == "succeeded" and ran == ["s0"]
         sent = wires["traced"].sent()
         assert wires["traced"].round_trips() == 2, sent

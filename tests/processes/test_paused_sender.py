@@ -248,7 +248,7 @@ def test_do_gets_the_attempt_token_only_when_it_takes_a_second_argument(db_path)
     store = open_store(db_path)
     registry = registry_of(Agent(name="fx", run=agent_run))
     run_id, _ = operate.start(store, registry, "fx", {})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "succeeded"
     assert seen == [AttemptToken(run_id, 1, 1)]
     assert outcome.result["two"] == {"token": f"{run_id}/g1/f1"}
@@ -268,7 +268,7 @@ def test_a_stale_refusal_reports_the_run_taken_and_records_that_the_worker_let_g
 
     registry = registry_of(Agent(name="fx", run=agent_run))
     run_id, _ = operate.start(store, registry, "fx", {})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "refused"
     assert "nothing was sent" in outcome.error
     [effect] = effects_for(store, run_id)
@@ -304,7 +304,7 @@ def _attempted_by_this_process(db_path) -> tuple:
     faults.arm("after-attempted")
     try:
         with pytest.raises(SimulatedCrash):
-            execute(store, registry, claim_run(store, run_id, "w-alive", 0.1, now()))
+            execute(store, registry, claim=claim_run(store, run_id, "w-alive", 0.1, now()))
     finally:
         faults.disarm()
     store = open_store(db_path)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, one_row, refuse_stale, write_once
+from .base import FOR_UPDATE, SHARED_LOCK, Connection, Store, decoding, on_server, one_row, refuse_stale, write_once
 
 
 @dataclass
@@ -46,9 +46,12 @@ NO_USAGE = Usage()
 class Fenced(Protocol):
     """Whose journal an entry goes into: the run, its generation and the fence its writer claimed with (a Claim)."""
 
-    run_id: str
-    generation: int
-    fence: int
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def fence(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,13 +311,13 @@ def opening(store: Store, run_id: str, generation: int) -> Opening | None:
     return Opening(row, checkpoint, load_entries(store, run_id, generation), usage)
 
 
-def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
+def record_soft(conn: Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
     """Inside a fenced write: the soft crossing, so a replay degrades at the same point."""
     conn.execute("UPDATE checkpoints SET soft_position = coalesce(soft_position, ?), soft_dimensions = ?,"
                  " updated_at = ? WHERE run_id = ?", (position, json.dumps(dimensions), now, run_id))
 
 
-def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, now: float) -> None:
+def record_failed_attempt(conn: Connection, run_id: str, attempts: int, now: float) -> None:
     """Inside a fenced write: how many attempts the current step has used up."""
     conn.execute("UPDATE checkpoints SET step_attempts = ?, updated_at = ? WHERE run_id = ?", (attempts, now, run_id))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
@@ -165,7 +167,7 @@ def _let_go(conn: Connection, run_id: str, fence: int, worker: str, now: float) 
                  (run_id, fence, worker, now))
 
 
-def still_sending(conn: Connection, effect: dict, now: float) -> tuple[dict | None, str]:
+def still_sending(conn: Connection, effect: Mapping[str, Any], now: float) -> tuple[dict | None, str]:
     """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
     (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
     seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
