@@ -21,7 +21,7 @@ NOT_YET = {
     "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
     "patch.own_worktree", "patch.propose", "replay._Cassette.__init__", "replay._Cassette._request_diff",
     "replay._ending", "runs._started", "runs.ls", "runs.replay", "runs.run", "runs.spend", "runs.start",
-    "schedules.schedule_add", "spend.report", "timeline.Timeline._prompt", "upkeep.prune_command",
+    "schedules.schedule_add", "spend.report", "upkeep.prune_command",
     "workers.worker",
 }
 
