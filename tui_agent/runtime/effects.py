@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from ..errors import EffectDeclined, EffectNotDone, ParkRun
 from ..format import span
 from ..states import IN_DOUBT, EffectState, EntryKind, EventKind, Reason, RunStatus
 from ..store import FenceRefused
+from ..store.base import Connection
 from ..store.effects import (
     add_intended,
     confirmed_with_key,
@@ -84,7 +84,7 @@ def _takes_token(do: Callable) -> bool:
     return len([p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2
 
 
-def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
+def sender_warning(conn: Connection, effect: dict) -> str | None:
     """For a person about to answer "not done": the worker that attempted the effect may still send it."""
     if effect.get("state") not in IN_DOUBT or not effect.get("attempted_by"):
         return None

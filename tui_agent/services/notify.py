@@ -259,6 +259,7 @@ class Attendant:
             self.log(f"tui-agent: {self.name}: notices: {e}; left for the next worker or tick")
 
     def deliver(self, notice: dict) -> None:
+        assert self.command is not None   # attend delivers only while it has a command
         failed = run_command(self.command, event(notice), self.timeout_s)
         if failed:
             self.log(f"tui-agent: {self.name}: --notify {Path(self.command[0]).name} failed for notice "

@@ -14,11 +14,11 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import ParkRun, UserError
@@ -26,7 +26,7 @@ from ..models import provider_for
 from ..models.scripted import ScriptedProvider
 from ..runtime.clock import now
 from ..runtime.context import Context, asking, shared_prefix
-from ..runtime.journal import Recorder
+from ..runtime.journal import UNSET, Recorder
 from ..runtime.outcomes import CodeChanged, Suspend
 from ..runtime.registry import Registry
 from ..runtime.results import decode, digest
@@ -151,7 +151,8 @@ class _Cassette(Context):
         return super().step(name, fn, *args, **kwargs)
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
-              system: Any = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
+              system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
+              timeout_s: float | None | object = UNSET) -> dict:
         position = self.position
         if self._recorded_name(position) == name:
             recorded = model_calls.answered_request(self._db, self.run_id, self.generation, position)
@@ -163,7 +164,7 @@ class _Cassette(Context):
                         position, "model-request", name, name,
                         f"#{position} {name}: the model is asked something else than the run recorded", diff))
         return super().model(name, messages=messages, max_tokens=max_tokens, model=model, system=system,
-                             tools=tools, cache=cache)
+                             tools=tools, cache=cache, timeout_s=timeout_s)
 
     def _request_diff(self, recorded: dict, model_id: str, previous: list[dict], max_tokens: int, system: Any,
                       tools: Any, messages: list[dict]) -> tuple[str, ...]:
@@ -222,7 +223,7 @@ def _messages_diff(was: list, is_now: list) -> list[str]:
     return lines
 
 
-def _provider(run: dict, agent) -> Any:
+def _provider(run: Mapping[str, Any], agent) -> Any:
     """The run's provider, for the model id it pins; it is never asked (a file script may be gone)."""
     spec = run["model"] or "scripted"
     try:
@@ -231,11 +232,11 @@ def _provider(run: dict, agent) -> Any:
         return ScriptedProvider(agent.script, name=spec)
 
 
-def _recorded_result(store: Store, run: dict) -> Any:
+def _recorded_result(store: Store, run: Mapping[str, Any]) -> Any:
     return decode(store, run["result"], run["result_artifact"])
 
 
-def _ending(store: Store, run: dict, position: int, result: Any = None, raised: BaseException | None = None,
+def _ending(store: Store, run: Mapping[str, Any], position: int, result: Any = None, raised: BaseException | None = None,
             suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
     """How the code ended against how the run ended."""
     status, recorded_error = run["status"], run["error"]
@@ -262,7 +263,7 @@ def _ending(store: Store, run: dict, position: int, result: Any = None, raised: 
                           tuple(_text_diff("result", was, is_now)))
 
 
-def _failed_at(run: dict) -> tuple[int, str] | None:
+def _failed_at(run: Mapping[str, Any]) -> tuple[int, str] | None:
     """The position and name of the step a failed run failed at, from its error (outcomes.StepFailed's)."""
     if run["status"] != RunStatus.FAILED:
         return None
@@ -270,7 +271,7 @@ def _failed_at(run: dict) -> tuple[int, str] | None:
     return None if found is None else (int(found[1]), ast.literal_eval(found[2]))
 
 
-def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
+def _past_the_end(run: Mapping[str, Any], stop: _Stop) -> tuple[str, Divergence | None]:
     """The code made a call the journal does not hold: where the run stopped, unless it had ended."""
     position, name, status = stop.position, stop.name, run["status"]
     failed = _failed_at(run)
@@ -286,7 +287,7 @@ def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
 
 
 @contextmanager
-def _query_only(db_path: Path) -> Iterator[Store]:
+def _query_only(db_path: str | os.PathLike) -> Iterator[Store]:
     store = open_store(db_path, create=False)
     try:
         store.read_only()
@@ -295,14 +296,14 @@ def _query_only(db_path: Path) -> Iterator[Store]:
         store.close()
 
 
-def replay_run(db_path: Path, registry: Registry, run_ref: str, on_copy: bool = False) -> Replay:
+def replay_run(db_path: str | os.PathLike, registry: Registry, run_ref: str, on_copy: bool = False) -> Replay:
     """Replay one run against the registry's code for its agent. `on_copy`: `db_path` is a copy nothing else
     writes to (replay_copy.py's), so whatever commits to it while the code runs was the code's own write."""
     with _query_only(db_path) as store:
         return _replay(store, registry, get_run(store, resolve_run(store, run_ref)), on_copy)
 
 
-def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int,
+def replay_last(db_path: str | os.PathLike, registry: Registry, agent_name: str, count: int,
                 on_copy: bool = False) -> list[Replay]:
     """Replay an agent's last `count` finished runs, newest first: a check before releasing new code."""
     registry.get(agent_name)   # an unknown agent is a mistake, not "no runs"
@@ -311,7 +312,7 @@ def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int,
                 for run_id in last_finished(store, agent_name, count)]
 
 
-def _replay(store: Store, registry: Registry, run: dict, on_copy: bool) -> Replay:
+def _replay(store: Store, registry: Registry, run: Mapping[str, Any], on_copy: bool) -> Replay:
     version = store.data_version() if on_copy else None
     replayed = _replay_code(store, registry, run)
     if version is None or not replayed.reproduced or store.data_version() == version:
@@ -322,7 +323,7 @@ def _replay(store: Store, registry: Registry, run: dict, on_copy: bool) -> Repla
     return replace(replayed, note=wrote.message, divergence=wrote)
 
 
-def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
+def _replay_code(store: Store, registry: Registry, run: Mapping[str, Any]) -> Replay:
     agent = registry.get(run["agent"])
     entries = load_entries(store, run["id"], run["generation"])
     at = now()
@@ -330,13 +331,13 @@ def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
                   "replay", float("inf"), at)
     ctx = _Cassette(store, claim, json.loads(run["request"]), run["artifact_dir"], load_checkpoint(store, run["id"]),
                     entries, _provider(run, agent), agent=agent, registry=registry, check_inputs=agent.journal_inputs)
-    done = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
+    done: dict[str, Any] = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
     try:
         result = agent.run(ctx, ctx.request)
         note, divergence = _ending(store, run, ctx.position, result=result)
     except _Stop as stop:
         note, divergence = (("", stop.divergence) if stop.divergence is not None else _past_the_end(run, stop))
-        return Replay(**done, answered=stop.position, note=note or divergence.message, divergence=divergence)
+        return Replay(**done, answered=stop.position, note=_note(note, divergence), divergence=divergence)
     except Suspend as e:
         note, divergence = _ending(store, run, ctx.position, suspended=e)
     except ParkRun as e:
@@ -344,4 +345,11 @@ def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
                                    suspended=Suspend(RunStatus.PARKED, "environment", str(e)))
     except Exception as e:  # the agent's own code raised where the run may have too
         note, divergence = _ending(store, run, ctx.position, raised=e)
-    return Replay(**done, answered=ctx.position, note=note or divergence.message, divergence=divergence)
+    return Replay(**done, answered=ctx.position, note=_note(note, divergence), divergence=divergence)
+
+
+def _note(note: str, divergence: Divergence | None) -> str:
+    """How a replay ended, in one line: `note`, or the divergence's message when the ending left no note."""
+    if note or divergence is None:
+        return note
+    return divergence.message
