@@ -127,8 +127,8 @@ class _Cassette(Context):
     """A Context whose journal is a `_Tape`, which also compares a step's arguments and a model call's request
     with what the run recorded."""
 
-    def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
-                 entries: list[tuple], provider: Any, *, agent: Any, registry: Registry, check_inputs: bool) -> None:
+    def __init__(self, store: Store, claim: Claim, *, request: Any, artifact_dir: str, checkpoint: Checkpoint,
+                 entries: list[tuple], provider: Any, agent: Any, registry: Registry, check_inputs: bool) -> None:
         super().__init__(store, claim, request=request, artifact_dir=artifact_dir, checkpoint=checkpoint,
                          entries=entries, provider=provider, agent=agent, registry=registry, recorder=_Tape)
         self._db, self._names, self._check_inputs = store, [entry[1] for entry in entries], check_inputs
@@ -158,7 +158,8 @@ class _Cassette(Context):
             recorded = model_calls.answered_request(self._db, self.run_id, self.generation, position)
             if recorded is not None:
                 chosen, previous = asking(self, model)
-                diff = self._request_diff(recorded, chosen, previous, max_tokens, system, tools, messages)
+                diff = self._request_diff(recorded, chosen, previous=previous, max_tokens=max_tokens, system=system,
+                                          tools=tools, messages=messages)
                 if diff:
                     raise _Stop(position, name, Divergence(
                         position, "model-request", name, name,
@@ -166,7 +167,7 @@ class _Cassette(Context):
         return super().model(name, messages=messages, max_tokens=max_tokens, model=model, system=system,
                              tools=tools, cache=cache, timeout_s=timeout_s)
 
-    def _request_diff(self, recorded: dict, model_id: str, previous: list[dict], max_tokens: int, system: Any,
+    def _request_diff(self, recorded: dict, model_id: str, *, previous: list[dict], max_tokens: int, system: Any,
                       tools: Any, messages: list[dict]) -> tuple[str, ...]:
         """The fields that differ from the recorded request, compactly. The calls before this one matched,
         so the recorded messages are the previous call's first `after` and the ones it added."""
@@ -236,8 +237,8 @@ def _recorded_result(store: Store, run: Mapping[str, Any]) -> Any:
     return decode(store, run["result"], run["result_artifact"])
 
 
-def _ending(store: Store, run: Mapping[str, Any], position: int, result: Any = None, raised: BaseException | None = None,
-            suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
+def _ending(store: Store, run: Mapping[str, Any], *, position: int, result: Any = None,
+            raised: BaseException | None = None, suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
     """How the code ended against how the run ended."""
     status, recorded_error = run["status"], run["error"]
     if raised is not None:
@@ -329,22 +330,23 @@ def _replay_code(store: Store, registry: Registry, run: Mapping[str, Any]) -> Re
     at = now()
     claim = Claim(run["id"], run["agent"], run["code_version"], run["generation"], run["attempt"], run["fence"],
                   "replay", float("inf"), at)
-    ctx = _Cassette(store, claim, json.loads(run["request"]), run["artifact_dir"], load_checkpoint(store, run["id"]),
-                    entries, _provider(run, agent), agent=agent, registry=registry, check_inputs=agent.journal_inputs)
+    ctx = _Cassette(store, claim, request=json.loads(run["request"]), artifact_dir=run["artifact_dir"],
+                    checkpoint=load_checkpoint(store, run["id"]), entries=entries, provider=_provider(run, agent),
+                    agent=agent, registry=registry, check_inputs=agent.journal_inputs)
     done: dict[str, Any] = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
     try:
         result = agent.run(ctx, ctx.request)
-        note, divergence = _ending(store, run, ctx.position, result=result)
+        note, divergence = _ending(store, run, position=ctx.position, result=result)
     except _Stop as stop:
         note, divergence = (("", stop.divergence) if stop.divergence is not None else _past_the_end(run, stop))
         return Replay(**done, answered=stop.position, note=_note(note, divergence), divergence=divergence)
     except Suspend as e:
-        note, divergence = _ending(store, run, ctx.position, suspended=e)
+        note, divergence = _ending(store, run, position=ctx.position, suspended=e)
     except ParkRun as e:
-        note, divergence = _ending(store, run, ctx.position,
+        note, divergence = _ending(store, run, position=ctx.position,
                                    suspended=Suspend(RunStatus.PARKED, "environment", str(e)))
     except Exception as e:  # the agent's own code raised where the run may have too
-        note, divergence = _ending(store, run, ctx.position, raised=e)
+        note, divergence = _ending(store, run, position=ctx.position, raised=e)
     return Replay(**done, answered=ctx.position, note=_note(note, divergence), divergence=divergence)
 
 
