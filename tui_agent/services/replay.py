@@ -333,7 +333,8 @@ def _replay_code(store: Store, registry: Registry, run: Mapping[str, Any]) -> Re
     ctx = _Cassette(store, claim, request=json.loads(run["request"]), artifact_dir=run["artifact_dir"],
                     checkpoint=load_checkpoint(store, run["id"]), entries=entries, provider=_provider(run, agent),
                     agent=agent, registry=registry, check_inputs=agent.journal_inputs)
-    done: dict[str, Any] = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
+    done: dict[str, Any] = {"run_id": run["id"], "agent": run["agent"], "status": run["status"],
+                            "entries": len(entries)}
     try:
         result = agent.run(ctx, ctx.request)
         note, divergence = _ending(store, run, position=ctx.position, result=result)
