@@ -121,7 +121,7 @@ def _budget_value(where: str, name: str, text: str) -> float:
     return int(value)
 
 
-def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
+def start(store: Store, registry: Registry, *, agent_name: str, request: Any, key: str | None = None,
           model: str = "default", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
     fields = registry.run_fields(agent_name, request, model, budget)
@@ -197,7 +197,8 @@ def why_not_approve(run: Mapping[str, Any], question: Mapping[str, Any] | None) 
     return "it is not waiting for an approval"
 
 
-def why_not_decide(run: Mapping[str, Any], effect: Mapping[str, Any] | None = None, allowed: tuple[str, ...] = ()) -> str | None:
+def why_not_decide(run: Mapping[str, Any], effect: Mapping[str, Any] | None = None,
+                   allowed: tuple[str, ...] = ()) -> str | None:
     """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
     out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
     if run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now():
@@ -315,14 +316,14 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
     return run["id"]
 
 
-def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
+def reconcile_happened(store: Store, run_ref: str, *, effect_ref: str, result: Any = None,
                        note: str | None = None, at: float | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
     return _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.CONFIRMED,
                    what="says it happened", note=note, result=json.dumps(result, ensure_ascii=False), at=at)
 
 
-def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
+def reconcile_not_done(store: Store, run_ref: str, *, effect_ref: str, note: str | None = None,
                        warn: Callable[[str], None] | None = None, at: float | None = None) -> str:
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
@@ -670,7 +671,7 @@ def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
             "kind": row["kind"], "result": decode(store, row["result"], row["artifact"])}
 
 
-def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name: str | None = None,
+def fork_edited(store: Store, run_ref: str, *, position: int, result: Any, name: str | None = None,
                 generation: int | None = None) -> str:
     """A new run that keeps RUN's entries before `position`, holds `result` (a person's edit of the step result
     or model reply recorded there, marked edited) at `position`, and runs everything after it anew. `name` and
@@ -728,7 +729,7 @@ def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree,
     return done
 
 
-def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
+def schedule_add(store: Store, registry: Registry, *, name: str, agent: str, cron: str, tz: str = "UTC",
                  request: Any = None, missed: str = "once", overlap: str = "skip",
                  grace_s: float = schedule.GRACE_S, model: str = "default") -> dict:
     """A new schedule; fires before now never count."""
