@@ -16,12 +16,12 @@ POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
     "app.TuiAgentApp.__init__", "context.run_program", "decisions._bulk", "decisions.reconcile", "decisions.resume",
-    "events.add_event", "gauges.gauge_line", "harness._act", "harness._commit", "harness._judge", "harness._load",
+    "gauges.gauge_line", "harness._act", "harness._commit", "harness._judge", "harness._load",
     "harness_plan.entry", "harness_plan.prompt",
     "patch.own_worktree", "patch.propose",
     "runs._started", "runs.ls", "runs.replay", "runs.run", "runs.spend", "runs.start",
-    "schedules.schedule_add", "spend.report", "timeline.Timeline._prompt", "upkeep.prune_command", "worker.execute",
-    "workers.register", "workers.worker",
+    "schedules.schedule_add", "spend.report", "timeline.Timeline._prompt", "upkeep.prune_command",
+    "workers.worker",
 }
 
 
