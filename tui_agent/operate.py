@@ -52,7 +52,7 @@ from .store.events import add_event, add_schedule_event
 from .store.exports import Carried, import_runs
 from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
-from .store.rows import EffectRow
+from .store.rows import EffectRow, RunRow
 from .store.runs import (
     EditedEntry,
     RunNotFound,
@@ -124,9 +124,7 @@ def _budget_value(where: str, name: str, text: str) -> float:
 def start(store: Store, registry: Registry, *, agent_name: str, request: Any, key: str | None = None,
           model: str = "default", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
-    fields = registry.run_fields(agent_name, request, model, budget)
-    # create_run's **fields say str, but it hands `script` (None for most models) to insert_run's str | None
-    return create_run(store, now=now(), run_key=key, **fields)  # type: ignore[arg-type]
+    return create_run(store, now=now(), run_key=key, **registry.run_fields(agent_name, request, model, budget))
 
 
 def _person() -> str:
@@ -234,7 +232,7 @@ def _waits_on_harness(reason: str | None) -> bool:
     return budget_dimension(reason) is not None or reason == Reason.PLATEAU
 
 
-def _refuse(store: Store, run: dict[str, Any], why: str) -> UserError:
+def _refuse(store: Store, run: Mapping[str, Any], why: str) -> UserError:
     """The one-line refusal says what the run is now and what last happened to it (often the other actor's
     decision that won a race), so the loser learns what happened instead."""
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
@@ -250,18 +248,13 @@ def why_not_imported(found: Mapping[str, Any] | None) -> str | None:
             "FILE --adopt")
 
 
-def _run(store: Store, run_ref: str) -> dict[str, Any]:
-    """The run `run_ref` names, as a plain dict: the store's writes and `standing` take one."""
-    return dict(get_run(store, resolve_run(store, run_ref)))
-
-
 def _current(store: Store, run_ref: str, why_not: Callable[[dict[str, Any]], str | None] | None = None,
              held: bool = False, forking: bool = False) -> dict[str, Any]:
     """The run as it is now, read inside the action's write, refused unless the action applies to it.
 
     An imported run takes only `forking`. With `held`, the run comes with what can be told of its holder
     (report.with_holders)."""
-    run = _run(store, run_ref)
+    run: dict[str, Any] = dict(get_run(store, resolve_run(store, run_ref)))   # fork and takeover_why take a dict
     if held:
         run = with_holders(store, [run])[0]
     why = "prune is removing it" if run["pruned_at"] is not None else None
@@ -448,7 +441,7 @@ def _act_on(store: Store, action: str, run_id: str, note: str | None) -> None:
     elif action in ("approve", "deny"):
         approve(store, run_id, deny=action == "deny", note=note)
     else:
-        run = _run(store, run_id)
+        run = get_run(store, resolve_run(store, run_id))
         effect, why = _asked_about(store, run)
         if why:
             raise _refuse(store, run, why)
@@ -504,7 +497,7 @@ def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BU
     refused: dict[str, list[str]] = {action: [] for action in actions}
     for run_id in run_ids:
         try:
-            run = dict(get_run(store, run_id))
+            run = get_run(store, run_id)
         except RunNotFound as e:   # removed since it was selected (pruned)
             for action in actions:
                 refused[action].append(f"{e}: it was removed meanwhile")
@@ -708,7 +701,7 @@ def import_export(store: Store, source: Store, meta: dict, file: str, adopt: boo
 def remove_worktree(store: Store, run_ref: str) -> Worktree:
     """Remove the worktree RUN names, once every run that goes on in it has ended; its branch stays
     (worktrees.py). Refused, with nothing removed, while a run may still need it or it holds uncommitted changes."""
-    run = _run(store, run_ref)
+    run = get_run(store, resolve_run(store, run_ref))
     tree = worktrees.of_run(store, run["id"])
     if tree is None:
         raise _refuse(store, run, "it names no worktree that git knows (git worktree list)")
@@ -850,10 +843,10 @@ def why_not_harness(run: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _harness_run(store: Store, run_ref: str) -> tuple[dict[str, Any], Any, Any]:
+def _harness_run(store: Store, run_ref: str) -> tuple[RunRow, Any, Any]:
     """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
     refused for another agent's run, a run a worker holds, and one that ended."""
-    run = _run(store, run_ref)
+    run = get_run(store, resolve_run(store, run_ref))
     why = why_not_harness(run)
     if why:
         raise _refuse(store, run, why)

@@ -26,7 +26,7 @@ from ..models import provider_for
 from ..models.scripted import ScriptedProvider
 from ..runtime.clock import now
 from ..runtime.context import Context, asking, shared_prefix
-from ..runtime.journal import UNSET, Recorder
+from ..runtime.journal import UNSET, Recorder, Unset
 from ..runtime.outcomes import CodeChanged, Suspend
 from ..runtime.registry import Registry
 from ..runtime.results import decode, digest
@@ -152,7 +152,7 @@ class _Cassette(Context):
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
-              timeout_s: float | None | object = UNSET) -> dict:
+              timeout_s: float | None | Unset = UNSET) -> dict:
         position = self.position
         if self._recorded_name(position) == name:
             recorded = model_calls.answered_request(self._db, self.run_id, self.generation, position)
