@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -536,11 +536,11 @@ def vacuum(store: Store) -> dict:
     return {"before": before, "after": prune_runs.free_space(store)}
 
 
-def _retrying(run: dict) -> bool:
+def _retrying(run: Mapping[str, Any]) -> bool:
     return (run["status"], run["reason"]) == (RunStatus.WAITING, Reason.RETRY)
 
 
-def resumed(run: dict, restart: bool = False) -> str:
+def resumed(run: Mapping[str, Any], restart: bool = False) -> str:
     """What `resume` does to `run` (as it was before), said the same way by the CLI and the TUI."""
     if restart:
         return "restarted from zero"
