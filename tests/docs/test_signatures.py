@@ -16,10 +16,10 @@ POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
     "app.TuiAgentApp.__init__", "context.run_program",
-    "events.add_event", "gauges.gauge_line", "harness._act", "harness._commit", "harness._judge", "harness._load",
-    "harness_plan.entry", "harness_plan.prompt", "notify.Attendant.__init__", "operate.fork_edited",
+    "events.add_event", "gauges.gauge_line",
+    "notify.Attendant.__init__", "operate.fork_edited",
     "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
-    "patch.own_worktree", "patch.propose", "replay._Cassette.__init__", "replay._Cassette._request_diff",
+    "replay._Cassette.__init__", "replay._Cassette._request_diff",
     "replay._ending",
     "timeline.Timeline._prompt", "worker.execute",
     "workers.register",
