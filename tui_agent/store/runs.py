@@ -71,7 +71,7 @@ def request_digest(request: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str) -> tuple[str, bool]:
+def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str | None) -> tuple[str, bool]:
     """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
     with store.write() as conn:
         return insert_run(conn, now=now, run_key=run_key, **fields)
