@@ -109,7 +109,7 @@ def ours(store, n: int, claim=None):
         run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
         claim = claim_run(store, run_id, "w-bench", 600.0, time.time())
     outcome = []
-    seconds = timed(lambda: outcome.append(execute(store, REGISTRY, claim)))
+    seconds = timed(lambda: outcome.append(execute(store, REGISTRY, claim=claim)))
     assert outcome[0].status == "succeeded", outcome[0]
     return claim, seconds
 

@@ -77,7 +77,7 @@ def build(folder: Path, steps: int) -> tuple[Path, str]:
     registry = Registry()
     registry.add(Agent(name="long", run=_long, budget=Budget(steps=steps + 10)), "bench")
     run_id, _ = start(store, registry, "long", {"steps": steps})
-    execute(store, registry, claim_run(store, run_id, "w-bench", 3600.0, now()))
+    execute(store, registry, claim=claim_run(store, run_id, "w-bench", 3600.0, now()))
     store.close()
     return db, run_id
 

@@ -128,7 +128,7 @@ def start_and_work(store, registry, agent_name, request, worker="w-test", lease_
 def work(store, registry, run_id, worker="w-test", lease_s=60.0):
     claim = claim_run(store, run_id, worker, lease_s, now())
     assert claim is not None, f"{run_id} was not claimable"
-    return execute(store, registry, claim)
+    return execute(store, registry, claim=claim)
 
 
 def crashed_into_doubt(store, database, registry, clock, run_id: str):
@@ -142,7 +142,7 @@ def crashed_into_doubt(store, database, registry, clock, run_id: str):
     store = open_store(database)
     clock.advance(2)
     taken_over(database, run_id)        # on PostgreSQL, the server's clock judges the lease: waited out
-    execute(store, registry, claim_run(store, run_id, "w-2", 60, now()))
+    execute(store, registry, claim=claim_run(store, run_id, "w-2", 60, now()))
     assert (get_run(store, run_id)["status"], get_run(store, run_id)["reason"]) == ("waiting", "reconcile")
     return store
 

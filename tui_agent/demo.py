@@ -34,7 +34,7 @@ def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None
     if crash_at:
         faults.arm(*faults.parse(crash_at, "the demo's crash point"))
     try:
-        execute(store, registry, claim)
+        execute(store, registry, claim=claim)
     except SimulatedCrash:
         return
     finally:

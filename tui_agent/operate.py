@@ -275,7 +275,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
 
 def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
-    add_event(conn, run["id"], at, EventKind.DECISION, message, who)
+    add_event(conn, run["id"], at=at, kind=EventKind.DECISION, message=message, worker=who)
     requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED, message=f"queued: {message}", now=at)
 
 
@@ -568,7 +568,8 @@ def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, 
             set_budget(conn, run["id"], after)
             raised = ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" if k != UNBOUNDED else
                                "unbounded (no default ceilings)" for k in budget)
-            add_event(conn, run["id"], at, EventKind.BUDGET, f"budget changed by {who}: {raised}", who)
+            add_event(conn, run["id"], at=at, kind=EventKind.BUDGET, message=f"budget changed by {who}: {raised}",
+                      worker=who)
         if restart:
             restart_run(conn, run["id"], run["status"], f"restarted from zero by {who} in generation {{generation}} "
                         f"(generation {run['generation']} stays readable)", at)
@@ -865,8 +866,9 @@ def harness_rule(store: Store, run_ref: str, text: str) -> str:
     run, settings, place = _harness_run(store, run_ref)
     commit = add_rule(place, run["id"], settings["rules"], text)
     with store.write() as conn:
-        add_event(conn, run["id"], now(), EventKind.RULE, f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
-                  f"{' '.join(text.split())}", _person())
+        add_event(conn, run["id"], at=now(), kind=EventKind.RULE,
+                  message=f"{_person()} added a rule to {settings['rules']} ({commit[:12]}): "
+                  f"{' '.join(text.split())}", worker=_person())
     return f"{run['id']}: rule committed in {place['worktree']} ({commit[:12]}); {_resumed_if_waiting(store, run)}"
 
 
@@ -886,5 +888,6 @@ def harness_limit(store: Store, run_ref: str, limits: dict[str, int]) -> str:
     artifacts.save(store, where, json.dumps(after).encode())
     said = ", ".join(f"{name} {before.get(name, settings[name])} -> {value}" for name, value in limits.items())
     with store.write() as conn:
-        add_event(conn, run["id"], now(), EventKind.LIMIT, f"{_person()} raised the harness's ceilings: {said}", _person())
+        add_event(conn, run["id"], at=now(), kind=EventKind.LIMIT,
+                  message=f"{_person()} raised the harness's ceilings: {said}", worker=_person())
     return f"{run['id']}: {said}; {_resumed_if_waiting(store, run)}"

@@ -217,7 +217,7 @@ class Session:
             then(result)
 
     def _show_pending(self) -> None:
-        self.app.pending = tuple(self.pending.values())
+        self.app.pending = tuple(self.pending.values())  # type: ignore[attr-defined]  # app.py's TuiAgentApp has it
 
     def changed(self) -> None:
         """After an action: the screen shown re-reads now rather than at the next poll."""
@@ -239,7 +239,7 @@ class Reads:
 
     @property
     def session(self) -> Session:
-        return self.app.session
+        return self.app.session  # type: ignore[attr-defined]  # mixed into a Screen or the App
 
     def on_loaded(self, message: Loaded) -> None:
         message.stop()

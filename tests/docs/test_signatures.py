@@ -16,13 +16,12 @@ POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
     "app.TuiAgentApp.__init__", "context.run_program",
-    "events.add_event", "gauges.gauge_line",
+    "gauges.gauge_line",
     "notify.Attendant.__init__", "operate.fork_edited",
     "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
     "replay._Cassette.__init__", "replay._Cassette._request_diff",
     "replay._ending",
-    "timeline.Timeline._prompt", "worker.execute",
-    "workers.register",
+    "timeline.Timeline._prompt",
 }
 
 

@@ -74,12 +74,12 @@ def test_a_run_worked_on_a_clock_of_its_own_never_moves_the_process_clock(store)
     real = CLOCK.now()
     scenario = Clock(start=real + 30 * 3600)
     scenario.freeze(real + 30 * 3600)
-    first = execute(store, registry, claim_run(store, run_id, "w-sim", 60.0, scenario.now), clock=scenario)
+    first = execute(store, registry, claim=claim_run(store, run_id, "w-sim", 60.0, scenario.now), clock=scenario)
     assert (first.status, first.reason) == ("waiting", "sleep")
     assert get_run(store, run_id)["wake_at"] == real + 31 * 3600       # an hour after the scenario's now
     assert claim_run(store, run_id, "w-real", 60.0, CLOCK.now) is None      # not due on the process clock
     scenario.advance(2 * 3600)
-    second = execute(store, registry, claim_run(store, run_id, "w-sim", 60.0, scenario.now), clock=scenario)
+    second = execute(store, registry, claim=claim_run(store, run_id, "w-sim", 60.0, scenario.now), clock=scenario)
     assert second.status == "succeeded"
     assert get_run(store, run_id)["finished_at"] == real + 32 * 3600
     stamps = [e["at"] for e in events_for(store, run_id)][1:]           # the first is start's, on the process clock

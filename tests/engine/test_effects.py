@@ -95,7 +95,7 @@ class World:
     def work(self, run_id, worker="w-1", lease_s=30.0):
         claim = claim_run(self.store, run_id, worker, lease_s, now())
         assert claim is not None, get_run(self.store, run_id)
-        return execute(self.store, self.registry, claim)
+        return execute(self.store, self.registry, claim=claim)
 
     def crash(self, run_id, point):
         """A worker dies at `point`; the store is reopened as a fresh process would."""

@@ -123,7 +123,7 @@ def test_a_worker_whose_fence_is_stale_stops_the_run_without_writing(store, cloc
     clock.advance(11)
     claim_run(store, run_id, "w-b", 10, now())
     events_before = events_for(store, run_id)
-    outcome = execute(store, registry, stale)
+    outcome = execute(store, registry, claim=stale)
     assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.REFUSED, None, "refused")
     assert journal_for(store, run_id) == []
     assert events_for(store, run_id) == events_before
@@ -160,7 +160,7 @@ def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):
     registry = registry_of(Agent(name="slow", run=slow_steps))
     run_id, _ = start(store, registry, "slow", {})
     claim = claim_run(store, run_id, "w-a", 30, now())
-    assert execute(store, registry, claim).status == "succeeded"
+    assert execute(store, registry, claim=claim).status == "succeeded"
     assert stolen == [None], "60 s into a 30 s lease the run was still held: the steps renewed it"
 
 
@@ -198,6 +198,6 @@ def test_a_worker_only_claims_agents_it_knows(store):
 def test_a_turn_that_settles_the_run_says_so_apart_from_its_status(store, clock):
     registry = _noop_agent()
     run_id, _ = start(store, registry, "noop", {})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-a", 10, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-a", 10, now()))
     assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.SETTLED, "succeeded", "succeeded")
     assert get_run(store, run_id)["status"] == outcome.settled

@@ -30,7 +30,7 @@ from helpers import (
 from tui_agent import Agent, operate
 from tui_agent.errors import UserError
 from tui_agent.report import run_report
-from tui_agent.runtime.registry import load_registry
+from tui_agent.runtime.registry import import_agents, load_registry
 from tui_agent.runtime.tracebacks import innermost
 from tui_agent.store import open_store, schema
 from tui_agent.store.runs import get_run
@@ -94,6 +94,13 @@ def test_a_file_path_works_from_another_folder_as_option_and_variable(project, t
     missing = _console("--agents", "./nope.py", "agents", cwd=elsewhere)
     assert missing.returncode == 2, missing.stderr
     assert "--agents ./nope.py: no such file" in missing.stderr, missing.stderr
+
+
+def test_a_file_python_loads_no_module_from_is_refused_in_one_line(tmp_path):
+    """A path to a file without the .py suffix names nothing Python can import: a usage error, not a traceback."""
+    (tmp_path / "my_agents").write_text("from tui_agent import Agent\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"my_agents: Python cannot load a module from this file; name a \.py file"):
+        import_agents(str(tmp_path / "my_agents"))
 
 
 @pytest.fixture
@@ -281,10 +288,10 @@ def test_a_version_2_database_gains_the_traceback_column(db_path):
 
 def test_workers_lists_a_stopped_worker_only_with_all(invoke, store):
     at = time.time()
-    register(store, "w-done", os.getpid(), "elsewhere", 1, 60, at - 10)
+    register(store, "w-done", pid=os.getpid(), host="elsewhere", concurrency=1, lease_s=60, now=at - 10)
     stopped(store, "w-done", at - 5)
     assert "no worker is running (1 stopped: --all lists them)" in stdout_ok(invoke("workers"))
-    register(store, "w-live", os.getpid(), "elsewhere", 1, 60, at)
+    register(store, "w-live", pid=os.getpid(), host="elsewhere", concurrency=1, lease_s=60, now=at)
 
     def names(*args: str) -> set[str]:
         return {row["name"] for row in json.loads(stdout_ok(invoke("workers", "--json", *args)))}
@@ -300,11 +307,12 @@ def test_workers_lists_a_stopped_worker_only_with_all(invoke, store):
 def test_stopped_workers_older_than_a_day_go_when_a_worker_registers(store):
     at = time.time()
     for name, stopped_at in (("w-recent", at - HOUR), ("w-old", at - 2 * DAY)):
-        register(store, name, 1, "elsewhere", 1, 60, stopped_at - 10)
+        register(store, name, pid=1, host="elsewhere", concurrency=1, lease_s=60, now=stopped_at - 10)
         stopped(store, name, stopped_at)
-    register(store, "w-silent", 1, "elsewhere", 1, 60, at - 3 * DAY)   # never said goodbye: kept
+    register(store, "w-silent", pid=1, host="elsewhere", concurrency=1, lease_s=60,
+             now=at - 3 * DAY)   # never said goodbye: kept
     assert {row["name"] for row in workers_listing(store)} == {"w-recent", "w-old", "w-silent"}
-    register(store, "w-new", os.getpid(), "elsewhere", 1, 60, at)
+    register(store, "w-new", pid=os.getpid(), host="elsewhere", concurrency=1, lease_s=60, now=at)
     assert {row["name"] for row in workers_listing(store)} == {"w-recent", "w-silent", "w-new"}
 
 

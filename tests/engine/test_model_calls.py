@@ -165,7 +165,7 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
     claim = claim_run(store, run_id, "w-live", 60.0, now())
     progress = ProgressLine()
     progress.shown = True
-    worker = threading.Thread(target=lambda: execute(open_store(store.path), registry, claim, progress))
+    worker = threading.Thread(target=lambda: execute(open_store(store.path), registry, claim=claim, on_step=progress))
     worker.start()
     def in_flight() -> int | None:
         calls = run_report(store, run_id)["model_calls"]

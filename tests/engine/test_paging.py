@@ -161,7 +161,7 @@ async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached
     assert work(store, registry, run_id).status == "succeeded"
     with store.write() as conn:                        # a long life's worth of events, through the store's own call
         for i in range(300):
-            add_event(conn, run_id, 1_800_000_000.0 + i, "progress", f"event number {i}")
+            add_event(conn, run_id, at=1_800_000_000.0 + i, kind="progress", message=f"event number {i}")
 
     async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)

@@ -146,7 +146,7 @@ def test_overlap_wait_starts_the_pending_fire_once_the_previous_run_finishes(sto
     clock.set(utc("2026-11-29T02:10:00Z"))
     assert tick(store, registry, ["nightly"]) == [], "still running: it keeps waiting"
     from tui_agent.runtime.worker import execute
-    assert execute(store, registry, claim).status == "succeeded"
+    assert execute(store, registry, claim=claim).status == "succeeded"
     clock.set(utc("2026-11-29T02:20:00Z"))
     (second,) = tick(store, registry)
     assert get_run(store, second)["run_key"] == "schedule:nightly:2026-11-29T02:00:00.000Z"

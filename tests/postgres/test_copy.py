@@ -137,7 +137,7 @@ def test_after_a_copy_new_rows_get_fresh_ids_and_a_worker_resumes_a_copied_run(d
         for role in ("running", "sleeping until tomorrow"):
             claim = claim_run(store, roles[role], "w-copy", 30.0, clock.now())
             assert claim is not None, role
-            execute(store, registry, claim)
+            execute(store, registry, claim=claim)
             run = _json(invoke, pg_url, "show", roles[role])["run"]
             assert run["status"] == "succeeded", (role, run["status"], run["reason"], run["error"])
         assert store.conn.execute("SELECT max(id) FROM effects").fetchone()[0] > before["effects"]

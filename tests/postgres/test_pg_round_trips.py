@@ -119,7 +119,7 @@ def test_a_turns_opening_reads_are_two_round_trips(pg_url):
     try:
         wires["traced"] = _Wire(store).__enter__()
         with watching(watch):
-            outcome = execute(store, registry, claim)
+            outcome = execute(store, registry, claim=claim)
         assert outcome.status == "succeeded" and ran == ["s0"]
         sent = wires["traced"].sent()
         assert wires["traced"].round_trips() == 2, sent
@@ -151,7 +151,7 @@ def test_a_heartbeat_is_one_round_trip_that_renews_each_live_lease_and_refuses_a
     store = open_store(pg_url)
     try:
         registry = registry_of(_steps(["s0"], []))
-        register(store, "w-test", 1, "here", 2, 30.0, now())
+        register(store, "w-test", pid=1, host="here", concurrency=2, lease_s=30.0, now=now())
         claims = [claim_run(store, start(store, registry, "steps", {})[0], "w-test", 30.0, now()) for _ in range(2)]
         live, taken = sorted(claims, key=lambda c: c.run_id)
         with store.write() as conn:   # a person's park, say: the fence moves on under the worker

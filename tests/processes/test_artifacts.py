@@ -244,7 +244,7 @@ def test_a_worker_that_lost_its_run_cannot_write_over_the_new_owners_artifact(da
         first = open_store(database)   # a connection of its own, as another worker process has
         try:
             claims.append(claim_run(first, run_id, "w-late", 0.5, time.time()))
-            outcomes.append(execute(first, registry, claims[0]))
+            outcomes.append(execute(first, registry, claim=claims[0]))
         finally:
             first.close()
 
@@ -256,7 +256,7 @@ def test_a_worker_that_lost_its_run_cannot_write_over_the_new_owners_artifact(da
         time.sleep(1.0)   # the late worker's lease runs out (by the lease clock: the server's on PostgreSQL)
         taken = claim_run(second, run_id, "w-new", 60, time.time())
         assert taken is not None and taken.fence == claims[0].fence + 1
-        assert execute(second, registry, taken).status == "succeeded"
+        assert execute(second, registry, claim=taken).status == "succeeded"
         release.set()
         thread.join(30)
         assert outcomes and outcomes[0].status != "succeeded", outcomes

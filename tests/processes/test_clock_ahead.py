@@ -30,11 +30,13 @@ def line_of(output: str, name: str) -> str:
 
 def test_a_heartbeat_a_day_ahead_reads_clock_ahead_never_a_negative_age(invoke, store):
     at = now()
-    register(store, "w-ahead", os.getpid(), socket.gethostname(), 1, 60, at + DAY)   # this process: it lives
-    register(store, "w-here", os.getpid(), socket.gethostname(), 1, 60, at - 5)
+    register(store, "w-ahead", pid=os.getpid(), host=socket.gethostname(), concurrency=1, lease_s=60,
+             now=at + DAY)   # this process: it lives
+    register(store, "w-here", pid=os.getpid(), host=socket.gethostname(), concurrency=1, lease_s=60, now=at - 5)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    register(store, "w-gone", gone.pid, socket.gethostname(), 1, 60, at + DAY)      # killed, its clock ahead
+    register(store, "w-gone", pid=gone.pid, host=socket.gethostname(), concurrency=1, lease_s=60,
+             now=at + DAY)   # killed, its clock ahead
 
     listing = rows(invoke)
     ahead, here, dead = listing["w-ahead"], listing["w-here"], listing["w-gone"]

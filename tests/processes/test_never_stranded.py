@@ -175,13 +175,15 @@ def test_a_long_running_worker_says_it_once_and_keeps_working_what_it_knows(spaw
 async def test_the_runs_strip_says_no_running_worker_knows_the_agent(store):
     triage, _ = operate.start(store, registry_of(stranded_agents.TRIAGE), "triage", {})
     async with tui(store.path) as (app, pilot):
-        register(app.store, "w-plain", os.getpid(), this_host(), 1, 60.0, now(), agents=["hello"])   # alive: us
+        register(app.store, "w-plain", pid=os.getpid(), host=this_host(), concurrency=1, lease_s=60.0, now=now(),
+                 agents=["hello"])   # alive: us
         await changed(pilot)
         await pilot.pause()
         await select(pilot, triage)
         assert "no running worker knows agent 'triage': start one with --agents MODULE" in strip(app)
         assert "will claim" not in strip(app)
-        register(app.store, "w-older", os.getpid(), this_host(), 1, 60.0, now())   # an older worker's row: any agent
+        register(app.store, "w-older", pid=os.getpid(), host=this_host(), concurrency=1, lease_s=60.0,
+                 now=now())   # an older worker's row: any agent
         await changed(pilot)
         await pilot.pause()
         assert "a worker will claim it" in strip(app) and "no running worker knows" not in strip(app)

@@ -248,7 +248,7 @@ def test_do_gets_the_attempt_token_only_when_it_takes_a_second_argument(db_path)
     store = open_store(db_path)
     registry = registry_of(Agent(name="fx", run=agent_run))
     run_id, _ = operate.start(store, registry, "fx", {})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "succeeded"
     assert seen == [AttemptToken(run_id, 1, 1)]
     assert outcome.result["two"] == {"token": f"{run_id}/g1/f1"}
@@ -268,7 +268,7 @@ def test_a_stale_refusal_reports_the_run_taken_and_records_that_the_worker_let_g
 
     registry = registry_of(Agent(name="fx", run=agent_run))
     run_id, _ = operate.start(store, registry, "fx", {})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-1", 30.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "refused"
     assert "nothing was sent" in outcome.error
     [effect] = effects_for(store, run_id)
@@ -304,13 +304,14 @@ def _attempted_by_this_process(db_path) -> tuple:
     faults.arm("after-attempted")
     try:
         with pytest.raises(SimulatedCrash):
-            execute(store, registry, claim_run(store, run_id, "w-alive", 0.1, now()))
+            execute(store, registry, claim=claim_run(store, run_id, "w-alive", 0.1, now()))
     finally:
         faults.disarm()
     store = open_store(db_path)
     [effect] = effects_for(store, run_id)
     assert sender_warning(store.conn, effect) is None, "an unregistered worker cannot be checked"
-    register(store, "w-alive", os.getpid(), socket.gethostname(), 1, 0.1, effect["attempted_at"] - 1)
+    register(store, "w-alive", pid=os.getpid(), host=socket.gethostname(), concurrency=1, lease_s=0.1,
+             now=effect["attempted_at"] - 1)
     time.sleep(0.15)  # past the lease: a person may decide
     return store, run_id, effect
 
@@ -369,7 +370,7 @@ def test_a_sender_on_another_host_counts_as_alive_until_silent_for_three_leases(
     PostgreSQL), and a row from this host is still judged by its process."""
     from tui_agent.store.workers import REMOTE_SILENT_LEASES, still_sending
 
-    register(store, "w-far", 4242, "another-machine", 1, 2.0, now())
+    register(store, "w-far", pid=4242, host="another-machine", concurrency=1, lease_s=2.0, now=now())
     effect = {"attempted_by": "w-far", "run_id": "r-none", "fence": 1, "attempted_at": now() + 1}
 
     def silent_for(seconds: float):
@@ -387,6 +388,7 @@ def test_a_sender_on_another_host_counts_as_alive_until_silent_for_three_leases(
     assert sender is None
     assert why.startswith("w-far on another-machine has been silent for"), why
 
-    register(store, "w-here", 4242, process_host(), 1, 2.0, now())   # this host: its (missing) process decides
+    register(store, "w-here", pid=4242, host=process_host(), concurrency=1, lease_s=2.0,
+             now=now())   # this host: its (missing) process decides
     sender, why = still_sending(store.conn, effect | {"attempted_by": "w-here"}, now())
     assert sender is None and "has ended" in why, why

@@ -135,12 +135,12 @@ def test_two_people_reconciling_one_unknown_effect_decide_it_once(tmp_path, stor
         faults.arm("after-do")
         try:
             with pytest.raises(SimulatedCrash):
-                execute(open_store(store.path), registry, claim)
+                execute(open_store(store.path), registry, claim=claim)
         finally:
             faults.disarm()
         time.sleep(0.06)                              # the dead worker's lease has run out
         claim = claim_run(store, run_id, "w-2", 60.0, now())
-        assert execute(store, registry, claim).status == "waiting"   # nobody can tell: a person decides
+        assert execute(store, registry, claim=claim).status == "waiting"   # nobody can tell: a person decides
         happened, not_done = at_once(actors, ["reconcile", run_id, "send-report", "--happened"],
                                      ["reconcile", run_id, "send-report", "--not-done"])
         kinds = [e["kind"] for e in events_for(store, run_id)]

@@ -162,7 +162,7 @@ def sleeper():
 
 
 def test_a_holder_whose_pid_was_reused_is_alive_only_while_the_start_time_matches(store, sleeper):
-    register(store, "w-old", sleeper.pid, this_host(), 1, 60.0, now())
+    register(store, "w-old", pid=sleeper.pid, host=this_host(), concurrency=1, lease_s=60.0, now=now())
     run_id = _running(store)
     assert claim_run(store, run_id, "w-old", 60.0, now()) is not None
     assert claim_next(store, "w-new", lease_s=60.0, agents=["counting"], now=now) is None, \
@@ -189,7 +189,7 @@ def _ended() -> int:
 def _held_by_a_sharer(store, name: str = "w-shared") -> str:
     """A run held, with a live 60 s lease, by a worker of this host whose process is gone but who shared this
     test's process group (a script's child, not its group's leader): its group still has this process in it."""
-    register(store, name, _ended(), this_host(), 1, 60.0, now())
+    register(store, name, pid=_ended(), host=this_host(), concurrency=1, lease_s=60.0, now=now())
     with store.write() as conn:
         conn.execute("UPDATE workers SET pid_started = 1, pgid = ? WHERE name = ?", (os.getpgrp(), name))
     run_id = _running(store)
@@ -199,8 +199,8 @@ def _held_by_a_sharer(store, name: str = "w-shared") -> str:
 
 def test_another_host_an_older_row_and_a_shared_process_group_wait_for_the_lease(store):
     runs = {"w-shared": _held_by_a_sharer(store)}
-    register(store, "w-far", _ended(), "another-machine", 1, 60.0, now())
-    register(store, "w-older", _ended(), this_host(), 1, 60.0, now())
+    register(store, "w-far", pid=_ended(), host="another-machine", concurrency=1, lease_s=60.0, now=now())
+    register(store, "w-older", pid=_ended(), host=this_host(), concurrency=1, lease_s=60.0, now=now())
     with store.write() as conn:   # as verifiable as can be but for its host; and what an older tui-agent wrote
         conn.execute("UPDATE workers SET pid_started = 1, pgid = pid WHERE name = 'w-far'")
         conn.execute("UPDATE workers SET host_id = NULL, pgid = NULL, pid_started = 1 WHERE name = 'w-older'")
@@ -252,7 +252,8 @@ async def test_a_run_held_by_a_gone_worker_that_cannot_be_taken_yet_says_so_ever
 
 def test_workers_never_shows_a_negative_lease(tui_agent, db_path, sleeper):
     store = open_store(db_path)
-    register(store, "w-late", sleeper.pid, this_host(), 1, 0.1, now())   # alive: its lease is not renewed here
+    register(store, "w-late", pid=sleeper.pid, host=this_host(), concurrency=1, lease_s=0.1,
+             now=now())   # alive: its lease is not renewed here
     run_id = _running(store)
     assert claim_run(store, run_id, "w-late", 0.1, now()) is not None
     store.close()

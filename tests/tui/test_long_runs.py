@@ -43,10 +43,10 @@ def long_run(tmp_path_factory):
     store = open_store(db, durability="normal")
     registry = registry_of(Agent(name="long", run=_long, budget=Budget(steps=STEPS + 10)))
     run_id, _ = start(store, registry, "long", {"steps": STEPS})
-    outcome = execute(store, registry, claim_run(store, run_id, "w-long", 600.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-long", 600.0, now()))
     assert outcome.status == "waiting", outcome.error
     approve(store, run_id)
-    outcome = execute(store, registry, claim_run(store, run_id, "w-long", 600.0, now()))
+    outcome = execute(store, registry, claim=claim_run(store, run_id, "w-long", 600.0, now()))
     assert outcome.status == "succeeded", outcome.error
     store.close()
     return db, run_id

@@ -135,7 +135,7 @@ def with_schedule(db: Path) -> None:
 def with_a_worker_here(db: Path) -> None:
     """A worker row for this very process: alive on this host, so K offers to kill it (the test never says yes)."""
     store = open_store(db)
-    register(store, "w-here", os.getpid(), this_host(), 1, 60, now())
+    register(store, "w-here", pid=os.getpid(), host=this_host(), concurrency=1, lease_s=60, now=now())
     store.close()
 
 

@@ -217,7 +217,8 @@ async def test_a_queued_run_without_a_live_worker_says_how_to_start_one(demo):
         await select(pilot, queued)
         assert NO_WORKER in strip(app)
         assert "will claim" not in strip(app)
-        register(app.store, "w-here", os.getpid(), socket.gethostname(), 1, 60.0, now())   # this process: alive
+        register(app.store, "w-here", pid=os.getpid(), host=socket.gethostname(), concurrency=1, lease_s=60.0,
+                 now=now())   # this process: alive
         await changed(pilot)
         await pilot.pause()
         assert "a worker will claim it" in strip(app)

@@ -181,7 +181,8 @@ async def test_t_on_a_stopped_worker_is_refused_without_a_signal(db_path):
 async def test_a_heartbeat_in_the_future_reads_clock_ahead_never_a_negative_age(db_path):
     """Leases assume one clock: a worker whose clock runs a day ahead (TUI_AGENT_NOW) is not shown alive."""
     store = open_store(db_path)
-    register(store, "w-ahead", os.getpid(), socket.gethostname(), 1, 60, time.time() + 86400)  # this process
+    register(store, "w-ahead", pid=os.getpid(), host=socket.gethostname(), concurrency=1, lease_s=60,
+             now=time.time() + 86400)   # this process
     store.close()
     async with tui(db_path) as (app, pilot):
         screen = await open_workers(pilot)

@@ -30,7 +30,7 @@ def build_fixture(folder: Path) -> dict[str, str]:
     operate.schedule_add(store, load_registry(), "nightly", "nightly-report", "0 2 * * *", tz="Europe/Berlin",
                          missed="once", overlap="wait")
     CLOCK.set(FROZEN_AT - 2)
-    register(store, "w-61", 40211, "laptop", 2, 30.0, CLOCK.now())
+    register(store, "w-61", pid=40211, host="laptop", concurrency=2, lease_s=30.0, now=CLOCK.now())
     store.close()
     CLOCK.freeze(FROZEN_AT)
     return roles

@@ -150,7 +150,7 @@ class AnthropicProvider:
                                    timeout=anthropic.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S))
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
-               system: str | None = None, tools: list[dict] | None = None,
+               system: str | list | None = None, tools: list[dict] | None = None,
                call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict:
         """Streamed, so a long reply shows life: `on_tokens` gets the output tokens so far at every delta."""
         import anthropic

@@ -28,7 +28,7 @@ class Provider(Protocol):
     name: str
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
-               system: str | None = None, tools: list[dict] | None = None,
+               system: str | list | None = None, tools: list[dict] | None = None,
                call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict: ...
 
 

@@ -105,7 +105,7 @@ class ScriptedProvider:
         self.model = model
 
     def create(self, *, model: str | None, messages: list[dict], max_tokens: int,
-               system: str | None = None, tools: list[dict] | None = None,
+               system: str | list | None = None, tools: list[dict] | None = None,
                call_index: int = 0, on_tokens: Callable[[int], None] | None = None) -> dict:
         """The reply comes whole, so `on_tokens` hears its output tokens once."""
         answer = self.script(messages, max_tokens, call_index)

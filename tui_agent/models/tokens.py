@@ -28,7 +28,7 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-def estimate_prompt_tokens(system: str | None, messages: list[dict], tools: list[dict] | None = None) -> int:
+def estimate_prompt_tokens(system: str | list | None, messages: list[dict], tools: list[dict] | None = None) -> int:
     """The prompt's estimate; tool definitions count as their JSON."""
     tools_text = json.dumps(tools, sort_keys=True) if tools else ""
     return estimate_tokens(text_of(system or "") + text_of(messages) + tools_text)

@@ -121,6 +121,7 @@ class BudgetMeter:
 
     def describe(self, dimension: str) -> str:
         limit = self.limits[dimension]
+        assert limit is not None   # only a dimension with a ceiling has a soft threshold to pass
         of = "the default " if dimension in self.defaults else ""
         return (f"budget {dimension} passed its soft threshold: {_show(dimension, self.used[dimension])} of "
                 f"{of}{_show(dimension, limit)} ({self.used[dimension] / limit:.0%}, soft {self.soft:.0%})")

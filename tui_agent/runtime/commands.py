@@ -87,6 +87,7 @@ def _started(journal: Recorder, name: str, *, position: int, gated: list[str], e
     """The program started behind its gate, its row committed, then let go; (the process, its row's id).
     `gated`: the input file's path, then the program's argv. When the row cannot be written (the run was taken,
     the database stopped us) the gate is closed, so nothing runs."""
+    go: int | None   # the gate's write end, None once closed
     gate, go = os.pipe()
     argv = gated[1:]
     try:
@@ -118,6 +119,7 @@ def _started(journal: Recorder, name: str, *, position: int, gated: list[str], e
 
 def _findable(program: str, cwd: str | Path | None, env: Mapping[str, str] | None) -> None:
     """FileNotFoundError, as Popen raises it, for a program that cannot be run (the gate would only exit 127)."""
+    found: Path | str | None
     if "/" in program:
         path = Path(cwd or ".") / program
         found = path if path.is_file() and os.access(path, os.X_OK) else None

@@ -3,7 +3,6 @@ and name; a recorded call returns its recorded result instead of running again."
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..models.caching import with_cache_marks
 from ..states import EntryKind, EventKind, Reason, RunStatus
 from ..store import Claim, Store, artifacts, model_calls
 from ..store import prune as prune_runs
+from ..store.base import Connection
 from ..store.journal import Checkpoint, Usage
 from ..store.runs import create_run, lineage, record_model, renewal
 from . import commands, loop, waits
@@ -30,7 +30,7 @@ from .commands import OUTPUT_LIMIT
 from .control import RunControl
 from .effects import AttemptToken, perform
 from .faults import crash_point
-from .journal import NO_KWARGS, UNSET, Recorder
+from .journal import NO_KWARGS, UNSET, Recorder, Unset
 from .live import LiveCall
 from .outcomes import ACTIONS, Suspend
 from .plateau import DEFAULT_PLATEAU, PlateauDetector
@@ -201,7 +201,7 @@ class Context:
         return Within(self, timeout_s)
 
     def _step(self, name: str, fn: Callable[..., Any], args: tuple, kwargs: Mapping[str, Any],
-              timeout_s: float | None | object) -> Any:
+              timeout_s: float | None | Unset) -> Any:
         journal = self._journal
         position, recorded, value = journal.next(name)
         if recorded:
@@ -222,7 +222,7 @@ class Context:
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
               system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
-              timeout_s: float | None | object = UNSET) -> dict:
+              timeout_s: float | None | Unset = UNSET) -> dict:
         """Ask the run's model for one reply, journaled with its usage and cost, so a resumed run never asks again.
 
         Each attempt is committed before its request is sent, and holds its worst case against the budget. A
@@ -247,7 +247,7 @@ class Context:
             The reply in the Messages API's shape, with its `content`, `model`, `stop_reason` and `usage`.
         """
         if not self.replaying and isinstance(self.provider, Unresolved):
-            self._resolve_default()
+            self._resolve_default(self.provider)
         chosen = self._model_id(model)
         reserved = self._reservation(chosen, system, messages, tools, max_tokens)
         journal = self._journal
@@ -257,6 +257,7 @@ class Context:
         previous, self._last_messages = self._last_messages, list(messages)
         if recorded:
             return value
+        assert reserved is not None   # None only for a call the journal answers, returned above
         missing = getattr(self.provider, "missing", lambda worker: None)(self.worker)
         if missing:  # not the model's failure: the run waits, parked, for a worker that has what it needs
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT, missing)
@@ -284,7 +285,7 @@ class Context:
             finally:
                 live.close()
 
-        def failed(conn: sqlite3.Connection, error: Exception) -> None:
+        def failed(conn: Connection, error: Exception) -> None:
             model_calls.failed(conn, keys[-1], reserved, f"{type(error).__name__}: {error}", self.clock.now())
             self.budget.hold(reserved, -1)
 
@@ -351,15 +352,17 @@ class Context:
         self._switched = model_id
 
     def _live_observer(self, name: str) -> Callable[[int, float], None] | None:
-        if self._on_live is None:
+        on_live = self._on_live
+        if on_live is None:
             return None
         label = self.provider.name.partition(":")[0]
-        return lambda tokens, elapsed: self._on_live(self, name, label, tokens, elapsed)
+        return lambda tokens, elapsed: on_live(self, name, label, tokens, elapsed)
 
-    def _resolve_default(self) -> None:
-        """`--model default` at the run's first new model call: this worker's environment decides, and the
-        choice is recorded on the run; with neither a key nor a built-in script the run waits, parked."""
-        spec = self.provider.resolve()
+    def _resolve_default(self, unresolved: Unresolved) -> None:
+        """`--model default` (the run's provider, `unresolved`) at the run's first new model call: this worker's
+        environment decides, and the choice is recorded on the run; with neither a key nor a built-in script the run
+        waits, parked."""
+        spec = unresolved.resolve()
         if spec is None:
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,
                           f"--model default: worker {self.worker} has no ANTHROPIC_API_KEY and {self._claim.agent} "
@@ -367,14 +370,15 @@ class Context:
         with self._journal.write() as conn:
             record_model(conn, self.run_id, self.fence, spec)
             self._journal.event(conn, EventKind.MODEL, f"--model default resolved to {spec}")
-        self.provider = provider_for(spec, self.provider.script)
+        self.provider = provider_for(spec, unresolved.script)
 
     def _model_id(self, model: str | None) -> str:
         """The model of a call, highest first: the degrade hook's switch, the run's `anthropic:MODEL_ID`, the
         agent's `model=`, the provider's default. One rule for the reservation and the call, so what is
         priced is what is sent."""
-        return (self._switched or getattr(self.provider, "pinned", None) or model
-                or getattr(self.provider, "model", ""))
+        pinned: str | None = getattr(self.provider, "pinned", None)
+        default: str = getattr(self.provider, "model", "")
+        return self._switched or pinned or model or default
 
     def _reservation(self, model_id: str, system: str | None, messages: list[dict], tools: list[dict] | None,
                      max_tokens: int) -> Usage | None:
@@ -553,9 +557,12 @@ class Context:
         position, recorded, _ = self._journal.next(name)
         if not recorded:
             self._journal.record(position, name, kind=kind, value=value, started_at=self.clock.now(), duration_s=0.0)
-        found = feed(self._plateau) if self._plateau is not None else None
+        detector = self._plateau
+        if detector is None:
+            return
+        found = feed(detector)
         if found and not recorded:  # a replay passes the same point again, only rebuilding the streaks
-            action = self._plateau.plateau.action
+            action = detector.plateau.action
             raise Suspend(ACTIONS[action], Reason.PLATEAU, f"plateau: {found} ({action})")
 
     def sleep(self, name: str, seconds: float) -> None:
@@ -599,7 +606,7 @@ class Context:
     def effect(self, name: str, *, key: str, do: Callable[[str], Any] | Callable[[str, AttemptToken], Any],
                lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
-               service: str | None = None, timeout_s: float | None | object = UNSET) -> Any:
+               service: str | None = None, timeout_s: float | None | Unset = UNSET) -> Any:
         """Change the world outside the run at most once per key, through the effect ledger.
 
         The effect is recorded `intended` with its key before the first attempt and `attempted` before `do` is

@@ -56,7 +56,7 @@ class RunControl:
         self.claim = claim
         self.in_flight: InFlight | None = None   # the call the run's thread is inside now, if any
         self.given_up: str | None = None         # why the worker gave up waiting for that call (one sentence)
-        self.given_up_as: tuple[str, str] | None = None   # the run's status and reason as the watcher left it
+        self.given_up_as: tuple[str, str | None] | None = None   # the run's status and reason as the watcher left it
         self.on_given_up: Callable[[RunControl], None] | None = None   # the worker's: free the slot, or exit
         self._groups: set[int] = set()
         self._groups_lock = threading.Lock()

@@ -62,8 +62,10 @@ class Deadlines:
                 store.close()
 
     def _expire(self, store: Store, control: RunControl, flight: InFlight, at: float) -> None:
+        claim = control.claim
+        assert claim is not None   # the heartbeat holds each run's control with its claim
         try:
-            handed = hand_on(store, control.claim, flight, at)
+            handed = hand_on(store, claim, flight, at)
         except FenceRefused:
             return   # taken meanwhile (a person, another lease): the heartbeat says so to the run's control
         except EnvironmentStop:
@@ -71,7 +73,7 @@ class Deadlines:
             # process for what does not pass)
         if handed is None:
             return   # the call returned in time after all
-        self._let_go(control.claim)
+        self._let_go(claim)
         control.gave_up(*handed)
 
     def close(self) -> None:
@@ -95,11 +97,13 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
             settle(status=stop.status, reason=stop.reason, message=stop.message, **ended)
             return (f"{flight.what} of {run} was still running when the run's wall_s budget ran out: "
                     f"{stop.status} ({stop.reason}): {stop.message}"), stop.status, stop.reason
+        assert flight.timeout_s is not None   # past its own deadline, so the call has one
         waited = seconds(flight.timeout_s)
         if flight.effect is not None:
             set_state(conn, flight.effect, EffectState.UNKNOWN, at)
-            add_event(conn, run, at, EventKind.EFFECT, f"{flight.name}: outcome unknown: do was still running after "
-                      f"{waited}, its deadline; reconciled as after a crash", claim.worker, claim.fence)
+            add_event(conn, run, at=at, kind=EventKind.EFFECT,
+                      message=f"{flight.name}: outcome unknown: do was still running after {waited}, its deadline;"
+                      " reconciled as after a crash", worker=claim.worker, fence=claim.fence)
             settle(status=RunStatus.QUEUED, reason=Reason.RESUMED,
                    message=f"handed back: effect {flight.name!r} passed its deadline; the next claim reconciles it",
                    **ended)
@@ -129,7 +133,9 @@ def hand_on(store: Store, claim: Claim, flight: InFlight, at: float) -> tuple[st
 def _made_it(conn, claim: Claim, flight: InFlight) -> bool:
     """Whether the call's outcome was recorded before the watcher's write got the lock."""
     if flight.effect is not None:
-        return effect_at(conn, claim.run_id, claim.generation, flight.position)["state"] != EffectState.ATTEMPTED
+        row = effect_at(conn, claim.run_id, claim.generation, flight.position)
+        assert row is not None   # the effect's row was committed before its `do` was called
+        return row["state"] != EffectState.ATTEMPTED
     return recorded(conn, claim.run_id, claim.generation, flight.position)
 
 

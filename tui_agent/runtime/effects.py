@@ -7,15 +7,15 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from ..errors import EffectDeclined, EffectNotDone, ParkRun
 from ..format import span
 from ..states import IN_DOUBT, EffectState, EntryKind, EventKind, Reason, RunStatus
 from ..store import FenceRefused
+from ..store.base import Connection
 from ..store.effects import (
     add_intended,
     confirmed_with_key,
@@ -26,6 +26,7 @@ from ..store.effects import (
     set_state,
 )
 from ..store.journal import Usage
+from ..store.rows import EffectRow
 from ..store.workers import still_sending
 from .clock import now
 from .control import InFlight
@@ -84,7 +85,7 @@ def _takes_token(do: Callable) -> bool:
     return len([p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2
 
 
-def sender_warning(conn: sqlite3.Connection, effect: dict) -> str | None:
+def sender_warning(conn: Connection, effect: dict) -> str | None:
     """For a person about to answer "not done": the worker that attempted the effect may still send it."""
     if effect.get("state") not in IN_DOUBT or not effect.get("attempted_by"):
         return None
@@ -112,17 +113,17 @@ class _Effect:
     def event(self, conn, message: str) -> None:
         self.journal.event(conn, EventKind.EFFECT, f"{self.name}: {message}")
 
-    def transition(self, row: dict, state: str, message: str, **fields) -> dict:
+    def transition(self, row: EffectRow, state: str, message: str, **fields) -> EffectRow:
         with self.journal.write() as conn:
             set_state(conn, row["id"], state, self.journal.clock.now(), **fields)
             self.event(conn, message)
-        return {**row, "state": state, **fields}
+        return cast(EffectRow, {**row, "state": state, **fields})   # `fields` are columns: set_state wrote them
 
-    def confirm(self, row: dict, value: Any, message: str | None = None, **fields) -> Any:
+    def confirm(self, row: EffectRow, value: Any, message: str | None = None, **fields) -> Any:
         """`confirmed`, the result, the journal entry and the checkpoint, in one fenced commit."""
         return self.finish(row, EffectState.CONFIRMED, value, message, **fields)
 
-    def finish(self, row: dict, state: str, value: Any, message: str | None = None, **fields) -> Any:
+    def finish(self, row: EffectRow, state: str, value: Any, message: str | None = None, **fields) -> Any:
         """The effect's last state (`confirmed`, or `not_done` for a declined `do`), its result, the journal entry
         and the checkpoint, in one fenced commit."""
         encoded = encode(value, "effect", self.name)
@@ -138,12 +139,12 @@ class _Effect:
                                 detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
                                         **fields})
 
-    def wait_for_person(self, row: dict, why: str) -> None:
+    def wait_for_person(self, row: EffectRow, why: str) -> NoReturn:
         run = self.journal.run_id
         raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} {why}; decide with "
                       f"tui-agent reconcile {run} {self.name} --happened | --not-done | --abandon")
 
-    def attempt(self, row: dict) -> Any:
+    def attempt(self, row: EffectRow) -> Any:
         """Claim the key for one attempt, then call do(key); a doubt is reconciled, never retried blindly."""
         journal = self.journal
         with journal.write() as conn:
@@ -185,20 +186,26 @@ class _Effect:
         crash_point("after-do", self.name)
         return self.confirm(row, value)
 
-    def spent(self, row: dict) -> bool:
+    def spent(self, row: EffectRow) -> bool:
         """The retry policy allows no more attempts of this effect (attempts are counted in its row, so a crash
         or a durable back-off between them does not reset the count)."""
         return row["attempts"] >= self.journal.retry.attempts
 
-    def delay(self, row: dict, raised: Exception | None) -> float:
+    def delay(self, row: EffectRow, raised: Exception | None) -> float:
         """The back-off before acting again: none after a worker stopped (the service did not fail), the retry
         policy's after `do` raised."""
         return backoff_s(self.journal.retry, row["attempts"]) if raised is not None else 0.0
 
-    def again(self, row: dict, delay: float) -> Any:
+    def again(self, row: EffectRow, delay: float) -> Any:
         if delay:
             self.journal.back_off(self.name, row["attempts"], delay)
         return self.attempt(row)
+
+    def since_attempted(self, row: EffectRow) -> float:
+        """How long ago the effect's latest attempt was made: an effect in doubt has one (`mark_attempted`)."""
+        attempted_at = row["attempted_at"]
+        assert attempted_at is not None   # only an attempted row becomes unknown
+        return self.journal.clock.now() - attempted_at
 
     def still_ours(self) -> None:
         """Re-read the fence just before the call: a worker paused between marking `attempted` and calling
@@ -209,7 +216,7 @@ class _Effect:
             raise FenceRefused(f"run {journal.run_id}: fence {journal.fence} is stale (the run's is {fence}); another "
                                f"lease or a person took the run, so {self.name} was not sent")
 
-    def call(self, row: dict) -> Any:
+    def call(self, row: EffectRow) -> Any:
         """`do(key)`, watched by the deadline watcher: past `timeout_s` the attempt is `unknown` and the run
         handed on (runtime/deadlines.py), never retried."""
         journal, control = self.journal, self.journal.control
@@ -226,14 +233,14 @@ class _Effect:
             if control is not None:
                 control.in_flight = None
 
-    def hold_for_sender(self, row: dict) -> None:
+    def hold_for_sender(self, row: EffectRow) -> None:
         """The lookup's silence means "not done" only once nobody can still be sending: a worker paused (SIGSTOP,
         a closed lid) or hung inside `do` past its lease may send after the lookup answered. While its process
         lives and it has not let go of the run, the run waits; `requeue_released` queues it again after that.
         A late send to a service that still deduplicates the key is harmless, so that does not wait."""
         journal = self.journal
         window = row["dedupe_ttl_s"]
-        if row["fence"] == journal.fence or (window is not None and journal.clock.now() - row["attempted_at"] < window):
+        if row["fence"] == journal.fence or (window is not None and self.since_attempted(row) < window):
             return
         sender, _ = still_sending(journal.store.conn, row, journal.clock.now())
         if sender is None:
@@ -247,17 +254,17 @@ class _Effect:
                       f"the run or its process ends, or decide now with tui-agent reconcile {journal.run_id} "
                       f"{self.name} --happened | --not-done | --abandon")
 
-    def look_up(self, row: dict) -> Any:
-        """What the lookup says about the key. A lookup that cannot reach its service (a dropped network) is asked
-        again with the retry policy's back-off while the attempt is younger than the policy's patience (the
+    def look_up(self, row: EffectRow, lookup: Callable) -> Any:
+        """What the effect's `lookup` says about the key. A lookup that cannot reach its service (a dropped network)
+        is asked again with the retry policy's back-off while the attempt is younger than the policy's patience (the
         service, not the send, is what is away); any other failure, or one past the patience, waits for a person."""
         policy = self.journal.retry
         while True:
             try:
-                return self.lookup(self.key)
+                return lookup(self.key)
             except Exception as e:
                 failed = f"the lookup failed ({type(e).__name__}: {e})"
-                since = self.journal.clock.now() - row["attempted_at"]
+                since = self.since_attempted(row)
                 if not is_unreachable(e) or policy.patience_s is None:
                     self.wait_for_person(row, f"is unknown and {failed}")
                 if since >= policy.patience_s:
@@ -270,12 +277,12 @@ class _Effect:
                     self.event(conn, f"outcome unknown and {failed}; asking the service again in {delay:.1f}s")
                 self.journal.back_off(self.name, row["attempts"], delay, f"lookup: {type(e).__name__}: {e}")
 
-    def reconcile(self, row: dict, raised: Exception | None = None) -> Any:
+    def reconcile(self, row: EffectRow, raised: Exception | None = None) -> Any:
         """Find out what happened to an `unknown` attempt before acting again. `raised`: the attempt's `do` raised
         it (rather than a worker stopping): acting again then follows the retry policy, as after a refusal."""
         if self.lookup is not None:
-            found = self.look_up(row)
-            since = self.journal.clock.now() - row["attempted_at"]
+            found = self.look_up(row, self.lookup)
+            since = self.since_attempted(row)
             if found is not None:
                 return self.confirm(row, found, "the service has the key: confirmed without doing it again")
             window = row["lookup_ttl_s"]
@@ -291,7 +298,7 @@ class _Effect:
                 return self.again(row, delay)
             self.wait_for_person(row, f"is unknown: the service's lookup window ({_span(window)}) has passed, "
                                  "so its silence proves nothing")
-        since = self.journal.clock.now() - row["attempted_at"]
+        since = self.since_attempted(row)
         window = row["dedupe_ttl_s"]
         if window is not None and since < window:
             if raised is not None and self.spent(row):

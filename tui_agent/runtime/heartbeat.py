@@ -98,8 +98,8 @@ class Heartbeat:
         """The thread: its own connection (SQLite's Python objects stay in the thread that made them)."""
         try:
             store = open_store(db_path, durability)
-            register(store, self.worker, os.getpid(), this_host(), concurrency, self.lease_s, now(), self.agents,
-                     self.log)
+            register(store, self.worker, pid=os.getpid(), host=this_host(), concurrency=concurrency,
+                     lease_s=self.lease_s, now=now(), agents=self.agents, log=self.log)
         except BaseException as e:
             self._failure = e
             self._ready.set()

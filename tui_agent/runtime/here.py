@@ -37,7 +37,7 @@ def work_here(store: Store, registry: Registry, *, run_id: str, durability: str 
     control = heartbeat.hold(claim)
     control.on_given_up = on_given_up
     try:
-        return execute(store, registry, claim, on_step, control)
+        return execute(store, registry, claim=claim, on_step=on_step, control=control)
     except KeyboardInterrupt:
         release(store, claim.run_id, fence=claim.fence, worker=claim.worker, why=INTERRUPTED, now=now())
         raise HandedBack(run_id) from None

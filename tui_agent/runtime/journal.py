@@ -8,16 +8,17 @@ A replay substitutes its own (replay.py). Package-internal: agents call `Context
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from enum import Enum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from ..errors import ParkRun, Unreadable
 from ..states import EventKind, Reason, RunStatus
 from ..store import Claim, Store
+from ..store.base import Connection
 from ..store.events import add_event
 from ..store.journal import (
     FOLD_EVERY,
@@ -41,7 +42,14 @@ from .results import ARTIFACT_THRESHOLD, decode, encode, parse, place
 from .retry import Retry, after_failure, failing_since, patience_ran_out, record_retry
 from .traces import Turn
 
-UNSET = object()   # a call's `timeout_s` left out: the agent's `step_timeout_s` holds
+
+class Unset(Enum):
+    """The type of `UNSET`: a parameter left out, where None means something else."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET   # a call's `timeout_s` left out: the agent's `step_timeout_s` holds
 NO_KWARGS: Mapping[str, Any] = MappingProxyType({})
 _NEVER = float("inf")
 _PLAIN = (str, int, float, bool, type(None))
@@ -153,8 +161,8 @@ class Recorder:
         self.degrade_now()
 
     def attempt(self, position: int, name: str, *, call: Callable[..., Any],
-                failed: Callable[[sqlite3.Connection, Exception], None] | None = None, args: tuple = (),
-                kwargs: Mapping[str, Any] = NO_KWARGS, timeout_s: float | None | object = UNSET,
+                failed: Callable[[Connection, Exception], None] | None = None, args: tuple = (),
+                kwargs: Mapping[str, Any] = NO_KWARGS, timeout_s: float | None | Unset = UNSET,
                 ) -> tuple[Any, int, float, float]:
         """Call `call(*args, **kwargs)` until it succeeds: (value, attempts, started_at, duration).
 
@@ -241,7 +249,8 @@ class Recorder:
         trace span says beside the entry itself (runtime/traces.py `Turn.recorded`).
         """
         encoded = encode(value, kind, name)
-        result, artifact = encoded, None
+        result: str | None = encoded
+        artifact: str | None = None
         if len(encoded) > ARTIFACT_THRESHOLD:
             result, artifact = place(self.store, self.artifact_dir,
                                      f"g{self.generation}-{position:05d}-f{self.fence}-{name}", encoded)
@@ -282,7 +291,7 @@ class Recorder:
                                 attempts=attempts, cost=cost, detail=detail)
         return value if type(value) in _PLAIN else parse(encoded)
 
-    def _renew(self, conn: sqlite3.Connection, at: float) -> None:
+    def _renew(self, conn: Connection, at: float) -> None:
         check_fence(conn, self.run_id, self.fence, at, at + self.claim.lease_s)
         self.renewed(at)
 
@@ -293,13 +302,14 @@ class Recorder:
             self.control.renewed(at + self.claim.lease_s)
 
     @contextmanager
-    def write(self, at: float | None = None) -> Iterator[sqlite3.Connection]:
+    def write(self, at: float | None = None) -> Iterator[Connection]:
         """A fenced write that also renews the lease; the store refuses it if another lease took the run."""
         with self.store.write() as conn:
             self._renew(conn, self.clock.now() if at is None else at)
             yield conn
 
-    def event(self, conn: sqlite3.Connection, kind: str, message: str, at: float | None = None) -> None:
+    def event(self, conn: Connection, kind: str, message: str, at: float | None = None) -> None:
         """Add one of the run's events, at `at` or now, in the caller's fenced write."""
-        add_event(conn, self.run_id, self.clock.now() if at is None else at, kind, message, self.worker, self.fence)
+        add_event(conn, self.run_id, at=self.clock.now() if at is None else at, kind=kind, message=message,
+                  worker=self.worker, fence=self.fence)
 

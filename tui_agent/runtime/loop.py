@@ -107,6 +107,7 @@ def _use(ctx: Calls, journal: Recorder, loop: str, tools: dict[str, Tool], block
     """One tool call: its result block, journaled by the tool_use id (an effect tool's ledger entry first)."""
     tool, args = tools.get(block["name"]), block.get("input")
     entry = f"{loop}/{block['name']}"
+    problem: str | None
     if tool is None:
         problem = f"no tool named {block['name']!r}; the tools are: {', '.join(sorted(tools)) or 'none'}"
     else:
@@ -114,8 +115,11 @@ def _use(ctx: Calls, journal: Recorder, loop: str, tools: dict[str, Tool], block
     done: tuple[str, Any] | None = None  # an effect tool's outcome, from the ledger
     if tool is not None and tool.effect and problem is None:
         position = journal.position
+        key = tool.key
+        # an effect tool has a key (Tool.__post_init__), and input that passed `validate` is an object
+        assert key is not None and isinstance(args, dict)
         try:
-            done = ("value", ctx.effect(entry, key=tool.key(args), do=_sender(ctx, tool, args), lookup=tool.lookup,
+            done = ("value", ctx.effect(entry, key=key(args), do=_sender(ctx, tool, args), lookup=tool.lookup,
                                         dedupe_ttl_s=tool.dedupe_ttl_s, lookup_ttl_s=tool.lookup_ttl_s,
                                         service=tool.service))
         except StepFailed as e:  # the service refused it to the last attempt: nothing was done, and the position

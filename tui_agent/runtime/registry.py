@@ -8,12 +8,14 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import UserError
 from ..models import kept_replies, provider_for
+from ..store.runs import RunFields
 from ..strict_json import check_value
 from .agent import Agent, run_budget
 from .tracebacks import agent_frames, innermost
@@ -50,7 +52,7 @@ class Registry:
             raise UserError(f"no agent named {name!r} (known: {known}); see tui-agent agents") from None
 
     def run_fields(self, agent_name: str, request: Any, model: str = "default",
-                   budget: dict[str, float] | None = None, replies: list | None = None) -> dict[str, str | None]:
+                   budget: dict[str, float] | None = None, replies: list | None = None) -> RunFields:
         """The columns of a new run of `agent_name`, checked now so a mistake is a usage error, not a failed run.
         Every way a run is made (`start`, `run`, a schedule's fire, `ctx.start_run`, the simulator) comes
         here, so each gets its budget from `run_budget`: the agent's ceilings, `budget` over them, and the
@@ -105,9 +107,9 @@ def _import_name(spec: str) -> ModuleType:
 def _portable(spec: str, module: ModuleType) -> str:
     """A one-file module found in the current folder as its path, which a process started elsewhere also
     finds; anything else by its name (installed, or on PYTHONPATH, which that process inherits)."""
-    file = getattr(module, "__file__", None)
-    one_file = "." not in spec and not hasattr(module, "__path__") and file
-    if one_file and Path(file).resolve().parent == Path.cwd().resolve():
+    file: str | None = getattr(module, "__file__", None)
+    one_file = "." not in spec and not hasattr(module, "__path__")
+    if one_file and file and Path(file).resolve().parent == Path.cwd().resolve():
         return str(Path(file).resolve())
     return spec
 
@@ -145,12 +147,16 @@ def _import_file(spec: str) -> ModuleType:
     name = path.stem
     known = sys.modules.get(name)
     if known is not None:
-        if getattr(known, "__file__", None) and Path(known.__file__).resolve() == path:
+        known_file: str | None = getattr(known, "__file__", None)
+        if known_file and Path(known_file).resolve() == path:
             return known
         raise UserError(f"--agents {spec}: a module named {name!r} is imported already; rename the file")
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
     loader_spec = importlib.util.spec_from_file_location(name, path)
+    if loader_spec is None or loader_spec.loader is None:   # a name Python loads no module from: no .py
+        raise UserError(f"--agents {spec}: Python cannot load a module from this file; name a .py file, such as "
+                        "./my_agents.py, or a module")
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
@@ -172,7 +178,7 @@ def modules_named(specs: tuple[str, ...]) -> list[str]:
     return [m.strip() for spec in specs for m in spec.split(",") if m.strip()]
 
 
-def load_registry(modules: list[str] = ()) -> Registry:
+def load_registry(modules: Iterable[str] = ()) -> Registry:
     # here, not at the top: importing importlib.metadata costs a command's start ~50 ms
     from importlib.metadata import entry_points
 

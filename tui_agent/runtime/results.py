@@ -24,7 +24,7 @@ def _encoder() -> Callable[[Any], str]:
     """json's C encoder built once: JSONEncoder.encode builds it anew at every call, two thirds of the cost of
     a small step's result. No circular-reference table: a value that holds itself ends in RecursionError."""
     base = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    make = json.encoder.c_make_encoder
+    make = json.encoder.c_make_encoder   # type: ignore[attr-defined]  # in every json.encoder, not in typeshed
     if make is None:   # a Python without the C accelerator
         return base.encode
     built = make(None, base.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)

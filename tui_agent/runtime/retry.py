@@ -8,13 +8,13 @@ it survives crashes and waits."""
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import NotReachable, PermanentError, TemporaryError
 from ..format import span
 from ..states import EventKind
+from ..store.base import Connection
 from ..store.events import add_event, nth_newest_at
 from ..store.journal import record_failed_attempt
 from .agent import RetryPolicy
@@ -77,23 +77,24 @@ def after_failure(policy: RetryPolicy, error: BaseException, attempts: int, fail
 def patience_ran_out(policy: RetryPolicy, retry: Retry, *, what: str, attempts: int, error: BaseException,
                      run_id: str) -> str:
     """The message of a run parked because `what` (`step 1 'summarize'`) stayed unreachable past the patience."""
+    assert policy.patience_s is not None   # `after_failure` runs out of patience only when the policy has one
     return (f"parked: {what} has not reached its service for {span(retry.failing_s)} ({attempts} attempts, the last "
             f"raised {type(error).__name__}: {error}), past its retry policy's patience of {span(policy.patience_s)}; "
             f"once the service is reachable, tui-agent resume {run_id}")
 
 
-def record_retry(conn: sqlite3.Connection, run_id: str, *, name: str, attempts: int, error: BaseException,
+def record_retry(conn: Connection, run_id: str, *, name: str, attempts: int, error: BaseException,
                  delay_s: float, at: float, worker: str, fence: int) -> None:
     """Inside the fenced write of failed attempt `attempts`, which will be retried: the step's count in the checkpoint
     and one `retry` event. Every retried attempt is recorded here, which is what `failing_since` counts back on."""
     record_failed_attempt(conn, run_id, attempts, at)
     said = f"{name}: attempt {attempts} failed ({type(error).__name__}: {error}); next in {delay_s:.1f}s"
-    add_event(conn, run_id, at, RETRY_EVENT, said, worker, fence)
+    add_event(conn, run_id, at=at, kind=RETRY_EVENT, message=said, worker=worker, fence=fence)
     import logging  # here, on a failure, not on every command's start: a worker's log (worker_log.say_retries)
     logging.getLogger(LOGGER).info("%s: %s %s", worker, run_id, said)
 
 
-def failing_since(conn: sqlite3.Connection, run_id: str, recorded: int) -> float | None:
+def failing_since(conn: Connection, run_id: str, recorded: int) -> float | None:
     """When the step's first failed attempt was, given the `recorded` failed attempts its checkpoint counts: each
     wrote one `retry` event (`record_retry`), so the first is the `recorded`-th newest. None when there is none."""
     return nth_newest_at(conn, run_id, RETRY_EVENT, recorded) if recorded else None

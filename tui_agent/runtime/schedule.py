@@ -23,7 +23,7 @@ from ..store.events import add_schedule_event
 from ..store.runs import insert_run
 from ..strict_json import read_stored, value_problem
 from .clock import iso, now
-from .registry import Registry
+from .registry import Registry, RunFields
 
 MISSED = ("skip", "once", "all")
 OVERLAP = ("skip", "wait", "allow")
@@ -155,7 +155,7 @@ def _unreadable(name: str, e: Unreadable) -> str:
             "input that can be read")
 
 
-def _fields(registry: Registry, schedule: dict, request: dict) -> dict[str, str | None]:
+def _fields(registry: Registry, schedule: dict, request: dict) -> RunFields:
     """The columns of a run this schedule starts (registry.run_fields); UserError when none can be set up."""
     return registry.run_fields(schedule["agent"], request, schedule.get("model") or "scripted",
                                replies=schedule["replies"])

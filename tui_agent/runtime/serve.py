@@ -91,7 +91,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
 
     def work(own: Store, claim: Claim, control: RunControl) -> Outcome:
         try:
-            return execute(own, registry, claim, control=control)
+            return execute(own, registry, claim=claim, control=control)
         finally:
             heartbeat.drop(claim)
 
@@ -112,7 +112,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                     left.append(turn)
                     _say(name, f"{why}; its thread is left behind inside the call, its late return discarded "
                                f"({len(left)} left behind now, at {LEFT_BEHIND_LIMIT} this worker stops claiming)")
-                outcomes.append(_given_up(store, turn.control))
+                outcomes.append(_given_up(store, turn, why))
             else:
                 outcomes.append(turn.result())
                 if outcomes[-1].kind == TurnEnd.DROPPED:
@@ -215,6 +215,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
             attendant.last_pass(store, stop)   # what these runs came to need goes out before the exit
     finally:
         if attending is not None:
+            assert attendant is not None   # the thread is started only for one
             attending.join(timeout=attendant.timeout_s + 1)
         heartbeat.close()
         store.close()
@@ -222,15 +223,15 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
     return Served(outcomes, len(late) + len(left), spent)
 
 
-def _given_up(store: Store, control: RunControl) -> Outcome:
-    """The outcome of a run handed on while its thread was inside a call: as the deadline watcher left it, or, taken
-    by a person or another worker, as it is now."""
-    run_id = control.claim.run_id
+def _given_up(store: Store, turn: Turn, why: str) -> Outcome:
+    """The outcome of a run handed on while its thread was inside a call (`why`): as the deadline watcher left it,
+    or, taken by a person or another worker, as it is now."""
+    run_id, control = turn.claim.run_id, turn.control
     if control.given_up_as is None:
-        return refused(store, run_id, control.given_up)
+        return refused(store, run_id, why)
     status, reason = control.given_up_as
     return Outcome(run_id, TurnEnd.SETTLED, RunStatus(status), reason,
-                   error=control.given_up if status == RunStatus.FAILED else None, message=control.given_up)
+                   error=why if status == RunStatus.FAILED else None, message=why)
 
 
 def _listed(turns: list[Turn]) -> str:

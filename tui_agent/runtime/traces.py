@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ..states import TERMINAL, EntryKind, RunStatus
 from ..store import Claim
@@ -37,7 +37,7 @@ _PACKAGES = {package for _, package in _EXPORTERS.values()}
 EXIT_FLUSH_S = 2.0   # how long a process's exit waits at most for its last spans to go out
 
 _lock = threading.Lock()
-_tracing: _Tracing | None | bool = None   # None: not decided yet; False: off
+_tracing: _Tracing | None | Literal[False] = None   # None: not decided yet; False: off
 
 
 def trace_id(run_id: str) -> str:
@@ -112,7 +112,7 @@ def _from_environment() -> _Tracing | None:
         return None
     asked = "TUI_AGENT_TRACES=console" if mode == "console" else f"{variable} is set"
     try:
-        processor = _console() if mode == "console" else _otlp(os.environ[variable])
+        processor = _otlp(os.environ[variable]) if mode != "console" and variable is not None else _console()
         if processor is None:
             return None
         tracing = _Tracing(processor)
@@ -214,9 +214,9 @@ class _Tracing:
         from .. import __version__
         self.api, self.context = trace, context
         named = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "tui-agent"}
-        self.ids = _Ids()
+        self.ids = _Ids()   # an IdGenerator but for its base class, which would import the SDK with this module
         self.provider = TracerProvider(resource=Resource.create({**named, "service.version": __version__}),
-                                       id_generator=self.ids, shutdown_on_exit=False)
+                                       id_generator=self.ids, shutdown_on_exit=False)  # type: ignore[arg-type]
         self.provider.add_span_processor(processor)
         self.tracer = self.provider.get_tracer("tui_agent", __version__)
 

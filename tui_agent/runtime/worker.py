@@ -13,6 +13,7 @@ from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
 from ..store.journal import opening
+from ..store.rows import RunRow
 from ..store.runs import RunNotFound, check_fence, get_run, set_code_version, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
@@ -39,7 +40,7 @@ def worker_name() -> str:
     return f"w-{ids.token(2)}"
 
 
-def standing(store: Store, run: dict) -> str:
+def standing(store: Store, run: RunRow) -> str:
     """What a run is now and what last happened to it, for a person who expected something else.
 
     What happened is often another actor's decision, as in `is cancelled: person since 10:24:31 (cancelled by
@@ -83,7 +84,7 @@ def refused(store: Store, run_id: str, error: str) -> Outcome:
     return Outcome(run_id, TurnEnd.REFUSED, None, None, error=error, message=message)
 
 
-def execute(store: Store, registry: Registry, claim: Claim, on_step: StepObserver | None = None,
+def execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObserver | None = None,
             control: RunControl | None = None, clock: Clock = CLOCK) -> Outcome:
     """Work one claimed run until it ends, waits or is taken away; every write is fenced. `clock` is the run's
     time (a scenario's own clock in the simulator, so moving it never moves the process's runs and leases). A run
@@ -214,7 +215,8 @@ def _note_new_code(store: Store, claim: Claim, run: dict, agent, at: float) -> N
     with store.write() as conn:
         check_fence(conn, claim.run_id, claim.fence, at, None)
         set_code_version(conn, claim.run_id, agent.code_version, agent.version)
-        add_event(conn, claim.run_id, at, EventKind.CODE_VERSION,
-                  f"the agent's code changed since the last attempt ({run['code_version']} -> {agent.code_version}"
+        add_event(conn, claim.run_id, at=at, kind=EventKind.CODE_VERSION,
+                  message="the agent's code changed since the last attempt"
+                  f" ({run['code_version']} -> {agent.code_version}"
                   + (f", version {run['agent_version']} -> {agent.version}" if run["agent_version"] != agent.version
-                     else "") + ")", claim.worker, claim.fence)
+                     else "") + ")", worker=claim.worker, fence=claim.fence)

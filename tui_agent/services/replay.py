@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -286,7 +287,7 @@ def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
 
 
 @contextmanager
-def _query_only(db_path: Path) -> Iterator[Store]:
+def _query_only(db_path: str | os.PathLike) -> Iterator[Store]:
     store = open_store(db_path, create=False)
     try:
         store.read_only()
@@ -295,7 +296,7 @@ def _query_only(db_path: Path) -> Iterator[Store]:
         store.close()
 
 
-def replay_run(db_path: Path, registry: Registry, run_ref: str, on_copy: bool = False) -> Replay:
+def replay_run(db_path: str | os.PathLike, registry: Registry, run_ref: str, on_copy: bool = False) -> Replay:
     """Replay one run against the registry's code for its agent. `on_copy`: `db_path` is a copy nothing else
     writes to (replay_copy.py's), so whatever commits to it while the code runs was the code's own write."""
     with _query_only(db_path) as store:

@@ -174,7 +174,7 @@ def remove(store: Store, tree: Worktree, who: str, at: float) -> Worktree:
             raise ValueError(str(e)) from None
         said = f"worktree {tree.path} removed by {who}; {branch_advice(tree)}"
         for run in tree.runs:
-            add_event(conn, run["id"], at, EventKind.WORKTREE, said, who)
+            add_event(conn, run["id"], at=at, kind=EventKind.WORKTREE, message=said, worker=who)
     return tree
 
 

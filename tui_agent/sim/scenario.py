@@ -257,7 +257,7 @@ class Scenario:
 
     def _turn(self, store: Store, registry: Registry, run_id: str) -> TurnOutcome | None:
         claim = claim_run(store, run_id, f"worker-{self.worker}", LEASE_S, self.clock.now)
-        return None if claim is None else execute(store, registry, claim, on_step=self._observe, clock=self.clock)
+        return None if claim is None else execute(store, registry, claim=claim, on_step=self._observe, clock=self.clock)
 
     def _as_found(self, store: Store, run_id: str) -> Row | None:
         """The email's ledger row as worker 1 left it on disk, as a row of worker 2's timeline."""

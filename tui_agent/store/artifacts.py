@@ -13,6 +13,7 @@ import shutil
 import stat
 import time
 from pathlib import Path, PurePosixPath
+from typing import TypeGuard
 
 from .base import Store, on_server
 from .environment import stop_for_os
@@ -61,7 +62,7 @@ def where(store: Store, relative: str) -> str:
     return f"{IN_TABLE}{relative}" if root is None else str(root / relative)
 
 
-def well_formed(relative: str | None) -> bool:
+def well_formed(relative: str | None) -> TypeGuard[str]:
     """Whether `relative` has an artifact's shape: `artifacts/<run id>/...`, not absolute, no `..` (a row could
     name anything)."""
     path = PurePosixPath(relative or "")
@@ -173,6 +174,7 @@ def under(store: Store, relative: str) -> list[str]:
     """The relative paths of every file in the folder `relative` (a run's `artifact_dir`), at any depth, of a store
     that keeps its artifacts as files (a copy reads a table's rows all at once instead)."""
     root = folder(store)
+    assert root is not None, "under() is for a store that keeps its artifacts as files"
     base = root / confined(store, relative)
     return sorted(str(Path(top, name).relative_to(root)) for top, _, names in os.walk(base) for name in names)
 

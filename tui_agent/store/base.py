@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from ..errors import EnvironmentStop, Unreadable, UserError
 from .environment import BUSY, ConnectionLost
@@ -38,7 +38,7 @@ def on_server(conn: Connection) -> bool:
     return not isinstance(conn, sqlite3.Connection)
 
 
-def is_url(where: str | os.PathLike) -> bool:
+def is_url(where: str | os.PathLike) -> TypeGuard[str]:
     return isinstance(where, str) and where.startswith(URL_SCHEMES)
 
 

@@ -56,11 +56,11 @@ def end_left(conn: Connection, run_id: str, now: float, worker: str, fence: int)
             state, said = KILLED, f"killed what was left of {what}, before this claim touches the run"
         else:
             survived.append(row)
-            add_event(conn, run_id, now, EventKind.COMMAND, f"{what} still has {left} process(es) after SIGKILL",
-                      worker, fence)
+            add_event(conn, run_id, at=now, kind=EventKind.COMMAND,
+                      message=f"{what} still has {left} process(es) after SIGKILL", worker=worker, fence=fence)
             continue
         conn.execute("UPDATE commands SET state = ?, ended_at = ? WHERE id = ?", (state, now, row["id"]))
-        add_event(conn, run_id, now, EventKind.COMMAND, said, worker, fence)
+        add_event(conn, run_id, at=now, kind=EventKind.COMMAND, message=said, worker=worker, fence=fence)
     return survived
 
 

@@ -58,7 +58,7 @@ _TABLE_KEY = re.compile(r"^PRIMARY KEY \(([^)]*)\)$")
 def tables() -> list[Table]:
     """Every table of the schema but meta and artifacts, in the order the schema creates them (foreign keys
     first)."""
-    found = []
+    found: list[Table] = []
     for statement in statements():
         if renamed := _RENAME.match(statement):
             found = [replace(t, name=renamed.group(2)) if t.name == renamed.group(1) else t for t in found]
@@ -70,7 +70,9 @@ def tables() -> list[Table]:
         created = _CREATE.match(statement)
         if created is None or created.group(1) in ("meta", "artifacts"):
             continue
-        columns, key, identity = [], (), None
+        columns: list[str] = []
+        key: tuple[str, ...] = ()
+        identity: str | None = None
         for line in (part.strip() for part in re.split(r",\s*\n", created.group(2))):
             if table_key := _TABLE_KEY.match(line):
                 key = tuple(c.strip() for c in table_key.group(1).split(","))
@@ -287,7 +289,7 @@ def _high_water(store: Store, table: Table) -> int:
 
 def _insert_many(store: Store, table: Table, rows: list[tuple]) -> None:
     """One batch of rows into the target, inside its writer's transaction."""
-    if not is_url(store.path):
+    if isinstance(store.conn, sqlite3.Connection):
         store.conn.executemany(f"INSERT INTO {table.name} ({', '.join(table.columns)})"
                                f" VALUES ({', '.join('?' * len(table.columns))})", rows)
         return
@@ -295,7 +297,8 @@ def _insert_many(store: Store, table: Table, rows: list[tuple]) -> None:
     # thousands)
     import psycopg
 
-    from .postgres import PostgresError
+    from .postgres import PostgresError, PostgresStore
+    assert isinstance(store, PostgresStore)   # every store whose connection is not sqlite3's
     try:
         with store.conn.raw.cursor() as cursor:
             with cursor.copy(f"COPY {table.name} ({', '.join(table.columns)}) FROM STDIN") as copy:
@@ -319,6 +322,7 @@ class Fresh:
             f"SELECT coalesce(max({table.identity}), 0) FROM {table.name}").fetchone()[0])
 
     def __call__(self, rows: list[tuple]) -> list[tuple]:
+        ids: Sequence[int]
         if self.server:
             ids = sorted(row[0] for row in self.target.conn.execute(
                 "SELECT nextval(pg_get_serial_sequence(?, ?)) FROM generate_series(1, ?)",
@@ -392,7 +396,9 @@ class Artifacts:
     def undo(self) -> None:
         """The files saved so far removed again (a failed import's; rows go with its transaction)."""
         root = artifacts.folder(self.target)
-        for relative in self.done if root is not None else ():
+        if root is None:
+            return
+        for relative in self.done:
             (root / relative).unlink(missing_ok=True)
 
 

@@ -20,7 +20,7 @@ import platformdirs
 
 from . import integrity, wal
 from .artifacts import kept_in_table
-from .base import Connection, Cursor, Store, StoreError, Write, dict_rows, is_url
+from .base import Cursor, Store, StoreError, Write, dict_rows, is_url
 from .environment import (
     BUSY,
     FULL,
@@ -143,7 +143,7 @@ def _migrate(conn: sqlite3.Connection, start: int) -> None:
     db = sqlite_utils.Database(conn)
     for version in range(start, SCHEMA_VERSION):
         MIGRATIONS[version](db)
-    db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+    db.table("meta").upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
 
 _KERNEL_FOLDERS = (Path("/proc"), Path("/sys"))  # their files are the kernel's: no database can live there
@@ -204,8 +204,9 @@ def _create(path: Path) -> None:
 
 class _Write(Write):
     __slots__ = ()
+    store: SqliteStore
 
-    def __enter__(self) -> Connection:
+    def __enter__(self) -> sqlite3.Connection:
         conn = self.store.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -219,6 +220,9 @@ class SqliteStore(Store):
 
     Writers use `write()` (or `write_one`), the first of which refuses a damaged file (store/integrity.py) or
     one that can only be read as it is (`as_it_is`)."""
+
+    path: Path
+    conn: sqlite3.Connection
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True, any_thread: bool = False) -> None:
         """`create=False` for commands that only read: a missing database is an error, and neither it nor

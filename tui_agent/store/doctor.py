@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .base import is_url
 from .db import BUSY_TIMEOUT_MS, data_dir_for, read_only
@@ -28,6 +29,7 @@ WAL_LARGE = 64 * MIB  # a WAL this big means a reader held an old snapshot while
 DISK_LOW = 256 * MIB  # below this, a busy worker's journal or a recovered copy may not fit
 SHOWN_PROBLEMS = 5    # quick_check can list a hundred lines; the first few say enough
 NOT_OURS = "pass --db a tui-agent database; tui-agent never writes to another program's file"
+T = TypeVar("T")
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Check:
 
 @dataclass
 class Diagnosis:
-    path: Path
+    path: Path | str   # a file, or a server's URL (a postgres.Url, which prints without its password)
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -73,7 +75,7 @@ def diagnose(path: str | os.PathLike, full: bool = False) -> Diagnosis:
     return Diagnosis(path, checks)
 
 
-def _guard(name: str, path: Path, check: Callable, *args) -> Check | None:
+def _guard(name: str, path: Path, check: Callable[..., T], *args: Any) -> T | Check:
     """Run one check; whatever it meets becomes a finding, never a traceback: a doctor that crashes on the
     very file it examines helps nobody."""
     try:

@@ -8,7 +8,7 @@ from .base import Connection, Store, one_row
 _INSERT = "INSERT INTO events (run_id, at, kind, message, worker, fence) VALUES (?, ?, ?, ?, ?, ?)"
 
 
-def add_event(conn: Connection, run_id: str, at: float, kind: str, message: str,
+def add_event(conn: Connection, run_id: str, *, at: float, kind: str, message: str,
               worker: str | None = None, fence: int | None = None) -> None:
     conn.execute(_INSERT, (run_id, at, kind, message, worker, fence))
 

@@ -247,9 +247,10 @@ def import_runs(source: Store, meta: dict, *, target: Store, file: str, adopt: b
             mark(target.conn, [run for run in runs if run not in carried.adopted], carried.source,
                  carried.exported_at, at)
             for run in carried.adopted:
-                add_event(target.conn, run, at, EventKind.ADOPTED, f"adopted by {who} from {carried.source} (exported "
-                          f"{iso(carried.exported_at)}, imported from {shown(file)}): this database runs it now, and "
-                          f"{carried.source} must not resume it (both would do its pending effects)", who)
+                add_event(target.conn, run, at=at, kind=EventKind.ADOPTED,
+                          message=f"adopted by {who} from {carried.source} (exported {iso(carried.exported_at)},"
+                          f" imported from {shown(file)}): this database runs it now, and {carried.source} must not"
+                          " resume it (both would do its pending effects)", worker=who)
     return Carried(**{**carried.__dict__, "counts": tally.counts()})
 
 

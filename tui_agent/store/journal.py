@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..strict_json import read_stored
-from .base import FOR_UPDATE, SHARED_LOCK, Store, decoding, on_server, one_row, refuse_stale, write_once
+from .base import FOR_UPDATE, SHARED_LOCK, Connection, Store, decoding, on_server, one_row, refuse_stale, write_once
 
 
 @dataclass
@@ -46,9 +45,12 @@ NO_USAGE = Usage()
 class Fenced(Protocol):
     """Whose journal an entry goes into: the run, its generation and the fence its writer claimed with (a Claim)."""
 
-    run_id: str
-    generation: int
-    fence: int
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def fence(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,11 +83,22 @@ _INSERT = f"INSERT INTO journal_rows ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?
 # committing an entry at a position the new owner is about to write (a unique violation there). A claim passes
 # over a row a commit holds, and takes the run once that commit is visible to it.
 _FENCE = "EXISTS (SELECT 1 FROM runs WHERE id = ? AND fence = ?{lock})"
+
+
+def _dialects(sql: str, lock: str = FOR_UPDATE) -> dict[bool, str]:
+    """`sql` as each store runs it, by `on_server`: its fence check locks the run's row (`lock`) on a server only."""
+    return {server: sql.format(lock=lock if server else "") for server in (False, True)}
+
+
 # A plain step: its journal row alone, fenced in the same statement, appended to journal_tail (one page per
 # commit: a table of a few pages, where journal_rows, keyed by run among every other run's rows, rebalanced a leaf
 # with its neighbours every few rows); its running time rides in the row until the checkpoint is folded
 # (schema.checkpoints_now adds the tail for readers, the view `journal` shows both tables).
-_STEP = f"INSERT INTO journal_tail ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE {_FENCE}"
+# On a server a plain step's statement is its whole transaction, committed in one round trip (write_one's
+# `whole`): its fence check takes the writers' lock (shared) on reaching the run's row, before it locks that row,
+# as every shared writer takes it first (so a person's exclusive write still waits for it, and it for that).
+_STEP = _dialects(f"INSERT INTO journal_tail ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+                  f" WHERE {_FENCE}", f" AND {SHARED_LOCK} IS NOT NULL{FOR_UPDATE}")
 FOLD_EVERY = 64   # plain steps between two checkpoint writes: the most a reader's view adds up
 # The checkpoint moves past the entry, counting it and the tail of plain steps before it; the fence is checked
 # by this UPDATE's own WHERE.
@@ -95,25 +108,13 @@ _TAIL_WALL = ("(SELECT coalesce(sum(wall_s), 0.0) FROM journal_tail j WHERE j.ru
 _MOVE = ("UPDATE checkpoints SET current_step = ?, total_steps = ?, next_input = ?, plan_revision = ?,"
          " step_attempts = 0, used_steps = used_steps + ? - current_step,"
          f" used_wall_s = used_wall_s + ? + {_TAIL_WALL}, updated_at = ?")
-_CHECKPOINT = _MOVE + _FENCED
-_CHECKPOINT_USAGE = (
+_CHECKPOINT = _dialects(_MOVE + _FENCED)
+_CHECKPOINT_USAGE = _dialects(
     _MOVE + ", used_model_calls = used_model_calls + ?, used_input_tokens = used_input_tokens + ?,"
     " used_output_tokens = used_output_tokens + ?, used_cost_usd = used_cost_usd + ?,"
     " unpriced_calls = unpriced_calls + ?, used_effects = used_effects + ?, used_tool_calls = used_tool_calls + ?,"
     " used_cache_read_tokens = used_cache_read_tokens + ?, used_cache_write_tokens = used_cache_write_tokens + ?"
     + _FENCED)
-
-
-def _dialects(sql: str) -> dict[bool, str]:
-    """`sql` as each store runs it, by `on_server`: its fence check locks the run's row on a server only."""
-    return {server: sql.format(lock=FOR_UPDATE if server else "") for server in (False, True)}
-
-
-_CHECKPOINT, _CHECKPOINT_USAGE = map(_dialects, (_CHECKPOINT, _CHECKPOINT_USAGE))
-# On a server a plain step's statement is its whole transaction, committed in one round trip (write_one's
-# `whole`): its fence check takes the writers' lock (shared) on reaching the run's row, before it locks that row,
-# as every shared writer takes it first (so a person's exclusive write still waits for it, and it for that).
-_STEP = {False: _STEP.format(lock=""), True: _STEP.format(lock=f" AND {SHARED_LOCK} IS NOT NULL{FOR_UPDATE}")}
 
 
 def load_checkpoint(store: Store, run_id: str) -> Checkpoint:
@@ -185,13 +186,13 @@ def write_entry(store: Store, run: Fenced, position: int, write: Callable[[], ob
     write_once(store, run.run_id, write, committed)
 
 
-def recorded(conn: sqlite3.Connection, run_id: str, generation: int, position: int) -> bool:
+def recorded(conn: Connection, run_id: str, generation: int, position: int) -> bool:
     """Inside a write: whether the journal holds an entry at (run, generation, position), by any fence."""
     return conn.execute("SELECT 1 FROM journal WHERE run_id = ? AND generation = ? AND position = ?",
                         (run_id, generation, position)).fetchone() is not None
 
 
-def add_entry(conn: sqlite3.Connection, run: Fenced, entry: Entry, checkpoint: Checkpoint, now: float) -> None:
+def add_entry(conn: Connection, run: Fenced, entry: Entry, checkpoint: Checkpoint, now: float) -> None:
     """Inside a write: the checkpoint moved past the entry and the plain steps before it, then the journal row.
 
     It is refused (FenceRefused) unless the fence is the run's.
@@ -236,18 +237,18 @@ _FOLD_STEP = (f"WITH fenced AS (SELECT 1 FROM runs WHERE id = ? AND fence = ? AN
               f" INSERT INTO journal_rows ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL FROM folded")
 
 
-def _run(conn: sqlite3.Connection, statements: list[tuple[str, int]], run_id: str) -> None:
+def _run(conn: Connection, statements: list[tuple[str, int]], run_id: str) -> None:
     for sql, named in statements:
         conn.execute(sql, (run_id,) * named)
 
 
-def move_tail(conn: sqlite3.Connection, run_id: str) -> None:
+def move_tail(conn: Connection, run_id: str) -> None:
     """Inside a write whose checkpoint is folded past them: the run's tail rows (of any generation) into
     journal_rows, so journal_tail holds only rows past a checkpoint, a few pages in all."""
     _run(conn, _MOVE_TAIL[on_server(conn)], run_id)
 
 
-def fold(conn: sqlite3.Connection, run_id: str) -> None:
+def fold(conn: Connection, run_id: str) -> None:
     """Inside a fenced write that lets the run go: its checkpoint row brought up to what the view says (the same
     numbers, now in the row), and its tail moved."""
     _run(conn, _FOLD[on_server(conn)], run_id)
@@ -308,13 +309,13 @@ def opening(store: Store, run_id: str, generation: int) -> Opening | None:
     return Opening(row, checkpoint, load_entries(store, run_id, generation), usage)
 
 
-def record_soft(conn: sqlite3.Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
+def record_soft(conn: Connection, run_id: str, position: int, dimensions: list[str], now: float) -> None:
     """Inside a fenced write: the soft crossing, so a replay degrades at the same point."""
     conn.execute("UPDATE checkpoints SET soft_position = coalesce(soft_position, ?), soft_dimensions = ?,"
                  " updated_at = ? WHERE run_id = ?", (position, json.dumps(dimensions), now, run_id))
 
 
-def record_failed_attempt(conn: sqlite3.Connection, run_id: str, attempts: int, now: float) -> None:
+def record_failed_attempt(conn: Connection, run_id: str, attempts: int, now: float) -> None:
     """Inside a fenced write: how many attempts the current step has used up."""
     conn.execute("UPDATE checkpoints SET step_attempts = ?, updated_at = ? WHERE run_id = ?", (attempts, now, run_id))
 

@@ -136,5 +136,5 @@ def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) 
                                      " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
                                      (episode["run_id"], REMINDER, episode["status"], episode["reason"], message, at,
                                       episode["id"])).fetchone()[0])
-            add_event(conn, episode["run_id"], at, REMINDER, message)   # on the run's own timeline too
+            add_event(conn, episode["run_id"], at=at, kind=REMINDER, message=message)   # on the run's own timeline too
     return made

@@ -11,7 +11,7 @@ import functools
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -22,7 +22,7 @@ from psycopg import pq
 from psycopg.adapt import Loader
 
 from ..errors import EnvironmentStop
-from .base import SHARED_LOCK, WRITE_LOCK, ReadWhole, Store, StoreError, Write, backoff, dict_rows
+from .base import SHARED_LOCK, WRITE_LOCK, Cursor, ReadWhole, Store, StoreError, Write, backoff, dict_rows
 from .environment import BUSY, FULL, READ_ONLY, UNREACHABLE, ConnectionLost, schema_mismatch
 from .schema import SCHEMA_VERSION
 from .schema_postgres import create_schema, differences, migrate
@@ -158,7 +158,7 @@ class _Connection:
         if self._trace is not None:
             self._trace(f"{sql} -- {params!r}" if params else sql)
 
-    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+    def execute(self, sql: str, params: tuple | list = ()) -> Cursor:
         self._traced(sql, params)
         # closed, not only broken: a connection given up on while the server was away (_reconnect) is closed
         if self.raw.closed and not self.writing and self.reopen is not None:
@@ -175,7 +175,7 @@ class _Connection:
         except psycopg.Error as e:
             raise PostgresError(e) from e
 
-    def at_once(self, statements: list[tuple[str, tuple | list]]) -> list[_Cursor]:
+    def at_once(self, statements: Sequence[tuple[str, tuple | list]]) -> list[Cursor]:
         """`statements` committed together in one round trip, as one implicit transaction (a failing statement
         rolls back those before it and skips those after): one statement as it is, several pipelined up to one
         Sync. A connection the server has already ended (a restart, an administrator, while it sat idle) is
@@ -231,6 +231,7 @@ class _Write(Write):
     """`write()`'s transaction: WRITE_LOCK held exclusively, so no other writer's transaction runs beside it."""
 
     __slots__ = ()
+    store: PostgresStore
     LOCK = "pg_advisory_xact_lock"
 
     def __enter__(self) -> _Connection:
@@ -259,6 +260,9 @@ class _SharedWrite(_Write):
 
 
 class PostgresStore(Store):
+    path: Url
+    conn: _Connection
+
     def __init__(self, url: str, durability: str = "full", create: bool = True, *,
                  statement_timeout_s: float | None = None) -> None:
         """Open the server database at `url`, with an optional statement timeout.
@@ -347,6 +351,7 @@ class PostgresStore(Store):
         if version < SCHEMA_VERSION:
             with self.write():
                 found = self._version()   # another process may have migrated it while we waited for the lock
+                assert found is not None   # its meta table was read above, and no tui-agent drops it
                 if found < SCHEMA_VERSION:
                     refuse_migration_while_running(self.conn, self.path, found, time.time())
                     migrate(self.conn.raw, found)
@@ -394,11 +399,11 @@ class PostgresStore(Store):
                 self.abandon()
                 error, stop = e, self.stopped(e)
 
-    def write_one(self, sql: str, params: tuple, whole: bool = False) -> _Cursor:
+    def write_one(self, sql: str, params: tuple, whole: bool = False) -> Cursor:
         """Base's, in one round trip (see write_batch): a `whole` statement as it is, another after the lock."""
         return (self._at_once([(sql, params)]) if whole else self.write_batch([(sql, params)]))[0]
 
-    def write_batch(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+    def write_batch(self, statements: list[tuple[str, tuple]]) -> list[Cursor]:
         """Base's, in one round trip: the writers' lock (shared) and the statements, pipelined and committed
         together at one Sync. A lock held past the busy timeout rolls the whole batch back, so it is
         sent again while `patience()` allows, as `write()` waits; a connection that drops under it leaves
@@ -406,7 +411,7 @@ class PostgresStore(Store):
         (base.write_once)."""
         return self._at_once([(f"SELECT {SHARED_LOCK}", ()), *statements])[1:]
 
-    def _at_once(self, statements: list[tuple[str, tuple]]) -> list[_Cursor]:
+    def _at_once(self, statements: list[tuple[str, tuple]]) -> list[Cursor]:
         """conn.at_once, waiting out a held lock; see write_batch."""
         pauses = backoff()
         while True:

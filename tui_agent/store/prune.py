@@ -161,7 +161,7 @@ class _Removal:
         doubt = {run_id for (run_id,) in conn.execute(
             f"SELECT DISTINCT run_id FROM effects WHERE run_id IN ({_marks(run_ids)}) AND state IN"
             f" ({_marks(IN_DOUBT)})", (*run_ids, *IN_DOUBT))}
-        group = []
+        group: list[dict] = []
         for run_id in run_ids:   # newest first, as the plan is: a fork is decided before the run it was forked from
             run = found.get(run_id)
             if run is None:

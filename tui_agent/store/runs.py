@@ -7,7 +7,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, TypedDict, Unpack, cast, overload
 
 from ..errors import UserError
 from ..filters import Filter
@@ -71,7 +71,20 @@ def request_digest(request: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_run(store: Store, *, now: float, run_key: str | None = None, **fields: str | None) -> tuple[str, bool]:
+class RunFields(TypedDict):
+    """The columns of a new run, as `insert_run` takes them (`Registry.run_fields`)."""
+
+    agent: str
+    agent_version: str
+    code_version: str
+    request: str
+    budget: str
+    model: str
+    script: str | None
+
+
+def create_run(store: Store, *, now: float, run_key: str | None = None,
+               **fields: Unpack[RunFields]) -> tuple[str, bool]:
     """Queue a new run; with `run_key`, a second call returns the first run (created False)."""
     with store.write() as conn:
         return insert_run(conn, now=now, run_key=run_key, **fields)
@@ -110,7 +123,7 @@ def insert_run(conn: Connection, *, agent: str, agent_version: str, code_version
     )
     conn.execute("INSERT INTO checkpoints (run_id, generation, schema_version, updated_at) VALUES (?, 1, ?, ?)",
                  (run_id, CHECKPOINT_SCHEMA, now))
-    add_event(conn, run_id, now, RunStatus.QUEUED, f"queued ({agent} v{agent_version})")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=f"queued ({agent} v{agent_version})")
     return run_id, True
 
 
@@ -229,11 +242,12 @@ def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: flo
     claimed = f"claimed by {worker} (attempt {attempt}, fence {fence})"
     if status == RunStatus.RUNNING:
         said = f"{previous}: {why}" if why else f"lease of {previous} expired"
-        add_event(conn, run_id, now, EventKind.TAKEOVER, f"{said}; {claimed}", worker, fence)
+        add_event(conn, run_id, at=now, kind=EventKind.TAKEOVER, message=f"{said}; {claimed}", worker=worker,
+                  fence=fence)
         return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
     if status == RunStatus.WAITING:
-        add_event(conn, run_id, now, EventKind.WOKE, "woke: its wait is over")
-    add_event(conn, run_id, now, EventKind.CLAIMED, claimed, worker, fence)
+        add_event(conn, run_id, at=now, kind=EventKind.WOKE, message="woke: its wait is over")
+    add_event(conn, run_id, at=now, kind=EventKind.CLAIMED, message=claimed, worker=worker, fence=fence)
     return Claim(run_id, agent, code_version, generation, attempt, fence, worker, lease_s, now)
 
 
@@ -259,7 +273,13 @@ def claim_next(store: Store, worker: str, *, lease_s: float, agents: list[str], 
     return _claim(store, pick, params=params, worker=worker, lease_s=lease_s, now=now)
 
 
-def _among(agents: list[str], avoid: Collection[str], mark: str = ":") -> tuple[str, dict | tuple]:
+@overload
+def _among(agents: list[str], avoid: Collection[str], mark: Literal[":"] = ":") -> tuple[str, dict]: ...
+@overload
+def _among(agents: list[str], avoid: Collection[str], mark: Literal["?"]) -> tuple[str, tuple]: ...
+
+
+def _among(agents: list[str], avoid: Collection[str], mark: Literal[":", "?"] = ":") -> tuple[str, dict | tuple]:
     """The condition on a run's columns for runs of `agents`, none of `avoid`, with its parameters.
 
     The parameters are named (`mark` ':', a dict) or positional (`mark` '?', a tuple)."""
@@ -330,7 +350,8 @@ def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float
     each other nor take one run twice, and the row it returns was found due on its newest committed version.
     Parking a run instead records a notice, whose id displays read as a cursor, so it must commit in id order:
     that one is done again in an exclusive write."""
-    for exclusive in (False, True):
+    exclusive = False
+    while True:
         with store.write() if exclusive else store.write_shared() as conn:
             at = _at(now)
             lease_at = lease_now(conn, at)
@@ -342,6 +363,7 @@ def _claim(store: Store, pick: str, *, params: dict, worker: str, lease_s: float
                 row, why = _from_gone(conn, pick, values)
             if row is None or exclusive or not _loops(conn, row):
                 return row and _take(conn, row, worker=worker, lease_s=lease_s, now=at, lease_at=lease_at, why=why)
+        exclusive = True
 
 
 def _from_gone(conn: Connection, pick: str, values: dict) -> tuple[tuple | None, str | None]:
@@ -373,6 +395,7 @@ def takeover_why(conn: Connection, run: dict, now: float) -> str | None:
     or when its lease is over."""
     row, holder = holders_of(conn, [run["worker"]]).get(run["worker"], (None, Holder(run["worker"] or "")))
     if holder.takeable:
+        assert row is not None   # judge finds takeable only a holder whose worker row it read
         why = clear(row, holder)
         return why and f"{run['worker']}: {why}"
     if (run["lease_expires_at"] or 0) <= lease_now(conn, now):
@@ -434,7 +457,7 @@ def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message:
         (status, reason, result, result_artifact, error, traceback, wake_at,
          now if status in TERMINAL else None, int(handed_on), claim.run_id),
     )
-    add_event(conn, claim.run_id, now, status, message, claim.worker, claim.fence)
+    add_event(conn, claim.run_id, at=now, kind=status, message=message, worker=claim.worker, fence=claim.fence)
     record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)   # when it needs a person
 
 
@@ -506,7 +529,7 @@ def requeue(conn: Connection, run_id: str, *, expected: str, reason: str, messag
     The fence grows, so a worker that still thinks it holds the run cannot write again."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.QUEUED, reason, now))
-    add_event(conn, run_id, now, RunStatus.QUEUED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=message)
 
 
 def cancel(conn: Connection, run_id: str, expected: str, message: str, now: float) -> None:
@@ -514,7 +537,7 @@ def cancel(conn: Connection, run_id: str, expected: str, message: str, now: floa
     _transition(conn, run_id, expected,
                 f"status = ?, reason = ?, {_LET_GO}, finished_at = ?, updated_at = ?",
                 (RunStatus.CANCELLED, Reason.PERSON, now, now))
-    add_event(conn, run_id, now, RunStatus.CANCELLED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.CANCELLED, message=message)
 
 
 def park(conn: Connection, run_id: str, *, expected: str, message: str, now: float,
@@ -522,7 +545,7 @@ def park(conn: Connection, run_id: str, *, expected: str, message: str, now: flo
     """Inside a write: stop a run resumably; bumping the fence stops any worker at its next write."""
     _transition(conn, run_id, expected, f"status = ?, reason = ?, {_LET_GO}, updated_at = ?",
                 (RunStatus.PARKED, reason, now))
-    add_event(conn, run_id, now, RunStatus.PARKED, message)
+    add_event(conn, run_id, at=now, kind=RunStatus.PARKED, message=message)
     record_notice(conn, run_id, status=RunStatus.PARKED, reason=reason, message=message, at=now)
 
 
@@ -540,7 +563,7 @@ def restart(conn: Connection, run_id: str, expected: str, message: str, now: flo
                  " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
                  " updated_at = ? WHERE run_id = ?",
                  (generation, CHECKPOINT_SCHEMA, now, run_id))
-    add_event(conn, run_id, now, RunStatus.QUEUED, message.format(generation=generation))
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=message.format(generation=generation))
     return generation
 
 
@@ -608,11 +631,14 @@ def fork(conn: Connection, parent: dict, from_step: int, now: float,
                  (run_id, now, now, parent["id"], parent["generation"], from_step, EffectState.CONFIRMED))
     copy_for_fork(conn, parent, run_id, from_step)
     if edited:
+        assert name is not None   # read above, before anything was written, as edited was given
         _add_edited(conn, parent, run_id=run_id, position=from_step, name=name, edited=edited, now=now)
         return run_id
-    add_event(conn, run_id, now, RunStatus.QUEUED, f"forked from {parent['id']} at position {from_step} "
-              f"(positions 0-{from_step - 1} kept)" if from_step else f"forked from {parent['id']} from the start")
-    add_event(conn, parent["id"], now, EventKind.FORKED, f"forked into {run_id} at position {from_step}")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED,
+              message=f"forked from {parent['id']} at position {from_step} (positions 0-{from_step - 1} kept)"
+              if from_step else f"forked from {parent['id']} from the start")
+    add_event(conn, parent["id"], at=now, kind=EventKind.FORKED,
+              message=f"forked into {run_id} at position {from_step}")
     return run_id
 
 
@@ -627,7 +653,8 @@ def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, n
                 edited: EditedEntry, now: float) -> None:
     """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
     first), and the events that say what was edited, on both runs."""
-    result, artifact = edited.encoded, None
+    result: str | None = edited.encoded
+    artifact: str | None = None
     if edited.place is not None:
         result, artifact = edited.place(f"artifacts/{run_id}", f"g1-{position:05d}-{name}-edited", edited.encoded)
     conn.execute("INSERT INTO journal_rows (run_id, generation, position, name, kind, result, artifact, attempts,"
@@ -636,12 +663,13 @@ def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, n
                  (run_id, result, artifact, now, parent["id"], parent["generation"], position))
     kept = f"positions 0-{position - 1} kept" if position else "nothing before it kept"
     by = f" by {edited.by}" if edited.by else ""
-    add_event(conn, run_id, now, RunStatus.QUEUED,
-              f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
-    add_event(conn, run_id, now, EventKind.EDITED, f"#{position} {name}: result edited{by} in place of the one "
-              f"{parent['id']} recorded; runs on from #{position + 1}", edited.by)
-    add_event(conn, parent["id"], now, EventKind.FORKED,
-              f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
+    add_event(conn, run_id, at=now, kind=RunStatus.QUEUED,
+              message=f"forked from {parent['id']} at position {position} with #{position} {name} edited ({kept})")
+    add_event(conn, run_id, at=now, kind=EventKind.EDITED,
+              message=f"#{position} {name}: result edited{by} in place of the one {parent['id']} recorded; runs on"
+              f" from #{position + 1}", worker=edited.by)
+    add_event(conn, parent["id"], at=now, kind=EventKind.FORKED,
+              message=f"forked into {run_id} at position {position} with #{position} {name} edited{by}")
 
 
 def recorded_positions(conn: Connection, run_id: str, generation: int) -> int:

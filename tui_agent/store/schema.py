@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # loaded only to migrate (store/db._migrate) or to compare (_expected)
@@ -16,8 +16,8 @@ if TYPE_CHECKING:   # loaded only to migrate (store/db._migrate) or to compare (
 
 
 def _v1(db: sqlite_utils.Database) -> None:
-    db["meta"].create({"key": str, "value": str}, pk="key")
-    db["runs"].create(
+    db.table("meta").create({"key": str, "value": str}, pk="key")
+    db.table("runs").create(
         {
             "id": str,
             "agent": str,
@@ -50,14 +50,14 @@ def _v1(db: sqlite_utils.Database) -> None:
         not_null=["agent", "request", "status", "attempt", "fence", "generation", "created_at", "updated_at"],
         defaults={"attempt": 0, "fence": 0, "generation": 1},
     )
-    db["runs"].create_index(["run_key"], unique=True)
-    db["runs"].create_index(["created_at", "id"])
-    db["runs"].create_index(["status", "reason", "wake_at"])
+    db.table("runs").create_index(["run_key"], unique=True)
+    db.table("runs").create_index(["created_at", "id"])
+    db.table("runs").create_index(["status", "reason", "wake_at"])
     # The runs screen's "needs you" section, keyset-paged like the rest. The WHERE is runs.NEEDS_PERSON, spelled out:
     # a migration's text is history (tests/docs/test_states.py checks the two and states.needs_person agree).
     db.execute("CREATE INDEX runs_needs_person ON runs (created_at, id) WHERE status = 'parked'"
                " OR (status = 'waiting' AND reason NOT IN ('sleep', 'retry'))")
-    db["checkpoints"].create(
+    db.table("checkpoints").create(
         {
             "run_id": str,
             "generation": int,
@@ -107,7 +107,7 @@ def _v1(db: sqlite_utils.Database) -> None:
             cost_usd REAL,               -- a model reply's cost; null when unknown
             PRIMARY KEY (run_id, generation, position)
         ) WITHOUT ROWID""")
-    db["effects"].create(
+    db.table("effects").create(
         {
             "id": int,
             "run_id": str,
@@ -138,9 +138,9 @@ def _v1(db: sqlite_utils.Database) -> None:
         not_null=["run_id", "generation", "position", "name", "key", "state", "attempts", "created_at"],
         defaults={"attempts": 0, "has_lookup": 0},
     )
-    db["effects"].create_index(["run_id", "generation", "position"], unique=True)
-    db["effects"].create_index(["key", "state"])
-    db["workers"].create(
+    db.table("effects").create_index(["run_id", "generation", "position"], unique=True)
+    db.table("effects").create_index(["key", "state"])
+    db.table("workers").create(
         {
             "name": str,
             "pid": int,
@@ -154,7 +154,7 @@ def _v1(db: sqlite_utils.Database) -> None:
         pk="name",
         not_null=["pid", "host", "started_at", "heartbeat_at"],
     )
-    db["approvals"].create(
+    db.table("approvals").create(
         {
             "id": int,
             "run_id": str,
@@ -172,8 +172,8 @@ def _v1(db: sqlite_utils.Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
         not_null=["run_id", "generation", "position", "name", "question", "asked_at"],
     )
-    db["approvals"].create_index(["run_id", "generation", "position"], unique=True)
-    db["events"].create(
+    db.table("approvals").create_index(["run_id", "generation", "position"], unique=True)
+    db.table("events").create(
         {
             "id": int,
             "run_id": str,
@@ -188,9 +188,9 @@ def _v1(db: sqlite_utils.Database) -> None:
         foreign_keys=[("run_id", "runs", "id")],
         not_null=["at", "kind", "message"],
     )
-    db["events"].create_index(["run_id", "id"])
-    db["events"].create_index(["schedule", "id"])
-    db["schedules"].create(
+    db.table("events").create_index(["run_id", "id"])
+    db.table("events").create_index(["schedule", "id"])
+    db.table("schedules").create(
         {
             "name": str,
             "agent": str,
@@ -217,9 +217,9 @@ def _v1(db: sqlite_utils.Database) -> None:
 def _v2(db: sqlite_utils.Database) -> None:
     """What it takes to tell whether the worker that attempted an effect may still be sending it."""
     # /proc/<pid>/stat field 22 (clock ticks after boot): a reused pid is not the worker that registered
-    db["workers"].add_column("pid_started", int)
+    db.table("workers").add_column("pid_started", int)
     # set while the run waits because this worker's attempt may still go out (a paused or hung process)
-    db["effects"].add_column("waits_for", str)
+    db.table("effects").add_column("waits_for", str)
     db.execute("""
         CREATE TABLE let_go (
             run_id TEXT NOT NULL REFERENCES runs(id),
@@ -232,13 +232,13 @@ def _v2(db: sqlite_utils.Database) -> None:
 
 def _v3(db: sqlite_utils.Database) -> None:
     """Where a failed agent's code raised, not only what: its frames (JSON, innermost last)."""
-    db["runs"].add_column("traceback", str)
+    db.table("runs").add_column("traceback", str)
 
 
 def _v4(db: sqlite_utils.Database) -> None:
     """The provider spec a schedule's runs are started with (`--model`). NULL on a schedule added before this:
     its runs start `scripted`, as they always did."""
-    db["schedules"].add_column("model", str)
+    db.table("schedules").add_column("model", str)
 
 
 def _v5(db: sqlite_utils.Database) -> None:
@@ -269,8 +269,8 @@ def _v5(db: sqlite_utils.Database) -> None:
             PRIMARY KEY (run_id, generation, position, call)
         ) WITHOUT ROWID""")
     # the cached part of input_tokens, shown apart (cache reads cost a tenth of input, writes a quarter more)
-    db["checkpoints"].add_column("used_cache_read_tokens", int, not_null_default=0)
-    db["checkpoints"].add_column("used_cache_write_tokens", int, not_null_default=0)
+    db.table("checkpoints").add_column("used_cache_read_tokens", int, not_null_default=0)
+    db.table("checkpoints").add_column("used_cache_write_tokens", int, not_null_default=0)
     # a system prompt or tool list, stored once per run however many calls send it
     db.execute("""
         CREATE TABLE request_parts (
@@ -424,9 +424,9 @@ def _v12(db: sqlite_utils.Database) -> None:
     over (store/holders.py). `agents`: the names of the agents it knows (a JSON list), so that a run no worker
     knows can be said. All are NULL in a row an older tui-agent wrote: its lease decides, and it is taken to know
     every agent."""
-    db["workers"].add_column("host_id", str)
-    db["workers"].add_column("agents", str)
-    db["workers"].add_column("pgid", int)
+    db.table("workers").add_column("host_id", str)
+    db.table("workers").add_column("agents", str)
+    db.table("workers").add_column("pgid", int)
 
 
 def _v13(db: sqlite_utils.Database) -> None:
@@ -436,9 +436,9 @@ def _v13(db: sqlite_utils.Database) -> None:
     row an older tui-agent wrote (its worker reads FILE, as before). `notices.superseded`: 1 when the process that
     claimed the notice for its --notify command found that the run no longer needed a person for it (decided,
     resumed, ended) and sent nothing; NULL otherwise."""
-    db["runs"].add_column("script", str)
-    db["schedules"].add_column("script", str)
-    db["notices"].add_column("superseded", int)
+    db.table("runs").add_column("script", str)
+    db.table("schedules").add_column("script", str)
+    db.table("notices").add_column("superseded", int)
 
 
 def _v14(db: sqlite_utils.Database) -> None:
@@ -473,7 +473,7 @@ def _v15(db: sqlite_utils.Database) -> None:
             PRIMARY KEY (kind, key)
         ) WITHOUT ROWID""")
     db.execute("CREATE INDEX kept_keys_run ON kept_keys (run_id)")   # a new run never takes a removed run's id
-    db["runs"].add_column("pruned_at", float)
+    db.table("runs").add_column("pruned_at", float)
     # the forks of a run, found without reading every run: prune keeps a run that a fork still needs
     db.execute("CREATE INDEX runs_forks ON runs (parent_id) WHERE parent_id IS NOT NULL")
 
@@ -560,7 +560,7 @@ def _v18(db: sqlite_utils.Database) -> None:
     That is `worker --log FILE`, and every worker the TUI starts: the file's absolute path as the worker's host
     names it, so `tui-agent workers` can say where and `tui-agent logs` print it; NULL for a worker that keeps no
     log, and in a row an older tui-agent wrote."""
-    db["workers"].add_column("log", str)
+    db.table("workers").add_column("log", str)
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7, _v8, _v9, _v10, _v11,
@@ -579,17 +579,27 @@ def _expected() -> dict[str, tuple[str, ...]]:
     db = sqlite_utils.Database(memory=True)
     for migration in MIGRATIONS:
         migration(db)
-    return _columns(db.conn)
+    # this code's own views all read: an error here is a migration's bug, so it is raised
+    return {name: _columns_of(db.conn, name) for name in _names(db.conn)}
+
+
+def _names(conn: sqlite3.Connection) -> list[str]:
+    """Every table's and view's name, SQLite's own left out."""
+    return [name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'")]
+
+
+def _columns_of(conn: sqlite3.Connection, name: str) -> tuple[str, ...]:
+    """The columns of table or view `name`; an OperationalError for a view naming a column its table lacks."""
+    return tuple(row[1] for row in conn.execute(f'PRAGMA table_info("{name}")'))
 
 
 def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...] | str]:
     """Each table's and view's columns, or why they cannot be read (a view naming a column its table lacks)."""
-    names = [name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'")]
     found: dict[str, tuple[str, ...] | str] = {}
-    for name in names:
+    for name in _names(conn):
         try:
-            found[name] = tuple(row[1] for row in conn.execute(f'PRAGMA table_info("{name}")'))
+            found[name] = _columns_of(conn, name)
         except sqlite3.OperationalError as e:
             found[name] = str(e)
     return found
@@ -602,7 +612,7 @@ def differences(conn: sqlite3.Connection) -> list[str]:
     return missing_from(_columns(conn), _expected())
 
 
-def missing_from(found: dict[str, tuple[str, ...] | str], expected: dict[str, tuple[str, ...]]) -> list[str]:
+def missing_from(found: Mapping[str, tuple[str, ...] | str], expected: Mapping[str, tuple[str, ...]]) -> list[str]:
     """What of `expected` (each table's and view's columns) `found` lacks, one phrase each, on either dialect;
     extra tables and columns are not ours to judge."""
     said = []

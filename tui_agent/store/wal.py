@@ -12,16 +12,20 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import Store
 from .environment import BUSY, READ_ONLY
 from .runs import data_version
 
+if TYPE_CHECKING:   # db.py imports this module
+    from .db import SqliteStore
+
 CHECKPOINT_EVERY_S = 5.0  # an idle worker checkpoints at most this often
 IDLE_FROM_BYTES = 1024 * 1024  # and only a WAL this big: emptying a smaller one buys nothing and costs fsyncs
 
 
-def checkpoint(store: Store) -> bool:
+def checkpoint(store: SqliteStore) -> bool:
     """Copy the WAL into the database, then empty the WAL file if every frame was copied.
 
     The copy is PASSIVE: it waits for nobody. The emptying is a TRUNCATE with a zero busy timeout: a TRUNCATE

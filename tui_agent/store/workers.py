@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import EnvironmentStop
 from ..states import Reason, RunStatus
@@ -20,7 +22,7 @@ REMOTE_SILENT_LEASES = 3  # a sender on another host counts as alive until its h
 _SKEW = "clock_skew:"     # meta key prefix: a worker's clock minus the server's, measured at its last heartbeat
 
 
-def register(store: Store, name: str, pid: int, host: str, concurrency: int, lease_s: float, now: float,
+def register(store: Store, name: str, *, pid: int, host: str, concurrency: int, lease_s: float, now: float,
              agents: list[str] | None = None, log: str | None = None) -> None:
     """Write the worker's row, with what tells later whether its process is gone.
 
@@ -108,8 +110,8 @@ def release(store: Store, run_id: str, *, fence: int, worker: str, why: str, now
                            " lease_expires_at = NULL, updated_at = ? WHERE id = ? AND fence = ? AND status = ?",
                            (RunStatus.QUEUED, Reason.RESUMED, now, run_id, fence, RunStatus.RUNNING))
         if cur.rowcount == 1:
-            add_event(conn, run_id, now, RunStatus.QUEUED, f"released by {worker} ({why}); claimable now", worker,
-                      fence)
+            add_event(conn, run_id, at=now, kind=RunStatus.QUEUED,
+                      message=f"released by {worker} ({why}); claimable now", worker=worker, fence=fence)
         return cur.rowcount == 1
 
 
@@ -165,7 +167,7 @@ def _let_go(conn: Connection, run_id: str, fence: int, worker: str, now: float) 
                  (run_id, fence, worker, now))
 
 
-def still_sending(conn: Connection, effect: dict, now: float) -> tuple[dict | None, str]:
+def still_sending(conn: Connection, effect: Mapping[str, Any], now: float) -> tuple[dict | None, str]:
     """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
     (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
     seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
