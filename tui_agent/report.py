@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .errors import Unreadable, UserError
@@ -162,7 +162,7 @@ def schedules_report(store: Store) -> list[dict]:
             for r in schedule_listing(store)]
 
 
-def retry_wait(run: dict, step_attempts: int | None) -> dict | None:
+def retry_wait(run: Mapping[str, Any], step_attempts: int | None) -> dict | None:
     """For a run waiting to retry a step (None for any other), as `ls --json` gives it (`retry`): the attempt it
     makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one), when (`next_try_at`, ISO;
     `run` may hold its `wake_at` as epoch seconds or ISO), and how the last one failed (`last_error`)."""

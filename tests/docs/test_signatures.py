@@ -21,7 +21,6 @@ NOT_YET = {
     "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
     "replay._Cassette.__init__", "replay._Cassette._request_diff",
     "replay._ending",
-    "timeline.Timeline._prompt",
 }
 
 

@@ -168,6 +168,23 @@ async def test_the_rows_page_as_the_cursor_moves(store):
 
 
 
+async def test_a_diff_whose_runs_could_not_be_read_takes_only_escape_and_the_cursor_keys(store):
+    """A run gone before the diff read it: g, n, home and end do nothing (they raised on the missing pair);
+    escape goes back."""
+    a = start_and_work(store, registry_of(COUNTING), "counting", {"steps": 3}).run_id
+    async with tui(store.path) as (app, pilot):
+        await pilot.pause()
+        screen = DiffScreen(a, "r-gone")
+        app.push_screen(screen)
+        await settle(app, pilot, lambda: screen.searched)     # the search could not read the pair either
+        assert screen.pair is None
+        await pilot.press("g", "n", "home", "end", "j")
+        await pilot.pause()
+        assert app.screen is screen and rows(app).rows == []
+        await key(pilot, "escape")
+        assert app.screen is not screen
+
+
 async def test_help_lists_d_on_the_run_screen_and_the_diff_screens_keys(forked):
     db, parent, child, other = forked
     async with tui(db) as (app, pilot):

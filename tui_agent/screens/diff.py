@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from ..format import ago, duration_ms
+from ..messages import DataChanged
 from ..paging import Window
 from ..report import shown_stored
 from ..runtime.clock import now
@@ -101,9 +102,9 @@ class AlignedRows(OptionList, inherit_bindings=False):
             self.clear_options()
             self.add_options([Option(prompt, id=f"p{row['position']}") for row, prompt in zip(rows, prompts)])
         positions = [r["position"] for r in rows]
-        index = positions.index(keep) if keep in positions else (0 if rows else None)
-        if self.highlighted != index:
-            self.highlighted = index
+        highlight = positions.index(keep) if keep in positions else (0 if rows else None)
+        if self.highlighted != highlight:
+            self.highlighted = highlight
 
     @property
     def selected(self) -> dict | None:
@@ -222,21 +223,28 @@ class DiffScreen(Reads, Screen):
         yield KeysFooter()
 
     @property
-    def list(self) -> AlignedRows:
+    def aligned(self) -> AlignedRows:
         return self.query_one(AlignedRows)
+
+    @property
+    def read_pair(self) -> Pair:
+        """The pair as last read: on_mount reads it, and until it has no key that pages or paints acts
+        (check_action)."""
+        assert self.pair is not None
+        return self.pair
 
     def on_mount(self) -> None:
         ok, current = self.session.guard(pair_of, self.session.reader, self.a_id, self.b_id)
         if ok:
             self._paint_loaded(self._load(self.session.reader, current, self.rows))
-        self.list.focus()
+        self.aligned.focus()
         self.call_after_refresh(self._search)     # after the first paint: the search is the background
         follow_theme(self, self.reload)
 
     # -- data -------------------------------------------------------------------------------------
 
     def _read(self, after: int | None, limit: int, newest_first: bool) -> list[dict]:
-        return aligned_page(self.session.reader, self.pair, after, limit, newest_first)
+        return aligned_page(self.session.reader, self.read_pair, after, limit, newest_first)
 
     def reload(self) -> None:
         """Read both runs, their totals and the stretch of rows held again on the reader thread (a run may have
@@ -269,7 +277,7 @@ class DiffScreen(Reads, Screen):
                                                                 loaded["rows"].at_end)
         self._end, self._totals_read = loaded["end"], loaded["totals"]
         with self.app.batch_update():
-            self._header()
+            self._header(current)
             self._totals()
             self._paint(select=current.shared_until if fresh and current.shared_until else None)
         if loaded["restarted"]:
@@ -308,7 +316,8 @@ class DiffScreen(Reads, Screen):
                                                                    style="bold")))
             return
         self._found_line()
-        self._paint()
+        if self.pair is not None:       # else the runs could not be read: no rows to mark
+            self._paint()
 
     def _found_line(self) -> None:
         colours = palette(self.app)
@@ -327,17 +336,17 @@ class DiffScreen(Reads, Screen):
             line.append(" jumps there")
         self.query_one("#diff-found", Static).update(safe(line))
 
-    def _header(self) -> None:
+    def _header(self, pair: Pair) -> None:
         colours = palette(self.app)
         text = Text(no_wrap=True, overflow="ellipsis")
-        for label, run in (("A", self.pair.a), ("B", self.pair.b)):
+        for label, run in (("A", pair.a), ("B", pair.b)):
             if label == "B":
                 text.append("\n")
             text.append(f"{label} ", style="bold")
             text.append(run["id"], style="bold")
             text.append(f" · {run['agent']} v{run['agent_version']} · ")
             text.append_text(badge(run["status"], run["reason"], colours))
-            fork = self.pair.fork
+            fork = pair.fork
             if fork and fork["child"] == run["id"]:
                 text.append(f" · fork of {'A' if label == 'B' else 'B'} at #{fork['fork_step']}")
             text.append(" · ")
@@ -360,18 +369,19 @@ class DiffScreen(Reads, Screen):
         self.query_one("#diff-totals", Static).update(table)
 
     def _paint(self, select: int | None = None) -> None:
-        rows = self.list
+        rows = self.aligned
         rows.set_rows(self.rows.rows, self.divergence, select)
         side, _ = rows.widths()
         columns = Text(no_wrap=True, overflow="ellipsis", style="dim")
         columns.append(f" {'pos':>7} ")
-        columns.append(f"{'A ' + self.pair.a['id']:<{side}} │ {'B ' + self.pair.b['id']:<{side}} differs")
+        pair = self.read_pair
+        columns.append(f"{'A ' + pair.a['id']:<{side}} │ {'B ' + pair.b['id']:<{side}} differs")
         self.query_one("#diff-columns", Static).update(columns)
         self.query_one("#diff-pane").border_title = f"Entries · {self._end:,} positions"
         self._show_selected()
 
     def _show_selected(self) -> None:
-        row = self.list.selected
+        row = self.aligned.selected
         for label, side in (("a", "A"), ("b", "B")):
             pane = self.query_one(f"#detail-{label}", Static)
             entry = None if row is None else row[label]
@@ -394,19 +404,23 @@ class DiffScreen(Reads, Screen):
 
     # -- events -----------------------------------------------------------------------------------
 
-    def on_data_changed(self, message) -> None:
+    def on_data_changed(self, message: DataChanged | None) -> None:
         self._rereading = True
         self.reload()
 
     def on_screen_resume(self) -> None:
         if self.pair is not None:
             version = self._version
-            self.session.read(self, "resume", lambda store: data_version(store) != version,
-                              lambda changed: changed and self.on_data_changed(None))
+
+            def reread(changed: bool) -> None:
+                if changed:
+                    self.on_data_changed(None)
+
+            self.session.read(self, "resume", lambda store: data_version(store) != version, reread)
 
     @on(OptionList.OptionHighlighted, "#diff-rows")
     def _highlighted(self) -> None:
-        index, count = self.list.highlighted, len(self.list.rows)
+        index, count = self.aligned.highlighted, len(self.aligned.rows)
         if index is not None and self.pair is not None:
             if index >= count - NEAR and self.rows.forward() or index < NEAR and self.rows.backward():
                 self._paint()
@@ -415,24 +429,28 @@ class DiffScreen(Reads, Screen):
 
     # -- actions ----------------------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Until the runs are read (on_mount, unless they could not be), only escape and the cursor keys act."""
+        return self.pair is not None or action in ("back", "cursor_down", "cursor_up")
+
     def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_cursor_down(self) -> None:
-        self.list.action_cursor_down()
+        self.aligned.action_cursor_down()
 
     def action_cursor_up(self) -> None:
-        self.list.action_cursor_up()
+        self.aligned.action_cursor_up()
 
     def go_to(self, position: int) -> None:
         """Select the row at `position`, reading its page unless it is held."""
-        end = end_of(self.session.reader, self.pair)
+        end = end_of(self.session.reader, self.read_pair)
         position = max(0, min(position, end - 1))
         if self.rows.index_of(position) is None:
             self.rows.around(position)
             self._paint(select=position)
         else:
-            self.list.select_position(position)
+            self.aligned.select_position(position)
 
     def action_divergence(self) -> None:
         if not self.searched:
@@ -447,7 +465,7 @@ class DiffScreen(Reads, Screen):
             if position is not None:
                 self.go_to(position)
 
-        self.app.push_screen(GotoModal(end_of(self.session.reader, self.pair)), chosen)
+        self.app.push_screen(GotoModal(end_of(self.session.reader, self.read_pair)), chosen)
 
     def action_first(self) -> None:
         if not self.rows.at_start:

@@ -46,13 +46,15 @@ class DivergenceModal(Dialog):
 
     def __init__(self, replay: Replay) -> None:
         super().__init__()
-        self.replay = replay
+        assert replay.divergence is not None    # only a replay that did not reproduce the run opens this modal
+        self.replay, self.divergence = replay, replay.divergence
         d = replay.divergence
-        self.TITLE = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"
+        # a Dialog's title is its TITLE, set per instance; Screen declares TITLE a ClassVar
+        self.TITLE = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"   # type: ignore[misc]
         self.DO = f"Go to #{d.position}"
 
     def body(self) -> ComposeResult:
-        d = self.replay.divergence
+        d = self.divergence
         yield Label(safe(d.message), id="divergence-message")       # names and results the agent's code made
         if d.diff:
             yield Static(safe("\n".join(d.diff)), id="divergence-diff")
@@ -60,4 +62,4 @@ class DivergenceModal(Dialog):
                     "nothing was executed")
 
     def answer(self) -> int:
-        return self.replay.divergence.position
+        return self.divergence.position

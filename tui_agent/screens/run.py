@@ -8,6 +8,7 @@ a page of each list at a time (paging.Window), so a 100,000-step run opens readi
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import replace
 from functools import partial
 
@@ -42,6 +43,7 @@ from ..states import TERMINAL, budget_dimension
 from ..store import Store
 from ..store.effects import effects_page
 from ..store.events import events_page, last_event
+from ..store.rows import EffectRow
 from ..store.runs import data_version
 from ..widgets.caption import Caption
 from ..widgets.checkpoint import CheckpointView
@@ -77,7 +79,8 @@ def _events(store: Store, run_id: str, after: int | None, limit: int, newest_fir
     return [iso_times(e) for e in events_page(store, run_id, after, limit, newest_first)]
 
 
-def _effects(store: Store, run_id: str, after: tuple[int, int] | None, limit: int, newest_first: bool) -> list[dict]:
+def _effects(store: Store, run_id: str, after: tuple[int, int] | None, limit: int,
+             newest_first: bool) -> list[EffectRow]:
     return effects_page(store, run_id, after, limit, newest_first)
 
 
@@ -127,7 +130,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         super().__init__()
         self.run_id = run_id
         self.view: dict | None = None       # report.run_view: the run, its checkpoint, budget and counts
-        self.steps = Window(lambda *page: _steps(self.session.reader, self.view["run"], *page),
+        self.steps = Window(lambda *page: _steps(self.session.reader, self.painted["run"], *page),
                             key=lambda row: row["position"], page=PAGE)
         self.events = Window(partial(self._on_loop, _events), key=lambda event: event["id"], page=PAGE)
         self.effects = Window(partial(self._on_loop, _effects), key=lambda e: (e["generation"], e["position"]),
@@ -136,7 +139,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self._claimable_at = 0.0              # when a claim may take the run from a worker that is gone
         self._artifact: tuple[str | None, object] = (None, None)    # (path, result) of the entry last shown
         self._said = ""                       # where the run stands (situation), read with the view
-        self._replaying = None               # the thread of the replay `R` started, while its code runs
+        self._replaying: threading.Thread | None = None   # the thread of the replay `R` started, while its code runs
         self._worktree: dict | None = None    # the worktree the run recorded (worktrees.recorded), once it has
 
     # -- layout ---------------------------------------------------------------------------------
@@ -237,6 +240,12 @@ class RunScreen(run_actions.RunActionKeys, Screen):
 
     # -- data -----------------------------------------------------------------------------------
 
+    @property
+    def painted(self) -> dict:
+        """The view painted last: on_mount paints the first one, before any key or message reaches the screen."""
+        assert self.view is not None
+        return self.view
+
     def _on_loop(self, read, after, limit: int, newest_first: bool) -> list[dict]:
         """A page the cursor reached, read on the loop: one page, at a key."""
         return read(self.session.reader, self.run_id, after, limit, newest_first)
@@ -261,8 +270,8 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             return None
         view, before = run_view(store, self.run_id), asked["view"]
         fresh = before is None or before["run"]["generation"] != view["run"]["generation"]
-        fetches = (partial(_steps, store, view["run"]), partial(_events, store, self.run_id),
-                   partial(_effects, store, self.run_id))
+        fetches: tuple[partial[list], ...] = (partial(_steps, store, view["run"]), partial(_events, store, self.run_id),
+                                              partial(_effects, store, self.run_id))
         windows = []
         for (held, window), fetch in zip(asked["windows"], fetches):
             window.fetch = fetch
@@ -311,22 +320,22 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self._plan(view["checkpoint"])
             self._titles(view)
 
-    def _paint_timeline(self, select: str | None = None, beside_rows: list | None = None) -> None:
+    def _paint_timeline(self, select: str | None = None, beside_rows: dict | None = None) -> None:
         """Show the stretch held, the highlight staying on its entry, or moving to `select` (a key, or "first"
         or "last" of the stretch). `beside_rows`: what a reload read beside it (else read here, at a key)."""
-        rows, run = self.steps.rows, self.view["run"]
+        rows, run = self.steps.rows, self.painted["run"]
         first = rows[0]["position"] if rows else 0
         last = None if self.steps.at_end else rows[-1]["position"]
         if beside_rows is None:
             beside_rows = beside(self.session.reader, run, first, last)
-        items = timeline_items(self.view, rows, beside_rows, self.steps.at_end)
+        items = timeline_items(self.painted, rows, beside_rows, self.steps.at_end)
         if items and select in ("first", "last"):
             select = items[0 if select == "first" else -1].key
         self.timeline.set_items(items, select, follow=self.steps.at_end)
         self._show_selected()
 
     def _paint_effects(self) -> None:
-        self.ledger.set_effects(self.effects.rows, self.view["run"]["generation"], now())
+        self.ledger.set_effects(self.effects.rows, self.painted["run"]["generation"], now())
 
     def _paint_events(self) -> None:
         self.query_one(EventsLog).set_events(self.events.rows, palette(self.app), newest=self.events.at_end)
@@ -505,7 +514,7 @@ class RunScreen(run_actions.RunActionKeys, Screen):
     def _go_to(self, position: int) -> None:
         """Select the entry at `position` (the run's pending row past its last entry), reading its page unless
         it is held."""
-        if position >= self.view["counts"]["entries"]:
+        if position >= self.painted["counts"]["entries"]:
             self.action_last()
             return
         if self.steps.index_of(position) is None:
@@ -524,12 +533,13 @@ class RunScreen(run_actions.RunActionKeys, Screen):
             self.steps.last()
         self._paint_timeline(select="last")
 
-    def action_go_to(self) -> None:
-        def chosen(position: int | None) -> None:
-            if position is not None:
-                self._go_to(position)
+    def _go_to_chosen(self, position: int | None) -> None:
+        """A modal's answer: the position chosen, or None when it was closed."""
+        if position is not None:
+            self._go_to(position)
 
-        self.app.push_screen(GotoModal(self.view["counts"]["entries"] if self.view else 0), chosen)
+    def action_go_to(self) -> None:
+        self.app.push_screen(GotoModal(self.view["counts"]["entries"] if self.view else 0), self._go_to_chosen)
 
     def action_next_for_person(self) -> None:
         if self.view is None:
@@ -561,17 +571,18 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                         "loop after its last journaled call?); tui-agent replay stops it after --timeout",
                         severity="warning")
             return
-        self.notify(f"replaying {self.run_id} with the current code of {self.view['run']['agent']}")
+        self.notify(f"replaying {self.run_id} with the current code of {self.painted['run']['agent']}")
         self._replaying = start_replay(self, self.run_id)
 
     def on_replayed(self, message: Replayed) -> None:
         if message.error is not None:
             self.notify(f"{message.run_id}: cannot replay: {message.error}", severity="error")
-        elif message.replay.reproduced:
+            return
+        assert message.replay is not None     # a Replayed carries its replay or the error that stopped it
+        if message.replay.reproduced:
             self.notify(reproduced_line(message.replay))
         else:
-            self.app.push_screen(DivergenceModal(message.replay),
-                                 lambda position: position is not None and self._go_to(position))
+            self.app.push_screen(DivergenceModal(message.replay), self._go_to_chosen)
 
     def action_remove_worktree(self) -> None:
         self.session.guard(run_actions.remove_worktree, self.session, self.run_id)

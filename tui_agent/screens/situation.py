@@ -102,6 +102,7 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
         return f"{head} · made no progress: {last}\nr resumes with a fresh streak, x cancels"
     if status == RunStatus.WAITING and reason == Reason.RETRY:
         wait = retry_wait(run, checkpoint_for(store, run_id).get("step_attempts"))
+        assert wait is not None      # retry_wait answers for every run waiting to retry
         last = f"\nthe last: {wait['last_error']}" if wait["last_error"] else ""
         return lambda at: f"{head} · waiting to retry: {retry_said(wait, at)}; a worker tries then, r tries now{last}"
     if status == RunStatus.WAITING and reason == Reason.SLEEP:
@@ -112,10 +113,10 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
         cp = checkpoint_for(store, run_id)
         total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
         step = f"step {cp.get('current_step', 0)}{total} · attempt {run['attempt']}"
-        run = with_holders(store, [run])[0]
-        if run["holder_gone"] or run["claimable_in_s"] == 0:
-            return _held(store, head, step, run)
-        return f"{head} · worked by {run['worker']} · {step}\np parks it, x cancels it (its worker stops at its " \
+        held = with_holders(store, [dict(run)])[0]     # a plain dict: it gains the holder's keys
+        if held["holder_gone"] or held["claimable_in_s"] == 0:
+            return _held(store, head, step, held)
+        return f"{head} · worked by {held['worker']} · {step}\np parks it, x cancels it (its worker stops at its " \
                "next write)"
     if status == RunStatus.QUEUED:
         claims = who_claims(store, run["agent"])
@@ -123,4 +124,5 @@ def _said(store: Store, run_id: str) -> str | Callable[[float], str]:
     if status == RunStatus.FAILED:
         return f"{head} · failed ({reason}): {run['error'] or ''}"
     ended = f"{head} · {status}" + (f" ({reason})" if reason else "")
-    return (lambda at: f"{ended} {minutes_ago(run['finished_at'], at)}") if run["finished_at"] else ended
+    finished = run["finished_at"]
+    return (lambda at: f"{ended} {minutes_ago(finished, at)}") if finished else ended

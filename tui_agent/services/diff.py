@@ -259,7 +259,7 @@ def divergence_of(row: dict) -> dict:
     return {"position": row["position"], "why": why, "message": said}
 
 
-def search(db_path: Path, durability: str, a_id: str, b_id: str, cancelled: Callable[[], bool]) -> dict | None:
+def search(db_path: Path | str, durability: str, a_id: str, b_id: str, cancelled: Callable[[], bool]) -> dict | None:
     """`first_divergence` on a connection of its own, read-only (the TUI's thread worker: a sqlite3 connection
     belongs to the thread that opened it)."""
     from ..store import open_store

@@ -23,8 +23,9 @@ from .theme import palette, style
 
 DONE, DOUBT, FAILED, WAITING = "✓", "?", "✗", "◔"
 DONE_TONE, FAILED_TONE, WAITING_TONE = "text-success", "text-error", "text-secondary"
-TAGS = {EntryKind.MODEL: "model", EntryKind.EFFECT: "effect", EntryKind.SLEEP: "sleep", EntryKind.APPROVAL: "ask",
-        EntryKind.PROGRESS: "progress", EntryKind.FAILURE: "failure", EntryKind.TOOL: "tool"}
+TAGS: dict[str, str] = {   # a row's kind (a str) to its tag; PENDING has none
+    EntryKind.MODEL: "model", EntryKind.EFFECT: "effect", EntryKind.SLEEP: "sleep", EntryKind.APPROVAL: "ask",
+    EntryKind.PROGRESS: "progress", EntryKind.FAILURE: "failure", EntryKind.TOOL: "tool"}
 PENDING = "pending"   # the kind of the row that says where the run stands, which is no journal entry
 
 
@@ -59,7 +60,7 @@ class TimelineItem:
 
     @property
     def in_doubt(self) -> bool:
-        return bool(self.effect) and self.effect["state"] in IN_DOUBT
+        return bool(self.effect and self.effect["state"] in IN_DOUBT)
 
     @property
     def possibly_billed(self) -> float:
@@ -242,14 +243,13 @@ class Timeline(OptionList, inherit_bindings=False):
             self.clear_options()
             self.add_options([Option(prompt, id=item.key) for item, prompt in zip(items, prompts)])
         keys = [i.key for i in items]
+        highlight: int | None = None
         if keep in keys:
-            index = keys.index(keep)
+            highlight = keys.index(keep)
         elif items:
-            index = len(items) - 1
-        else:
-            index = None
-        if self.highlighted != index:
-            self.highlighted = index
+            highlight = len(items) - 1
+        if self.highlighted != highlight:
+            self.highlighted = highlight
 
     @property
     def selected_key(self) -> str | None:
@@ -336,12 +336,13 @@ class Timeline(OptionList, inherit_bindings=False):
         prompts = []
         for item, shown in zip(self.items, names):
             mark = style(colours, item.tone, item.bold) or None
-            prompt = safe(self._prompt(item, mark, shown, name_w, tag_w, time_w, extra_w, folded))   # names, notes
+            prompt = safe(self._prompt(item, mark, full=shown, name_w=name_w, tag_w=tag_w, time_w=time_w,
+                                       extra_w=extra_w, folded=folded))   # names, notes
             prompt.truncate(width, overflow="ellipsis")
             prompts.append(prompt)
         return prompts
 
-    def _prompt(self, item: TimelineItem, mark: str | None, full: str, name_w: int, tag_w: int, time_w: int,
+    def _prompt(self, item: TimelineItem, mark: str | None, *, full: str, name_w: int, tag_w: int, time_w: int,
                 extra_w: int, folded: bool) -> Text:
         """One row; `mark` is the style of the item's mark in the current theme."""
         line = Text(no_wrap=True, overflow="ellipsis")
