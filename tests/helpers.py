@@ -121,7 +121,7 @@ def database_at_version(db_path: Path, version: int, *statements: str) -> None:
 
 
 def start_and_work(store, registry, agent_name, request, worker="w-test", lease_s=60.0):
-    run_id, _ = start(store, registry, agent_name, request)
+    run_id, _ = start(store, registry, agent_name=agent_name, request=request)
     return work(store, registry, run_id, worker, lease_s)
 
 

@@ -64,7 +64,8 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
     roles = {}
     for role, request, budget, crash in plan:
         progress(f"running: {role}")
-        run_id, _ = operate.start(store, registry, "nightly-report", request, model="scripted", budget=budget)
+        run_id, _ = operate.start(store, registry, agent_name="nightly-report", request=request, model="scripted",
+                                  budget=budget)
         _work(db, registry, run_id, crash)
         if crash:                       # the crashed worker's lease runs out; the next worker reconciles
             wait(LEASE_S + 0.1)
@@ -74,14 +75,15 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
     roles["refactor crashed"] = _refactor(db, store, registry, progress)
     if shutil.which("git"):
         progress("running: patch on its sample repository, up to the approval of its pull request")
-        roles["patch waiting for approval"], _ = operate.start(store, registry, "patch", {}, model="scripted")
+        roles["patch waiting for approval"], _ = operate.start(store, registry, agent_name="patch", request={},
+                                                               model="scripted")
         _work(db, registry, roles["patch waiting for approval"])
     else:
         progress("git is not installed: the demo has no patch run")
     progress("queueing the run the demo worker will work")
-    roles["running"], _ = operate.start(store, registry, "nightly-report",  # scripted: a demo never spends a key
-                                        {"date": today.isoformat(), "team": "platform", "delay_s": 4},
-                                        model="scripted")
+    roles["running"], _ = operate.start(store, registry, agent_name="nightly-report",
+                                        request={"date": today.isoformat(), "team": "platform", "delay_s": 4},
+                                        model="scripted")   # scripted: a demo never spends a key
     store.close()
     return roles
 
@@ -92,8 +94,8 @@ def _refactor(db: Path, store, registry: Registry, progress) -> str:
     tree = refactor_sample(data_dir_for(db) / "refactor-sample", 200)
     if not _committed(tree):
         progress("git is not installed: the refactor demo edits a plain folder in place")
-    run_id, _ = operate.start(store, registry, "refactor-imports",
-                              {"root": str(tree), "from": "@/utils/cn", "to": "~/lib/cn"}, model="scripted")
+    run_id, _ = operate.start(store, registry, agent_name="refactor-imports",
+                              request={"root": str(tree), "from": "@/utils/cn", "to": "~/lib/cn"}, model="scripted")
     _work(db, registry, run_id, "after-step-commit:143")     # settings, worktree, find-files, then 140 files
     return run_id
 

@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +45,14 @@ from .store import prune as prune_runs
 from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
-from .store.base import reopening
+from .store.base import Connection, reopening
 from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
 from .store.effects import requeue_released as requeue_held_back
 from .store.events import add_event, add_schedule_event
 from .store.exports import Carried, import_runs
 from .store.imported import imported
 from .store.journal import load_usage, record_failed_attempt
+from .store.rows import EffectRow, RunRow
 from .store.runs import (
     EditedEntry,
     RunNotFound,
@@ -77,7 +78,7 @@ def parse_budget(specs: list[str] | tuple[str, ...], source: str = "") -> dict[s
     names where a spec came from in an error (`--budget` on the command line); without it (the TUI's
     dialog) an error speaks of the spec alone. `unbounded` (no value) opts the run out of the default ceilings
     (runtime/agent.py `run_budget`): {"unbounded": True}."""
-    limits = {}
+    limits: dict[str, float] = {}
     for spec in specs:
         where = f"{source} {spec!r}" if source else spec
         name, equals, text = spec.partition("=")
@@ -120,7 +121,7 @@ def _budget_value(where: str, name: str, text: str) -> float:
     return int(value)
 
 
-def start(store: Store, registry: Registry, agent_name: str, request: Any, key: str | None = None,
+def start(store: Store, registry: Registry, *, agent_name: str, request: Any, key: str | None = None,
           model: str = "default", budget: dict[str, float] | None = None) -> tuple[str, bool]:
     """Queue a run of `agent_name`; with `key`, starting twice gives the same run (created False)."""
     return create_run(store, now=now(), run_key=key, **registry.run_fields(agent_name, request, model, budget))
@@ -142,17 +143,17 @@ def _with_note(message: str, note: str | None) -> str:
 # command, so the two can never disagree about the rule (only about a moment, which the write settles).
 
 
-def why_not_park(run: dict) -> str | None:
+def why_not_park(run: Mapping[str, Any]) -> str | None:
     if run["status"] in TERMINAL:
         return "it has ended; nothing to park"
     return "it is parked already" if run["status"] == RunStatus.PARKED else None
 
 
-def why_not_cancel(run: dict) -> str | None:
+def why_not_cancel(run: Mapping[str, Any]) -> str | None:
     return "it has ended; nothing to cancel" if run["status"] in TERMINAL else None
 
 
-def why_not_resume(run: dict) -> str | None:
+def why_not_resume(run: Mapping[str, Any]) -> str | None:
     """Why a run may not resume now, or None when it may.
 
     A running run resumes only when a claim could take it now (its lease is over, or its worker is verifiably gone
@@ -164,7 +165,8 @@ def why_not_resume(run: dict) -> str | None:
         return None
     if run["status"] == RunStatus.RUNNING and run.get("holder_gone"):
         return f"it is {held_by(run['worker'], run['claimable_in_s'])} (then a worker takes it over)"
-    waits_for = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}.get(run["reason"] or "")
+    deciders: dict[str, str] = {Reason.APPROVAL: "tui-agent approve", Reason.RECONCILE: "tui-agent reconcile"}
+    waits_for = deciders.get(run["reason"] or "")
     if run["status"] == RunStatus.WAITING and waits_for:
         return f"it is not parked: it waits for a decision, use {waits_for}"
     if run["status"] in TERMINAL:
@@ -173,7 +175,7 @@ def why_not_resume(run: dict) -> str | None:
             "run waiting to retry now)")
 
 
-def _how_to_go_on(run: dict) -> str:
+def _how_to_go_on(run: Mapping[str, Any]) -> str:
     """An ended run goes on only as a fork from one of its steps, or (failed, cancelled) from zero again."""
     fork_it = f"go on from a step with tui-agent fork {run['id']} --from-step N"
     if why_not_restart(run):
@@ -181,19 +183,20 @@ def _how_to_go_on(run: dict) -> str:
     return f"{fork_it}, or from zero with tui-agent resume {run['id']} --restart"
 
 
-def why_not_restart(run: dict) -> str | None:
+def why_not_restart(run: Mapping[str, Any]) -> str | None:
     if run["status"] in (RunStatus.PARKED, RunStatus.FAILED, RunStatus.CANCELLED):
         return None
     return "only a parked, failed or cancelled run can be restarted (park it first)"
 
 
-def why_not_approve(run: dict, question: dict | None) -> str | None:
+def why_not_approve(run: Mapping[str, Any], question: Mapping[str, Any] | None) -> str | None:
     if run["status"] == RunStatus.WAITING and run["reason"] == Reason.APPROVAL and question is not None:
         return None
     return "it is not waiting for an approval"
 
 
-def why_not_decide(run: dict, effect: dict | None = None, allowed: tuple[str, ...] = ()) -> str | None:
+def why_not_decide(run: Mapping[str, Any], effect: Mapping[str, Any] | None = None,
+                   allowed: tuple[str, ...] = ()) -> str | None:
     """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
     out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
     if run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now():
@@ -229,13 +232,13 @@ def _waits_on_harness(reason: str | None) -> bool:
     return budget_dimension(reason) is not None or reason == Reason.PLATEAU
 
 
-def _refuse(store: Store, run: dict, why: str) -> UserError:
+def _refuse(store: Store, run: Mapping[str, Any], why: str) -> UserError:
     """The one-line refusal says what the run is now and what last happened to it (often the other actor's
     decision that won a race), so the loser learns what happened instead."""
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
-def why_not_imported(found: dict | None) -> str | None:
+def why_not_imported(found: Mapping[str, Any] | None) -> str | None:
     """Every action but a fork refuses a run imported from another database (store/imported.py: `found`)."""
     if found is None:
         return None
@@ -245,13 +248,13 @@ def why_not_imported(found: dict | None) -> str | None:
             "FILE --adopt")
 
 
-def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] | None = None,
-             held: bool = False, forking: bool = False) -> dict:
+def _current(store: Store, run_ref: str, why_not: Callable[[dict[str, Any]], str | None] | None = None,
+             held: bool = False, forking: bool = False) -> dict[str, Any]:
     """The run as it is now, read inside the action's write, refused unless the action applies to it.
 
     An imported run takes only `forking`. With `held`, the run comes with what can be told of its holder
     (report.with_holders)."""
-    run = get_run(store, resolve_run(store, run_ref))
+    run: dict[str, Any] = dict(get_run(store, resolve_run(store, run_ref)))   # fork and takeover_why take a dict
     if held:
         run = with_holders(store, [run])[0]
     why = "prune is removing it" if run["pruned_at"] is not None else None
@@ -262,7 +265,8 @@ def _current(store: Store, run_ref: str, why_not: Callable[[dict], str | None] |
     return run
 
 
-def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, ...]) -> tuple[dict, dict]:
+def _deciding(store: Store, run_ref: str, effect_ref: str,
+              allowed: tuple[str, ...]) -> tuple[dict[str, Any], EffectRow]:
     """Inside a reconcile decision's write: the run and its effect as they are now, refused unless the
     decision applies to both."""
     run = _current(store, run_ref, why_not_decide)
@@ -273,7 +277,7 @@ def _deciding(store: Store, run_ref: str, effect_ref: str, allowed: tuple[str, .
     return run, effect
 
 
-def _decided(conn, run: dict, message: str, who: str, at: float) -> None:
+def _decided(conn: Connection, run: Mapping[str, Any], message: str, who: str, at: float) -> None:
     """Inside a write: a person's decision on the record, and the run handed back to the workers."""
     add_event(conn, run["id"], at=at, kind=EventKind.DECISION, message=message, worker=who)
     requeue(conn, run["id"], expected=run["status"], reason=Reason.RESUMED, message=f"queued: {message}", now=at)
@@ -294,7 +298,7 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
         if state is None:
             _decided(conn, run, message, who, at)
             return run["id"]
-        fields = {"decided_by": who, "decided_at": at, "note": note}
+        fields: dict[str, Any] = {"decided_by": who, "decided_at": at, "note": note}
         if result is not None:
             fields["result"] = result
         set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
@@ -305,21 +309,21 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
     return run["id"]
 
 
-def reconcile_happened(store: Store, run_ref: str, effect_ref: str, result: Any = None,
+def reconcile_happened(store: Store, run_ref: str, *, effect_ref: str, result: Any = None,
                        note: str | None = None, at: float | None = None) -> str:
     """A person says the effect happened: it is confirmed (with `result`) and the run goes on without redoing it."""
     return _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.CONFIRMED,
                    what="says it happened", note=note, result=json.dumps(result, ensure_ascii=False), at=at)
 
 
-def reconcile_not_done(store: Store, run_ref: str, effect_ref: str, note: str | None = None,
+def reconcile_not_done(store: Store, run_ref: str, *, effect_ref: str, note: str | None = None,
                        warn: Callable[[str], None] | None = None, at: float | None = None) -> str:
     """A person says it did not happen: the next worker does it again with the same key. If the worker that
     attempted it may still send it (its process lives, paused or hung), `warn` hears so; the answer stands."""
     warning = _sender_warning(store, run_ref, effect_ref) if warn is not None else None
     run_id = _decide(store, run_ref, effect_ref=effect_ref, allowed=DECIDABLE, state=EffectState.NOT_DONE,
                      what="says it did not happen", note=note, at=at)
-    if warning:
+    if warn is not None and warning:
         warn(warning)
     return run_id
 
@@ -329,7 +333,7 @@ def _sender_warning(store: Store, run_ref: str, effect_ref: str) -> str | None:
     decision to refuse in its own words."""
     try:
         run = get_run(store, resolve_run(store, run_ref))
-        return sender_warning(store.conn, find_effect(store, run["id"], run["generation"], effect_ref))
+        return sender_warning(store.conn, dict(find_effect(store, run["id"], run["generation"], effect_ref)))
     except UserError:
         return None
 
@@ -360,6 +364,7 @@ def approve(store: Store, run_ref: str, deny: bool = False, note: str | None = N
         why = why_not_approve(run, question)
         if why:
             raise _refuse(store, run, why)
+        assert question is not None   # why_not_approve refuses a run with no question
         decide_approval(conn, question["id"], decision=decision, note=note, who=who, now=at)
         _decided(conn, run, _with_note(f"{question['name']}: {decision} by {who}", note), who, at)
     return run["id"]
@@ -395,7 +400,7 @@ BULK_DONE = {"park": "parked", "resume": "resumed", "cancel": "cancelled", "appr
              "reconcile-ask": "asked the service about"}
 
 
-def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
+def _asked_about(store: Store, run: Mapping[str, Any]) -> tuple[EffectRow | None, str | None]:
     """The effect a reconcile-ask asks the service about (the run's last one in doubt) and why it cannot be asked."""
     why = why_not_decide(run)
     if why:
@@ -410,7 +415,7 @@ def _asked_about(store: Store, run: dict) -> tuple[dict | None, str | None]:
     return effect, None
 
 
-def why_not_bulk(store: Store, action: str, run: dict) -> str | None:
+def why_not_bulk(store: Store, action: str, run: Mapping[str, Any]) -> str | None:
     """Whether `action`, one of BULK_ACTIONS, applies to `run` as read now.
 
     It is the rule its one-run action checks again inside its own write, so a preview (`--dry-run`, the TUI's
@@ -440,6 +445,7 @@ def _act_on(store: Store, action: str, run_id: str, note: str | None) -> None:
         effect, why = _asked_about(store, run)
         if why:
             raise _refuse(store, run, why)
+        assert effect is not None   # _asked_about gives a reason whenever it has no effect
         reconcile_ask(store, run_id, str(effect["position"]), note)   # which checks the run and effect again
 
 
@@ -659,7 +665,7 @@ def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
             "kind": row["kind"], "result": decode(store, row["result"], row["artifact"])}
 
 
-def fork_edited(store: Store, run_ref: str, position: int, result: Any, *, name: str | None = None,
+def fork_edited(store: Store, run_ref: str, *, position: int, result: Any, name: str | None = None,
                 generation: int | None = None) -> str:
     """A new run that keeps RUN's entries before `position`, holds `result` (a person's edit of the step result
     or model reply recorded there, marked edited) at `position`, and runs everything after it anew. `name` and
@@ -708,7 +714,7 @@ def remove_worktree(store: Store, run_ref: str) -> Worktree:
 def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree, str | None]]:
     """Remove each of the worktrees (worktrees.listing) whose runs, read again, have all ended (`tui-agent worktrees
     --clean`): each with None when it was removed, else why it stays."""
-    done = []
+    done: list[tuple[Worktree, str | None]] = []
     for tree in trees:
         try:
             done.append((worktrees.remove(store, tree, _person(), now()), None))
@@ -717,7 +723,7 @@ def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree,
     return done
 
 
-def schedule_add(store: Store, registry: Registry, name: str, agent: str, cron: str, tz: str = "UTC",
+def schedule_add(store: Store, registry: Registry, *, name: str, agent: str, cron: str, tz: str = "UTC",
                  request: Any = None, missed: str = "once", overlap: str = "skip",
                  grace_s: float = schedule.GRACE_S, model: str = "default") -> dict:
     """A new schedule; fires before now never count."""
@@ -740,7 +746,7 @@ def schedule_enable(store: Store, name: str, enabled: bool) -> None:
     with store.write() as conn:
         row = schedules_table.get(conn, name)
         at = now()
-        fields = {"enabled": int(enabled)}
+        fields: dict[str, float] = {"enabled": int(enabled)}
         if enabled and not row["enabled"]:
             fields.update(counts_from=at, next_fire_at=schedule.next_fire(row["cron"], row["tz"], at))
         schedules_table.update(conn, name, **fields)
@@ -789,7 +795,7 @@ def forget_filter(store: Store, name: str) -> str:
     return f"filter {name} forgotten"
 
 
-def start_worker(store: Store, durability: str = "full", agent_modules: list[str] = (),
+def start_worker(store: Store, durability: str = "full", agent_modules: Sequence[str] = (),
                  name: str | None = None, log_dir: Path | None = None) -> subprocess.Popen:
     """Start a worker in its own process, since the TUI never runs agent code itself.
 
@@ -824,7 +830,7 @@ def stop_worker(pid: int, kill: bool = False) -> None:
 
 # -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
 
-def why_not_harness(run: dict) -> str | None:
+def why_not_harness(run: Mapping[str, Any]) -> str | None:
     """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
     waits or is parked; its worktree is the run's while it is queued or running."""
     if run["agent"] != "harness":
@@ -837,21 +843,22 @@ def why_not_harness(run: dict) -> str | None:
     return None
 
 
-def _harness_run(store: Store, run_ref: str) -> tuple[dict, dict, dict]:
+def _harness_run(store: Store, run_ref: str) -> tuple[RunRow, Any, Any]:
     """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
     refused for another agent's run, a run a worker holds, and one that ended."""
     run = get_run(store, resolve_run(store, run_ref))
     why = why_not_harness(run)
     if why:
         raise _refuse(store, run, why)
-    recorded = [entry_at(store.conn, run["id"], run["generation"], position) for position in (0, 1)]
-    if None in recorded or [row["name"] for row in recorded] != ["settings", "worktree"]:
+    rows = (entry_at(store.conn, run["id"], run["generation"], position) for position in (0, 1))
+    recorded = [row for row in rows if row is not None]
+    if [row["name"] for row in recorded] != ["settings", "worktree"]:
         raise _refuse(store, run, "it has no worktree yet")
     settings, place = (decode(store, row["result"], row["artifact"]) for row in recorded)
     return run, settings, place
 
 
-def _resumed_if_waiting(store: Store, run: dict) -> str:
+def _resumed_if_waiting(store: Store, run: Mapping[str, Any]) -> str:
     if why_not_resume(run) is not None:
         return "it stays as it is"
     resume(store, run["id"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .errors import Unreadable, UserError
@@ -51,13 +51,13 @@ def live_line(name: str, provider: str, tokens: int, elapsed_s: float) -> str:
     return f"{name} · {PROVIDERS.get(provider, provider)} · {tokens:,} tokens · {elapsed_s:.1f} s"
 
 
-def _call(row: dict, at: float) -> dict:
+def _call(row: Mapping[str, Any], at: float) -> dict:
     """A model call attempt for the report: seconds so far while in flight, else how long it took."""
     end = at if row["state"] == CallState.IN_FLIGHT else row["updated_at"]
     return {**iso_times(row), "elapsed_s": round(max(0.0, end - row["started_at"]), 3)}
 
 
-def iso_times(row: dict) -> dict:
+def iso_times(row: Mapping[str, Any]) -> dict:
     return {k: iso(v) if k in _TIMES else v for k, v in row.items()}
 
 
@@ -111,18 +111,21 @@ def workers_report(store: Store, at: float) -> list[dict]:
         row["state"] = worker_state(row, at)
         ahead = ahead_by(row, at)
         row["clock_ahead_s"] = None if ahead is None else round(ahead, 1)
+        if not row["runs"]:
+            continue
         lease_at = row.get("judged_at", at)   # a server's leases by its clock
-        holder = judge(row, row["name"]) if row["runs"] else None   # probed only for a worker that holds runs
+        holder = judge(row, row["name"])   # probed only for a worker that holds runs
         for held in row["runs"]:
             held["lease_left_s"] = round(max(0.0, held["lease_expires_at"] - lease_at), 1)
             held["claimable_in_s"] = claimable_in(holder, held["lease_expires_at"], lease_at)
     return rows
 
 
-def with_holders(store: Store, runs: list[dict]) -> list[dict]:
-    """Each run row with `holder_gone` and `claimable_in_s` (store/holders.with_holders), by the lease clock."""
+def with_holders(store: Store, runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of each run row with `holder_gone` and `claimable_in_s` (store/holders.with_holders), by the lease
+    clock."""
     running = any(run["status"] == RunStatus.RUNNING for run in runs)
-    return holders_with(store.conn, runs, lease_now(store.conn, now()) if running else 0.0)
+    return holders_with(store.conn, [dict(run) for run in runs], lease_now(store.conn, now()) if running else 0.0)
 
 
 def held_by_gone(store: Store, agents: list[str]) -> list[dict]:
@@ -420,7 +423,7 @@ def worker_log(store: Store, outcome: dict) -> tuple[str, str]:
     return agent["log"], text + (f"\n--- standard error ---\n{errors}" if errors else "")
 
 
-def beside(store: Store, run: dict, first: int, last: int | None) -> dict:
+def beside(store: Store, run: Mapping[str, Any], first: int, last: int | None) -> dict:
     """What the timeline shows beside its entries at positions first..last (to the run's end when `last` is None,
     where the run stands): the ledger rows (epoch times), the questions and the model calls, by position."""
     at, run = now(), get_run(store, run["id"])     # the live lease is read from the stored row

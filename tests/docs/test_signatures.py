@@ -17,10 +17,6 @@ POSITIONAL = 2   # what a wider one may take by position
 NOT_YET = {
     "app.TuiAgentApp.__init__", "context.run_program",
     "gauges.gauge_line",
-    "notify.Attendant.__init__", "operate.fork_edited",
-    "operate.reconcile_happened", "operate.reconcile_not_done", "operate.schedule_add", "operate.start",
-    "replay._Cassette.__init__", "replay._Cassette._request_diff",
-    "replay._ending",
 }
 
 

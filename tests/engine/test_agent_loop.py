@@ -51,7 +51,7 @@ def test_a_tool_turn_sends_the_result_back_then_the_model_ends(fake, store, note
     registry = registry_of(Agent(name="reader", run=lambda ctx, r: ctx.agent_loop(
         "notes", system="Be brief.", tools=[read_note], messages=[{"role": "user", "content": "today?"}],
         max_tokens=100)))
-    run_id, _ = start(store, registry, "reader", note_request, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="reader", request=note_request, model="anthropic")
     outcome = work(store, registry, run_id)
     assert outcome.status == "succeeded", outcome.error
     done = outcome.result
@@ -91,7 +91,7 @@ def test_bad_input_and_a_failing_tool_go_back_to_the_model_and_three_alike_are_a
     registry = registry_of(Agent(name="weather", script=scripted(*replies), plateau=Plateau(failures=3),
                                  run=lambda ctx, r: ctx.agent_loop("w", tools=[lookup], messages=[
                                      {"role": "user", "content": "weather?"}], max_tokens=50)))
-    run_id, _ = start(store, registry, "weather", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="weather", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("waiting", "plateau")
     results = [json.loads(e["result"]) for e in journal_for(store, run_id) if e["kind"] == "tool"]
@@ -120,7 +120,7 @@ def test_a_temporary_tool_error_is_retried_by_the_policy_first(store):
                                  retry=RetryPolicy(attempts=3, base_s=0.01),
                                  run=lambda ctx, r: ctx.agent_loop("f", tools=[flaky], messages=[
                                      {"role": "user", "content": "go"}], max_tokens=50)))
-    run_id, _ = start(store, registry, "flaky", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="flaky", request={}, model="scripted")
     assert work(store, registry, run_id).status == "succeeded"
     (entry,) = [e for e in journal_for(store, run_id) if e["kind"] == "tool"]
     assert (json.loads(entry["result"])["content"], entry["attempts"]) == ("ok", 2)
@@ -140,7 +140,7 @@ def test_the_checks_verdict_is_journaled_a_failed_check_adds_a_turn_and_a_replay
         return {"stopped": done["stopped"], "turns": done["turns"], "said": done["messages"][2]["content"]}
 
     registry = registry_of(Agent(name="fixer", run=run, script=scripted("fixed", "fixed now")))
-    run_id, _ = start(store, registry, "fixer", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="fixer", request={}, model="scripted")
     assert work(store, registry, run_id).reason == "approval"
     assert checked == [2, 4]
     approve(store, run_id)
@@ -156,7 +156,7 @@ def test_a_check_that_journals_is_refused_with_a_clear_error(store):
     registry = registry_of(Agent(name="bad", script=scripted("done"), run=lambda ctx, r: ctx.agent_loop(
         "x", messages=[{"role": "user", "content": "go"}], max_tokens=50,
         check=lambda ctx, messages: ctx.step("inner", lambda: True))))
-    run_id, _ = start(store, registry, "bad", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="bad", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert outcome.status == "failed"
     assert "'inner' was called inside step 'x/check 1'" in outcome.error
@@ -177,7 +177,7 @@ def test_the_degrade_switch_happens_at_the_same_turn_after_a_crash(db_path):
                                  degrade=lambda ctx: ctx.switch_model("claude-haiku-4-5"),
                                  script=scripted(*[tool_use(("echo", {}))] * 4)))
     store = open_store(db_path)
-    run_id, _ = start(store, registry, "chat", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted")
     faults.arm("after-model-commit", 3)
     try:
         with pytest.raises(SimulatedCrash):
@@ -201,7 +201,7 @@ def test_the_timeline_nests_a_loops_turns_and_tools_under_its_name(store, note_r
                                  run=lambda ctx, r: [ctx.step("prepare", lambda: 1), ctx.agent_loop(
                                      "notes", tools=[read_note], max_tokens=50,
                                      messages=[{"role": "user", "content": "today?"}])][0]))
-    run_id, _ = start(store, registry, "reader", note_request, model="scripted")
+    run_id, _ = start(store, registry, agent_name="reader", request=note_request, model="scripted")
     assert work(store, registry, run_id).status == "succeeded"
     items = timeline_of(store, run_id)
     assert shown_names(items) == ["prepare", "notes › turn 1", "      › read_note", "      › turn 2"]
@@ -236,7 +236,7 @@ def test_a_tool_call_past_the_tool_calls_ceiling_is_refused_before_it_runs(store
                                  script=scripted(tool_use(("count", {})), tool_use(("count", {})), "done"),
                                  run=lambda ctx, r: ctx.agent_loop("c", tools=[count], max_tokens=20,
                                                                    messages=[{"role": "user", "content": "go"}])))
-    run_id, _ = start(store, registry, "counter", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="counter", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "budget:tool_calls")
     assert ran == [1]

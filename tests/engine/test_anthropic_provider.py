@@ -254,7 +254,7 @@ ASKER = Agent(name="asker", run=_ask_then_approve)
 def test_a_reply_is_journaled_with_its_cost_and_replayed_without_a_request(fake, store):
     registry = registry_of(ASKER)
     fake.play({"body": message("summed")})
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     first = work(store, registry, run_id, worker="w-one")
     assert (first.status, first.reason) == ("waiting", "approval")
     entry = journal_for(store, run_id)[0]
@@ -271,7 +271,7 @@ def test_a_reply_is_journaled_with_its_cost_and_replayed_without_a_request(fake,
 def test_retry_after_is_the_back_off(fake, store):
     registry = registry_of(Agent(name="asker", run=_ask_then_approve, retry=RetryPolicy(attempts=3, base_s=50)))
     fake.play({"status": 429, "body": error_body(429), "headers": {"retry-after-ms": "100"}}, {"body": message()})
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     assert work(store, registry, run_id).status == "waiting"  # not a durable 50 s-scale back-off
     retries = [e["message"] for e in events_for(store, run_id) if e["kind"] == "retry"]
     assert len(retries) == 1
@@ -282,7 +282,7 @@ def test_retry_after_is_the_back_off(fake, store):
 def test_a_long_retry_after_becomes_a_durable_wait(fake, store):
     registry = registry_of(ASKER)
     fake.play({"status": 529, "body": error_body(529), "headers": {"retry-after": "3600"}})
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("waiting", "retry")
     assert get_run(store, run_id)["wake_at"] == pytest.approx(time.time() + 3600, abs=60)
@@ -292,7 +292,7 @@ def test_a_long_retry_after_becomes_a_durable_wait(fake, store):
 def test_an_sdk_that_cannot_be_imported_parks_the_run_like_a_missing_key(fake, store, monkeypatch):
     registry = registry_of(ASKER)
     monkeypatch.setitem(sys.modules, "anthropic", None)  # as on a worker whose environment lacks the package
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     parked = work(store, registry, run_id, worker="w-nosdk")
     assert (parked.status, parked.reason) == ("parked", "environment")
     assert parked.message.startswith("the anthropic package cannot be imported by worker w-nosdk (")
@@ -303,7 +303,7 @@ def test_an_sdk_that_cannot_be_imported_parks_the_run_like_a_missing_key(fake, s
 def test_no_key_parks_the_run_and_resume_with_a_key_succeeds(fake, store, monkeypatch):
     registry = registry_of(ASKER)
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     parked = work(store, registry, run_id, worker="w-nokey")
     assert (parked.status, parked.reason) == ("parked", "environment")
     assert parked.message == "ANTHROPIC_API_KEY is not set for worker w-nokey; set it and resume"
@@ -320,11 +320,11 @@ def test_no_key_parks_the_run_and_resume_with_a_key_succeeds(fake, store, monkey
 def test_the_key_never_lands_on_disk(fake, store, tmp_path):
     registry = registry_of(Agent(name="asker", run=_ask_then_approve, retry=RetryPolicy(attempts=2, base_s=0.01)))
     fake.play({"body": message()}, {"status": 500, "body": error_body(500)})
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic")
     work(store, registry, run_id)
     approve(store, run_id)
     work(store, registry, run_id)
-    run_id, _ = start(store, registry, "asker", {}, model="anthropic:claude-haiku-4-5")
+    run_id, _ = start(store, registry, agent_name="asker", request={}, model="anthropic:claude-haiku-4-5")
     work(store, registry, run_id)  # fails on the 500s: errors and events are written too
     assert fake.requests[0]["headers"].get("authorization") == f"Bearer {DUMMY_KEY}"  # the key did go out
     files = [p for p in Path(tmp_path).rglob("*") if p.is_file()]
@@ -341,6 +341,7 @@ def test_the_pinned_model_is_the_one_reserved_against_a_cost_ceiling(fake, store
 
     registry = registry_of(Agent(name="unpriced", run=ask_unpriced))
     fake.play({"body": message(model="claude-haiku-4-5")})
-    run_id, _ = start(store, registry, "unpriced", {}, model="anthropic:claude-haiku-4-5", budget={"cost_usd": 1.0})
+    run_id, _ = start(store, registry, agent_name="unpriced", request={}, model="anthropic:claude-haiku-4-5",
+                      budget={"cost_usd": 1.0})
     assert work(store, registry, run_id).status == "succeeded"  # priced as the pinned model, not refused
     assert fake.requests[0]["body"]["model"] == "claude-haiku-4-5"

@@ -72,7 +72,7 @@ def test_an_escalated_budget_waits_for_a_person_who_raises_it(store):
 
 def test_a_per_run_budget_overrides_the_agents(store):
     registry = _steps_agent(5, Budget(steps=100))
-    run_id, _ = operate.start(store, registry, "many", {}, budget={"steps": 2})
+    run_id, _ = operate.start(store, registry, agent_name="many", request={}, budget={"steps": 2})
     assert work(store, registry, run_id).reason == "budget:steps"
 
 

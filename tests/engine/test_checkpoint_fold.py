@@ -133,7 +133,7 @@ def test_a_restart_counts_the_old_generations_tail(store, clock):
 
 def test_a_plain_step_under_a_stale_fence_is_refused_and_not_written(store):
     agent = _ticking(None, 0)
-    run_id, _ = start(store, registry_of(agent), agent.name, {})
+    run_id, _ = start(store, registry_of(agent), agent_name=agent.name, request={})
     first = claim_run(store, run_id, "w-old", 0.0, 1_000.0)          # a lease that has already run out
     second = claim_run(store, run_id, "w-new", 60.0, 1_001.0)
     assert second.fence > first.fence

@@ -70,7 +70,7 @@ def test_a_run_worked_on_a_clock_of_its_own_never_moves_the_process_clock(store)
         return ctx.step("after", lambda: 2)
 
     registry = registry_of(Agent(name="napper", run=nap))
-    run_id, _ = start(store, registry, "napper", {})
+    run_id, _ = start(store, registry, agent_name="napper", request={})
     real = CLOCK.now()
     scenario = Clock(start=real + 30 * 3600)
     scenario.freeze(real + 30 * 3600)

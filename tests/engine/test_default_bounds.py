@@ -53,7 +53,7 @@ def _budget_line(text: str) -> str:
 
 def test_the_dimensions_an_agent_leaves_unset_get_the_defaults_and_its_own_ceiling_stays(store):
     registry = registry_of(Agent(name="capped", run=LOOPING.run, budget=Budget(cost_usd=1)))
-    run_id, _ = operate.start(store, registry, "capped", {})
+    run_id, _ = operate.start(store, registry, agent_name="capped", request={})
     budget = _budget(store, run_id)
     assert DEFAULT_CEILINGS == {"steps": 10_000, "wall_s": 86_400, "cost_usd": 5.0, "input_tokens": 2_000_000}
     assert (budget["steps"], budget["wall_s"], budget["input_tokens"]) == (10_000, 86_400, 2_000_000)
@@ -62,7 +62,8 @@ def test_the_dimensions_an_agent_leaves_unset_get_the_defaults_and_its_own_ceili
     assert budget["unbounded"] is False
     assert (budget["model_calls"], budget["output_tokens"], budget["tool_calls"], budget["effects"]) == (None,) * 4
 
-    overridden, _ = operate.start(store, registry, "capped", {}, budget={"steps": 50})   # --budget steps=50
+    overridden, _ = operate.start(store, registry, agent_name="capped", request={},
+                                  budget={"steps": 50})   # --budget steps=50
     assert _budget(store, overridden)["steps"] == 50
     assert _budget(store, overridden)["defaults"] == ["wall_s", "input_tokens"]
 
@@ -70,7 +71,7 @@ def test_the_dimensions_an_agent_leaves_unset_get_the_defaults_and_its_own_ceili
 def test_a_scheduled_run_and_a_fork_get_the_same_bounds(store, clock):
     registry = registry_of(Agent(name="job", run=LOOPING.run, budget=Budget(steps=20)))
     clock.set(parse_instant("2026-11-27T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *")
     clock.set(parse_instant("2026-11-28T02:01:00Z"))
     (fired,) = tick(store, registry)
     budget = _budget(store, fired)
@@ -167,7 +168,7 @@ def test_the_default_cost_ceiling_lets_an_unpriced_model_run_and_the_default_inp
     # a model the price table does not know: its cost cannot be counted, so the default cost ceiling does not
     # refuse it; 8.4 million characters are about 2.1 million input tokens, past the default 2 million
     registry = _asking(("no-such-model", 400, 100), ("no-such-model", 400, 100), ("no-such-model", 8_400_000, 100))
-    run_id, _ = operate.start(store, registry, "asks", {}, model="scripted")
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "budget:input_tokens")
     assert outcome.message.startswith("budget input_tokens exhausted: ")
@@ -179,7 +180,7 @@ def test_the_default_cost_ceiling_lets_an_unpriced_model_run_and_the_default_inp
 
 def test_an_explicit_cost_ceiling_still_refuses_an_unpriced_model(store):
     registry = _asking(("no-such-model", 400, 100), budget=Budget(cost_usd=5))
-    run_id, _ = operate.start(store, registry, "asks", {}, model="scripted")
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "budget:cost_usd")
     assert "model 'no-such-model' has no price, so a cost ceiling cannot be kept" in outcome.message
@@ -189,7 +190,7 @@ def test_an_explicit_cost_ceiling_still_refuses_an_unpriced_model(store):
 def test_the_default_cost_ceiling_counts_priced_calls(store):
     # claude-haiku-4-5 at $5 per million output tokens: a call that may write 1,000,001 tokens may cost over $5
     registry = _asking(("claude-haiku-4-5", 400, 1_000_001))
-    run_id, _ = operate.start(store, registry, "asks", {}, model="scripted")
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("parked", "budget:cost_usd")
     assert outcome.message.startswith("budget cost_usd exhausted: $0.0000 used of the default $5.0000, the next "
@@ -246,7 +247,7 @@ OLD_BUDGET = {"steps": None, "model_calls": None, "input_tokens": None, "output_
 
 
 def _old_run(store, registry, request) -> str:
-    run_id, _ = operate.start(store, registry, "looping", request)
+    run_id, _ = operate.start(store, registry, agent_name="looping", request=request)
     with store.write() as conn:   # the budget JSON a run made before this change holds: no defaults, no opt-out
         conn.execute("UPDATE runs SET budget = ? WHERE id = ?", (json.dumps(OLD_BUDGET), run_id))
     return run_id

@@ -368,5 +368,6 @@ def test_a_queued_fork_diverges_at_its_fork_point(store, parent_and_fork):
     queued = fork(store, parent, 3)
     p = pair(store, parent, queued)
     assert first_divergence(store, p)["position"] == 3 and first_divergence(store, p)["why"] == "only_a"
-    assert start(store, registry_of(COUNTING), "counting", {"steps": 1})    # (unrelated runs change nothing)
+    assert start(store, registry_of(COUNTING), agent_name="counting",
+                 request={"steps": 1})    # (unrelated runs change nothing)
     assert first_divergence(store, p)["position"] == 3

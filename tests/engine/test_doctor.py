@@ -27,7 +27,7 @@ def database_with_runs(path: Path, count: int = 300) -> None:
     store = open_store(path)
     registry = load_registry()
     for i in range(count):
-        operate.start(store, registry, "hello", {"name": f"n{i}", "delay_s": 0})
+        operate.start(store, registry, agent_name="hello", request={"name": f"n{i}", "delay_s": 0})
     store.close()
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -202,7 +202,7 @@ def test_another_programs_sqlite_file_is_not_tui_agents(invoke, db_path):
 def test_low_disk_space_and_a_large_wal_say_what_to_do(db_path, monkeypatch):
     store = open_store(db_path)  # an open writer keeps its WAL
     try:
-        operate.start(store, load_registry(), "hello", {})
+        operate.start(store, load_registry(), agent_name="hello", request={})
         monkeypatch.setattr(doctor, "WAL_LARGE", 1)
         monkeypatch.setattr(doctor, "DISK_LOW", 2**62)
         found = doctor.diagnose(db_path)

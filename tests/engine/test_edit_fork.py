@@ -92,7 +92,7 @@ def test_an_edited_model_reply_is_what_the_fork_acts_on_and_nothing_before_it_ru
     before = dump(store.path)
 
     reply = {**entry["result"], "content": [{"type": "text", "text": "hold it"}]}
-    child = operate.fork_edited(store, parent.run_id, 1, reply)
+    child = operate.fork_edited(store, parent.run_id, position=1, result=reply)
 
     parent_unchanged(before, dump(store.path), parent.run_id, child)
     done = work(store, registry, child)
@@ -117,7 +117,7 @@ def test_an_edited_step_result_changes_what_follows(store):
     registry = registry_of(planner(counter))
     parent = start_and_work(store, registry, "planner", {})
     assert parent.result == {"done": [0, 1]}
-    child = operate.fork_edited(store, parent.run_id, 1, {"files": 4})
+    child = operate.fork_edited(store, parent.run_id, position=1, result={"files": 4})
     done = work(store, registry, child)
     assert done.result == {"done": [0, 1, 2, 3]}
     assert counter.calls == {"setup": 1, "plan": 1, "file 0": 2, "file 1": 2, "file 2": 1, "file 3": 1}
@@ -129,7 +129,7 @@ def test_an_edited_step_result_changes_what_follows(store):
 def test_the_fork_checkpoint_starts_after_the_edited_entry_and_counts_none_of_the_kept_ones(store):
     registry = registry_of(planner(Counter()))
     parent = start_and_work(store, registry, "planner", {})
-    child = operate.fork_edited(store, parent.run_id, 1, {"files": 1})
+    child = operate.fork_edited(store, parent.run_id, position=1, result={"files": 1})
     checkpoint = store.conn.execute("SELECT current_step, used_steps FROM checkpoints_now WHERE run_id = ?",
                                     (child,)).fetchone()
     plain = operate.fork(store, parent.run_id, 1)
@@ -150,7 +150,7 @@ def test_a_large_edited_result_is_the_forks_own_artifact(store):
     recorded, _ = journal_rows(store, parent.run_id)
     parent_bytes = artifacts.load(store, recorded["artifact"])
 
-    child = operate.fork_edited(store, parent.run_id, 0, "b" * (ARTIFACT_THRESHOLD + 7))
+    child = operate.fork_edited(store, parent.run_id, position=0, result="b" * (ARTIFACT_THRESHOLD + 7))
 
     row = journal_rows(store, child)[0]
     assert row["result"] is None and row["artifact"].startswith(f"artifacts/{child}/"), row
@@ -162,7 +162,7 @@ def test_a_large_edited_result_is_the_forks_own_artifact(store):
 def test_a_small_edit_of_a_large_result_sits_in_the_row(store):
     registry = registry_of(Agent(name="blobby", run=lambda ctx, r: ctx.step("blob", lambda: "x" * 40_000)))
     parent = start_and_work(store, registry, "blobby", {})
-    child = operate.fork_edited(store, parent.run_id, 0, "short")
+    child = operate.fork_edited(store, parent.run_id, position=0, result="short")
     row = journal_rows(store, child)[0]
     assert (row["result"], row["artifact"], row["edited"]) == ('"short"', None, 1)
 
@@ -194,7 +194,7 @@ def test_an_agent_loop_turn_edited_to_call_another_tool(store):
     with pytest.raises(UserError, match="a tool's result is what the tool returned"):
         operate.recorded_entry(store, parent.run_id, 1)
 
-    done = work(store, registry, operate.fork_edited(store, parent.run_id, 0, asks_bergen))
+    done = work(store, registry, operate.fork_edited(store, parent.run_id, position=0, result=asks_bergen))
     assert done.result["content"][0]["text"] == "done: sunny in Bergen"
     assert looked_up == ["Oslo", "Bergen"]
 
@@ -228,7 +228,7 @@ def test_only_a_step_or_a_model_reply_can_be_edited(store, kind):
     assert f"{parent.run_id} #1 {entry['name']} ({kind}): " in str(refused.value)
     assert "only a step's result or a model reply can be edited" in str(refused.value)
     with pytest.raises(UserError, match="only a step's result or a model reply can be edited"):
-        operate.fork_edited(store, parent.run_id, 1, {"anything": True})
+        operate.fork_edited(store, parent.run_id, position=1, result={"anything": True})
     assert store.conn.execute("SELECT count(*) FROM runs").fetchone()[0] == runs
     if kind == "effect":
         assert "decided through reconcile" in str(refused.value)
@@ -245,7 +245,7 @@ def test_an_edited_model_reply_must_stay_a_reply(store, reply, words):
     registry = registry_of(decider(Counter(), []))
     parent = start_and_work(store, registry, "decider", {})
     with pytest.raises(UserError) as refused:
-        operate.fork_edited(store, parent.run_id, 1, reply)
+        operate.fork_edited(store, parent.run_id, position=1, result=reply)
     assert words in str(refused.value)
     assert "\n" not in str(refused.value)
     assert store.conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
@@ -257,10 +257,11 @@ def test_an_unchanged_result_forks_nothing_but_key_order_alone_is_no_change(stor
     recorded = operate.recorded_entry(store, parent.run_id, 1)["result"]
     reordered = dict(reversed(list(recorded.items())))
     with pytest.raises(UserError, match="the same as the recorded one: nothing to fork"):
-        operate.fork_edited(store, parent.run_id, 1, reordered)
+        operate.fork_edited(store, parent.run_id, position=1, result=reordered)
     with pytest.raises(UserError, match="nothing to fork"):
-        operate.fork_edited(store, parent.run_id, 0, {"rows": 3})
-    assert operate.fork_edited(store, parent.run_id, 0, {"rows": 3.0}), "3.0 is another JSON value than 3"
+        operate.fork_edited(store, parent.run_id, position=0, result={"rows": 3})
+    assert operate.fork_edited(store, parent.run_id, position=0, result={"rows": 3.0}), \
+        "3.0 is another JSON value than 3"
 
 
 def test_the_fork_is_refused_when_the_parent_no_longer_holds_the_entry_that_was_edited(store):
@@ -268,27 +269,27 @@ def test_the_fork_is_refused_when_the_parent_no_longer_holds_the_entry_that_was_
     parent = start_and_work(store, registry, "decider", {})
     reply = {"role": "assistant", "content": [{"type": "text", "text": "hold it"}]}
     with pytest.raises(UserError, match="#1 is no longer the fetch of generation 1"):
-        operate.fork_edited(store, parent.run_id, 1, reply, name="fetch", generation=1)
+        operate.fork_edited(store, parent.run_id, position=1, result=reply, name="fetch", generation=1)
     with pytest.raises(UserError, match="no longer the decide of generation 0"):
-        operate.fork_edited(store, parent.run_id, 1, reply, name="decide", generation=0)
+        operate.fork_edited(store, parent.run_id, position=1, result=reply, name="decide", generation=0)
     with pytest.raises(UserError, match="no entry #7"):
-        operate.fork_edited(store, parent.run_id, 7, reply)
+        operate.fork_edited(store, parent.run_id, position=7, result=reply)
     with pytest.raises(UserError, match="its entries are #0 to #2"):
         operate.recorded_entry(store, parent.run_id, 7)
-    assert operate.fork_edited(store, parent.run_id, 1, reply, name="decide", generation=1)
+    assert operate.fork_edited(store, parent.run_id, position=1, result=reply, name="decide", generation=1)
 
 
 def test_a_value_json_cannot_hold_is_refused(store):
     registry = registry_of(planner(Counter()))
     parent = start_and_work(store, registry, "planner", {})
     with pytest.raises(UserError, match="not JSON-serialisable"):
-        operate.fork_edited(store, parent.run_id, 1, {"files": float("nan")})
+        operate.fork_edited(store, parent.run_id, position=1, result={"files": float("nan")})
 
 
 def test_a_fork_of_an_edited_fork_keeps_the_mark(store):
     registry = registry_of(planner(Counter()))
     parent = start_and_work(store, registry, "planner", {})
-    child = operate.fork_edited(store, parent.run_id, 1, {"files": 1})
+    child = operate.fork_edited(store, parent.run_id, position=1, result={"files": 1})
     work(store, registry, child)
     grandchild = operate.fork(store, child, 3)
     assert [r["edited"] for r in journal_rows(store, grandchild)] == [None, 1, None]

@@ -90,7 +90,7 @@ class World:
         self.registry = registry_of(Agent(name="fx", run=agent_run, retry=retry))
 
     def start(self, key="report:2026-11-28:team"):
-        return operate.start(self.store, self.registry, "fx", {"key": key})[0]
+        return operate.start(self.store, self.registry, agent_name="fx", request={"key": key})[0]
 
     def work(self, run_id, worker="w-1", lease_s=30.0):
         claim = claim_run(self.store, run_id, worker, lease_s, now())
@@ -355,7 +355,7 @@ def test_deciding_the_key_in_doubt_lets_the_run_that_waited_on_it_go_on(db_path,
     assert second.reason == "reconcile"
     clock.advance(31)
     assert world.work(first, "w-3").reason == "reconcile"  # no lookup, no dedupe: a person decides
-    operate.reconcile_happened(world.store, first, "send", {"id": 1})
+    operate.reconcile_happened(world.store, first, effect_ref="send", result={"id": 1})
     assert get_run(world.store, second.run_id)["status"] == "queued"
     assert f"was decided in run {first}" in world.messages(second.run_id)[-1]
     assert world.work(second.run_id, "w-4").status == "succeeded"
@@ -388,7 +388,7 @@ def _waiting_after_do(db_path, clock, service=None):
 
 def test_a_person_says_it_happened(db_path, clock):
     world, run_id = _waiting_after_do(db_path, clock)
-    operate.reconcile_happened(world.store, run_id, "send", {"id": 1}, note="saw it")
+    operate.reconcile_happened(world.store, run_id, effect_ref="send", result={"id": 1}, note="saw it")
     assert (get_run(world.store, run_id)["status"], get_run(world.store, run_id)["reason"]) == ("queued", "resumed")
     outcome = world.work(run_id, "w-3")
     assert outcome.status == "succeeded"
@@ -402,7 +402,7 @@ def test_a_person_says_it_happened(db_path, clock):
 
 def test_a_person_says_it_did_not_happen(db_path, clock):
     world, run_id = _waiting_after_do(db_path, clock)
-    operate.reconcile_not_done(world.store, run_id, "send")
+    operate.reconcile_not_done(world.store, run_id, effect_ref="send")
     assert world.effect(run_id)["state"] == "not_done"
     assert world.work(run_id, "w-3").status == "succeeded"
     assert world.service.requests == ["report:2026-11-28:team"] * 2
@@ -473,17 +473,17 @@ def test_decisions_are_refused_while_a_worker_holds_the_run_or_after_it_ended(db
     run_id = world.start()
     world.crash(run_id, "after-do")             # running, lease not expired
     with pytest.raises(UserError, match="w-1 holds it"):
-        operate.reconcile_happened(world.store, run_id, "send")
+        operate.reconcile_happened(world.store, run_id, effect_ref="send")
     done = world.work(world.start("other"))
     with pytest.raises(UserError, match="has ended"):
-        operate.reconcile_not_done(world.store, done.run_id, "send")
+        operate.reconcile_not_done(world.store, done.run_id, effect_ref="send")
 
 
 def test_an_effect_is_named_or_numbered(db_path, clock):
     world, run_id = _waiting_after_do(db_path, clock)
     with pytest.raises(UserError, match="has no effect 'mail'"):
-        operate.reconcile_happened(world.store, run_id, "mail")
-    operate.reconcile_happened(world.store, run_id, "1")   # position 1: "prepare" is position 0
+        operate.reconcile_happened(world.store, run_id, effect_ref="mail")
+    operate.reconcile_happened(world.store, run_id, effect_ref="1")   # position 1: "prepare" is position 0
     assert world.effect(run_id)["state"] == "confirmed"
 
 
@@ -493,7 +493,7 @@ def test_a_person_may_decide_for_a_dead_worker_once_its_lease_ended(db_path, clo
     world.crash(run_id, "after-do")
     stale_fence = get_run(world.store, run_id)["fence"]
     clock.advance(31)
-    operate.reconcile_happened(world.store, run_id, "send", {"id": 1})
+    operate.reconcile_happened(world.store, run_id, effect_ref="send", result={"id": 1})
     run = get_run(world.store, run_id)
     assert (run["status"], run["fence"], run["worker"]) == ("queued", stale_fence + 1, None)
     assert world.work(run_id, "w-2").status == "succeeded"

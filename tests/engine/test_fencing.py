@@ -57,7 +57,7 @@ def _commit(store, claim, position, name="late"):
 
 def test_a_live_lease_cannot_be_claimed(store):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     assert claim_run(store, run_id, "w-a", 60, now()) is not None
     assert claim_run(store, run_id, "w-b", 60, now()) is None
     assert claim_next(store, "w-b", lease_s=60, agents=["noop"], now=now()) is None
@@ -65,7 +65,7 @@ def test_a_live_lease_cannot_be_claimed(store):
 
 def test_a_write_with_an_old_fence_is_refused_and_changes_nothing(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     old = claim_run(store, run_id, "w-a", 10, now())
     _commit(store, old, 0, "first")  # renews the lease for 60 s
     clock.advance(61)
@@ -96,7 +96,7 @@ def _tables(store, run_id: str) -> tuple:
 def test_a_plain_step_or_its_fold_with_an_old_fence_is_refused_and_moves_nothing(store, clock, write):
     """A plain step and the plain step that folds the checkpoint (on a server each one statement, its fence
     checked inside it): refused after a takeover, the tail the old worker wrote left where it is, uncounted."""
-    run_id, _ = start(store, _noop_agent(), "noop", {})
+    run_id, _ = start(store, _noop_agent(), agent_name="noop", request={})
     old = claim_run(store, run_id, "w-a", 10, now())
     for position in range(2):   # plain steps: the tail a fold would move
         add_step(store, old, Entry(position=position, name=f"s{position}", kind="step", result="1", started_at=now(),
@@ -118,7 +118,7 @@ def test_a_plain_step_or_its_fold_with_an_old_fence_is_refused_and_moves_nothing
 
 def test_a_worker_whose_fence_is_stale_stops_the_run_without_writing(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     stale = claim_run(store, run_id, "w-a", 10, now())
     clock.advance(11)
     claim_run(store, run_id, "w-b", 10, now())
@@ -132,7 +132,7 @@ def test_a_worker_whose_fence_is_stale_stops_the_run_without_writing(store, cloc
 
 def test_an_expired_lease_is_claimed_again_with_an_event(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     first = claim_run(store, run_id, "w-a", 30, now())
     clock.advance(29)
     assert claim_next(store, "w-b", lease_s=30, agents=["noop"], now=now()) is None, "the lease has not expired yet"
@@ -158,7 +158,7 @@ def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):
         return {"done": [ctx.step(f"s{i}", slow_step, i) for i in range(3)]}
 
     registry = registry_of(Agent(name="slow", run=slow_steps))
-    run_id, _ = start(store, registry, "slow", {})
+    run_id, _ = start(store, registry, agent_name="slow", request={})
     claim = claim_run(store, run_id, "w-a", 30, now())
     assert execute(store, registry, claim=claim).status == "succeeded"
     assert stolen == [None], "60 s into a 30 s lease the run was still held: the steps renewed it"
@@ -166,7 +166,7 @@ def test_steps_renew_the_lease_once_half_of_it_is_gone(store, clock):
 
 def test_a_run_whose_lease_is_not_renewed_can_be_taken(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     claim = claim_run(store, run_id, "w-a", 30, now())
     clock.advance(25)
     _commit(store, claim, 0, "one")             # renews for 60 s more
@@ -178,7 +178,7 @@ def test_a_run_whose_lease_is_not_renewed_can_be_taken(store, clock):
 
 def test_fences_only_grow(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     fences = []
     for _ in range(4):
         fences.append(claim_run(store, run_id, "w-a", 1, now()).fence)
@@ -189,7 +189,7 @@ def test_fences_only_grow(store, clock):
 
 def test_a_worker_only_claims_agents_it_knows(store):
     registry = _noop_agent()
-    start(store, registry, "noop", {})
+    start(store, registry, agent_name="noop", request={})
     assert claim_next(store, "w-x", lease_s=30, agents=["other"], now=now()) is None
     assert claim_next(store, "w-x", lease_s=30, agents=["noop"], now=now()) is not None
 
@@ -197,7 +197,7 @@ def test_a_worker_only_claims_agents_it_knows(store):
 
 def test_a_turn_that_settles_the_run_says_so_apart_from_its_status(store, clock):
     registry = _noop_agent()
-    run_id, _ = start(store, registry, "noop", {})
+    run_id, _ = start(store, registry, agent_name="noop", request={})
     outcome = execute(store, registry, claim=claim_run(store, run_id, "w-a", 10, now()))
     assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.SETTLED, "succeeded", "succeeded")
     assert get_run(store, run_id)["status"] == outcome.settled

@@ -140,7 +140,7 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
     assert opened["agent_modules"] == registry.sources, "the TUI hands its workers the portable form"
 
     store = open_store(db_path)
-    run_id, _ = operate.start(store, registry, "first-hour", {})
+    run_id, _ = operate.start(store, registry, agent_name="first-hour", request={})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

@@ -143,7 +143,7 @@ def test_the_ceiling_step_projected_mid_way_is_where_the_run_parks_when_let_run_
 
 
 def test_show_json_has_no_forecast_before_the_first_step_and_an_ended_run_projects_nothing(store, invoke):
-    run_id, _ = operate.start(store, _paced(Budget(cost_usd=1.0)), "paced", {})
+    run_id, _ = operate.start(store, _paced(Budget(cost_usd=1.0)), agent_name="paced", request={})
     assert json.loads(invoke("show", run_id, "--json").stdout)["budget"]["forecast"] is None
     assert "forecast " not in invoke("show", run_id).stdout
 

@@ -25,7 +25,7 @@ def _wait_for(predicate, seconds=5.0):
 def held(store):
     """A queued run claimed by w-hb, whose heartbeat (a 0.6 s lease) holds it: (run id, heartbeat, control)."""
     registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
-    run_id, _ = operate.start(store, registry, "idle", {})
+    run_id, _ = operate.start(store, registry, agent_name="idle", request={})
     heartbeat = Heartbeat(store.path, "full", worker="w-hb", lease_s=0.6)
     try:
         yield run_id, heartbeat, heartbeat.hold(claim_run(store, run_id, "w-hb", 0.6, now()))

@@ -58,7 +58,7 @@ def _provider(monkeypatch, create):
 
 def test_each_call_keeps_only_what_is_new_and_the_system_prompt_and_tools_once(store):
     registry = registry_of(Agent(name="chat", run=_conversation(3)))
-    run_id, _ = start(store, registry, "chat", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted")
     assert work(store, registry, run_id).status == "succeeded"
     calls = _calls(store, run_id)
     assert [(c["position"], c["call"], c["state"], c["provider"]) for c in calls] == [
@@ -77,7 +77,7 @@ def test_each_call_keeps_only_what_is_new_and_the_system_prompt_and_tools_once(s
 
 def test_the_reply_trades_the_reservation_for_what_was_used(store):
     registry = registry_of(Agent(name="chat", run=_conversation(2)))
-    run_id, _ = start(store, registry, "chat", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted")
     work(store, registry, run_id)
     checkpoint = checkpoint_for(store, run_id)
     replies = [json.loads(r) for (r,) in store.conn.execute("SELECT result FROM journal WHERE run_id = ?", (run_id,))]
@@ -98,7 +98,7 @@ def test_a_call_that_failed_with_an_error_gives_its_reservation_back(store, monk
 
     _provider(monkeypatch, create)
     registry = registry_of(Agent(name="chat", run=_conversation(1), retry=RetryPolicy(attempts=3, base_s=0.01)))
-    run_id, _ = start(store, registry, "chat", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert outcome.status == "failed"
     assert "bad request" in outcome.error
@@ -120,7 +120,7 @@ def test_a_call_whose_worker_died_stays_counted_and_shows_in_the_timeline(db_pat
     _provider(monkeypatch, create)
     registry = registry_of(Agent(name="chat", run=_conversation(1)))
     store = open_store(db_path)
-    run_id, _ = start(store, registry, "chat", {}, model="scripted", budget={"cost_usd": 1.0})
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted", budget={"cost_usd": 1.0})
     with pytest.raises(SimulatedCrash):
         work(store, registry, run_id, worker="w-dies", lease_s=0.2)
     store = open_store(db_path)
@@ -161,7 +161,7 @@ def test_a_long_call_shows_its_tokens_live_in_the_store_and_on_the_progress_line
 
     _provider(monkeypatch, create)
     registry = registry_of(Agent(name="chat", run=_conversation(1)))
-    run_id, _ = start(store, registry, "chat", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="scripted")
     claim = claim_run(store, run_id, "w-live", 60.0, now())
     progress = ProgressLine()
     progress.shown = True
@@ -205,7 +205,7 @@ def test_the_degrade_hook_switches_the_model_over_the_pinned_one_and_a_replay_ke
     registry = registry_of(Agent(name="asks", run=asks, budget=Budget(model_calls=4, soft=0.5),
                                  degrade=lambda ctx: ctx.switch_model("claude-haiku-4-5")))
     fake.play(*({"body": message(model=m)} for m in ["claude-sonnet-5"] * 2 + ["claude-haiku-4-5"] * 2))
-    run_id, _ = start(store, registry, "asks", {}, model="anthropic:claude-sonnet-5")
+    run_id, _ = start(store, registry, agent_name="asks", request={}, model="anthropic:claude-sonnet-5")
     assert work(store, registry, run_id).reason == "approval"
     approve(store, run_id)
     outcome = work(store, registry, run_id, worker="w-later")  # replays the first three calls, then asks
@@ -221,7 +221,7 @@ def test_the_degrade_hook_switches_the_model_over_the_pinned_one_and_a_replay_ke
 def test_a_claude_reply_from_a_model_without_a_price_shows_cost_unknown(fake, store, invoke):
     registry = registry_of(Agent(name="chat", run=_conversation(1)))
     fake.play({"body": message(model="claude-future-9")})
-    run_id, _ = start(store, registry, "chat", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="chat", request={}, model="anthropic")
     assert work(store, registry, run_id).status == "succeeded"
     report = run_report(store, run_id)
     assert report["steps"][0]["cost_usd"] is None

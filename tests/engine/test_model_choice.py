@@ -35,7 +35,7 @@ def _asks(model: str | None = None):
 
 
 def test_a_run_started_without_a_model_records_default(store, invoke):
-    run_id, _ = operate.start(store, load_registry(), "hello", {"name": "Ada"})
+    run_id, _ = operate.start(store, load_registry(), agent_name="hello", request={"name": "Ada"})
     assert get_run(store, run_id)["model"] == "default"
     started = invoke("start", "hello", "--input", '{"name": "Ada"}')
     assert get_run(store, started.stdout.strip())["model"] == "default"
@@ -43,7 +43,7 @@ def test_a_run_started_without_a_model_records_default(store, invoke):
 
 def test_an_agent_that_never_calls_a_model_needs_neither_key_nor_script(store):
     registry = load_registry()
-    run_id, _ = operate.start(store, registry, "hello", {"name": "Ada"})
+    run_id, _ = operate.start(store, registry, agent_name="hello", request={"name": "Ada"})
     assert work(store, registry, run_id).status == "succeeded"
     assert get_run(store, run_id)["model"] == "default"  # nothing was resolved: no call asked for it
 
@@ -51,7 +51,7 @@ def test_an_agent_that_never_calls_a_model_needs_neither_key_nor_script(store):
 def test_default_with_a_key_is_claude_and_is_recorded_on_the_run(fake, store):
     registry = _asks()
     fake.play({"body": message("from claude")})
-    run_id, _ = operate.start(store, registry, "asks", {})
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={})
     outcome = work(store, registry, run_id)
     assert outcome.status == "succeeded"
     assert outcome.result["text"] == "from claude"
@@ -62,7 +62,8 @@ def test_default_with_a_key_is_claude_and_is_recorded_on_the_run(fake, store):
 
 def test_default_without_a_key_is_the_built_in_script(store, tmp_path):
     registry = load_registry()
-    run_id, _ = operate.start(store, registry, "nightly-report", {"date": "2026-11-29", "team": "ops"})
+    run_id, _ = operate.start(store, registry, agent_name="nightly-report",
+                              request={"date": "2026-11-29", "team": "ops"})
     outcome = work(store, registry, run_id)
     assert outcome.status == "succeeded"
     assert get_run(store, run_id)["model"] == "scripted"
@@ -73,7 +74,7 @@ def test_default_without_a_key_is_the_built_in_script(store, tmp_path):
 def test_default_without_a_key_or_a_script_parks_naming_both_ways_out(fake, store, monkeypatch):
     registry = _asks()
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    run_id, _ = operate.start(store, registry, "asks", {})
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={})
     parked = work(store, registry, run_id, worker="w-bare")
     assert (parked.status, parked.reason) == ("parked", "environment")
     assert "w-bare" in parked.message
@@ -92,7 +93,8 @@ def test_default_without_a_key_or_a_script_parks_naming_both_ways_out(fake, stor
 
 def test_the_schedules_pinned_model_beats_the_agents_model(fake, store):
     registry = _asks(model="claude-opus-5")
-    operate.schedule_add(store, registry, "pinned", "asks", "0 2 * * *", model="anthropic:claude-haiku-4-5")
+    operate.schedule_add(store, registry, name="pinned", agent="asks", cron="0 2 * * *",
+                         model="anthropic:claude-haiku-4-5")
     fake.play({"body": message(model="claude-haiku-4-5")})
     run_id = fire_now(store, registry, "pinned").started[0]
     assert get_run(store, run_id)["model"] == "anthropic:claude-haiku-4-5"
@@ -103,7 +105,7 @@ def test_the_schedules_pinned_model_beats_the_agents_model(fake, store):
 def test_the_agents_model_is_sent_when_the_run_pins_none(fake, store):
     registry = _asks(model="claude-opus-5")
     fake.play({"body": message(model="claude-opus-5")})
-    run_id, _ = operate.start(store, registry, "asks", {})
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={})
     assert work(store, registry, run_id).status == "succeeded"
     assert fake.requests[0]["body"]["model"] == "claude-opus-5"
 
@@ -111,7 +113,7 @@ def test_the_agents_model_is_sent_when_the_run_pins_none(fake, store):
 def test_the_providers_default_model_when_nobody_names_one(fake, store):
     registry = _asks()
     fake.play({"body": message()})
-    run_id, _ = operate.start(store, registry, "asks", {})
+    run_id, _ = operate.start(store, registry, agent_name="asks", request={})
     assert work(store, registry, run_id).status == "succeeded"
     assert fake.requests[0]["body"]["model"] == DEFAULT_MODEL
 
@@ -151,7 +153,7 @@ def test_nightly_report_with_a_key_summarizes_with_claude_and_scripted_stays_off
     registry = load_registry()
     fake.play({"body": message("- sales up\n- one deploy rolled back")})
     request = {"date": "2026-11-29", "team": "ops"}
-    claude = work(store, registry, operate.start(store, registry, "nightly-report", request)[0])
+    claude = work(store, registry, operate.start(store, registry, agent_name="nightly-report", request=request)[0])
     assert claude.status == "succeeded"
     report = artifacts.read(store, claude.result["report"]).decode()
     assert report.startswith("# Nightly report, ops, 2026-11-29\n\n- sales up\n- one deploy rolled back\n")
@@ -159,7 +161,8 @@ def test_nightly_report_with_a_key_summarizes_with_claude_and_scripted_stays_off
     assert all(f"## {source} (" in prompt for source in ("sales", "incidents", "deploys"))
     assert "billing" in prompt  # the effect still sends, once
     assert Path(claude.result["email"]).exists()
-    scripted = work(store, registry, operate.start(store, registry, "nightly-report", {**request, "team": "qa"},
+    scripted = work(store, registry, operate.start(store, registry, agent_name="nightly-report",
+                                                   request={**request, "team": "qa"},
                                                    model="scripted")[0])
     assert scripted.status == "succeeded"  # the key is there, and unused
     assert len(fake.requests) == 1

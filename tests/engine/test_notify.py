@@ -66,7 +66,7 @@ def test_every_transition_into_needing_a_person_records_one_notice_and_no_other_
     parking = start_and_work(store, REGISTRY, "parking", {"why": "no compiler"})
     spending = start_and_work(store, REGISTRY, "spending", {})
     napping = start_and_work(store, REGISTRY, "napping", {})
-    queued, _ = operate.start(store, REGISTRY, "napping", {})
+    queued, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     assert [asking.status, parking.status, spending.status, napping.status] == ["waiting", "parked", "waiting",
                                                                                  "waiting"]
     operate.park(store, napping.run_id, "later")      # waiting: sleep (no person) -> parked: person
@@ -96,7 +96,7 @@ def _events(store, run_id):
 
 def test_a_refused_transition_records_nothing(store):
     """The notice is inside the transition's transaction: a park refused as stale leaves no notice."""
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id)
     with pytest.raises(Exception, match="parked already"):
         operate.park(store, run_id)
@@ -186,7 +186,7 @@ def test_two_connections_claiming_at_the_same_instant_never_share_a_notice(store
 
     for round_ in range(15):
         for _ in range(5):
-            run_id, _ = operate.start(store, REGISTRY, "napping", {})
+            run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
             operate.park(store, run_id)
         barrier, taken, failed = threading.Barrier(2), [[], []], []
 
@@ -215,7 +215,7 @@ def test_a_failing_command_is_one_line_and_its_event_stays_delivered(store, tmp_
     failing.write_text(f"#!{sys.executable}\nimport sys\nsys.stdin.read()\nprint('the hook is down', file=sys.stderr)"
                        "\nsys.exit(3)\n")
     failing.chmod(0o755)
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id)
     said: list[str] = []
     attendant = notify.Attendant("w-x", notify.parse_command(str(failing)), log=said.append)
@@ -230,7 +230,7 @@ def test_a_command_that_hangs_is_killed_after_its_timeout(store, tmp_path):
     slow = tmp_path / "slow.py"
     slow.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
     slow.chmod(0o755)
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id)
     said: list[str] = []
     started = now()
@@ -243,7 +243,7 @@ def parked(count: int) -> list[str]:
     """`count` runs parked, each one notice to deliver, in the database TUI_AGENT_DB names; their ids."""
     store = open_store(os.environ["TUI_AGENT_DB"])
     try:
-        made = [operate.start(store, REGISTRY, "napping", {})[0] for _ in range(count)]
+        made = [operate.start(store, REGISTRY, agent_name="napping", request={})[0] for _ in range(count)]
         for run_id in made:
             operate.park(store, run_id)
         return made
@@ -319,7 +319,7 @@ def test_a_last_pass_over_commands_that_hang_ends_within_its_bound_and_hands_bac
     hanging.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(30)\n")
     hanging.chmod(0o755)
     for _ in range(8):
-        run_id, _ = operate.start(store, REGISTRY, "napping", {})
+        run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
         operate.park(store, run_id)
     said: list[str] = []
     attendant = notify.Attendant("w-x", [str(hanging)], timeout_s=0.5, pass_s=1.25, log=said.append)
@@ -390,7 +390,7 @@ def test_watch_json_prints_each_event_as_another_process_makes_it(invoke, tui_ag
 
 
 def test_watch_after_an_id_and_plain_lines(invoke, store):
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id, "see \x1b]0;owned\x07 here")
     line = notify.line(notices.after(store, 0)[0])
     assert "\x1b" not in line and "\x07" not in line and "see \\x1b]0;owned\\x07 here" in line
@@ -403,7 +403,7 @@ def test_watch_after_an_id_and_plain_lines(invoke, store):
 def test_whether_a_notice_is_superseded_is_worked_out_from_its_run_when_it_is_read(store):
     """Current while its run still needs a person for that episode; superseded once it is decided, resumed or
     ended, or a newer episode began (the run parked again); a reminder follows its episode."""
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id)
     assert [n["superseded"] for n in notices.of_run(store, run_id)] == [False]
     notices.remind(store, 0, now() + 1)
@@ -492,8 +492,8 @@ def test_two_processes_racing_remind_once(invoke, tmp_path, round_):
 
 
 def test_each_episode_is_reminded_once_and_a_run_that_moved_on_is_not(store, clock):
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
-    other, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
+    other, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, run_id)
     operate.park(store, other)
     operate.resume(store, other)                      # no longer needs anyone: never reminded

@@ -129,7 +129,7 @@ def _effects_agent(ctx, request):
 def test_the_ledger_events_and_questions_page_across_generations_in_order(store):
     registry = registry_of(Agent(name="fx", run=_effects_agent, budget=Budget(steps=100)))
     FAIL_ONCE["left"] = 1                              # each store's variant fails its first generation
-    run_id, _ = start(store, registry, "fx", {"n": 7, "tag": "a"})
+    run_id, _ = start(store, registry, agent_name="fx", request={"n": 7, "tag": "a"})
     assert work(store, registry, run_id).status == "failed"
     resume(store, run_id, restart=True)               # generation 2 does the same again (each key once)
     assert work(store, registry, run_id).status == "succeeded"
@@ -157,7 +157,7 @@ def test_the_ledger_events_and_questions_page_across_generations_in_order(store)
 async def test_the_run_screen_reads_older_effects_and_events_as_they_are_reached(store):
     registry = registry_of(Agent(name="fx", run=_effects_agent, budget=Budget(steps=1000)))
     FAIL_ONCE["left"] = 0
-    run_id, _ = start(store, registry, "fx", {"n": 250, "tag": "many"})
+    run_id, _ = start(store, registry, agent_name="fx", request={"n": 250, "tag": "many"})
     assert work(store, registry, run_id).status == "succeeded"
     with store.write() as conn:                        # a long life's worth of events, through the store's own call
         for i in range(300):
@@ -192,7 +192,7 @@ def _large_results(ctx, request):
 
 async def test_the_timeline_reads_no_large_result_until_one_is_selected(store, monkeypatch):
     registry = registry_of(Agent(name="big", run=_large_results, budget=Budget(steps=100)))
-    run_id, _ = start(store, registry, "big", {"n": 30})
+    run_id, _ = start(store, registry, agent_name="big", request={"n": 30})
     assert work(store, registry, run_id).status == "succeeded"
     reads: list[str] = []
     real = artifacts.read

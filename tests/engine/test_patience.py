@@ -61,7 +61,7 @@ def waiting_to_retry(store, fake, fetch: Fetches, **budget) -> tuple[object, str
     """A summarizer run (default retry policy) worked while the API is down: it ends waiting to retry."""
     registry = registry_of(summarizer(fetch))
     fake.down()
-    run_id, _ = start(store, registry, "summarizer", {}, model="anthropic", budget=budget or None)
+    run_id, _ = start(store, registry, agent_name="summarizer", request={}, model="anthropic", budget=budget or None)
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("waiting", "retry"), outcome
     return registry, run_id
@@ -93,7 +93,7 @@ def test_with_default_settings_a_run_waits_out_an_api_that_is_down_and_then_succ
 def test_an_agents_own_short_policy_still_fails_when_the_api_is_down(fake, store):
     registry = registry_of(summarizer(Fetches(), RetryPolicy(attempts=3, base_s=0.001, cap_s=0.002)))
     fake.down()
-    run_id, _ = start(store, registry, "summarizer", {}, model="anthropic")
+    run_id, _ = start(store, registry, agent_name="summarizer", request={}, model="anthropic")
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("failed", "error")
     assert get_run(store, run_id)["error"] == ("step 1 'summarize' raised NotReachable: could not reach Claude: "
@@ -154,7 +154,7 @@ def test_an_effect_whose_do_raises_connection_error_is_reconciled_not_retried(st
 
     agent = Agent(name="mailer", run=lambda ctx, r: ctx.effect("send", key="mail:1", do=send))
     registry = registry_of(agent)
-    run_id, _ = start(store, registry, "mailer", {})
+    run_id, _ = start(store, registry, agent_name="mailer", request={})
     outcome = work(store, registry, run_id)
     assert (outcome.status, outcome.reason) == ("waiting", "reconcile")   # a person decides; no blind resend
     assert sent == ["mail:1"]

@@ -137,6 +137,19 @@ def test_a_call_past_the_end_of_a_finished_run_is_a_divergence(store):
     assert (d.position, d.kind, d.recorded, d.name) == (4, "new-call", None, "one-more")
 
 
+def test_a_model_call_with_its_own_timeout_reproduces(store):
+    """The cassette's `model` takes every argument Context.model does: `timeout_s` too, passed through."""
+    def run(ctx, request):
+        reply = ctx.model("ask", messages=[{"role": "user", "content": request["thing"]}], max_tokens=100,
+                          timeout_s=30)
+        return {"answer": reply["content"][0]["text"]}
+
+    agent = Agent(name="timed", run=run, script=lambda messages, max_tokens, call_index: "an answer")
+    done = replay_run(str(store.path), registry_of(agent), _recorded(store, agent))
+    assert done.reproduced, done
+    assert (done.answered, done.note) == (1, "the code returned the recorded result")
+
+
 @pytest.mark.parametrize("service, lookup", [("dedupe", True), ("dedupe", False), ("every", True),
                                              ("every", False)])
 def test_nightly_report_reproduces_under_every_service_mode_and_sends_nothing(store, service, lookup):

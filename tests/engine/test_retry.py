@@ -97,7 +97,7 @@ def test_the_attempt_count_survives_a_crash(db_path, clock):
 
     store = open_store(db_path)
     registry = _agent(fails_then_crashes)
-    run_id, _ = start(store, registry, "flaky", {})
+    run_id, _ = start(store, registry, agent_name="flaky", request={})
     with pytest.raises(faults.SimulatedCrash):
         work(store, registry, run_id)
     store = open_store(db_path)

@@ -65,11 +65,11 @@ def test_fires_inside_a_gap_collapse_into_one():
 
 def test_bad_cron_or_zone_is_a_usage_error(store, registry):
     with pytest.raises(UserError, match="not a cron expression"):
-        operate.schedule_add(store, registry, "x", "job", "every night")
+        operate.schedule_add(store, registry, name="x", agent="job", cron="every night")
     with pytest.raises(UserError, match="not a time zone"):
-        operate.schedule_add(store, registry, "x", "job", "0 2 * * *", tz="Mars/Olympus")
+        operate.schedule_add(store, registry, name="x", agent="job", cron="0 2 * * *", tz="Mars/Olympus")
     with pytest.raises(UserError, match="no agent named"):
-        operate.schedule_add(store, registry, "x", "nope", "0 2 * * *")
+        operate.schedule_add(store, registry, name="x", agent="nope", cron="0 2 * * *")
 
 
 # -- missed fires -------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_bad_cron_or_zone_is_a_usage_error(store, registry):
 ])
 def test_three_days_down(store, registry, clock, policy, expected):
     clock.set(utc("2026-11-25T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", missed=policy, overlap="allow")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", missed=policy, overlap="allow")
     clock.set(utc("2026-11-28T09:00:00Z"))            # the laptop was off for three nights
     tick(store, registry)
     assert _keys(store) == [f"schedule:nightly:{at}" for at in expected]
@@ -94,7 +94,7 @@ def test_three_days_down(store, registry, clock, policy, expected):
 
 def test_an_on_time_fire_is_not_missed_and_fires_before_adding_never_count(store, registry, clock):
     clock.set(utc("2026-11-28T02:30:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", missed="all")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", missed="all")
     clock.set(utc("2026-11-29T02:10:00Z"))             # 10 minutes late: inside the 15-minute grace
     tick(store, registry)
     assert _keys(store) == ["schedule:nightly:2026-11-29T02:00:00.000Z"]
@@ -102,7 +102,7 @@ def test_an_on_time_fire_is_not_missed_and_fires_before_adding_never_count(store
 
 def test_fires_while_disabled_never_count(store, registry, clock):
     clock.set(utc("2026-11-20T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", missed="all", overlap="allow")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", missed="all", overlap="allow")
     operate.schedule_enable(store, "nightly", False)
     clock.set(utc("2026-11-25T12:00:00Z"))
     assert tick(store, registry, ["nightly"]) == []
@@ -116,7 +116,7 @@ def test_fires_while_disabled_never_count(store, registry, clock):
 
 def _with_previous_running(store, registry, clock, overlap):
     clock.set(utc("2026-11-27T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", overlap=overlap)
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", overlap=overlap)
     clock.set(utc("2026-11-28T02:01:00Z"))
     (first,) = tick(store, registry)
     claim = claim_run(store, first, "w-1", 3 * 86400, CLOCK.now())   # still running a day later
@@ -155,7 +155,7 @@ def test_overlap_wait_starts_the_pending_fire_once_the_previous_run_finishes(sto
 
 def test_a_previous_run_waiting_for_a_person_raises_a_needs_a_person_event(store, registry, clock):
     clock.set(utc("2026-11-27T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", overlap="skip")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", overlap="skip")
     clock.set(utc("2026-11-28T02:01:00Z"))
     (first,) = tick(store, registry)
     operate.park(store, first)
@@ -167,7 +167,7 @@ def test_a_previous_run_waiting_for_a_person_raises_a_needs_a_person_event(store
 
 def test_fire_by_hand_goes_through_the_overlap_policy(store, registry, clock):
     clock.set(utc("2026-11-27T12:00:00Z"))
-    operate.schedule_add(store, registry, "nightly", "job", "0 2 * * *", overlap="skip")
+    operate.schedule_add(store, registry, name="nightly", agent="job", cron="0 2 * * *", overlap="skip")
     (first,) = operate.schedule_fire(store, registry, "nightly").started
     held = operate.schedule_fire(store, registry, "nightly")
     assert held.started == [], "the first is still queued"
@@ -199,7 +199,8 @@ def test_schedule_fire_says_what_happened(invoke, overlap):
 
 def test_two_ticks_at_one_fire_instant_start_one_run(store, clock):
     clock.set(utc("2026-11-27T12:00:00Z"))
-    operate.schedule_add(store, load_registry(), "nightly", "hello", "0 2 * * *", request={"delay_s": 0})
+    operate.schedule_add(store, load_registry(), name="nightly", agent="hello", cron="0 2 * * *",
+                         request={"delay_s": 0})
     env = {"TUI_AGENT_NOW": "2026-11-28T02:00:30Z"}
     cmd = [sys.executable, "-m", "tui_agent", "tick"]
     ticks = [subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE,

@@ -79,7 +79,7 @@ def spent(database, clock, local_zone) -> dict:
     try:
         for agent, instant in zip(agents, (ALPHA_AT, BETA_AT, LOCAL_AT)):
             clock.set(instant)
-            ids[agent.name], _ = start(store, registry, agent.name, {}, model="scripted")
+            ids[agent.name], _ = start(store, registry, agent_name=agent.name, request={}, model="scripted")
             if agent.name == "beta":
                 with pytest.raises(SimulatedCrash):
                     work(store, registry, ids["beta"], worker="w-dies", lease_s=0.2)

@@ -26,7 +26,7 @@ def _heartbeats() -> set[threading.Thread]:
 
 
 def test_it_claims_works_the_run_here_and_lets_go(store):
-    run_id, _ = operate.start(store, REGISTRY, "two-steps", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="two-steps", request={})
     before = _heartbeats()
     seen = []
     outcome = work_here(store, REGISTRY, run_id=run_id, lease_s=5.0,
@@ -39,7 +39,7 @@ def test_it_claims_works_the_run_here_and_lets_go(store):
 
 
 def test_a_run_another_worker_holds_is_left_alone(store):
-    run_id, _ = operate.start(store, REGISTRY, "two-steps", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="two-steps", request={})
     held = claim_run(store, run_id, "w-other", 60.0, now())
     assert work_here(store, REGISTRY, run_id=run_id, lease_s=5.0) is None
     row = get_run(store, run_id)
@@ -47,7 +47,7 @@ def test_a_run_another_worker_holds_is_left_alone(store):
 
 
 def test_ctrl_c_hands_the_run_back_at_once(store):
-    run_id, _ = operate.start(store, REGISTRY, "two-steps", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="two-steps", request={})
 
     def interrupted(ctx, position, name, replayed):
         if name == "two":

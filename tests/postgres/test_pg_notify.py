@@ -36,8 +36,9 @@ def test_data_version_moves_with_every_commit_and_not_without_one(stores, pg_url
         conn.execute("UPDATE runs SET status = status WHERE id = 'r-none'")
     assert data_version(reader) == before, "a transaction that wrote nothing moves nothing"
 
-    for write in (lambda: operate.start(writer, registry, "hello", {}),        # a command's write
-                  lambda: work(writer, registry, operate.start(writer, registry, "hello", {})[0])):   # a run
+    for write in (lambda: operate.start(writer, registry, agent_name="hello", request={}),        # a command's write
+                  lambda: work(writer, registry,
+                               operate.start(writer, registry, agent_name="hello", request={})[0])):   # a run
         seen = data_version(reader)
         write()
         assert data_version(reader) != seen, "a commit is seen at the next poll, without waiting"
@@ -49,7 +50,7 @@ def test_data_version_moves_with_every_commit_and_not_without_one(stores, pg_url
                       (pg_url.rsplit("/", 1)[1],))
     time.sleep(0.2)
     assert data_version(reader) == seen
-    operate.start(writer, registry, "hello", {})   # the writer's connection is opened again too
+    operate.start(writer, registry, agent_name="hello", request={})   # the writer's connection is opened again too
     assert data_version(reader) != seen
 
 
@@ -63,7 +64,7 @@ def test_a_poll_is_one_statement_and_writers_send_no_notice(stores):
     assert polled == ["SELECT pg_current_snapshot()::text"] * 3
     written: list[str] = []
     writer.conn.set_trace_callback(written.append)
-    operate.start(writer, load_registry(), "hello", {})
+    operate.start(writer, load_registry(), agent_name="hello", request={})
     assert written and not [s for s in written if "notify" in s.lower() or "LISTEN" in s], written
 
 
@@ -78,7 +79,7 @@ async def test_a_run_worked_elsewhere_appears_at_the_next_poll(pg_url):
             await pilot.pause()
             assert shown_ids(app) == []
 
-            run_id, _ = operate.start(elsewhere, registry, "napping", {"sleep_s": 60})
+            run_id, _ = operate.start(elsewhere, registry, agent_name="napping", request={"sleep_s": 60})
             work(elsewhere, registry, run_id)
             await pilot.pause()
             assert shown_ids(app) == [], "nothing re-reads before the poll"
@@ -140,7 +141,7 @@ def start_and_finish(url: str) -> str:
     store = open_store(url)
     try:
         registry = load_registry()
-        run_id, _ = operate.start(store, registry, "hello", {})
+        run_id, _ = operate.start(store, registry, agent_name="hello", request={})
         work(store, registry, run_id)
         return run_id
     finally:

@@ -128,8 +128,8 @@ def test_a_server_stopped_for_10_s_under_two_workers_is_waited_out_and_every_run
     store = open_store(url)
     registry = load_registry()
     dates = [f"2026-11-{10 + i}" for i in range(RUNS)]
-    runs = [start(store, registry, "nightly-report",
-                  {"date": date, "service": "every", "lookup": True, "delay_s": 0.4})[0] for date in dates]
+    runs = [start(store, registry, agent_name="nightly-report",
+                  request={"date": date, "service": "every", "lookup": True, "delay_s": 0.4})[0] for date in dates]
     store.close()
     workers = {"w-long": spawn("worker", "--name", "w-long", "--concurrency", "2", label="w-long"),
                "w-short": spawn("worker", "--name", "w-short", "--concurrency", "2", "--lease", "3", label="w-short")}

@@ -110,7 +110,7 @@ def test_a_turns_opening_reads_are_two_round_trips(pg_url):
     store = open_store(pg_url)
     ran, wires = [], {}
     registry = registry_of(_steps(["s0"], ran))
-    run_id, _ = start(store, registry, "steps", {})
+    run_id, _ = start(store, registry, agent_name="steps", request={})
     claim = claim_run(store, run_id, "w-test", 60.0, now())
 
     def watch(point: str, name: str | None) -> None:
@@ -152,7 +152,8 @@ def test_a_heartbeat_is_one_round_trip_that_renews_each_live_lease_and_refuses_a
     try:
         registry = registry_of(_steps(["s0"], []))
         register(store, "w-test", pid=1, host="here", concurrency=2, lease_s=30.0, now=now())
-        claims = [claim_run(store, start(store, registry, "steps", {})[0], "w-test", 30.0, now()) for _ in range(2)]
+        claims = [claim_run(store, start(store, registry, agent_name="steps", request={})[0], "w-test", 30.0, now())
+                  for _ in range(2)]
         live, taken = sorted(claims, key=lambda c: c.run_id)
         with store.write() as conn:   # a person's park, say: the fence moves on under the worker
             conn.execute("UPDATE runs SET fence = fence + 1 WHERE id = ?", (taken.run_id,))
@@ -194,7 +195,7 @@ def test_a_model_calls_attempt_row_is_one_round_trip_committed_before_its_reques
     wires = {}
     try:
         registry = registry_of(Agent(name="asks", run=run))
-        run_id, _ = start(store, registry, "asks", {}, model="scripted")
+        run_id, _ = start(store, registry, agent_name="asks", request={}, model="scripted")
         with watching(_bracket(store, ("after-step-commit", "before"), ("in-model-call", "ask"), wires)):
             assert work(store, registry, run_id).status == "succeeded"
         assert wires["traced"].round_trips() == 1, wires["traced"].sent()
@@ -329,8 +330,8 @@ def test_a_paused_worker_woken_after_a_takeover_writes_nothing_through_the_one_r
     monkeypatch.setenv("TUI_AGENT_DB", pg_url)
     store = open_store(pg_url)
     calls, log = tmp_path / "calls.log", tmp_path / "steps.jsonl"
-    run_id = start(store, load_registry(["counting_agents"]), "counting",
-                   {"log": str(calls), "steps": 5, "delay_s": 0.05})[0]
+    run_id = start(store, load_registry(["counting_agents"]), agent_name="counting",
+                   request={"log": str(calls), "steps": 5, "delay_s": 0.05})[0]
     a = _worker("w-a", log, pause_at="after-step:3", clock="frozen")
     try:
         until("w-a to stop itself before s2's commit", lambda: a.poll() is not None or process_state(a.pid) == "T")

@@ -37,7 +37,8 @@ def db(pg_url, monkeypatch):
 
 def _start(store, log: Path, steps: int, delay_s: float) -> str:
     registry = load_registry(["counting_agents"])
-    return start(store, registry, "counting", {"log": str(log), "steps": steps, "delay_s": delay_s})[0]
+    return start(store, registry, agent_name="counting",
+                 request={"log": str(log), "steps": steps, "delay_s": delay_s})[0]
 
 
 def _worker(spawn, name: str, host: str, *extra: str, env: dict | None = None):

@@ -249,7 +249,7 @@ def test_a_worker_that_lost_its_run_cannot_write_over_the_new_owners_artifact(da
             first.close()
 
     try:
-        run_id, _ = start(second, registry, "blobby", {})
+        run_id, _ = start(second, registry, agent_name="blobby", request={})
         thread = threading.Thread(target=late_worker, name="late")
         thread.start()
         assert entered.wait(10)

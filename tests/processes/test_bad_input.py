@@ -103,7 +103,7 @@ def _two_runs_sharing_a_prefix(db: Path) -> tuple[str, list[str]]:
     try:
         by_first: dict[str, list[str]] = {}
         while True:
-            run_id, _ = start(store, registry, "hello", {})
+            run_id, _ = start(store, registry, agent_name="hello", request={})
             by_first.setdefault(run_id[2], []).append(run_id)
             if len(by_first[run_id[2]]) == 2:
                 return f"r-{run_id[2]}", by_first[run_id[2]]

@@ -43,7 +43,8 @@ def test_a_bulk_cancel_racing_a_real_worker_cancels_no_run_that_succeeded(databa
     summary counts both, and names each refused run, every one of them a run that had succeeded."""
     store = open_store(database)
     registry = load_registry()
-    ids = [operate.start(store, registry, "hello", {"name": f"n{i}", "delay_s": 0.05})[0] for i in range(40)]
+    ids = [operate.start(store, registry, agent_name="hello", request={"name": f"n{i}", "delay_s": 0.05})[0]
+           for i in range(40)]
     worker = spawn("worker", "--concurrency", "4", "--name", "w-race", label="worker")
     until("a few runs to succeed", lambda: sum(get_run(store, r)["status"] == "succeeded" for r in ids) >= 4)
     done = ok(tui_agent("cancel", "--where", "agent:hello", "--yes"), 1)
@@ -118,7 +119,8 @@ def test_reconcile_ask_asks_about_each_runs_effect_in_doubt_that_has_a_lookup(db
     store = open_store(db_path)
     registry = load_registry(["ledger_agents"])
     log = tmp_path / "sent.log"
-    asked, unasked = (operate.start(store, registry, "ledger", {"key": f"k-{i}", "log": str(log), **extra})[0]
+    asked, unasked = (operate.start(store, registry, agent_name="ledger",
+                                    request={"key": f"k-{i}", "log": str(log), **extra})[0]
                       for i, extra in enumerate(({"lookup_ttl_s": 0}, {})))
     for run_id in (asked, unasked):
         store = crashed_into_doubt(store, db_path, registry, clock, run_id)
@@ -140,10 +142,10 @@ async def test_mark_all_matching_then_cancel_asks_once_and_reports_a_run_that_ch
     succeeded one; the other is cancelled, with one event."""
     store = open_store(db_path)
     registry = load_registry()
-    finished = operate.start(store, registry, "hello", {"delay_s": 0})[0]
+    finished = operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0]
     work(store, registry, finished)
-    meanwhile, left = (operate.start(store, registry, "hello", {"delay_s": 0})[0] for _ in range(2))
-    other = operate.start(store, registry, "nightly-report", {})[0]
+    meanwhile, left = (operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0] for _ in range(2))
+    other = operate.start(store, registry, agent_name="nightly-report", request={})[0]
     toasts: list[str] = []
     async with tui(db_path, size=(80, 24), toasts=toasts) as (app, pilot):
         await pilot.press("slash", *"agent:hello", "enter")
@@ -175,8 +177,8 @@ def test_where_takes_the_tuis_filter_words(db_path, tui_agent):
     made), and the other words matching the start of an id or a part of the agent or reason."""
     store = open_store(db_path)
     registry = load_registry()
-    hello = [operate.start(store, registry, "hello", {"delay_s": 0})[0] for _ in range(2)]
-    report = operate.start(store, registry, "nightly-report", {})[0]
+    hello = [operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0] for _ in range(2)]
+    report = operate.start(store, registry, agent_name="nightly-report", request={})[0]
     store.close()
     selected = {"status:queued": {*hello, report}, "agent:hello": set(hello), "night": {report}, hello[0]: {hello[0]},
                 "since:1h agent:hello": set(hello), "until:1h": set(), f"since:{time.strftime('%Y-%m-%d')}":

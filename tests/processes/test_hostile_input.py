@@ -107,9 +107,9 @@ def _seed(database) -> dict[str, str]:
     placeholders of their ids, with the ids."""
     store, registry = open_store(database), load_registry()
     try:
-        finished, _ = operate.start(store, registry, "hello", {})
+        finished, _ = operate.start(store, registry, agent_name="hello", request={})
         work(store, registry, finished)
-        waiting, _ = operate.start(store, registry, "nightly-report", {"approve": True})
+        waiting, _ = operate.start(store, registry, agent_name="nightly-report", request={"approve": True})
         assert work(store, registry, waiting).reason == "approval"
     finally:
         store.close()
@@ -232,23 +232,23 @@ def _seed_bad_values(database) -> dict:
     try:
         for kind in kinds:
             value, cast = raw[kind]
-            run_id, _ = operate.start(store, registry, "hello", {"name": kind})
+            run_id, _ = operate.start(store, registry, agent_name="hello", request={"name": kind})
             _write(store, f"UPDATE runs SET request = {cast} WHERE id = ?", (value, run_id))
             seeded["runs"][run_id] = f"runs.request cannot be read: {WHY[kind]}"
-            operate.schedule_add(store, registry, f"bad-{kind}", "hello", "* * * * *")
+            operate.schedule_add(store, registry, name=f"bad-{kind}", agent="hello", cron="* * * * *")
             _write(store, f"UPDATE schedules SET input = {cast} WHERE name = ?", (value, f"bad-{kind}"))
             seeded["schedules"][f"bad-{kind}"] = f"schedules.input cannot be read: {WHY[kind]}"
-        budget_run, _ = operate.start(store, registry, "hello", {})
+        budget_run, _ = operate.start(store, registry, agent_name="hello", request={})
         _write(store, "UPDATE runs SET budget = ? WHERE id = ?", (HUGE, budget_run))
         seeded["runs"][budget_run] = f"runs.budget cannot be read: {WHY['huge']}"
-        finished, _ = operate.start(store, registry, "hello", {})
+        finished, _ = operate.start(store, registry, agent_name="hello", request={})
         work(store, registry, finished)
         replaying = operate.fork(store, finished, 2)     # its worker replays #0 and #1 from the journal
         for table in ("journal_rows", "journal_tail"):   # the view `journal` is the two
             _write(store, f"UPDATE {table} SET result = ? WHERE run_id = ? AND position = 0", (DEEP, replaying))
         seeded["runs"][replaying] = f"journal.result of #0 'greet' cannot be read: {WHY['deep']}"
-        seeded["good_run"] = operate.start(store, registry, "hello", {"name": "Bob"})[0]
-        operate.schedule_add(store, registry, "good", "hello", "* * * * *")
+        seeded["good_run"] = operate.start(store, registry, agent_name="hello", request={"name": "Bob"})[0]
+        operate.schedule_add(store, registry, name="good", agent="hello", cron="* * * * *")
         with store.write() as conn:   # all due now, with a fire inside the last two minutes
             conn.execute("UPDATE schedules SET counts_from = ?, next_fire_at = 0", (time.time() - 120,))
     finally:

@@ -173,7 +173,7 @@ def test_a_long_running_worker_says_it_once_and_keeps_working_what_it_knows(spaw
 
 
 async def test_the_runs_strip_says_no_running_worker_knows_the_agent(store):
-    triage, _ = operate.start(store, registry_of(stranded_agents.TRIAGE), "triage", {})
+    triage, _ = operate.start(store, registry_of(stranded_agents.TRIAGE), agent_name="triage", request={})
     async with tui(store.path) as (app, pilot):
         register(app.store, "w-plain", pid=os.getpid(), host=this_host(), concurrency=1, lease_s=60.0, now=now(),
                  agents=["hello"])   # alive: us
@@ -192,8 +192,9 @@ async def test_the_runs_strip_says_no_running_worker_knows_the_agent(store):
 def test_due_runs_of_other_agents_are_counted_on_each_store(store):
     registry = registry_of(stranded_agents.TRIAGE)
     for _ in range(2):
-        operate.start(store, registry, "triage", {})
-    assert claim_run(store, operate.start(store, registry, "triage", {})[0], "w-gone", 0.05, now()) is not None
+        operate.start(store, registry, agent_name="triage", request={})
+    triage = operate.start(store, registry, agent_name="triage", request={})[0]
+    assert claim_run(store, triage, "w-gone", 0.05, now()) is not None
     time.sleep(0.2)                       # its lease ran out: due again, but not queued
     assert due_of_others(store, ["hello"], now()) == [("triage", 3, 2)]
     assert due_of_others(store, ["hello", "triage"], now()) == []

@@ -247,7 +247,7 @@ def test_do_gets_the_attempt_token_only_when_it_takes_a_second_argument(db_path)
 
     store = open_store(db_path)
     registry = registry_of(Agent(name="fx", run=agent_run))
-    run_id, _ = operate.start(store, registry, "fx", {})
+    run_id, _ = operate.start(store, registry, agent_name="fx", request={})
     outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "succeeded"
     assert seen == [AttemptToken(run_id, 1, 1)]
@@ -267,7 +267,7 @@ def test_a_stale_refusal_reports_the_run_taken_and_records_that_the_worker_let_g
         return ctx.effect("send", key="k", do=send, lookup=box.lookup)
 
     registry = registry_of(Agent(name="fx", run=agent_run))
-    run_id, _ = operate.start(store, registry, "fx", {})
+    run_id, _ = operate.start(store, registry, agent_name="fx", request={})
     outcome = execute(store, registry, claim=claim_run(store, run_id, "w-1", 30.0, now()))
     assert outcome.status == "refused"
     assert "nothing was sent" in outcome.error
@@ -300,7 +300,7 @@ def _attempted_by_this_process(db_path) -> tuple:
     store = open_store(db_path)
     registry = registry_of(Agent(name="fx", run=lambda ctx, request: ctx.effect(
         "send", key="k", do=lambda key: {"sent": key}, lookup=lambda key: None)))
-    run_id, _ = operate.start(store, registry, "fx", {})
+    run_id, _ = operate.start(store, registry, agent_name="fx", request={})
     faults.arm("after-attempted")
     try:
         with pytest.raises(SimulatedCrash):
@@ -336,7 +336,7 @@ async def test_the_reconcile_modal_warns_while_the_attempting_process_lives(db_p
 def test_a_person_is_warned_in_process_and_the_answer_still_stands(db_path):
     store, run_id, _ = _attempted_by_this_process(db_path)
     warnings = []
-    assert operate.reconcile_not_done(store, run_id, "send", warn=warnings.append) == run_id
+    assert operate.reconcile_not_done(store, run_id, effect_ref="send", warn=warnings.append) == run_id
     assert len(warnings) == 1, warnings
     assert f"w-alive (pid {os.getpid()}" in warnings[0], warnings
     assert effects_for(store, run_id)[0]["state"] == "not_done"

@@ -62,7 +62,7 @@ def test_prune_removes_exactly_the_ended_runs_it_may_with_all_they_held_and_leav
     log = str(tmp_path / "sent.log")
 
     def ran(agent, request, key=None):
-        run_id = operate.start(store, registry, agent, request, key=key)[0]
+        run_id = operate.start(store, registry, agent_name=agent, request=request, key=key)[0]
         work(store, registry, run_id)
         return run_id
 
@@ -70,19 +70,20 @@ def test_prune_removes_exactly_the_ended_runs_it_may_with_all_they_held_and_leav
     old = {"succeeded": ran("hello", {"delay_s": 0}),
            "keyed, with an artifact": ran("ledger", {"key": "e-old", "log": log, "big": BIG}, key="rk-old"),
            "failed": ran("failing", {})}
-    old["cancelled"] = operate.start(store, registry, "hello", {"delay_s": 0})[0]
+    old["cancelled"] = operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0]
     operate.cancel_run(store, old["cancelled"])
     old["forked, both old"] = ran("hello", {"delay_s": 0})
     old["the fork, old"] = operate.fork(store, old["forked, both old"], 1)
     work(store, registry, old["the fork, old"])
-    operate.schedule_add(store, registry, "hourly", "hello", "0 * * * *", request={"delay_s": 0})
+    operate.schedule_add(store, registry, name="hourly", agent="hello", cron="0 * * * *", request={"delay_s": 0})
     old["fired by a schedule"] = operate.schedule_fire(store, registry, "hourly").started[0]
     work(store, registry, old["fired by a schedule"])
     kept = {"a parent a kept fork needs": ran("ledger", {"key": "e-parent", "log": log, "big": BIG}),
-            "in doubt": operate.start(store, registry, "ledger", {"key": "e-doubt", "log": log})[0],
-            "parked": operate.start(store, registry, "hello", {"delay_s": 0})[0],
-            "waiting": operate.start(store, registry, "ledger", {"key": "e-wait", "log": log, "ask": True})[0],
-            "queued": operate.start(store, registry, "hello", {"delay_s": 0})[0]}
+            "in doubt": operate.start(store, registry, agent_name="ledger", request={"key": "e-doubt", "log": log})[0],
+            "parked": operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0],
+            "waiting": operate.start(store, registry, agent_name="ledger",
+                                     request={"key": "e-wait", "log": log, "ask": True})[0],
+            "queued": operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0]}
     store = crashed_into_doubt(store, database, registry, clock, kept["in doubt"])
     operate.abandon(store, kept["in doubt"], "send")           # cancelled, its send in doubt for good
     operate.park(store, kept["parked"])
@@ -208,11 +209,12 @@ def test_a_worker_running_while_prune_removes_many_runs_waits_at_most_the_stated
     store = open_store(database)
     registry = load_registry(["counting_agents", "ledger_agents"])
     clock.set(now() - 40 * DAY)
-    template = operate.start(store, registry, "counting", {"steps": 60, "log": str(tmp_path / "old.log")})[0]
+    template = operate.start(store, registry, agent_name="counting",
+                             request={"steps": 60, "log": str(tmp_path / "old.log")})[0]
     work(store, registry, template)
     clock.set(time.time())
     old = [template, *cloned(store, template, 2000)]
-    steady = operate.start(store, registry, "steady", {"steps": 100_000, "delay_s": 0.002})[0]
+    steady = operate.start(store, registry, agent_name="steady", request={"steps": 100_000, "delay_s": 0.002})[0]
     worker = spawn("--agents", "ledger_agents", "worker", "--name", "w-steady", label="worker")
     until("the worker to be at work", lambda: len(list(store.query(
         "SELECT position FROM journal WHERE run_id = ?", (steady,)))) >= 50)
@@ -242,7 +244,8 @@ def cancelled_runs(path: Path, count: int, size: int) -> list[str]:
     """`count` cancelled runs whose requests hold `size` bytes each: pages for prune to free."""
     store = open_store(path)
     registry = load_registry()
-    made = [operate.start(store, registry, "hello", {"name": f"{n}" + "x" * size})[0] for n in range(count)]
+    made = [operate.start(store, registry, agent_name="hello",
+                          request={"name": f"{n}" + "x" * size})[0] for n in range(count)]
     for run_id in made:
         operate.cancel_run(store, run_id)
     store.close()
@@ -325,7 +328,7 @@ def test_a_wrong_prune_or_one_off_a_terminal_without_yes_is_one_line_and_removes
                                                                                          line):
     store = open_store(database)
     registry = load_registry()
-    made = [operate.start(store, registry, "hello", {"delay_s": 0})[0] for _ in range(3)]
+    made = [operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0] for _ in range(3)]
     for run_id in made:
         operate.cancel_run(store, run_id)
     ahead = {"TUI_AGENT_NOW": later(31 * DAY)}
@@ -344,7 +347,7 @@ def test_a_run_an_interrupted_prune_began_is_refused_to_every_action_and_the_nex
     takes the run (it would act on half a run), and the next prune removes it, however recent its end."""
     store = open_store(database)
     registry = load_registry()
-    run_id = operate.start(store, registry, "hello", {"delay_s": 0})[0]
+    run_id = operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0]
     work(store, registry, run_id)
     with store.write() as conn:   # as prune leaves it when killed between two batches
         conn.execute("UPDATE runs SET pruned_at = ? WHERE id = ?", (now(), run_id))
@@ -384,11 +387,11 @@ def test_a_schedule_of_the_prune_agent_prunes_as_the_command_does(database, cloc
     store = open_store(database)
     registry = load_registry()
     clock.set(now() - 40 * DAY)
-    old = [operate.start(store, registry, "hello", {"delay_s": 0}, key=f"k{n}")[0] for n in range(3)]
+    old = [operate.start(store, registry, agent_name="hello", request={"delay_s": 0}, key=f"k{n}")[0] for n in range(3)]
     for run_id in old:
         work(store, registry, run_id)
     clock.set(time.time())
-    recent = operate.start(store, registry, "hello", {"delay_s": 0})[0]
+    recent = operate.start(store, registry, agent_name="hello", request={"delay_s": 0})[0]
     work(store, registry, recent)
     newest_old = max(old, key=lambda r: (get_run(store, r)["finished_at"], r))   # the order --keep-last keeps
     ok(tui_agent("schedule", "add", "tidy", "--agent", "prune", "--cron", "30 3 * * *", "--input",

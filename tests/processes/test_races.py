@@ -129,8 +129,8 @@ def test_two_people_reconciling_one_unknown_effect_decide_it_once(tmp_path, stor
     the email is neither confirmed and sent again nor re-queued twice."""
     registry = load_registry([])
     for i in range(TRIES // 2):
-        run_id, _ = operate.start(store, registry, "nightly-report",
-                                  {"date": f"2026-10-{i + 1:02d}", "service": "every", "lookup": False})
+        run_id, _ = operate.start(store, registry, agent_name="nightly-report",
+                                  request={"date": f"2026-10-{i + 1:02d}", "service": "every", "lookup": False})
         claim = claim_run(store, run_id, "w-1", 0.05, now())
         faults.arm("after-do")
         try:
@@ -192,4 +192,5 @@ def test_park_or_cancel_racing_the_workers_final_settle_never_rewrites_an_ending
 
 
 def _start_counting(store, log: Path) -> str:
-    return operate.start(store, load_registry(["counting_agents"]), "counting", {"log": str(log), "steps": 1})[0]
+    return operate.start(store, load_registry(["counting_agents"]), agent_name="counting",
+                         request={"log": str(log), "steps": 1})[0]

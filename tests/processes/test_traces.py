@@ -59,7 +59,7 @@ def _by_name(finished) -> dict[str, list]:
 def test_a_nightly_report_run_is_one_trace_with_a_span_per_call_and_genai_attributes(db_path, spans):
     store = open_store(db_path)
     registry = load_registry()
-    run_id, _ = start(store, registry, AGENT, {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name=AGENT, request={}, model="scripted")
     outcome = work(store, registry, run_id)
     assert outcome.status == "succeeded", outcome
     run = _rows(store, "SELECT * FROM runs WHERE id = ?", run_id)[0]
@@ -109,7 +109,7 @@ def test_a_step_that_fails_marks_its_span_with_the_exception_type(db_path, spans
 
     store = open_store(db_path)
     registry = registry_of(Agent(name="fails", run=fails))
-    run_id, _ = start(store, registry, "fails", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="fails", request={}, model="scripted")
     assert work(store, registry, run_id).status == "failed"
     store.close()
     named = _by_name(spans.get_finished_spans())
@@ -134,7 +134,7 @@ def test_a_sleeping_run_says_what_it_waits_for_and_until_when(db_path, spans):
 
     store = open_store(db_path)
     registry = registry_of(Agent(name="naps", run=naps))
-    run_id, _ = start(store, registry, "naps", {}, model="scripted")
+    run_id, _ = start(store, registry, agent_name="naps", request={}, model="scripted")
     assert work(store, registry, run_id).status == "waiting"
     wake_at = _rows(store, "SELECT wake_at FROM runs WHERE id = ?", run_id)[0]["wake_at"]
     store.close()

@@ -42,7 +42,7 @@ TUI_STEPS = 4_000        # a TUI holding one snapshot from the start would let t
 
 def _start(store, steps: int) -> str:
     """Queue a run of `steps` tiny steps (tests/fixtures is on the path only once a test runs)."""
-    return start(store, load_registry(["wal_agents"]), "many", {"steps": steps})[0]
+    return start(store, load_registry(["wal_agents"]), agent_name="many", request={"steps": steps})[0]
 
 
 def _wal(db_path: Path) -> int:

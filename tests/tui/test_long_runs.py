@@ -42,7 +42,7 @@ def long_run(tmp_path_factory):
     db = tmp_path_factory.mktemp("long") / "long.db"
     store = open_store(db, durability="normal")
     registry = registry_of(Agent(name="long", run=_long, budget=Budget(steps=STEPS + 10)))
-    run_id, _ = start(store, registry, "long", {"steps": STEPS})
+    run_id, _ = start(store, registry, agent_name="long", request={"steps": STEPS})
     outcome = execute(store, registry, claim=claim_run(store, run_id, "w-long", 600.0, now()))
     assert outcome.status == "waiting", outcome.error
     approve(store, run_id)

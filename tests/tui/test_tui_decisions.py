@@ -182,7 +182,8 @@ async def test_ask_the_service_without_a_lookup_is_marked_and_the_cursor_does_no
 def schedule_with_a_run(db_path):
     store = open_store(db_path)
     registry = load_registry()
-    operate.schedule_add(store, registry, "nightly-hello", "hello", "0 2 * * *", tz="Europe/Berlin", overlap="wait")
+    operate.schedule_add(store, registry, name="nightly-hello", agent="hello", cron="0 2 * * *", tz="Europe/Berlin",
+                         overlap="wait")
     (run_id,) = operate.schedule_fire(store, registry, "nightly-hello").started
     store.close()
     return "nightly-hello", run_id

@@ -127,8 +127,8 @@ def in_simulator(*keys: str, settings: Settings | None = None):
 
 def with_schedule(db: Path) -> None:
     store = open_store(db)
-    operate.schedule_add(store, load_registry(), "nightly", "nightly-report", "0 2 * * *", tz="Europe/Berlin",
-                         overlap="wait")
+    operate.schedule_add(store, load_registry(), name="nightly", agent="nightly-report", cron="0 2 * * *",
+                         tz="Europe/Berlin", overlap="wait")
     store.close()
 
 

@@ -43,7 +43,7 @@ def frozen_clock(clock):
 def one_queued(db_path) -> str:
     """A database holding one queued run of the hello agent (no worker)."""
     store = open_store(db_path)
-    run_id, _ = operate.start(store, load_registry(), "hello", {"name": "first hour"})
+    run_id, _ = operate.start(store, load_registry(), agent_name="hello", request={"name": "first hour"})
     store.close()
     return run_id
 
@@ -111,7 +111,7 @@ async def test_ages_and_the_strips_minutes_advance_on_a_timer_without_reading_th
         db_path, frozen_clock, monkeypatch):
     monkeypatch.setattr(runs_module, "AGE_TICK_S", 0.05, raising=False)
     store = open_store(db_path)
-    run_id, _ = operate.start(store, load_registry(), "hello", {"name": "first hour"})
+    run_id, _ = operate.start(store, load_registry(), agent_name="hello", request={"name": "first hour"})
     store.close()
     async with tui(db_path) as (app, pilot):
         await pilot.pause()

@@ -31,7 +31,7 @@ def _paced(budget: Budget, cost_of=lambda index: 1):
 
 async def test_the_gauges_say_where_the_rate_leads_once_a_step_is_done(store):
     registry = _paced(Budget(steps=10, cost_usd=0.01, on_exhaust="park"))
-    run_id, _ = operate.start(store, registry, "paced", {})
+    run_id, _ = operate.start(store, registry, agent_name="paced", request={})
     async with tui(store.path) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         gauges = screen.query_one(BudgetGauges)

@@ -24,9 +24,9 @@ def _observed(app) -> tuple[list[str], list[dict]]:
 
 
 async def test_the_bell_and_the_desktop_notification_once_per_event(store):
-    earlier, _ = operate.start(store, REGISTRY, "napping", {})
+    earlier, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     operate.park(store, earlier)                                  # before the app: not announced
-    napping, _ = operate.start(store, REGISTRY, "napping", {})
+    napping, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     toasts: list[str] = []
     async with tui(store.path, toasts=toasts) as (app, pilot):
         bells, sent = _observed(app)
@@ -47,7 +47,7 @@ async def test_the_bell_and_the_desktop_notification_once_per_event(store):
         assert any("from another terminal" in t and f"tui-agent resume {napping}" in t for t in toasts)
 
         await polled(pilot)                                                # nothing new: nothing again
-        operate.start(store, REGISTRY, "napping", {})             # a change, but nobody is needed
+        operate.start(store, REGISTRY, agent_name="napping", request={})             # a change, but nobody is needed
         await polled(pilot)
         await pilot.pause()
         assert len(bells) == 2 and len(sent) == 2
@@ -68,10 +68,10 @@ async def test_a_call_whose_need_passed_before_the_app_read_it_rings_nothing(sto
         bells, sent = _observed(app)
         asking = start_and_work(store, REGISTRY, "asking", {"question": "release?"})
         operate.approve(store, asking.run_id)                     # answered elsewhere before the app looked
-        resumed, _ = operate.start(store, REGISTRY, "napping", {})
+        resumed, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
         operate.park(store, resumed)
         operate.resume(store, resumed)
-        parked, _ = operate.start(store, REGISTRY, "napping", {})
+        parked, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
         operate.park(store, parked, "still needed")
         await polled(pilot)
         await pilot.pause()
@@ -81,7 +81,7 @@ async def test_a_call_whose_need_passed_before_the_app_read_it_rings_nothing(sto
 
 
 async def test_an_action_taken_in_the_tui_itself_rings_too(store):
-    run_id, _ = operate.start(store, REGISTRY, "napping", {})
+    run_id, _ = operate.start(store, REGISTRY, agent_name="napping", request={})
     async with tui(store.path) as (app, pilot):
         bells, sent = _observed(app)
         app.session.act(operate.park, run_id)

@@ -19,7 +19,8 @@ from tui_agent.widgets.timeline import Timeline
 
 def _queued(db_path, count: int) -> list[str]:
     store = open_store(db_path)
-    ids = [operate.start(store, load_registry(), "hello", {"name": f"n{i}"})[0] for i in range(count)]
+    ids = [operate.start(store, load_registry(), agent_name="hello",
+                         request={"name": f"n{i}"})[0] for i in range(count)]
     store.close()
     return ids
 
@@ -43,7 +44,7 @@ async def test_a_key_on_the_runs_screen_is_answered_while_a_slow_reload_is_in_fl
 
 async def test_a_key_on_the_run_screen_is_answered_while_a_slow_reload_is_in_flight(db_path):
     store = open_store(db_path)
-    run_id, _ = operate.start(store, load_registry(), "hello", {"name": "slow"})
+    run_id, _ = operate.start(store, load_registry(), agent_name="hello", request={"name": "slow"})
     work(store, load_registry(), run_id)
     store.close()
     async with tui(db_path) as (app, pilot):
@@ -94,7 +95,7 @@ async def test_a_decision_in_flight_shows_pending_and_a_second_press_does_not_ac
 async def test_a_read_past_the_statement_timeout_is_a_notice_and_the_tui_keeps_answering(pg_url, monkeypatch):
     monkeypatch.setattr("tui_agent.app.READ_TIMEOUT_S", 0.2)
     store = open_store(pg_url)
-    _ = [operate.start(store, load_registry(), "hello", {"name": f"n{i}"}) for i in range(2)]
+    _ = [operate.start(store, load_registry(), agent_name="hello", request={"name": f"n{i}"}) for i in range(2)]
     store.close()
     app_toasts: list[str] = []
     async with tui(pg_url, toasts=app_toasts) as (app, pilot):

@@ -385,7 +385,8 @@ async def test_small_terminal_shows_lower_panes_as_tabs(demo):
 async def test_on_the_last_row_the_selection_follows_the_run(demo, demo_store):
     db, _ = demo
     registry = load_registry()
-    run_id, _ = operate.start(demo_store, registry, "nightly-report", {"date": "2026-11-20", "team": "quick"})
+    run_id, _ = operate.start(demo_store, registry, agent_name="nightly-report",
+                              request={"date": "2026-11-20", "team": "quick"})
     async with tui(db) as (app, pilot):
         screen = await open_run(app, pilot, run_id)
         assert [(i.name, i.mark) for i in timeline(app).items] == [("next step", "○")]
@@ -431,7 +432,7 @@ async def test_a_file_step_shows_its_change_as_a_unified_diff_and_v_shows_raw_js
 async def test_the_pending_row_of_a_running_run_says_how_long_its_step_has_been_in_flight(db_path, clock):
     store = open_store(db_path)
     registry = registry_of(Agent(name="idle", run=lambda ctx, r: {}))
-    run_id, _ = operate.start(store, registry, "idle", {})
+    run_id, _ = operate.start(store, registry, agent_name="idle", request={})
     claim_run(store, run_id, "w-hung", 60.0, now())   # its step started then, and never returned
     store.close()
     clock.advance(3 * 3600 + 12 * 60 + 5)

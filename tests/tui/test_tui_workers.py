@@ -103,7 +103,8 @@ async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
 async def test_a_worker_holding_a_run_shows_the_run_lease_and_fence(db_path):
     registry = load_registry()
     store = open_store(db_path)
-    run_id, _ = operate.start(store, registry, "nightly-report", {"date": "2026-11-28", "delay_s": 3})
+    run_id, _ = operate.start(store, registry, agent_name="nightly-report",
+                              request={"date": "2026-11-28", "delay_s": 3})
     store.close()
     async with tui(db_path, cleanup=kill_all) as (app, pilot):
         screen = await open_workers(pilot)
@@ -200,7 +201,7 @@ async def test_a_heartbeat_in_the_future_reads_clock_ahead_never_a_negative_age(
 @pytest.fixture
 def scheduled(db_path):
     store = open_store(db_path)
-    operate.schedule_add(store, load_registry(), "nightly-hello", "hello", "0 2 * * *")
+    operate.schedule_add(store, load_registry(), name="nightly-hello", agent="hello", cron="0 2 * * *")
     store.close()
     return "nightly-hello"
 
@@ -260,7 +261,8 @@ async def test_a_change_from_elsewhere_shows_on_the_next_poll(db_path, scheduled
         screen = await open_schedules(pilot)
         await polled(pilot)
         store = open_store(db_path)
-        operate.schedule_add(store, load_registry(), "another", "hello", "*/5 * * * *", tz="Europe/Berlin")
+        operate.schedule_add(store, load_registry(), name="another", agent="hello", cron="*/5 * * * *",
+                             tz="Europe/Berlin")
         store.close()
         await until(pilot, "the new schedule's row", lambda: screen.query_one("DataTable").row_count == 2)
         assert screen.selected_key() == scheduled          # "another" sorts above; the cursor stays put

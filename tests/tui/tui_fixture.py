@@ -27,8 +27,8 @@ def build_fixture(folder: Path) -> dict[str, str]:
     ids.seed(7)
     roles = build(Path("runs.db"), load_registry(), wait=CLOCK.advance)
     store = open_store(Path("runs.db"))
-    operate.schedule_add(store, load_registry(), "nightly", "nightly-report", "0 2 * * *", tz="Europe/Berlin",
-                         missed="once", overlap="wait")
+    operate.schedule_add(store, load_registry(), name="nightly", agent="nightly-report", cron="0 2 * * *",
+                         tz="Europe/Berlin", missed="once", overlap="wait")
     CLOCK.set(FROZEN_AT - 2)
     register(store, "w-61", pid=40211, host="laptop", concurrency=2, lease_s=30.0, now=CLOCK.now())
     store.close()

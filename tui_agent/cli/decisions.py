@@ -118,10 +118,10 @@ def reconcile(session: Session, run_ref: str | None, *, effect_ref: str | None, 
     store = session.existing_store
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
-        run_id = operate.reconcile_happened(store, ref, effect_ref, result, note)
+        run_id = operate.reconcile_happened(store, ref, effect_ref=effect_ref, result=result, note=note)
         echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
-        run_id = operate.reconcile_not_done(store, ref, effect_ref, note,
+        run_id = operate.reconcile_not_done(store, ref, effect_ref=effect_ref, note=note,
                                             warn=lambda m: echo(f"tui-agent: warning: {m}", err=True))
         echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
     elif decision == "ask":
@@ -248,6 +248,6 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
     else:
         text, source = result_text, "--result"
     value = editing.parse_edited(text, source)
-    echo(operate.fork_edited(store, entry["run_id"], edit_at, value, name=entry["name"],
+    echo(operate.fork_edited(store, entry["run_id"], position=edit_at, result=value, name=entry["name"],
                              generation=entry["generation"]))
     return EXIT_OK

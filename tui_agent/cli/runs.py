@@ -92,8 +92,8 @@ def _started(session: Session, agent: str, *, input_text: str, key: str | None, 
     model chosen, and whether its key names a run that prune removed (then nothing new was started)."""
     model, budget_specs = session.settings.agent_defaults(session.registry, agent, model, budget_specs)
     store = session.store
-    run_id, created = start_run(store, session.registry, agent, parse_input(input_text), key, model,
-                                operate.parse_budget(budget_specs, "--budget"))
+    run_id, created = start_run(store, session.registry, agent_name=agent, request=parse_input(input_text), key=key,
+                                model=model, budget=operate.parse_budget(budget_specs, "--budget"))
     return run_id, model, not created and not run_exists(store, run_id)
 
 

@@ -91,8 +91,9 @@ def schedule_add(session: Session, name: str, *, agent: str, cron: str, tz: str,
                  overlap: str, grace: float, model: str) -> int:
     """Add a schedule; it counts fires from now on."""
     model, _ = session.settings.agent_defaults(session.registry, agent, model, ())
-    row = operate.schedule_add(session.store, session.registry, name, agent, cron, tz, parse_input(input_text),
-                               missed, overlap, grace * 60, model)
+    row = operate.schedule_add(session.store, session.registry, name=name, agent=agent, cron=cron, tz=tz,
+                               request=parse_input(input_text), missed=missed, overlap=overlap, grace_s=grace * 60,
+                               model=model)
     echo(f"{name}: next fire {in_zone(row['next_fire_at'], tz).isoformat(timespec='seconds')}")
     return EXIT_OK
 

@@ -52,7 +52,7 @@ def stop_on_signals() -> threading.Event:
 
 def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify.Attendant:
     command = notify.parse_command(notify_cmd) if notify_cmd is not None else None
-    return notify.Attendant(name, command, remind_after * 3600 if remind_after else None)
+    return notify.Attendant(name, command, remind_after_s=remind_after * 3600 if remind_after else None)
 
 
 @cli.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,7 +14,6 @@ from ..store.base import no_patience
 from ..store.environment import BUSY, UNREACHABLE
 from ..store.events import add_event, last_event
 from ..store.journal import opening
-from ..store.rows import RunRow
 from ..store.runs import RunNotFound, check_fence, get_run, set_code_version, settle_run
 from ..store.schema import CHECKPOINT_SCHEMA
 from ..store.workers import let_go
@@ -40,7 +40,7 @@ def worker_name() -> str:
     return f"w-{ids.token(2)}"
 
 
-def standing(store: Store, run: RunRow) -> str:
+def standing(store: Store, run: Mapping[str, Any]) -> str:
     """What a run is now and what last happened to it, for a person who expected something else.
 
     What happened is often another actor's decision, as in `is cancelled: person since 10:24:31 (cancelled by

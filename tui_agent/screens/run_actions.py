@@ -113,10 +113,10 @@ def reconcile(session: Session, run_id: str, item: TimelineItem | None = None) -
             return
         decision, result, note = answer
         if decision == "happened":
-            session.act(operate.reconcile_happened, run_id, ref, result, note,
+            session.act(operate.reconcile_happened, run_id, effect_ref=ref, result=result, note=note,
                     done=f"{effect['name']} recorded as done; {run_id} queued again")
         else:
-            session.act(actions[decision], run_id, ref, note,
+            session.act(actions[decision], run_id, effect_ref=ref, note=note,
                     done=f"{effect['name']}: {decision}; {run_id} " + ("cancelled" if decision == "abandon"
                                                                        else "queued again"))
 
@@ -227,7 +227,8 @@ def edit_fork(session: Session, run_id: str, item: TimelineItem | None = None) -
     def confirmed(yes: bool | None) -> None:
         if not yes:
             return
-        session.act(operate.fork_edited, run_id, position, value, name=name, generation=entry["generation"],
+        session.act(operate.fork_edited, run_id, position=position, result=value, name=name,
+                    generation=entry["generation"],
                     done=lambda new: f"{run_id} forked at #{position} with {name} edited into {new}; queued",
                     then=lambda new_id: _open_run(session, new_id))
 
@@ -287,7 +288,7 @@ def new_run(session: Session) -> None:
     def chosen(answer) -> None:
         if answer is not None:
             agent, request = answer
-            session.act(operate.start, session.registry, agent, request,
+            session.act(operate.start, session.registry, agent_name=agent, request=request,
                     done=lambda started: f"{started[0]} queued ({agent}); a worker will pick it up")
 
     session.app.push_screen(NewRunModal(session.registry.names()), chosen)

@@ -24,7 +24,7 @@ The rules, each written once:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from ..safe_text import json_text
 from ..states import EntryKind
 from ..store import Store, artifacts
 from ..store.journal import PAGE, checkpoint_for, journal_page
+from ..store.rows import RunRow
 from ..store.runs import get_run, recorded_positions, resolve_run
 from ..strict_json import finite
 
@@ -57,8 +58,8 @@ class Pair:
     """Two runs to compare: their rows as read when the diff opened, the fork relation, and `shared_until`,
     the positions below which a row may be the very entry a fork copied (0 when neither is the other's fork)."""
 
-    a: dict
-    b: dict
+    a: RunRow
+    b: RunRow
     fork: dict | None           # {"parent": id, "child": id, "fork_step": n}
     shared_until: int
 
@@ -76,6 +77,7 @@ def pair_of(store: Store, a_id: str, b_id: str) -> Pair:
     fork, shared = None, 0
     for parent, child in ((a, b), (b, a)):
         if child["parent_id"] == parent["id"]:
+            assert child["fork_step"] is not None   # store.runs.fork writes parent_id and fork_step together
             fork = {"parent": parent["id"], "child": child["id"], "fork_step": child["fork_step"]}
             # a restarted fork no longer holds the copies (a restarted parent is caught by comparing rows)
             shared = child["fork_step"] if child["generation"] == 1 else 0
@@ -186,8 +188,7 @@ def _identical(a: dict, b: dict) -> bool:
 def aligned(store: Store, position: int, a: dict | None, b: dict | None, p: Pair) -> dict:
     """One aligned row: the two journal rows at `position` (either may be None) and what differs."""
     if a is None or b is None:
-        why = "only_b" if a is None else "only_a"
-        return {"position": position, "a": a, "b": b, "shared": False, "why": why,
+        return {"position": position, "a": a, "b": b, "shared": False, "why": "only_b" if a is None else "only_a",
                 "differs": {"name": False, "result": False, "cost": False, "duration": False}}
     shared = position < p.shared_until and _identical(a, b)
     differs = {"name": a["name"] != b["name"],
@@ -198,7 +199,7 @@ def aligned(store: Store, position: int, a: dict | None, b: dict | None, p: Pair
     return {"position": position, "a": a, "b": b, "shared": shared, "why": why, "differs": differs}
 
 
-def _range(store: Store, run: dict, first: int, count: int) -> dict[int, dict]:
+def _range(store: Store, run: Mapping[str, Any], first: int, count: int) -> dict[int, dict]:
     rows = journal_page(store, run["id"], generation=run["generation"], after=first - 1 if first else None, limit=count)
     return {row["position"]: row for row in rows}
 
@@ -274,8 +275,8 @@ def search(db_path: Path | str, durability: str, a_id: str, b_id: str, cancelled
 
 def results_at(store: Store, row: dict) -> tuple[Any, Any]:
     """The two decoded results of an aligned row (artifacts read: for the one entry selected)."""
-    return tuple(None if side is None else decode(store, side["result"], side["artifact"])
-                 for side in (row["a"], row["b"]))
+    a, b = (None if side is None else decode(store, side["result"], side["artifact"]) for side in (row["a"], row["b"]))
+    return a, b
 
 
 # -- the other run: what `d` on the run screen offers ---------------------------------------------
@@ -300,7 +301,7 @@ def candidates(store: Store, run_id: str, limit: int = 30) -> list[dict]:
     return (found + forks + others)[:limit]
 
 
-def _candidate(run: dict) -> dict:
+def _candidate(run: Mapping[str, Any]) -> dict:
     return {"id": run["id"], "agent": run["agent"], "status": run["status"], "reason": run["reason"],
             "created_at": run["created_at"]}
 
@@ -313,7 +314,7 @@ def resolve(store: Store, ref: str) -> str:
 # -- what the CLI prints --------------------------------------------------------------------------
 
 
-def _side(store: Store, run: dict) -> dict:
+def _side(store: Store, run: Mapping[str, Any]) -> dict:
     return {"id": run["id"], "agent": run["agent"], "agent_version": run["agent_version"], "status": run["status"],
             "reason": run["reason"], "generation": run["generation"], "parent_id": run["parent_id"],
             "fork_step": run["fork_step"], "entries": recorded_positions(store.conn, run["id"], run["generation"])}

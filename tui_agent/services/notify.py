@@ -192,7 +192,7 @@ class Attendant:
     starting commands when asked to stop, and the last pass of `worker --once` or `tick` once another command's
     whole `timeout_s` would not fit in `pass_s`; what it claimed and did not start is handed back."""
 
-    def __init__(self, name: str, command: list[str] | None = None, remind_after_s: float | None = None, *,
+    def __init__(self, name: str, command: list[str] | None = None, *, remind_after_s: float | None = None,
                  timeout_s: float = NOTIFY_TIMEOUT_S, pass_s: float = PASS_S,
                  log: Callable[[str], None] = _stderr_line) -> None:
         self.name, self.command, self.remind_after_s = name, command, remind_after_s
@@ -259,6 +259,7 @@ class Attendant:
             self.log(f"tui-agent: {self.name}: notices: {e}; left for the next worker or tick")
 
     def deliver(self, notice: dict) -> None:
+        assert self.command is not None   # attend delivers only while it has a command
         failed = run_command(self.command, event(notice), self.timeout_s)
         if failed:
             self.log(f"tui-agent: {self.name}: --notify {Path(self.command[0]).name} failed for notice "

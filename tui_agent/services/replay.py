@@ -16,10 +16,9 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ..errors import ParkRun, UserError
@@ -27,7 +26,7 @@ from ..models import provider_for
 from ..models.scripted import ScriptedProvider
 from ..runtime.clock import now
 from ..runtime.context import Context, asking, shared_prefix
-from ..runtime.journal import Recorder
+from ..runtime.journal import UNSET, Recorder, Unset
 from ..runtime.outcomes import CodeChanged, Suspend
 from ..runtime.registry import Registry
 from ..runtime.results import decode, digest
@@ -128,8 +127,8 @@ class _Cassette(Context):
     """A Context whose journal is a `_Tape`, which also compares a step's arguments and a model call's request
     with what the run recorded."""
 
-    def __init__(self, store: Store, claim: Claim, request: Any, artifact_dir: str, checkpoint: Checkpoint,
-                 entries: list[tuple], provider: Any, *, agent: Any, registry: Registry, check_inputs: bool) -> None:
+    def __init__(self, store: Store, claim: Claim, *, request: Any, artifact_dir: str, checkpoint: Checkpoint,
+                 entries: list[tuple], provider: Any, agent: Any, registry: Registry, check_inputs: bool) -> None:
         super().__init__(store, claim, request=request, artifact_dir=artifact_dir, checkpoint=checkpoint,
                          entries=entries, provider=provider, agent=agent, registry=registry, recorder=_Tape)
         self._db, self._names, self._check_inputs = store, [entry[1] for entry in entries], check_inputs
@@ -152,21 +151,23 @@ class _Cassette(Context):
         return super().step(name, fn, *args, **kwargs)
 
     def model(self, name: str, *, messages: list[dict], max_tokens: int, model: str | None = None,
-              system: Any = None, tools: list[dict] | None = None, cache: bool = False) -> dict:
+              system: str | None = None, tools: list[dict] | None = None, cache: bool = False,
+              timeout_s: float | None | Unset = UNSET) -> dict:
         position = self.position
         if self._recorded_name(position) == name:
             recorded = model_calls.answered_request(self._db, self.run_id, self.generation, position)
             if recorded is not None:
                 chosen, previous = asking(self, model)
-                diff = self._request_diff(recorded, chosen, previous, max_tokens, system, tools, messages)
+                diff = self._request_diff(recorded, chosen, previous=previous, max_tokens=max_tokens, system=system,
+                                          tools=tools, messages=messages)
                 if diff:
                     raise _Stop(position, name, Divergence(
                         position, "model-request", name, name,
                         f"#{position} {name}: the model is asked something else than the run recorded", diff))
         return super().model(name, messages=messages, max_tokens=max_tokens, model=model, system=system,
-                             tools=tools, cache=cache)
+                             tools=tools, cache=cache, timeout_s=timeout_s)
 
-    def _request_diff(self, recorded: dict, model_id: str, previous: list[dict], max_tokens: int, system: Any,
+    def _request_diff(self, recorded: dict, model_id: str, *, previous: list[dict], max_tokens: int, system: Any,
                       tools: Any, messages: list[dict]) -> tuple[str, ...]:
         """The fields that differ from the recorded request, compactly. The calls before this one matched,
         so the recorded messages are the previous call's first `after` and the ones it added."""
@@ -223,7 +224,7 @@ def _messages_diff(was: list, is_now: list) -> list[str]:
     return lines
 
 
-def _provider(run: dict, agent) -> Any:
+def _provider(run: Mapping[str, Any], agent) -> Any:
     """The run's provider, for the model id it pins; it is never asked (a file script may be gone)."""
     spec = run["model"] or "scripted"
     try:
@@ -232,12 +233,12 @@ def _provider(run: dict, agent) -> Any:
         return ScriptedProvider(agent.script, name=spec)
 
 
-def _recorded_result(store: Store, run: dict) -> Any:
+def _recorded_result(store: Store, run: Mapping[str, Any]) -> Any:
     return decode(store, run["result"], run["result_artifact"])
 
 
-def _ending(store: Store, run: dict, position: int, result: Any = None, raised: BaseException | None = None,
-            suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
+def _ending(store: Store, run: Mapping[str, Any], *, position: int, result: Any = None,
+            raised: BaseException | None = None, suspended: Suspend | None = None) -> tuple[str, Divergence | None]:
     """How the code ended against how the run ended."""
     status, recorded_error = run["status"], run["error"]
     if raised is not None:
@@ -263,7 +264,7 @@ def _ending(store: Store, run: dict, position: int, result: Any = None, raised: 
                           tuple(_text_diff("result", was, is_now)))
 
 
-def _failed_at(run: dict) -> tuple[int, str] | None:
+def _failed_at(run: Mapping[str, Any]) -> tuple[int, str] | None:
     """The position and name of the step a failed run failed at, from its error (outcomes.StepFailed's)."""
     if run["status"] != RunStatus.FAILED:
         return None
@@ -271,7 +272,7 @@ def _failed_at(run: dict) -> tuple[int, str] | None:
     return None if found is None else (int(found[1]), ast.literal_eval(found[2]))
 
 
-def _past_the_end(run: dict, stop: _Stop) -> tuple[str, Divergence | None]:
+def _past_the_end(run: Mapping[str, Any], stop: _Stop) -> tuple[str, Divergence | None]:
     """The code made a call the journal does not hold: where the run stopped, unless it had ended."""
     position, name, status = stop.position, stop.name, run["status"]
     failed = _failed_at(run)
@@ -303,7 +304,7 @@ def replay_run(db_path: str | os.PathLike, registry: Registry, run_ref: str, on_
         return _replay(store, registry, get_run(store, resolve_run(store, run_ref)), on_copy)
 
 
-def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int,
+def replay_last(db_path: str | os.PathLike, registry: Registry, agent_name: str, count: int,
                 on_copy: bool = False) -> list[Replay]:
     """Replay an agent's last `count` finished runs, newest first: a check before releasing new code."""
     registry.get(agent_name)   # an unknown agent is a mistake, not "no runs"
@@ -312,7 +313,7 @@ def replay_last(db_path: Path, registry: Registry, agent_name: str, count: int,
                 for run_id in last_finished(store, agent_name, count)]
 
 
-def _replay(store: Store, registry: Registry, run: dict, on_copy: bool) -> Replay:
+def _replay(store: Store, registry: Registry, run: Mapping[str, Any], on_copy: bool) -> Replay:
     version = store.data_version() if on_copy else None
     replayed = _replay_code(store, registry, run)
     if version is None or not replayed.reproduced or store.data_version() == version:
@@ -323,26 +324,35 @@ def _replay(store: Store, registry: Registry, run: dict, on_copy: bool) -> Repla
     return replace(replayed, note=wrote.message, divergence=wrote)
 
 
-def _replay_code(store: Store, registry: Registry, run: dict) -> Replay:
+def _replay_code(store: Store, registry: Registry, run: Mapping[str, Any]) -> Replay:
     agent = registry.get(run["agent"])
     entries = load_entries(store, run["id"], run["generation"])
     at = now()
     claim = Claim(run["id"], run["agent"], run["code_version"], run["generation"], run["attempt"], run["fence"],
                   "replay", float("inf"), at)
-    ctx = _Cassette(store, claim, json.loads(run["request"]), run["artifact_dir"], load_checkpoint(store, run["id"]),
-                    entries, _provider(run, agent), agent=agent, registry=registry, check_inputs=agent.journal_inputs)
-    done = {"run_id": run["id"], "agent": run["agent"], "status": run["status"], "entries": len(entries)}
+    ctx = _Cassette(store, claim, request=json.loads(run["request"]), artifact_dir=run["artifact_dir"],
+                    checkpoint=load_checkpoint(store, run["id"]), entries=entries, provider=_provider(run, agent),
+                    agent=agent, registry=registry, check_inputs=agent.journal_inputs)
+    done: dict[str, Any] = {"run_id": run["id"], "agent": run["agent"], "status": run["status"],
+                            "entries": len(entries)}
     try:
         result = agent.run(ctx, ctx.request)
-        note, divergence = _ending(store, run, ctx.position, result=result)
+        note, divergence = _ending(store, run, position=ctx.position, result=result)
     except _Stop as stop:
         note, divergence = (("", stop.divergence) if stop.divergence is not None else _past_the_end(run, stop))
-        return Replay(**done, answered=stop.position, note=note or divergence.message, divergence=divergence)
+        return Replay(**done, answered=stop.position, note=_note(note, divergence), divergence=divergence)
     except Suspend as e:
-        note, divergence = _ending(store, run, ctx.position, suspended=e)
+        note, divergence = _ending(store, run, position=ctx.position, suspended=e)
     except ParkRun as e:
-        note, divergence = _ending(store, run, ctx.position,
+        note, divergence = _ending(store, run, position=ctx.position,
                                    suspended=Suspend(RunStatus.PARKED, "environment", str(e)))
     except Exception as e:  # the agent's own code raised where the run may have too
-        note, divergence = _ending(store, run, ctx.position, raised=e)
-    return Replay(**done, answered=ctx.position, note=note or divergence.message, divergence=divergence)
+        note, divergence = _ending(store, run, position=ctx.position, raised=e)
+    return Replay(**done, answered=ctx.position, note=_note(note, divergence), divergence=divergence)
+
+
+def _note(note: str, divergence: Divergence | None) -> str:
+    """How a replay ended, in one line: `note`, or the divergence's message when the ending left no note."""
+    if note or divergence is None:
+        return note
+    return divergence.message

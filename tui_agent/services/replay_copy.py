@@ -72,15 +72,17 @@ def _from_file(store: Store, copy: Path) -> None:
     """SQLite's backup of every page, as of one read transaction, and the artifacts folder's files (links as
     links)."""
     kept, data = store.data_dir / "artifacts", data_dir_for(copy)   # every artifact the rows name lies under it
+    source = store.conn
+    assert isinstance(source, sqlite3.Connection)   # snapshot sends a server's store to _from_server
     try:
         with closing(sqlite3.connect(copy)) as into:
-            store.conn.backup(into)
+            source.backup(into)
         data.mkdir(mode=0o700)
         for folder, _, files in os.walk(kept):
-            into = data / Path(folder).relative_to(store.data_dir)
-            into.mkdir(mode=0o700, exist_ok=True)
+            copied = data / Path(folder).relative_to(store.data_dir)
+            copied.mkdir(mode=0o700, exist_ok=True)
             for name in files:
-                shutil.copy2(Path(folder) / name, into / name, follow_symlinks=False)
+                shutil.copy2(Path(folder) / name, copied / name, follow_symlinks=False)
     except sqlite3.Error as e:
         raise stop_for(e, copy) or e from e
     except OSError as e:

@@ -92,9 +92,10 @@ def listing(store: Store, run_ids: list[str] | None = None) -> list[Worktree]:
             continue
         current = git_tree.current_branch(Path(repo))
         for tree in trees:
-            place, runs = named.get(os.path.realpath(tree["worktree"]), (None, None))
-            if place is None:
+            named_here = named.get(os.path.realpath(tree["worktree"]))
+            if named_here is None:
                 continue
+            place, runs = named_here
             branch, onto = tree["branch"], place.get("onto") or current
             found.append(Worktree(
                 tree["worktree"], repo, branch, onto, runs_shown(store.conn, runs), tree["locked"],

@@ -283,7 +283,7 @@ class Scenario:
             if answer not in PERSON_ANSWERS:
                 return
             decide = operate.reconcile_happened if answer == "happened" else operate.reconcile_not_done
-            decide(store, run_id, job.SEND, note="the simulator's person", at=self.clock.now())
+            decide(store, run_id, effect_ref=job.SEND, note="the simulator's person", at=self.clock.now())
             self._catch_up()
             self.person = answer
             self._row("send", "decided", "it happened" if answer == "happened" else "not done")
