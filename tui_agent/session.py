@@ -27,6 +27,15 @@ READ_TIMEOUT_S = 10.0    # the statement timeout of the TUI's PostgreSQL session
 CLOSE_WAIT_S = 20.0      # how long quitting waits for an action in flight to commit
 
 
+def pending_label(action: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Hashable, str]:
+    """The key that tells an action asked twice from another, and the words the screen shows while it runs.
+
+    Both are made of the action's name and its plain (text or number) arguments, by position or by keyword, in
+    the order given: "start hello" for `act(operate.start, registry, agent_name="hello", ...)`."""
+    named = [str(a) for a in (*args, *kwargs.values()) if isinstance(a, (str, int))]
+    return (action.__name__, *named), " ".join([action.__name__.replace("_", " "), *named[:1]])
+
+
 @dataclass
 class _Asked:
     work: Callable[[Store], Any]
@@ -185,9 +194,7 @@ class Session:
         """Run an operate.py action on the actor's thread: `action(store, *args, **kwargs)`. While it runs the
         screen shows it pending, and the same action on the same run asked again is refused; then a toast says
         what happened (or, one line, why it could not), the screen re-reads, and `then(result)` follows."""
-        named = [str(a) for a in args if isinstance(a, (str, int))]
-        key = (action.__name__, *named)
-        what = " ".join([action.__name__.replace("_", " "), *named[:1]])
+        key, what = pending_label(action, args, kwargs)
         if key in self.pending:
             self.app.notify(f"{what}: still being done; it answers in a moment", severity="warning", timeout=4)
             return

@@ -82,7 +82,7 @@ def _usage(text: str | None) -> dict | None:
     return usage if isinstance(usage, dict) else None
 
 
-def report(store: Store, at: float, by: str = "day", since: float | None = None, utc: bool = False,
+def report(store: Store, at: float, *, by: str = "day", since: float | None = None, utc: bool = False,
            reprice: bool = False) -> dict:
     """The spending of the calls sent from `since` on, a row per day, agent or model.
 

@@ -15,12 +15,7 @@ MOST = 5         # parameters a function may take with no keyword-only ones
 POSITIONAL = 2   # what a wider one may take by position
 
 NOT_YET = {
-    "context.run_program", "decisions._bulk", "decisions.reconcile", "decisions.resume",
-    "harness._act", "harness._commit", "harness._judge", "harness._load",
-    "harness_plan.entry", "harness_plan.prompt",
-    "patch.own_worktree", "patch.propose", "runs._started", "runs.ls", "runs.replay", "runs.run", "runs.spend", "runs.start",
-    "schedules.schedule_add", "spend.report", "upkeep.prune_command",
-    "workers.worker",
+    "context.run_program",
 }
 
 

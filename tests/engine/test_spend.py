@@ -140,7 +140,7 @@ def test_spend_totals_are_the_stored_usage_priced_by_the_table_each_call_once(sp
 def test_by_groups_the_calls_by_local_or_utc_day_agent_or_model(spent, database, by, utc, expected):
     store = open_store(database)
     try:
-        done = report(store, time.time(), by, utc=utc)
+        done = report(store, time.time(), by=by, utc=utc)
     finally:
         store.close()
     assert {row[by]: {k: v for k, v in row.items() if k != by} for row in done["rows"]} == expected
@@ -153,7 +153,7 @@ def test_by_groups_the_calls_by_local_or_utc_day_agent_or_model(spent, database,
 def test_since_counts_the_calls_sent_from_then_on(spent, database):
     store = open_store(database)
     try:
-        done = report(store, time.time(), "agent", since=at("2026-11-30T00:00Z"))
+        done = report(store, time.time(), by="agent", since=at("2026-11-30T00:00Z"))
     finally:
         store.close()
     assert {row["agent"]: row["calls"] for row in done["rows"]} == {"alpha": 1, "local": 1}   # the fork's, local's
@@ -201,8 +201,8 @@ def test_reprice_prices_the_stored_usage_by_todays_table(spent, database, monkey
     monkeypatch.setitem(pricing.PRICES, LOCAL, local)
     store = open_store(database)
     try:
-        as_charged = {row["model"]: row for row in report(store, time.time(), "model")["rows"]}
-        today = {row["model"]: row for row in report(store, time.time(), "model", reprice=True)["rows"]}
+        as_charged = {row["model"]: row for row in report(store, time.time(), by="model")["rows"]}
+        today = {row["model"]: row for row in report(store, time.time(), by="model", reprice=True)["rows"]}
     finally:
         store.close()
     assert as_charged[SONNET]["cost_usd"] == charged["cost_usd"]

@@ -132,7 +132,7 @@ def test_a_worker_stopped_inside_a_commit_holds_up_nobody_and_goes_on_once_conti
     left inside a transaction by one, while an effect's attempt reads its key's ledger rows before it writes."""
     monkeypatch.setenv("TUI_AGENT_DB", pg_url)
     log, steps = tmp_path / "calls.log", 400
-    run_id = tui_agent(*AGENTS, "start", "counting_effects", "--budget", f"steps={10 * steps}",
+    run_id = tui_agent(*AGENTS, "start", "sending", "--budget", f"steps={10 * steps}",
                        "--input", json.dumps({"log": str(log), "steps": steps})).stdout.strip()
     worker = subprocess.Popen([sys.executable, "-c", SHORT_IDLE, str(IDLE_S), *AGENTS, "worker", "--lease", "2"],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

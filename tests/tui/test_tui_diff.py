@@ -14,7 +14,7 @@ from rich.console import Console
 from test_diff import COUNTING, asker
 from textual.widgets import Input, OptionList
 
-from tui_agent.operate import fork
+from tui_agent.operate import fork, resume, start
 from tui_agent.screens import diff as diff_screen
 from tui_agent.screens.diff import (
     DIVERGES,
@@ -247,3 +247,23 @@ async def test_a_stored_request_that_cannot_be_read_shows_as_null_in_the_header(
         await settle(app, pilot, lambda: app.screen.searched)
         header = shown(app, "#diff-header")
         assert f"A {parent}" in header and f"B {child}" in header and "null" in header, header
+
+
+async def test_after_a_run_restarts_the_rows_paged_in_are_its_new_generations(store):
+    registry = registry_of(COUNTING)
+    a = start_and_work(store, registry, "counting", {"steps": 260}).run_id
+    b = start(store, registry, agent_name="counting", request={"steps": 250}, budget={"steps": 200})[0]
+    assert work(store, registry, b).status == "parked"      # at its budget, with steps 0-199 in generation 1
+    async with tui(store.path) as (app, pilot):
+        await pilot.pause()
+        screen = DiffScreen(a, b)
+        app.push_screen(screen)
+        await settle(app, pilot, lambda: screen.searched)
+        assert rows(app).rows[0]["b"] is not None
+        resume(store, b, restart=True)                      # a new generation of b, with no entry yet
+        screen.reload()
+        await settle(app, pilot, lambda: screen.read_pair.b["generation"] == 2)
+        assert [row["b"] for row in rows(app).rows if row["b"] is not None] == []
+        await key(pilot, "end")                             # pages in the rest: none of them b's old ones
+        assert rows(app).selected_position == 259
+        assert [row["position"] for row in rows(app).rows if row["b"] is not None] == []

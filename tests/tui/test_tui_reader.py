@@ -11,6 +11,7 @@ from helpers import key, open_run, screen_of, settled, slowed, tui, work
 from tui_agent import operate
 from tui_agent.messages import DataChanged
 from tui_agent.runtime.registry import load_registry
+from tui_agent.session import pending_label
 from tui_agent.store import open_store
 from tui_agent.store.runs import get_run
 from tui_agent.widgets.pending import Pending
@@ -110,3 +111,12 @@ async def test_a_read_past_the_statement_timeout_is_a_notice_and_the_tui_keeps_a
         before = runs.table.cursor_row
         await key(pilot, "j")
         assert app.is_running and runs.table.cursor_row == before + 1
+
+
+def test_a_pending_action_is_named_and_keyed_by_its_plain_arguments_given_by_position_or_keyword():
+    registry = load_registry()
+    key, what = pending_label(operate.start, (registry,), {"agent_name": "hello", "request": {"name": "x"}})
+    assert (key, what) == (("start", "hello"), "start hello")
+    one = pending_label(operate.reconcile_happened, ("r1",), {"effect_ref": "send", "result": None, "note": ""})
+    other = pending_label(operate.reconcile_happened, ("r1",), {"effect_ref": "charge", "result": None, "note": ""})
+    assert one[1] == "reconcile happened r1" and one[0] != other[0]   # two effects of one run: two decisions

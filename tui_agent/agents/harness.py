@@ -7,6 +7,7 @@ continue. Why: docs/architecture.md, section 8.1 (The harness agent: seed 001's 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -127,7 +128,8 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
                              f"plan (tui-agent harness init {top} writes starter files, and prints how to commit "
                              "them)") from None
     words = settings["name"] or harness_plan.heading(plan) or "plan"
-    return own_worktree(repo, NAME, words, run_id, data_dir, "another harness run of this plan")
+    return own_worktree(repo, NAME, words=words, run_id=run_id, data_dir=data_dir,
+                        holder="another harness run of this plan")
 
 
 # -- the worktree -------------------------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def _names(names: list[str], most: int = 5) -> str:
 # -- Load and Select ----------------------------------------------------------------------------------------------
 
 
-def _load(ctx: Context, s: dict, place: dict, iteration: int, accepted: dict, known: dict | None) -> dict:
+def _load(ctx: Context, s: dict, *, place: dict, iteration: int, accepted: dict, known: dict | None) -> dict:
     tree = Path(place["worktree"])
     edited = _dirty(tree)
     if edited:   # a person's edits, made between iterations (the plan, the rules): the harness commits them
@@ -277,9 +279,10 @@ def _prompt(ctx: Context, s: dict, place: dict, load: dict, failure: str | None)
                   f"(digest {load['digest']} -> {harness_plan.digest(plan)}); task {task.id} is worked as selected")
     names = {"plan": s["plan"], "progress": s["progress"], "rules": s["rules"]}
     where = f"Working tree: {tree}" + (f" {SAMPLE_MARK}" if s["sample"] else "")
-    return where + "\n\n" + harness_plan.prompt(plan, task, tuple(load["place"]),
-                                                harness_plan.tail(_read(tree, s["progress"]), s["progress_tail"]),
-                                                _read(tree, s["rules"]), failure, names)
+    return where + "\n\n" + harness_plan.prompt(
+        plan, task, place=tuple(load["place"]),
+        progress_tail=harness_plan.tail(_read(tree, s["progress"]), s["progress_tail"]), rules=_read(tree, s["rules"]),
+        failure=failure, names=names)
 
 
 def _rolled_back(ctx: Context, tree: Path, iteration: int) -> None:
@@ -290,7 +293,7 @@ def _rolled_back(ctx: Context, tree: Path, iteration: int) -> None:
                   "commit; the iteration runs again with a fresh worker")
 
 
-def _act(ctx: Context, s: dict, place: dict, load: dict, failure: str | None, key: str) -> dict:
+def _act(ctx: Context, s: dict, *, place: dict, load: dict, failure: str | None, key: str) -> dict:
     """The effect's `do` for a command-line coding agent: the whole iteration."""
     tree, iteration = Path(place["worktree"]), load["iteration"]
     _rolled_back(ctx, tree, iteration)
@@ -304,7 +307,7 @@ def _act(ctx: Context, s: dict, place: dict, load: dict, failure: str | None, ke
     said = [line for line in ran["stdout"].splitlines() if line.strip()]
     agent = {"exit": ran["exit"], "seconds": ran["duration_s"], "log": ran["stdout_artifact"],
              "errors": ran["stderr_artifact"], "claim": said[-1][:200] if said else "", "cost_usd": cost}
-    return _judge(ctx, s, place, load, key, agent)
+    return _judge(ctx, s, place=place, load=load, key=key, agent=agent)
 
 
 def _prepare(ctx: Context, s: dict, place: dict, load: dict, failure: str | None) -> dict:
@@ -324,7 +327,7 @@ def _restored_own(tree: Path, names: list[str]) -> list[str]:
     return differed
 
 
-def _judge(ctx: Context, s: dict, place: dict, load: dict, key: str, agent: dict) -> dict:
+def _judge(ctx: Context, s: dict, *, place: dict, load: dict, key: str, agent: dict) -> dict:
     """Oracle and Commit: the oracle's files and the harness's own restored, the checks run, then one commit with
     the task ticked and its progress entry, or a rollback and a decline."""
     tree, iteration, task = Path(place["worktree"]), load["iteration"], _task(load)
@@ -352,7 +355,7 @@ def _judge(ctx: Context, s: dict, place: dict, load: dict, key: str, agent: dict
                "own_edits": own, "agent": agent, "cost_usd": agent.get("cost_usd"),
                "seconds": agent.get("seconds")}
     if verdict["passed"] and not broke:
-        return _commit(ctx, s, place, load, task, outcome)
+        return _commit(ctx, s, place=place, load=load, task=task, outcome=outcome)
     if verdict["passed"]:
         outcome.update(status="blocked", why=f"it broke {len(broke)} test(s) that passed before: {_names(broke)}")
     else:
@@ -361,14 +364,15 @@ def _judge(ctx: Context, s: dict, place: dict, load: dict, key: str, agent: dict
     raise EffectDeclined(f"task {task.id} stays open ({outcome['why']}); rolled back", outcome)
 
 
-def _commit(ctx: Context, s: dict, place: dict, load: dict, task: harness_plan.Task, outcome: dict) -> dict:
+def _commit(ctx: Context, s: dict, *, place: dict, load: dict, task: harness_plan.Task, outcome: dict) -> dict:
     tree = Path(place["worktree"])
     plan = _read(tree, s["plan"])
     found = next(t for t in harness_plan.tasks(plan) if t.id == task.id)
     cost = outcome["cost_usd"]
     verdict = f"passed: {_passing(outcome)}"
-    entry = harness_plan.entry(task, tuple(load["place"]), load["iteration"], verdict, outcome["diff"],
-                               "unpriced (the coding agent reported no cost)" if cost is None else f"${cost:.4f}")
+    entry = harness_plan.entry(task, tuple(load["place"]), iteration=load["iteration"], verdict=verdict,
+                               diff=outcome["diff"],
+                               cost="unpriced (the coding agent reported no cost)" if cost is None else f"${cost:.4f}")
     write_atomic(tree, s["plan"], harness_plan.ticked(plan, found).encode("utf-8"))
     write_atomic(tree, s["progress"], harness_plan.appended(_read(tree, s["progress"]), entry).encode("utf-8"),
                  make_folders=True)
@@ -404,7 +408,8 @@ class Loop:
     the identifiers accepted, the last check known for a commit, and the three no-progress triggers."""
 
     def __init__(self, s: dict, ids: dict) -> None:
-        self.s, self.accepted, self.known = s, ids, None
+        self.s, self.accepted = s, ids
+        self.known: dict | None = None   # the last good commit's head and check
         self.outcomes: list[dict] = []
         self.revision, self.digest = 0, None
         self._fresh()
@@ -472,8 +477,8 @@ def harness(ctx: Context, request: dict) -> dict:
     loop = Loop(s, ctx.within(None).step("environment", harness_env.identify, ctx, s, tree))
     for iteration in itertools.count(1):
         worktree.verify(place, ctx.lineage)
-        load = ctx.within(None).step(f"iteration {iteration}: load", _load, ctx, s, place, iteration, loop.accepted,
-                                     loop.known)
+        load = ctx.within(None).step(f"iteration {iteration}: load", _load, ctx, s, place=place, iteration=iteration,
+                                     accepted=loop.accepted, known=loop.known)
         loop.loaded(load)
         ctx.plan(revision=loop.revision)
         if load["task"] is None:
@@ -491,9 +496,10 @@ def harness(ctx: Context, request: dict) -> dict:
         again = (f"to be asked again about the branch as it is, fork from the last load (tui-agent fork "
                  f"{ctx.run_id} --from-step {ctx.position - 1})")
         worktree.at_commit(place, load["head"], again)
-        pr = propose(ctx, place, load["head"], harness_plan.heading(_read(tree, s["plan"])) or place["branch"],
-                     f"{load['done']} tasks of the plan, each verified by the check.", again,
-                     f"All {load['total']} tasks are done and the whole check passes.")
+        pr = propose(ctx, place, commit=load["head"],
+                     title=harness_plan.heading(_read(tree, s["plan"])) or place["branch"],
+                     body=f"{load['done']} tasks of the plan, each verified by the check.", again=again,
+                     verdict=f"All {load['total']} tasks are done and the whole check passes.")
         result["pull_request"] = pr["number"]
     return result
 
@@ -517,10 +523,11 @@ def _iteration(ctx: Context, s: dict, place: dict, load: dict, loop: Loop) -> di
     key = f"harness:{ctx.run_id}:{load['task']['id']}"
     failure = loop.failure(load["task"]["id"])
     name = f"iteration {load['iteration']}"
-    lookup = dict(lookup=lambda k: _committed(place, ctx.lineage, load), service="the harness branch", timeout_s=None)
+    effect = functools.partial(ctx.effect, name, key=key, lookup=lambda k: _committed(place, ctx.lineage, load),
+                               service="the harness branch", timeout_s=None)
     if "command" in s["worker"]:
         at = ctx.position
-        outcome = ctx.effect(name, key=key, do=lambda k: _act(ctx, s, place, load, failure, k), **lookup)
+        outcome = effect(do=lambda k: _act(ctx, s, place=place, load=load, failure=failure, key=k))
         starts = programs_started(ctx, at, "coding agent")
         cost = outcome.get("cost_usd")
         ctx.spent(f"{name}: spend", model_calls=max(starts, 1), cost_usd=cost,
@@ -536,7 +543,7 @@ def _iteration(ctx: Context, s: dict, place: dict, load: dict, loop: Loop) -> di
         text = [b.get("text", "") for b in done["final"].get("content", []) if b.get("type") == "text"]
         agent = {"claim": " ".join(text)[:200], "turns": done["turns"], "cost_usd": done["cost_usd"],
                  "seconds": None}
-        outcome = ctx.effect(name, key=key, do=lambda k: _judge(ctx, s, place, load, k, agent), **lookup)
+        outcome = effect(do=lambda k: _judge(ctx, s, place=place, load=load, key=k, agent=agent))
     found = loop.ended(outcome, load["done"])
     if found and live:
         action = s["plateau"]["action"]

@@ -85,6 +85,7 @@ def changes(before: dict, now: dict) -> list[str]:
     said = []
     was, agent = before.get("agent"), now.get("agent")
     if was != agent:
+        assert was is not None and agent is not None   # both or neither: the run's settings name the command or not
         if agent and agent.get("missing"):
             said.append(f"the coding agent's command {agent['name']} is no longer on PATH (it was {was.get('path')})")
         elif was and was.get("missing"):

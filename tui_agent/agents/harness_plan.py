@@ -80,7 +80,7 @@ def ticked(plan: str, task: Task) -> str:
     return "".join(lines)
 
 
-def entry(task: Task, place: tuple[int, int], iteration: int, verdict: str, diff: str, cost: str) -> str:
+def entry(task: Task, place: tuple[int, int], *, iteration: int, verdict: str, diff: str, cost: str) -> str:
     """One verified progress entry: its task and verdict lines say what was done; the rest, how."""
     return (f"{ENTRY}{task.text}\n\n- task: `{task.id}` ({place[0]} of {place[1]})\n- verdict: {verdict}\n"
             f"- iteration: {iteration}\n- diff: {diff or 'no change'}\n- cost: {cost}\n")
@@ -107,7 +107,7 @@ def with_rule(rules: str, rule: str) -> str:
     return (rules.rstrip("\n") + "\n" if rules.strip() else "") + line + "\n"
 
 
-def prompt(plan: str, task: Task, place: tuple[int, int], progress_tail: str, rules: str, failure: str | None,
+def prompt(plan: str, task: Task, *, place: tuple[int, int], progress_tail: str, rules: str, failure: str | None,
            names: dict[str, str]) -> str:
     """What a fresh coding agent reads, small and in order: the plan with its task marked, where the task stands
     in the queue, the tail of the progress log, the rules, and how its last check failed."""

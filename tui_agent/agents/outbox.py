@@ -85,8 +85,7 @@ class Outbox:
         pending = memory["pending"].pop(key, None)
         if pending is not None:
             for name in self._box.keys():
-                with self._box.get_file(name) as handle:
-                    found = email.message_from_binary_file(handle, policy=email.policy.default)
+                found = email.message_from_bytes(self._box.get_bytes(name), policy=email.policy.default)
                 if found["Message-ID"] == pending["message_id"]:
                     self._remember(memory, key, pending["sequence"], {
                         "message_id": pending["message_id"], "path": str(self.maildir / "new" / name),
@@ -123,8 +122,7 @@ class Outbox:
         """Every delivered message, parsed, oldest first (by delivery number)."""
         parsed = []
         for name in self._box.keys():
-            with self._box.get_file(name) as handle:
-                parsed.append(email.message_from_binary_file(handle, policy=email.policy.default))
+            parsed.append(email.message_from_bytes(self._box.get_bytes(name), policy=email.policy.default))
         return sorted(parsed, key=_sequence)
 
     def _deliver(self, key: str, message_id: str, *, to: str, subject: str, body: str, sender: str,

@@ -15,6 +15,7 @@ from ..errors import ParkRun, PermanentError
 from ..models import Unresolved
 from ..runtime.agent import Agent, Budget, Plateau
 from ..runtime.context import Context
+from ..runtime.loop import Calls
 from ..runtime.tools import tool
 from . import worktree
 from .files import NotRegular, parts_of, read_regular, shown, walked, write_atomic
@@ -44,7 +45,7 @@ def _settings(request: dict, data_dir: str) -> dict:
             "sample": sample, "test_command": command, "oracle": list(request.get("oracle") or ORACLE)}
 
 
-def own_worktree(repo: Path, agent: str, words: str, run_id: str, data_dir: str, holder: str) -> dict:
+def own_worktree(repo: Path, agent: str, *, words: str, run_id: str, data_dir: str, holder: str) -> dict:
     """A run's own worktree, under `data_dir/<agent>/worktrees/<run id>`, on a new branch from the repository's HEAD.
 
     The branch is `<agent>/<slug of words>`. Returns {repo, worktree, branch, base, onto}, where `onto` is the
@@ -63,8 +64,8 @@ def own_worktree(repo: Path, agent: str, words: str, run_id: str, data_dir: str,
 
 
 def _place(settings: dict, run_id: str, data_dir: str) -> dict:
-    return own_worktree(Path(settings["repo"]), NAME, f"issue-{Path(settings['issue']).stem}", run_id, data_dir,
-                        "another run of this bug")
+    return own_worktree(Path(settings["repo"]), NAME, words=f"issue-{Path(settings['issue']).stem}", run_id=run_id,
+                        data_dir=data_dir, holder="another run of this bug")
 
 
 def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, command: list[str]) -> dict:
@@ -146,7 +147,7 @@ def built_in_script(ctx: Context) -> bool:
     return spec in (None, "scripted")
 
 
-def propose(ctx: Context, place: dict, commit: str, title: str, body: str, again: str, verdict: str) -> dict:
+def propose(ctx: Context, place: dict, *, commit: str, title: str, body: str, again: str, verdict: str) -> dict:
     """Ask a person to approve a pull request for `commit`, then open it on the local git host, once.
 
     `commit` is the one the branch is at; the question names it, with its diff stat, after `verdict`. Opening
@@ -181,7 +182,7 @@ def patch(ctx: Context, request: dict) -> dict:
     worktree.verify(place, ctx.lineage)
     tree, oracle, command = Path(place["worktree"]), oracle_pattern(settings["oracle"]), settings["test_command"]
 
-    def check(ctx: Context, messages: list[dict]) -> tuple[bool, str, int]:
+    def check(ctx: Calls, messages: list[dict]) -> tuple[bool, str, int]:
         result = run_oracle(tree, place["base"], oracle, command)
         return result["passed"], result["output"][-1500:], result["passing"]
 
@@ -200,7 +201,7 @@ def patch(ctx: Context, request: dict) -> dict:
     worktree.at_commit(place, commit, again)   # on every pass: the question and the pull request are for it
     if len(ctx.lineage) > 1:   # a fork's loop verdict is its parent's, on a tree this commit may have changed
         ctx.step("tests-on-commit", _tests_pass_on, tree, commit, place["base"], oracle, command)
-    pr = propose(ctx, place, commit, title, summary, again, "The tests pass.")
+    pr = propose(ctx, place, commit=commit, title=title, body=summary, again=again, verdict="The tests pass.")
     return {"branch": place["branch"], "commit": commit, "pull_request": pr["number"], "turns": done["turns"]}
 
 

@@ -35,21 +35,22 @@ def many_options(command):
     return command
 
 
-def _many(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> bool:
-    """Whether the command acts on the runs --where selects (True) or on RUN; a usage error when it is unclear."""
+def _target(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) -> tuple[str, bool]:
+    """What the command acts on: the FILTER and True for the runs --where selects, or RUN and False; a usage error
+    when it is unclear."""
     context = click.get_current_context()
     if where is None:
         if run_ref is None:
             raise click.UsageError("name a RUN, or choose runs with --where FILTER", context)
         if dry_run or yes:
             raise click.UsageError("--dry-run and --yes go with --where FILTER", context)
-        return False
+        return run_ref, False
     if run_ref is not None:
         raise click.UsageError("give a RUN or --where FILTER, not both", context)
-    return True
+    return where, True
 
 
-def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
+def _bulk(session: Session, action: str, *, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
     """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
     some were refused, each named on a line of its own under the summary."""
     try:
@@ -98,35 +99,36 @@ def _bulk(session: Session, action: str, where: str, dry_run: bool, yes: bool, n
 @note_option
 @many_options
 @click.pass_obj
-def reconcile(session: Session, run_ref: str | None, effect_ref: str | None, decisions: tuple[str, ...],
+def reconcile(session: Session, run_ref: str | None, *, effect_ref: str | None, decisions: tuple[str, ...],
               result_text: str | None, note: str | None, where: str | None, dry_run: bool, yes: bool) -> int:
     """Decide what happened to an effect whose outcome is unknown (EFFECT: its name, or its position). With
     --where FILTER instead of RUN EFFECT, --ask for each selected run's last effect in doubt."""
     decision = _one_decision(decisions)
     if result_text is not None and decision != "happened":
         raise UserError("--result goes with --happened only")
-    if _many(run_ref, where, dry_run, yes):
+    ref, many = _target(run_ref, where, dry_run, yes)
+    if many:
         if decision != "ask" or effect_ref is not None:
             raise click.UsageError("--where goes with --ask alone: whether an effect happened is decided one run "
                                    "at a time (tui-agent reconcile RUN EFFECT --happened | --not-done | --abandon)",
                                    click.get_current_context())
-        return _bulk(session, "reconcile-ask", where, dry_run, yes, note)
+        return _bulk(session, "reconcile-ask", where=ref, dry_run=dry_run, yes=yes, note=note)
     if effect_ref is None:
         raise click.UsageError("name the EFFECT after the RUN (its name, or its position)", click.get_current_context())
     store = session.existing_store
     if decision == "happened":
         result = None if result_text is None else parse_json(result_text, "--result", example=RESULT_EXAMPLE)
-        run_id = operate.reconcile_happened(store, run_ref, effect_ref=effect_ref, result=result, note=note)
+        run_id = operate.reconcile_happened(store, ref, effect_ref=effect_ref, result=result, note=note)
         echo(f"{run_id}: {effect_ref} recorded as done; the run is queued again")
     elif decision == "not-done":
-        run_id = operate.reconcile_not_done(store, run_ref, effect_ref=effect_ref, note=note,
+        run_id = operate.reconcile_not_done(store, ref, effect_ref=effect_ref, note=note,
                                             warn=lambda m: echo(f"tui-agent: warning: {m}", err=True))
         echo(f"{run_id}: {effect_ref} recorded as not done; the next worker does it again with the same key")
     elif decision == "ask":
-        run_id = operate.reconcile_ask(store, run_ref, effect_ref, note)
+        run_id = operate.reconcile_ask(store, ref, effect_ref, note)
         echo(f"{run_id}: the next worker will ask the service about {effect_ref}")
     else:
-        run_id = operate.abandon(store, run_ref, effect_ref, note)
+        run_id = operate.abandon(store, ref, effect_ref, note)
         echo(f"{run_id}: cancelled")
     return EXIT_OK
 
@@ -152,9 +154,10 @@ def run_decision(action: Callable[..., str], *options: Callable[[Any], Any]) -> 
         @functools.wraps(decide)
         def command(session: Session, run_ref: str | None, *, note: str | None, where: str | None, dry_run: bool,
                     yes: bool, **given: Any) -> int:
-            if _many(run_ref, where, dry_run, yes):
-                return _bulk(session, action(**given), where, dry_run, yes, note)
-            echo(decide(session.existing_store, run_ref, note, **given))
+            ref, many = _target(run_ref, where, dry_run, yes)
+            if many:
+                return _bulk(session, action(**given), where=ref, dry_run=dry_run, yes=yes, note=note)
+            echo(decide(session.existing_store, ref, note, **given))
             return EXIT_OK
         decorated: Any = command
         for decorator in (click.pass_obj, many_options, note_option, *reversed(options),
@@ -193,19 +196,20 @@ def cancel(store: Store, run_ref: str, note: str | None) -> str:
 @budget_option
 @many_options
 @click.pass_obj
-def resume(session: Session, run_ref: str | None, restart: bool, budget_specs: tuple[str, ...], where: str | None,
-           dry_run: bool, yes: bool) -> int:
+def resume(session: Session, run_ref: str | None, *, restart: bool, budget_specs: tuple[str, ...],
+           where: str | None, dry_run: bool, yes: bool) -> int:
     """Queue a parked run (or one stopped by its budget or a plateau) again where it stopped; a run waiting to
     retry tries again now."""
-    if _many(run_ref, where, dry_run, yes):
+    ref, many = _target(run_ref, where, dry_run, yes)
+    if many:
         if restart or budget_specs:
             raise click.UsageError("--where resumes runs where they stopped; --restart and --budget take one RUN",
                                    click.get_current_context())
-        return _bulk(session, "resume", where, dry_run, yes, None)
+        return _bulk(session, "resume", where=ref, dry_run=dry_run, yes=yes, note=None)
     limits = operate.parse_budget(budget_specs, "--budget")
     store = session.existing_store
-    before = get_run(store, resolve_run(store, run_ref))
-    run_id = operate.resume(store, run_ref, restart, limits)
+    before = get_run(store, resolve_run(store, ref))
+    run_id = operate.resume(store, ref, restart, limits)
     echo(f"{run_id}: {operate.resumed(before, restart)}; a worker will pick it up")
     return EXIT_OK
 
@@ -228,9 +232,10 @@ def fork(session: Session, run_ref: str, from_step: int | None, edit_at: int | N
     if result_text is not None and edit_at is None:
         raise UserError("--result goes with --edit N")
     store = session.existing_store
-    if edit_at is None:
+    if from_step is not None:
         echo(operate.fork(store, run_ref, from_step))
         return EXIT_OK
+    assert edit_at is not None   # exactly one of --from-step and --edit, checked above
     from ..services import editing
 
     entry = operate.recorded_entry(store, run_ref, edit_at)

@@ -76,17 +76,17 @@ def new_run_options(command):
 @cli.command()
 @new_run_options
 @click.pass_obj
-def start(session: Session, agent: str, input_text: str, key: str | None, model: str,
+def start(session: Session, agent: str, *, input_text: str, key: str | None, model: str,
           budget_specs: tuple[str, ...]) -> int:
     """Queue a run for a worker; prints its id alone."""
-    run_id, _, gone = _started(session, agent, input_text, key, model, budget_specs)
+    run_id, _, gone = _started(session, agent, input_text=input_text, key=key, model=model, budget_specs=budget_specs)
     if gone:
         echo(f"tui-agent: {_removed_by_prune(key, run_id)}", err=True)
     echo(run_id)
     return EXIT_OK
 
 
-def _started(session: Session, agent: str, input_text: str, key: str | None, model: str,
+def _started(session: Session, agent: str, *, input_text: str, key: str | None, model: str,
              budget_specs: tuple[str, ...]) -> tuple[str, str, bool]:
     """The run `start` and `run` start, the agent's defaults from the config file under the options: its id, the
     model chosen, and whether its key names a run that prune removed (then nothing new was started)."""
@@ -122,10 +122,11 @@ def report_outcome(outcome: Outcome) -> int:
 @click.option("--lease", type=Number(min=0.1), default=DEFAULT_LEASE_S, show_default=True,
               help="Seconds this process holds the run before another worker may take it.")
 @click.pass_obj
-def run(session: Session, agent: str, input_text: str, key: str | None, model: str, budget_specs: tuple[str, ...],
-        lease: float) -> int:
+def run(session: Session, agent: str, *, input_text: str, key: str | None, model: str,
+        budget_specs: tuple[str, ...], lease: float) -> int:
     """Start a run and work it here, showing each step; exit 0 succeeded, 1 ended otherwise, 3 waiting."""
-    run_id, model, gone = _started(session, agent, input_text, key, model, budget_specs)
+    run_id, model, gone = _started(session, agent, input_text=input_text, key=key, model=model,
+                                   budget_specs=budget_specs)
     if gone:
         raise UserError(_removed_by_prune(key, run_id))   # its result went with it: nothing to show or work
     store, registry = session.store, session.registry
@@ -309,7 +310,7 @@ WHEN = "WHEN"   # an age back from now (30m, 2h, 3d, 2w) or an ISO date or insta
 @click.option("--limit", type=Whole(min=1), default=None, metavar="N", help="The newest N at most.")
 @json_option("A JSON array")
 @click.pass_obj
-def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since: str | None, until: str | None,
+def ls(session: Session, status: tuple[str, ...], *, agent_name: str | None, since: str | None, until: str | None,
        text: str | None, limit: int | None, as_json: bool) -> int:
     """List runs, newest first, with what each spent; the options select as the TUI filter's words do."""
     where = filters.options(status, agent_name, since, until, text)
@@ -342,13 +343,13 @@ def ls(session: Session, status: tuple[str, ...], agent_name: str | None, since:
               help=f"Price the stored usage by today's table ({PRICES_DATE}) instead of what each run was charged.")
 @json_option("One JSON object: rows, total, daily")
 @click.pass_obj
-def spend(session: Session, since: str | None, by: str, utc: bool, reprice: bool, as_json: bool) -> int:
+def spend(session: Session, since: str | None, *, by: str, utc: bool, reprice: bool, as_json: bool) -> int:
     """What the model calls cost, with their tokens, calls and runs: a row per day, agent or model. Each call
     counts what its run's budget counted (the price when it was answered); what calls in flight when their
     worker died may have been billed, and calls without a price, are shown apart, never as zero."""
     at = now()
     start = filters.instant(since, at, f"--since {since}") if since else None
-    done = spend_report(session.existing_store, at, by, start, utc, reprice)
+    done = spend_report(session.existing_store, at, by=by, since=start, utc=utc, reprice=reprice)
     if as_json:
         json_out(done)
         return EXIT_OK
@@ -406,8 +407,8 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
         answer = question["decision"] or "waiting for a person"
         echo(f"approval  {question['name']}: {question['question']} -> {answer}")
     echo(f"created   {r['created_at']}   finished {r['finished_at'] or '-'}")
-    total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
-    echo(f"step      {cp.get('current_step', 0)}{total} (generation {r['generation']})")
+    of_total = f"/{cp['total_steps']}" if cp.get("total_steps") else ""
+    echo(f"step      {cp.get('current_step', 0)}{of_total} (generation {r['generation']})")
     if wait := retry_wait(r, cp.get("step_attempts")):
         echo(f"retry     {retrying(wait)}; tui-agent resume {r['id']} tries now")
     elif r["error"]:
@@ -460,7 +461,7 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
 @click.option("--on-copy", is_flag=True, hidden=True)   # the child replay_copy starts: --db is the copy
 @json_option("One JSON object (an array with --last)")
 @click.pass_obj
-def replay(session: Session, run_ref: str | None, agent_name: str | None, last: int | None,
+def replay(session: Session, run_ref: str | None, *, agent_name: str | None, last: int | None,
            more_modules: tuple[str, ...], timeout_s: int, on_copy: bool, as_json: bool) -> int:
     """Run the agent's current code against RUN's journal: every step, model call, tool and effect is
     answered from the journal, none is executed. The code runs on a copy of the database (its --db,
@@ -480,18 +481,22 @@ def replay(session: Session, run_ref: str | None, agent_name: str | None, last: 
         chosen = [run_ref] if run_ref else ["--agent", agent_name, "--last", str(last)]
         return replay_on_copy(store, session.agent_modules, [*chosen, *(["--json"] if as_json else [])],
                               timeout_s, run_ref or f"{agent_name}'s last {last} runs")
-    done = ([replay_run(store.path, session.registry, run_ref, on_copy=True)] if run_ref else
-            replay_last(store.path, session.registry, agent_name, last, on_copy=True))
+    if run_ref:
+        done = [replay_run(store.path, session.registry, run_ref, on_copy=True)]
+    else:
+        assert agent_name is not None and last is not None   # without a RUN, both: checked above
+        done = replay_last(store.path, session.registry, agent_name, last, on_copy=True)
     if as_json:
         json_out([r.to_json() for r in done] if run_ref is None else done[0].to_json())
     else:
         if not done:
             echo(f"{agent_name} has no finished runs to replay")
         for r in done:
-            echo(f"{r.run_id} {r.agent}: " + (f"reproduced ({r.answered} of {r.entries} entries; {r.note})"
-                                             if r.reproduced else
-                                             f"DIVERGED at #{r.divergence.position} ({r.divergence.kind}): "
-                                             f"{r.divergence.message}"))
-            for line in () if r.reproduced else r.divergence.diff:
+            if r.divergence is None:   # reproduced
+                echo(f"{r.run_id} {r.agent}: reproduced ({r.answered} of {r.entries} entries; {r.note})")
+                continue
+            echo(f"{r.run_id} {r.agent}: DIVERGED at #{r.divergence.position} ({r.divergence.kind}): "
+                 f"{r.divergence.message}")
+            for line in r.divergence.diff:
                 echo(f"    {line}")
     return EXIT_OK if all(r.reproduced for r in done) else EXIT_NOT_SUCCEEDED

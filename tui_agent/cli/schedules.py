@@ -87,7 +87,7 @@ def schedule() -> None:
               help="Minutes after its time a fire still counts as on time.")
 @model_option
 @click.pass_obj
-def schedule_add(session: Session, name: str, agent: str, cron: str, tz: str, input_text: str, missed: str,
+def schedule_add(session: Session, name: str, *, agent: str, cron: str, tz: str, input_text: str, missed: str,
                  overlap: str, grace: float, model: str) -> int:
     """Add a schedule; it counts fires from now on."""
     model, _ = session.settings.agent_defaults(session.registry, agent, model, ())

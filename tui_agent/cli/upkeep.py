@@ -309,8 +309,8 @@ def pulls(session: Session, repo: str | None, as_json: bool) -> int:
 @click.option("--yes", is_flag=True, help="Remove without asking first (for scripts and timers).")
 @json_option("One JSON object: what was removed (or would be) and what was kept")
 @click.pass_obj
-def prune_command(session: Session, older_than: str, statuses: str, keep_last: int | None, dry_run: bool, yes: bool,
-                  as_json: bool) -> int:
+def prune_command(session: Session, older_than: str, *, statuses: str, keep_last: int | None, dry_run: bool,
+                  yes: bool, as_json: bool) -> int:
     """Remove ended runs with their journal, events, effects, model calls, request parts, approvals, notices and
     artifacts, in short batches that let running workers' commits through. The keys of their confirmed effects
     and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run

@@ -69,7 +69,7 @@ def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify
                    "where, `tui-agent logs NAME` prints it.")
 @_notify_options
 @click.pass_obj
-def worker(session: Session, once: bool, concurrency: int, lease: float, grace: float, name: str | None,
+def worker(session: Session, once: bool, *, concurrency: int, lease: float, grace: float, name: str | None,
            log_file: str | None, notify_cmd: str | None, remind_after: float) -> int:
     """Claim due runs and work them, until stopped or, with --once, until none is due.
 

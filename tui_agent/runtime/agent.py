@@ -188,7 +188,7 @@ class Agent:
     version: str = "1"
     budget: Budget = field(default_factory=Budget)
     retry: RetryPolicy | None = None   # None: DEFAULT_RETRY, with its patience for a service not reachable
-    check: Callable[..., bool] | None = None
+    check: Callable[..., bool | tuple[bool, str | None]] | None = None
     degrade: Callable[..., Any] | None = None
     script: Callable[..., Any] | None = None  # offline model replies: (messages, max_tokens, call_index) -> str
     plateau: Plateau | None = None

@@ -28,7 +28,7 @@ from .budget import BudgetMeter
 from .clock import CLOCK, Clock
 from .commands import OUTPUT_LIMIT
 from .control import RunControl
-from .effects import perform
+from .effects import AttemptToken, perform
 from .faults import crash_point
 from .journal import NO_KWARGS, UNSET, Recorder, Unset
 from .live import LiveCall
@@ -603,7 +603,8 @@ class Context:
         """
         return waits.approval(self._journal, name, question, on_deny)
 
-    def effect(self, name: str, *, key: str, do: Callable[[str], Any], lookup: Callable[[str], Any] | None = None,
+    def effect(self, name: str, *, key: str, do: Callable[[str], Any] | Callable[[str, AttemptToken], Any],
+               lookup: Callable[[str], Any] | None = None,
                dedupe_ttl_s: float | None = None, lookup_ttl_s: float | None = None,
                service: str | None = None, timeout_s: float | None | Unset = UNSET) -> Any:
         """Change the world outside the run at most once per key, through the effect ledger.

@@ -55,7 +55,7 @@ def _say(worker: str, line: str) -> None:
 def serve(db_path: Path, durability: str, *, registry: Registry, name: str, concurrency: int = 1,
           lease_s: float = DEFAULT_LEASE_S, once: bool = False, grace_s: float = GRACE_S,
           stop: threading.Event | None = None, on_claim: Callable[[Claim], None] | None = None,
-          on_outcome: Callable[[Outcome], None] | None = None,
+          on_outcome: Callable[[Outcome], object] | None = None,
           attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None,
           log: str | None = None) -> Served:
     """Work due runs until `stop` is set (or, with `once`, until none is due and all are done: threads left behind

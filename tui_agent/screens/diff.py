@@ -236,7 +236,7 @@ class DiffScreen(Reads, Screen):
     def on_mount(self) -> None:
         ok, current = self.session.guard(pair_of, self.session.reader, self.a_id, self.b_id)
         if ok:
-            self._paint_loaded(self._load(self.session.reader, current, self.rows))
+            self._paint_loaded(self._load(self.session.reader, current, replace(self.rows)))
         self.aligned.focus()
         self.call_after_refresh(self._search)     # after the first paint: the search is the background
         follow_theme(self, self.reload)

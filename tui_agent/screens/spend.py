@@ -65,7 +65,7 @@ class SpendScreen(TableScreen):
         at, by, reprice = now(), self.by, self.reprice
         today = datetime.fromtimestamp(at).astimezone().date()
         first = datetime.combine(today - timedelta(days=DAYS - 1), datetime.min.time()).astimezone()
-        return by, reprice, today, report(store, at, by, first.timestamp(), reprice=reprice)
+        return by, reprice, today, report(store, at, by=by, since=first.timestamp(), reprice=reprice)
 
     def show(self, loaded: tuple[str, bool, date, dict]) -> None:
         """Repaint the chart and the table (the cursor stays on the same row)."""

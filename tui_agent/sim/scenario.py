@@ -10,10 +10,12 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 from .. import operate
 from ..runtime import faults
@@ -67,9 +69,9 @@ Pause = Callable[[Stop], bool]          # True: crash here (worker 1, at a bound
 Decide = Callable[[dict], str | None]   # the effect in doubt -> "happened" | "not-done" | None (it stays waiting)
 
 
-def boundary(saving: str, point: str, name: str | None) -> str | None:
+def boundary(saving: str, point: str, name: str) -> str | None:
     """The scenario's name for a runtime fault point passed in a named call, or None when it is not one."""
-    if name and name.startswith("fetch:"):
+    if name.startswith("fetch:"):
         i = SOURCES.index(name[6:]) + 1
         return {"before-step": f"before-fetch-{i}", "after-step-commit": f"after-fetch-{i}"}.get(point)
     if saving == "journal":
@@ -129,13 +131,13 @@ def _template() -> Path:
         folder = Path(tempfile.mkdtemp(prefix="tui-agent-sim-template-", dir=_scratch()))
         atexit.register(shutil.rmtree, folder, True)
         store = open_store(folder / "empty.db", "normal")
-        trace_ledger(store.conn)
+        trace_ledger(cast(sqlite3.Connection, store.conn))   # a file path, not a URL: a SQLite store
         store.close()
         _TEMPLATE.append(folder / "empty.db")
     return _TEMPLATE[0]
 
 
-def _usable(key: str) -> str | None:
+def _usable(key: str | None) -> str | None:
     """The key a ledger row holds, or None where it holds only the scenario's words for having none."""
     return None if key in (job.NO_KEY, job.AT_SEND) else key
 
@@ -180,6 +182,7 @@ class Scenario:
 
     def _catch_up(self) -> None:
         """Add the states the email's ledger row moved to since the last look, each as a row of the timeline."""
+        assert self.store is not None   # the runtime calls back only while `run` works a run in its store
         moved = ledger_moves(self.store.conn, self._ledger_at, job.SEND)
         for seq, state, key in moved:
             if self._found is not None:
@@ -197,6 +200,8 @@ class Scenario:
 
     def _watch(self, point: str, name: str | None) -> None:
         self._catch_up()
+        if name is None:   # every boundary is in a named call
+            return
         where = boundary(self.settings.saving, point, name)
         if where is None:
             return
@@ -226,6 +231,7 @@ class Scenario:
                     self._turn(store, registry, run_id)
                     self._pause(Stop(1, None, "worker 1 finished"))
                 except SimulatedCrash:
+                    assert self.crashed_at is not None   # `_watch` names the boundary, then raises the crash
                     store = self.store = open_store(store.path, "normal")
                     self._let_go(store, run_id)
                     self._pause(Stop(1, None, f"worker 1 crashed: {CRASH_AT[self.crashed_at]}"))
