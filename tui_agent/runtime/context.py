@@ -684,7 +684,7 @@ class Context:
                           NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 
-def run_program(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
+def run_program(ctx: Context, name: str, *, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
                 env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
     """Run a program inside the journaled call in progress, as `run_command` does, without journaling it.
 
