@@ -48,7 +48,7 @@ class TuiAgentApp(App):
 
     pending: reactive[tuple[str, ...]] = reactive(())    # the actions in flight (widgets/pending.py shows them)
 
-    def __init__(self, db_path: Path, durability: str = "full", registry: Registry | None = None,
+    def __init__(self, db_path: Path, durability: str = "full", *, registry: Registry | None = None,
                  agent_modules: Sequence[str] = (), poll_s: float | None = POLL_S, theme: str | None = None) -> None:
         """`theme`: the config file's (config.start_theme says which theme the app opens with)."""
         super().__init__()

@@ -103,7 +103,7 @@ SCREEN_READS = {
     "tui_agent.store.effects": {"effects_page", "in_doubt"},
     "tui_agent.store.events": {"events_page", "last_event", "last_event_like"},
     "tui_agent.store.journal": {"checkpoint_for", "cost_window"},
-    "tui_agent.store.rows": {"EffectRow"},                           # the types of rows the reads return
+    "tui_agent.store.rows": {"EffectRow", "RunRow"},                # the types of rows the reads return
     "tui_agent.store.runs": {"RunNotFound", "counts", "data_version", "each_run", "get_run", "recorded_positions"},
     "tui_agent.store.schedules": {"listing", "recent_runs", "schedule_events"},
     "tui_agent.store.workers": {"knows", "workers_listing"},

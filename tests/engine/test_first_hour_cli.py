@@ -128,7 +128,7 @@ def test_a_module_found_here_reaches_the_workers_the_tui_starts_in_another_folde
     opened = {}
 
     class FakeApp:  # the TUI itself: only what it is given matters here
-        def __init__(self, db_path, durability, registry, agent_modules, theme=None):
+        def __init__(self, db_path, durability, *, registry, agent_modules, theme=None):
             opened["agent_modules"] = agent_modules
             self.spawned = []
 

@@ -168,7 +168,7 @@ def test_the_tui_is_given_the_files_theme(invoke, config_file, monkeypatch):
     given = {}
 
     class FakeApp:   # the TUI itself: only what it is given matters here
-        def __init__(self, *args, theme=None):
+        def __init__(self, *args, theme=None, **kwargs):
             given["theme"], self.spawned = theme, []
 
         def run(self):

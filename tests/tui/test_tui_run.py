@@ -196,9 +196,9 @@ async def test_retries_and_kinds_are_marked_in_the_timeline(demo):
 
 
 def test_gauge_colours_change_at_soft_and_hard():
-    calm = gauge_line("cost", 0.1, 0.5, soft=0.7, width=50, name="cost_usd")
-    soft = gauge_line("cost", 0.4, 0.5, soft=0.7, width=50, name="cost_usd")
-    hard = gauge_line("cost", 0.5, 0.5, soft=0.7, width=50, name="cost_usd")
+    calm = gauge_line("cost", 0.1, limit=0.5, soft=0.7, width=50, name="cost_usd")
+    soft = gauge_line("cost", 0.4, limit=0.5, soft=0.7, width=50, name="cost_usd")
+    hard = gauge_line("cost", 0.5, limit=0.5, soft=0.7, width=50, name="cost_usd")
     assert len(calm.plain) == 50
     assert "│" in calm.plain
     assert calm.plain.endswith("$0.10/$0.50  20%")

@@ -136,7 +136,8 @@ def _open_tui(session: Session, db_path: Path, worker: bool = False) -> None:
 
     sources = session.registry.sources  # the workers it starts find the same modules from any folder
     theme = session.settings.get("theme")
-    app = TuiAgentApp(db_path, session.durability, session.registry, sources, theme=None if theme is None else theme.value)
+    app = TuiAgentApp(db_path, session.durability, registry=session.registry, agent_modules=sources,
+                      theme=None if theme is None else theme.value)
     if worker:
         app.spawned.append(operate.start_worker(app.store, session.durability, sources, "w-demo"))
     app.run()

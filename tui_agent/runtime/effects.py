@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
@@ -85,7 +85,7 @@ def _takes_token(do: Callable) -> bool:
     return len([p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2
 
 
-def sender_warning(conn: Connection, effect: dict) -> str | None:
+def sender_warning(conn: Connection, effect: Mapping[str, Any]) -> str | None:
     """For a person about to answer "not done": the worker that attempted the effect may still send it."""
     if effect.get("state") not in IN_DOUBT or not effect.get("attempted_by"):
         return None

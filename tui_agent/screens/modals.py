@@ -3,6 +3,7 @@ Each returns its answer through `dismiss`; the caller acts through operate.py.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -28,7 +29,8 @@ SHORT_BELOW = 30   # rows: on a shorter terminal a dialog is compact (app.tcss, 
 
 class Dialog(ModalScreen):
     """A modal with a title, a body and two buttons named by what they do (`DO`, `DONT`: never a bare
-    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one.
+    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one. Its title is the
+    screen's `title`: a subclass names it in `TITLE`, or sets `title` when it depends on what is decided.
 
     The title and the buttons stay on the screen; a body taller than the screen scrolls between them (to the
     focused field by itself, page up and page down otherwise). An answer that ends the run (`confirmation`) is
@@ -44,7 +46,7 @@ class Dialog(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(safe(self.TITLE), classes="title")      # it may name an effect, a run's question
+            yield Label(safe(self.title or ""), classes="title")      # it may name an effect, a run's question
             with VerticalScroll(classes="dialog-body", can_focus=False):   # the focus goes to its fields
                 yield from self.body()
             with Horizontal(classes="buttons"):
@@ -102,6 +104,19 @@ def scroll_pages(body: VerticalScroll, pages: int) -> None:
     body.scroll_relative(y=pages * max(1, body.scrollable_content_region.height - 1), animate=False)
 
 
+def pressed_id(choices: RadioSet) -> str | None:
+    """The id of the choice pressed in `choices`, or None while none is; every choice of these dialogs has one."""
+    pressed = choices.pressed_button
+    return None if pressed is None else pressed.id
+
+
+def chosen(select: Select[Any]) -> str:
+    """The option chosen in a Select made with `allow_blank=False`, which always holds one of its options."""
+    value = select.value
+    assert isinstance(value, str)   # never Select.NULL: it has no blank to go back to
+    return value
+
+
 class ConfirmModal(Dialog):
     """A yes/no question whose buttons say what each does ("Cancel the run" / "Keep it"); focus starts
     on the harmless one, so an enter pressed by reflex changes nothing."""
@@ -110,7 +125,7 @@ class ConfirmModal(Dialog):
 
     def __init__(self, title: str, question: str, do: str, dont: str) -> None:
         super().__init__()
-        self.TITLE, self.question = title, question
+        self.title, self.question = title, question
         self.DO, self.DONT = do, dont
 
     def body(self) -> ComposeResult:
@@ -124,7 +139,7 @@ class ApproveModal(Dialog):
 
     def __init__(self, run_id: str, question: str) -> None:
         super().__init__()
-        self.TITLE = f"Approve {run_id}"
+        self.title = f"Approve {run_id}"
         self.run_id, self.question = run_id, question
 
     def body(self) -> ComposeResult:
@@ -135,7 +150,7 @@ class ApproveModal(Dialog):
         yield Input(placeholder="note (optional)", id="note")
 
     def answer(self) -> tuple[bool, str | None]:
-        deny = self.query_one("#decision", RadioSet).pressed_button.id == "deny"
+        deny = pressed_id(self.query_one("#decision", RadioSet)) == "deny"   # Approve starts pressed
         return deny, self.query_one("#note", Input).value.strip() or None
 
     def confirmation(self, answer: tuple[bool, str | None]) -> ConfirmModal | None:
@@ -179,12 +194,12 @@ class ReconcileModal(Dialog):
 
     DO = "Record the decision"
 
-    def __init__(self, effect: dict, clock: Clock = CLOCK, allowed: tuple[str, ...] | None = None,
+    def __init__(self, effect: Mapping[str, Any], clock: Clock = CLOCK, allowed: tuple[str, ...] | None = None,
                  scenario: bool = False) -> None:
         super().__init__()
         self.effect, self.clock, self.scenario = effect, clock, scenario
         self.allowed = allowed or tuple(value for value, _, _ in RECONCILE_CHOICES)
-        self.TITLE = f'Reconcile "{effect["name"]}"'
+        self.title = f'Reconcile "{effect["name"]}"'
 
     def body(self) -> ComposeResult:
         e = self.effect
@@ -224,19 +239,19 @@ class ReconcileModal(Dialog):
         return sender_warning(reader.conn, self.effect)
 
     def answer(self) -> tuple[str, Any, str | None] | None:
-        pressed = self.query_one("#decision", RadioSet).pressed_button
-        if pressed is None:
+        decision = pressed_id(self.query_one("#decision", RadioSet))
+        if decision is None:
             self.notify("choose what happened first", severity="warning")
             return None
         if self.scenario:
-            return pressed.id, None, None
+            return decision, None, None
         text = self.query_one("#result", Input).value.strip()
         try:
             result = parse_json(text, "the result") if text else None
         except UserError as e:
             self.notify(str(e), severity="error")
             return None
-        return pressed.id, result, self.query_one("#note", Input).value.strip() or None
+        return decision, result, self.query_one("#note", Input).value.strip() or None
 
     def confirmation(self, answer: tuple[str, Any, str | None]) -> ConfirmModal | None:
         if answer[0] != "abandon":
@@ -261,7 +276,7 @@ class BulkModal(Dialog):
 
     def __init__(self, marked: int, preview: dict, action: str) -> None:
         super().__init__()
-        self.TITLE = f"{marked} run{'s' * (marked != 1)} marked"
+        self.title = f"{marked} run{'s' * (marked != 1)} marked"
         self.marked, self.preview, self.action = marked, preview, action
 
     def body(self) -> ComposeResult:
@@ -277,15 +292,15 @@ class BulkModal(Dialog):
         yield Input(placeholder="note (optional)", id="note")
 
     def on_mount(self) -> None:
-        self._show(self.query_one("#action", RadioSet).pressed_button)
+        self._show(pressed_id(self.query_one("#action", RadioSet)))
 
     @on(RadioSet.Changed, "#action")
     def _changed(self, event: RadioSet.Changed) -> None:
-        self._show(event.pressed)
+        self._show(event.pressed.id)
 
-    def _show(self, pressed: RadioButton | None) -> None:
+    def _show(self, pressed: str | None) -> None:
         """The button says what it does to how many; a line says what stands in the way of the others."""
-        decided = self.preview[pressed.id.removeprefix("do-")] if pressed is not None else None
+        decided = self.preview[pressed.removeprefix("do-")] if pressed is not None else None
         count = len(decided.done) if decided else 0
         self.query_one("#confirm", Button).label = (f"{BULK_LABELS[decided.action]} {count} run{'s' * (count != 1)}"
                                                     if decided else self.DO)
@@ -295,11 +310,11 @@ class BulkModal(Dialog):
             if refused else ""))
 
     def answer(self) -> tuple[str, str | None] | None:
-        pressed = self.query_one("#action", RadioSet).pressed_button
+        pressed = pressed_id(self.query_one("#action", RadioSet))
         if pressed is None:
             self.notify("no action applies to the marked runs", severity="warning")
             return None
-        return pressed.id.removeprefix("do-"), self.query_one("#note", Input).value.strip() or None
+        return pressed.removeprefix("do-"), self.query_one("#note", Input).value.strip() or None
 
 
 class BudgetModal(Dialog):
@@ -321,7 +336,7 @@ class BudgetModal(Dialog):
         yield Input(placeholder="new ceiling, e.g. 1.50; or unbounded: no default ceilings", id="value")
 
     def answer(self) -> dict[str, float] | None:
-        name = self.query_one("#dimension", Select).value
+        name = chosen(self.query_one("#dimension", Select))
         text = self.query_one("#value", Input).value.strip()
         if text == UNBOUNDED:   # the run drops the default ceilings still in place (its own ones hold)
             return parse_budget([UNBOUNDED])
@@ -423,7 +438,7 @@ class NewRunModal(Dialog):
         except UserError as e:
             self.notify(str(e), severity="error")
             return None
-        return self.query_one("#agent", Select).value, request
+        return chosen(self.query_one("#agent", Select)), request
 
 
 class PredictModal(Dialog):
@@ -470,7 +485,7 @@ class LogModal(ModalScreen):
                 yield Button("Close", id="cancel")
 
     @on(Button.Pressed, "#cancel")
-    def action_dismiss(self) -> None:
+    def action_dismiss(self) -> None:  # type: ignore[override]  # the key's action takes no result
         self.dismiss(None)
 
     def action_scroll(self, pages: int) -> None:

@@ -3,26 +3,40 @@ actions that apply to the selected run as it is now, before anything is typed.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.markup import escape
+from textual.types import IgnoreReturnCallbackType
 
 from .. import operate
 from ..report import saved_filters_report
 from ..safe_text import visible
+from ..session import Session
 from ..store.runs import get_run
 from . import run_actions
 
+if TYPE_CHECKING:
+    from .runs import RunsScreen
+
 HELP = "the same action as the CLI's"
 
+Command = tuple[str, IgnoreReturnCallbackType]   # what the palette shows, and what choosing it calls
 
 
-def _filter_commands(session, screen) -> list[tuple[str, Callable[[], None]]]:
+@runtime_checkable
+class _SessionApp(Protocol):
+    """The App the palette opens in: TuiAgentApp (app.py, which screens do not import), the one App whose
+    COMMANDS name RunCommands."""
+
+    session: Session
+
+
+def _filter_commands(session: Session, screen: RunsScreen) -> list[Command]:
     """On the runs list: each saved filter, to show its runs or to forget it, and saving the filter shown."""
     found, saved = session.guard(saved_filters_report, session.reader)
-    commands = []
+    commands: list[Command] = []
     for row in saved or ():
         name, words = escape(visible(row["name"])), escape(visible(row["words"]))
         commands.append((f"Filter: {name} ({words})", partial(screen.apply_filter, row["words"])))
@@ -31,21 +45,28 @@ def _filter_commands(session, screen) -> list[tuple[str, Callable[[], None]]]:
     for row in saved or ():
         commands.append((f"Forget the saved filter {escape(visible(row['name']))}",
                          partial(session.act, operate.forget_filter, row["name"],
-                                 done=lambda said, words=row["words"]: f"{said} (it selected: {words})")))
+                                 done=partial(_forgotten, words=row["words"]))))
     return commands
 
 
+def _forgotten(said: str, words: str) -> str:
+    """The toast once a saved filter is forgotten: what it selected, so that it can be saved again."""
+    return f"{said} (it selected: {words})"
+
+
 class RunCommands(Provider):
-    def _commands(self) -> list[tuple[str, Callable[[], None]]]:
+    def _commands(self) -> list[Command]:
         """Starting a run, the saved filters on the runs list, and each action that applies to the current run as
         it is now (operate.py's rules)."""
         from .run import RunScreen
         from .runs import RunsScreen
 
-        session, screen = self.app.session, self.screen
+        app = self.app
+        assert isinstance(app, _SessionApp)   # TuiAgentApp, whose COMMANDS name this provider
+        session, screen = app.session, self.screen
         run_id = getattr(screen, "run_id", None) or (screen.selected_id() if hasattr(screen, "selected_id")
                                                      else None)
-        commands = [("Start a new run", partial(run_actions.new_run, session))]
+        commands: list[Command] = [("Start a new run", partial(run_actions.new_run, session))]
         if isinstance(screen, RunsScreen):
             commands += _filter_commands(session, screen)
         if not run_id:

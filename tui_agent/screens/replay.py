@@ -49,8 +49,7 @@ class DivergenceModal(Dialog):
         assert replay.divergence is not None    # only a replay that did not reproduce the run opens this modal
         self.replay, self.divergence = replay, replay.divergence
         d = replay.divergence
-        # a Dialog's title is its TITLE, set per instance; Screen declares TITLE a ClassVar
-        self.TITLE = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"   # type: ignore[misc]
+        self.title = f"Replay of {replay.run_id}: diverged at #{d.position} ({d.kind})"
         self.DO = f"Go to #{d.position}"
 
     def body(self) -> ComposeResult:

@@ -6,9 +6,9 @@ palette's commands are all read from `RUN_ACTIONS`."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.app import SuspendNotSupported
 from textual.binding import Binding
@@ -25,28 +25,30 @@ from ..session import Reads, Session
 from ..states import IN_DOUBT, EffectState, budget_dimension
 from ..store.approvals import pending as pending_approval
 from ..store.effects import in_doubt
+from ..store.rows import EffectRow, RunRow
 from ..store.runs import get_run, recorded_positions
 from .modals import ApproveModal, BudgetModal, BulkModal, ConfirmModal, NewRunModal, ReconcileModal, RuleModal
 
 if TYPE_CHECKING:
-    
     from ..widgets.timeline import TimelineItem
 
+WhyNot = Callable[[Session, RunRow], str | None]   # operate.py's rule for an action: None when it applies
 
-def _why_not_approve(session: Session, run: dict) -> str | None:
+
+def _why_not_approve(session: Session, run: RunRow) -> str | None:
     return operate.why_not_approve(run, pending_approval(session.reader, run["id"], run["generation"]))
 
 
-def _in_doubt(session: Session, run: dict) -> list[dict]:
+def _in_doubt(session: Session, run: RunRow) -> list[EffectRow]:
     return in_doubt(session.reader, run["id"], run["generation"], (*IN_DOUBT, EffectState.INTENDED))
 
 
-def _why_not_reconcile(session: Session, run: dict) -> str | None:
+def _why_not_reconcile(session: Session, run: RunRow) -> str | None:
     why = operate.why_not_decide(run)
     return why or (None if _in_doubt(session, run) else "it has no effect waiting for a decision")
 
 
-def _applies(session: Session, run_id: str, why_not) -> dict | None:
+def _applies(session: Session, run_id: str, why_not: WhyNot) -> RunRow | None:
     """The run, when the action applies to it as it is now; else a toast says why (operate.py's rule)."""
     run = get_run(session.reader, run_id)
     why = why_not(session, run)
@@ -56,7 +58,7 @@ def _applies(session: Session, run_id: str, why_not) -> dict | None:
     return run
 
 
-def _why_not_resume(session: Session, run: dict) -> str | None:
+def _why_not_resume(session: Session, run: RunRow) -> str | None:
     return operate.why_not_resume(with_holders(session.reader, [run])[0])   # a running run: whether it is held
 
 
@@ -96,6 +98,9 @@ def approve(session: Session, run_id: str, item: TimelineItem | None = None) -> 
                     done=f"{run_id} {operate.answered(deny)}")
 
     question = pending_approval(session.reader, run_id, run["generation"])
+    if question is None:   # answered since _applies read it (the CLI, another person)
+        session.app.notify(f"{run_id}: {operate.why_not_approve(run, question)}", severity="warning")
+        return
     session.app.push_screen(ApproveModal(run_id, question["question"]), decided)
 
 
@@ -104,11 +109,16 @@ def reconcile(session: Session, run_id: str, item: TimelineItem | None = None) -
     run = _applies(session, run_id, _why_not_reconcile)
     if run is None:
         return
-    effect = item.effect if item is not None and item.in_doubt else _in_doubt(session, run)[-1]
+    effect: Mapping[str, Any]
+    if item is not None and item.effect is not None and item.in_doubt:
+        effect = item.effect
+    else:
+        effect = _in_doubt(session, run)[-1]
     ref = str(effect["position"])
-    actions = {"ask": operate.reconcile_ask, "not-done": operate.reconcile_not_done, "abandon": operate.abandon}
+    actions: dict[str, Callable[..., str]] = {"ask": operate.reconcile_ask, "not-done": operate.reconcile_not_done,
+                                              "abandon": operate.abandon}   # each takes effect_ref and note
 
-    def decided(answer) -> None:
+    def decided(answer: tuple[str, Any, str | None] | None) -> None:
         if answer is None:
             return
         decision, result, note = answer
@@ -128,7 +138,7 @@ def raise_budget(session: Session, run_id: str, item: TimelineItem | None = None
     if run is None:
         return
 
-    def chosen(limits: dict | None) -> None:
+    def chosen(limits: dict[str, float] | None) -> None:
         if limits:
             said = "unbounded (no default ceilings)" if UNBOUNDED in limits else \
                 ", ".join(f"{k} {v:g}" for k, v in limits.items())
@@ -149,7 +159,7 @@ def rule(session: Session, run_id: str, item: TimelineItem | None = None) -> Non
     session.app.push_screen(RuleModal(), chosen)
 
 
-def why_not_fork(session: Session, run: dict, position: int | None = None) -> tuple[int, str | None]:
+def why_not_fork(session: Session, run: RunRow, position: int | None = None) -> tuple[int, str | None]:
     """The position a fork starts from (None: where the run stopped, after every entry it recorded) and
     operate.py's rule for it."""
     recorded = recorded_positions(session.reader.conn, run["id"], run["generation"])
@@ -240,9 +250,12 @@ def remove_worktree(session: Session, run_id: str) -> None:
     """`W` on a coding run's screen: its worktree removed once every run working in it has ended, asked first
     (operate.remove_worktree, as `tui-agent worktrees --clean` does for each); the branch stays."""
     tree = worktree_of(session.reader, run_id)
-    why = "it names no worktree that git knows" if tree is None else why_not_remove(tree)
+    if tree is None:
+        session.app.notify(f"{run_id}: it names no worktree that git knows", severity="warning")
+        return
+    why = why_not_remove(tree)
     if why:
-        session.app.notify(f"{run_id}: {'its worktree stays: ' if tree else ''}{why}", severity="warning")
+        session.app.notify(f"{run_id}: its worktree stays: {why}", severity="warning")
         return
     merged = f", merged into {tree.onto}" if tree.merged else f", not merged into {tree.onto}" if tree.onto else ""
     question = (f"{tree.path} ({file_size(tree.size)}) is deleted. Its branch {tree.branch} stays in {tree.repo}"
@@ -285,7 +298,7 @@ def _said(decided: operate.Decided) -> str:
 
 
 def new_run(session: Session) -> None:
-    def chosen(answer) -> None:
+    def chosen(answer: tuple[str, dict] | None) -> None:
         if answer is not None:
             agent, request = answer
             session.act(operate.start, session.registry, agent_name=agent, request=request,
@@ -303,7 +316,7 @@ class RunAction:
     key: str
     label: str
     title: str
-    why_not: Callable[[Session, dict], str | None]
+    why_not: WhyNot
     do: Callable[[Session, str, TimelineItem | None], None]
 
     def binding(self, show: bool = True) -> Binding:
@@ -335,6 +348,6 @@ class RunActionKeys(Reads):
     def action_run(self, name: str) -> None:
         run_id, item = self.run_target()
         if run_id is None:
-            self.notify("no run selected", severity="warning")
+            self.session.app.notify("no run selected", severity="warning")
         else:
             self.session.guard(RUN_ACTIONS[name].do, self.session, run_id, item)

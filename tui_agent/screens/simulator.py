@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.timer import Timer
@@ -37,8 +37,8 @@ NO_COUNTS = dict.fromkeys(("fetches", "model_calls", "reports_written", "send_re
                            "lookups"), 0)
 
 
-def _bindings() -> list[Binding]:
-    keys = [Binding("space", "press('step')", "Step"), Binding("enter", "press('run')", "Run"),
+def _bindings() -> list[BindingType]:
+    keys: list[BindingType] = [Binding("space", "press('step')", "Step"), Binding("enter", "press('run')", "Run"),
             Binding("exclamation_mark", "press('crash')", "Crash", key_display="!"),
             Binding("n", "press('worker_two')", "Worker 2"), Binding("p", "predict", "Predict"),
             Binding("left", "press('back')", "Back", key_display="←"),
@@ -153,6 +153,7 @@ class SimulatorScreen(Screen):
             self._asking = False
             self.send(answer[0] if answer and answer[0] in PERSON_CHOICES else LEAVE)
 
+        assert self.stepper is not None   # a view comes from self.stepper (on_scenario_advanced)
         self._asking = True
         self.app.push_screen(ReconcileModal(view.asks, clock=self.stepper.scenario.clock, allowed=PERSON_CHOICES,
                                             scenario=True), answered)
@@ -167,10 +168,9 @@ class SimulatorScreen(Screen):
     def _pump(self) -> None:
         while self._pending and not self._busy and self.view is not None and self.view.asks is None \
                 and not self.view.error:
-            self._act(self._pending.pop(0))
+            self._act(self.view, self._pending.pop(0))
 
-    def _act(self, what: str) -> None:
-        view = self.view
+    def _act(self, view: View, what: str) -> None:
         if what == "back":
             if not view.presses:
                 self.say("this is where every execution starts: nothing to step back to")
@@ -243,8 +243,9 @@ class SimulatorScreen(Screen):
         colours, view, settings = palette(self.app), self.view, self.settings
         self._show_title()
         self.query_one("#sim-settings", Static).update(settings_strip(settings, colours))
-        finished = view is not None and view.outcome is not None
-        stop = view.stop if view is not None and not finished else None
+        outcome = view.outcome if view is not None else None
+        finished = outcome is not None
+        stop = view.stop if view is not None and outcome is None else None
         rows = view.workers if view is not None else ((), ())
         later = settings.restart_after
         self.query_one("#sim-worker-2").border_title = ("Worker 2 (starts now)" if later == "now"
@@ -255,11 +256,10 @@ class SimulatorScreen(Screen):
             pane.query_one(".rows", Static).update(
                 timeline_text(rows[worker - 1], stop if stop and stop.worker == worker else None, colours, waiting))
             self.call_after_refresh(pane.scroll_end, animate=False)   # the newest row, once laid out
-        outcome = self.query_one("#sim-outcome", Static)
-        outcome.update(outcome_text(view.counts if view is not None else NO_COUNTS, colours, finished,
-                                    self.prediction))
-        outcome.border_subtitle = ("" if not finished else "waits for a person" if view.outcome.waiting
-                                   else view.outcome.status)
+        counts = self.query_one("#sim-outcome", Static)
+        counts.update(outcome_text(view.counts if view is not None else NO_COUNTS, colours, finished, self.prediction))
+        counts.border_subtitle = ("" if outcome is None else "waits for a person" if outcome.waiting
+                                  else outcome.status)
         self.query_one("#sim-why-text", Static).update(Text(self._why()))
         self.call_after_refresh(self.query_one("#sim-why", VerticalScroll).scroll_home, animate=False)
         self.query_one("#sim-keys", Static).update(keys_line(self._keys(), colours))
@@ -296,6 +296,7 @@ class SimulatorScreen(Screen):
         if not view.presses:
             return self._invitation()
         stop = view.stop
+        assert stop is not None   # a view without an error, an outcome or a question is made at a stop
         if stop.boundary is not None:
             where = f"Worker {stop.worker} stands {CRASH_STORY[stop.boundary]}."
             crash = " ! crashes it here." if stop.worker == 1 else ""

@@ -33,7 +33,7 @@ def level_style(fraction: float | None, soft: float | None, crossed: bool = Fals
     return ""
 
 
-def gauge_line(label: str, used: float, limit: float | None, *, soft: float | None = None, width: int = 40,
+def gauge_line(label: str, used: float, *, limit: float | None, soft: float | None = None, width: int = 40,
                name: str = "", crossed: bool = False, stopped: bool = False, default: bool = False,
                unbounded: bool = False, label_width: int = LABEL_WIDTH, colours: Palette = OFFLINE) -> Text:
     """One gauge as a line of `width` cells: label, bar with the soft mark, used/limit and percent.
@@ -133,7 +133,7 @@ class BudgetGauges(Widget):
     def lines(self, width: int) -> list[Text]:
         soft, colours = self.budget.get("soft"), palette(self.app)
         unbounded = bool(self.budget.get("unbounded"))
-        rows = [gauge_line(LABELS.get(name, name), row["used"], row["limit"], soft=soft, width=width, name=name,
+        rows = [gauge_line(LABELS.get(name, name), row["used"], limit=row["limit"], soft=soft, width=width, name=name,
                            crossed=row.get("soft_crossed", False), stopped=name == self.stopped,
                            default=row.get("default", False), unbounded=unbounded, colours=colours)
                 for name, row in gauge_rows(self.budget)]
