@@ -2,8 +2,7 @@
 
 `self` and `cls` do not count, nor `*args` and `**kwargs`. The public constructors `Agent`, `Budget`,
 `RetryPolicy` and `Plateau` are dataclasses, whose generated `__init__` this check does not read, so they keep
-their positional fields. `NOT_YET` lists the functions still too wide, by module name and qualified name; the
-list may only shrink (issue 42, item 6).
+their positional fields.
 """
 
 import ast
@@ -12,8 +11,6 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "tui_agent"
 MOST = 5         # parameters a function may take with no keyword-only ones
 POSITIONAL = 2   # what a wider one may take by position
-
-NOT_YET: set[str] = set()   # empty: every wide signature is keyword-only
 
 
 def too_wide(source: str, module: str) -> list[str]:
@@ -45,11 +42,7 @@ def package_too_wide() -> set[str]:
 
 
 def test_every_wide_signature_is_keyword_only_past_its_first_two():
-    assert sorted(package_too_wide() - NOT_YET) == []
-
-
-def test_not_yet_lists_only_functions_still_too_wide():
-    assert sorted(NOT_YET - package_too_wide()) == []   # one made keyword-only (or moved) leaves the list
+    assert sorted(package_too_wide()) == []
 
 
 def test_the_checker_finds_a_planted_wide_signature_and_passes_a_keyword_only_one(tmp_path):
