@@ -1,25 +1,8 @@
-"""Two runs side by side: `tui-agent diff A B` and `d` on the run screen. Free of textual, like report.py, whose
-reads it uses (the screens read a diff through this module).
+"""Two runs side by side, for `tui-agent diff A B` and the run screen's `d`.
 
-The two current journals are aligned by position (positions are contiguous from 0, and replay matches a call by
-position and name). Each aligned row says whether the names, the results, the costs and the durations differ, or
-that only one run has an entry there. A fork's entries before its fork point that are the very rows it copied
-from its parent (same name, result, start, duration and cost, and not edited) are one `shared` row, shown once.
-
-Nothing here grows with a run's length on a read path: a page of aligned rows is two `journal_page` reads of the
-same position range (LIMIT, through the primary key), `paging.Window` holds a stretch of them for the screen, and
-the first divergence is found by `paging.every` a page at a time (the screen does it in a thread). The totals
-come from the view `checkpoints_now`, never from summing the journal.
-
-The rules, each written once:
-
-- results: the stored JSON text; for a model call, the reply's `id` is left out (the API numbers every reply,
-  so two equal answers would always differ); a result kept in an artifact is read only for the entry being
-  compared (the same path is the same result, as in a fork's copies; else the bytes);
-- cost: differs when one is unknown and the other not, or by more than a millionth of a cent;
-- duration: differs by more than 10 % of the longer one and by more than 5 ms (`DURATION_SHARE`, `DURATION_S`);
-- the first divergence: the first position where the names or the results differ, or where one run has an
-  entry and the other has none. Costs and durations never make one: they differ on every rerun.
+The current journals are aligned by position, a page at a time; each row says what differs, a fork's copied rows
+are one `shared` row, and `first_divergence` looks for the first row whose names or results differ. Free of
+textual. The comparison rules and why: docs/architecture.md, section 9 (The TUI), "The diff's rules".
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""A recorded result in the person's own editor, for `tui-agent fork RUN --edit N` and the run screen's `e`.
+"""A recorded result opened in the person's own editor, for `tui-agent fork RUN --edit N` and the run screen's `e`.
 
-The result may hold a secret a tool returned, so the file handed to the editor is private: it is created 0600
-(O_EXCL) in a folder of its own made 0700 (tempfile.mkdtemp), and the whole folder (with any swap or backup
-file the editor left beside it) is removed afterwards, whatever happened: the editor failed or was not found,
-the text is not JSON, the person gave up. The editor runs as an argument list, never through a shell:
-$VISUAL, else $EDITOR (split as a shell would split words, shlex), else `vi` when it is on PATH.
-
-No textual here: the CLI runs the editor directly and the TUI through `app.suspend()` (the `run` argument)."""
+The file is private (0600 in a 0700 folder removed whatever happens), and the editor runs without a shell. The
+TUI runs it inside `app.suspend()`, through the `run` argument.
+Why: docs/architecture.md, section 9 (The TUI), "Editing a recorded result".
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""Budgets that see ahead: from what a run has used so far, its burn rate and where that rate takes it.
+"""Budget forecasts: a run's burn rate so far and where that rate takes it.
 
-Pure functions of their arguments (no store, no Textual), shared by `show`, `show --json` (report.budget_of
-puts `forecast` in the budget) and the run screen's gauges, so the same projection reads the same everywhere.
-
-The rate is the plain average so far: what a dimension used divided by the steps charged to the budget
-(`used_steps`), and by the minutes of running time (`used_wall_s`, waits not counted). Positions (where the
-run stands, `current_step`, and the declared `total_steps`) are what the projection counts in: a fork starts
-past its parent's positions with its counters at zero, a restart starts at position 0 with its counters kept,
-so the two are not always the same number.
+Pure functions, shared by `show`, `show --json` and the run screen's gauges. Rates are per charged step and per
+minute of running time; projections count in positions. Why: docs/architecture.md, section 8, "Forecasts".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The runner calls you (store/notices.py holds the rows): what a notice says, and the three ways it reaches a
-person. Free of textual: the TUI, `watch`, workers and `tick` all use it.
+"""What a notice says, and the three ways it reaches a person: `--notify CMD`, the desktop, a line or JSON.
 
-- `--notify CMD` (workers, `tick`): `Attendant` records reminders, claims undelivered notices and runs CMD once
-  per notice that is still current (store/notices.py: a superseded one is skipped) with the event JSON on stdin. CMD is split once with shlex when the process starts and run as an
-  argument list: no shell ever sees a notice, whose text comes from agents and their outputs.
-- The desktop: `desktop` runs notify-send (Linux) or osascript (macOS) with an argument list, the text one
-  line (safe_text.one_line: what a terminal would act on made visible) and clipped; skipped silently when
-  there is none.
-- Lines for a terminal or a script: `line` (text, one line) and `event` (JSON, verbatim).
+store/notices.py holds the rows. `Attendant` delivers for workers and `tick`; no command runs through a shell.
+Free of textual. Why: docs/architecture.md, section 3.2, "How a notice reaches a person".
 """
 
 from __future__ import annotations

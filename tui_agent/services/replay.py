@@ -1,13 +1,9 @@
-"""Replay: a recorded run as a cassette for the agent's current code.
+"""Replay: a recorded run used as a cassette for the agent's current code.
 
-The agent's code runs as on a resume, but every journaled call (step, model call, tool, effect, wait) is
-answered from the journal and nothing is executed: the first call the journal cannot answer stops the replay.
-Beyond names, a model call's request is compared with the recorded one (model, max_tokens, system prompt,
-tools, messages) and, for agents that journal inputs, a step's arguments. The replay opens the database
-query-only, which binds its own connection only: agent code that opens a connection of its own can still write
-to it, and the code runs in the caller's thread, which nothing can stop. `tui-agent replay` therefore replays on
-a copy, in a child process with a time limit (replay_copy.py); `on_copy` then makes a write the code made to the
-copy a divergence."""
+Every journaled call is answered from the journal and nothing is executed; the first call it cannot answer
+stops the replay. The database is opened query-only, but the agent's code runs in the caller's thread, so
+`tui-agent replay` runs this on a copy (replay_copy.py). Why: docs/architecture.md, section 6.1a.
+"""
 
 from __future__ import annotations
 

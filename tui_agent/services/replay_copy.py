@@ -1,19 +1,9 @@
-"""`tui-agent replay` on a copy: the database snapshotted into a temporary folder, and the replay run on that copy
-in a child process with a time limit.
+"""`tui-agent replay` on a copy of the database, in a child process with a time limit.
 
-The agent's own code between its journaled calls runs during a replay, and it can do anything. The child opens
-the copy, and everything through which tui-agent tells code where the database is names the copy's: its --db,
-TUI_AGENT_DB, its store's path, the data folder beside it (`ctx.data_dir`, `ctx.artifact_dir`, TUI_AGENT_DATA).
-So a connection the code opens on the database it finds there writes into the copy, and so do its files (an
-outbox, an artifact); the folder is removed afterwards, whatever happens. A path the code names by itself
-(hard-coded, or the per-user default found on its own) is not redirected. The copy holds every row and every
-artifact the rows name (a SQLite file: its pages, by SQLite's backup, and its artifacts folder; a PostgreSQL
-database: copied into a SQLite file by `tui-agent copy`'s own code), not the agents' other files in the data
-folder (sample sources, an outbox, worktrees). The temporary folder is where TMPDIR says.
-
-The child runs in a process group of its own, with no standard input; when it has not ended within the time
-limit, the whole group is killed (SIGKILL), the processes the agent's code started included (one that left the
-group, by setsid, escapes), and the same when it ends, or when this process is interrupted or terminated."""
+The copy lives in a temporary folder that is removed afterwards; the child's process group is killed whatever
+happens. A path the agent's code names by itself is not redirected to the copy.
+Why: docs/architecture.md, section 6.1a (The same mechanism as a regression test).
+"""
 
 from __future__ import annotations
 

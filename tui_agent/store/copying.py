@@ -1,24 +1,9 @@
-"""`tui-agent copy --from SRC --to DST`: a whole database into a new one, SQLite or PostgreSQL either way, with
-its ids, journals, ledgers and artifacts (the files its rows name, or every row of a server's table), each put
-where the target keeps them (store/artifacts.py: files beside a SQLite file or in a --data folder, else rows of
-the server's table).
+"""`tui-agent copy --from SRC --to DST`: a whole database into a new one, SQLite or PostgreSQL either way.
 
-What is copied is read from the schema itself (schema_postgres.DDL, which tests/postgres/test_pg_schema.py keeps equal
-to SQLite's migrations): every table in the order it is created, so a run is written before the rows that refer to
-it, every column, every row; only `meta` stays behind (the target has its own schema version), and `artifacts`
-is carried as the artifacts it holds. A table a new migration adds is copied without a change here.
-
-The source is read in one snapshot (a read transaction: a worker writing to it meanwhile cannot tear a run
-apart), a page at a time by its primary key (keyset, so memory and each page's cost do not grow with the
-database). The target is written in batches inside ONE writer's transaction: a worker on the target sees no
-run before its journal, effects and approvals are all there, and a failed copy leaves nothing behind (the artifact
-files it saved are removed again; artifact rows are part of that transaction). Identity ids
-(events, effects, approvals, notices) keep their values, and the target's counter is moved past the source's
-high-water mark (its sequence, or sqlite_sequence), so the next row gets a fresh id and a reader's cursor taken
-on the source stays valid.
-
-Refused, before anything is written: a source or target at another schema version, the same database twice, and
-a target that holds any row (its ids would collide with the copied ones; copy into a new database)."""
+Ids, journals, ledgers and artifacts are kept; the tables come from the schema itself, read in one snapshot a
+page at a time, and written in one transaction. A target at another version or holding any row is refused.
+Why: docs/architecture.md, section 12, "Copying a database".
+"""
 
 from __future__ import annotations
 
