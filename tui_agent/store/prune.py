@@ -301,8 +301,8 @@ def rewrite(store: Store) -> None:
 
 def give_back(store: Store, done: Pruned | None = None) -> dict:
     """Give a SQLite file's free pages back to the file system in batches, or else count them. They are given back
-    when the file has incremental auto-vacuum, as every new database has; otherwise they are counted, for `tui-agent
-    db vacuum`."""
+    when the file has incremental auto-vacuum, as every new database has; otherwise they are counted, for
+    `tui-agent db vacuum`."""
     space = free_space(store)
     if not space["incremental"]:
         return {**space, "returned_bytes": 0}
