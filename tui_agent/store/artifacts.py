@@ -49,8 +49,8 @@ def kept_in_table(conn) -> bool:
 
 
 def keep_in_table(store: Store) -> None:
-    """Inside the caller's write on a SQLite file (an export being made): from now on its artifacts are rows of its
-    table, for this store and every later open of the file."""
+    """Make the file's artifacts rows of its table from now on, for this store and every later open of the file. It
+    runs inside the caller's write on a SQLite file, while an export is being made."""
     store.conn.execute("INSERT INTO meta (key, value) VALUES (?, 'table') ON CONFLICT (key) DO UPDATE SET value ="
                        " excluded.value", (IN_TABLE_META,))
     store.artifacts_in_table = True
@@ -171,8 +171,8 @@ def read(store: Store, named: str) -> bytes:
 
 
 def under(store: Store, relative: str) -> list[str]:
-    """The relative paths of every file in the folder `relative` (a run's `artifact_dir`), at any depth, of a store
-    that keeps its artifacts as files (a copy reads a table's rows all at once instead)."""
+    """The relative paths of every file in the folder `relative`, at any depth. `relative` is a run's `artifact_dir`,
+    in a store that keeps its artifacts as files; a copy reads a table's rows all at once instead."""
     root = folder(store)
     assert root is not None, "under() is for a store that keeps its artifacts as files"
     base = root / confined(store, relative)
@@ -180,9 +180,10 @@ def under(store: Store, relative: str) -> list[str]:
 
 
 def remove_folder(store: Store, artifact_dir: str) -> int:
-    """Delete a run's artifact files (its folder, `artifact_dir`: artifacts/<run id>), for prune; returns how many
-    bytes they held. Nothing to do where the store keeps them in its table (prune deletes those rows) or when the
-    folder is not there. A link is removed, never followed (nor is anything outside the artifacts' folder read)."""
+    """Delete a run's artifact files for prune and return how many bytes they held. They are its folder,
+    `artifact_dir`: artifacts/<run id>. Nothing to do where the store keeps them in its table (prune deletes those
+    rows) or when the folder is not there. A link is removed, never followed (nor is anything outside the artifacts'
+    folder read)."""
     root = folder(store)
     if root is None:
         return 0

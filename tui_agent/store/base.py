@@ -33,8 +33,8 @@ class StoreError(UserError):
 
 
 def on_server(conn: Connection) -> bool:
-    """Whether the connection is to a database server (PostgreSQL), whose clock judges leases, rather than to a
-    SQLite file, whose host's clock does: the one place the store's queries ask."""
+    """Whether the connection is to a database server rather than to a SQLite file. On a server (PostgreSQL) its
+    clock judges leases; on a SQLite file the host's clock does. This is the one place the store's queries ask."""
     return not isinstance(conn, sqlite3.Connection)
 
 
@@ -148,9 +148,9 @@ SHARED_LOCK = f"pg_advisory_xact_lock_shared({WRITE_LOCK})"
 
 
 def for_update(conn: Connection, skip_locked: bool = False) -> str:
-    """The suffix that makes a SELECT lock the rows it returns, on a server: a transaction that meets a row
-    another holds waits, then checks its WHERE again on the row as committed (READ COMMITTED), or with
-    `skip_locked` passes over it. On SQLite, whose writers hold the one write lock, nothing."""
+    """The suffix that makes a SELECT lock the rows it returns, on a server. A transaction that meets a row another
+    holds waits, then checks its WHERE again on the row as committed (READ COMMITTED), or with `skip_locked` passes
+    over it. On SQLite, whose writers hold the one write lock, nothing."""
     if not on_server(conn):
         return ""
     return f"{FOR_UPDATE} SKIP LOCKED" if skip_locked else FOR_UPDATE
@@ -212,10 +212,10 @@ def backoff(first_s: float = 0.05, most_s: float = 1.0) -> Iterator[float]:
 
 
 class Write:
-    """`with store.write() as conn:` commits on success and rolls back on any exception (a class, not a
-    generator, because it sits on the per-step hot path). An error the environment caused leaves as an
-    EnvironmentStop, so no caller can mistake a busy or full disk for its own failure. Each store's subclass
-    begins the transaction (`__enter__`) and names how it commits (`COMMIT`)."""
+    """`with store.write() as conn:` commits on success and rolls back on any exception. It is a class, not a
+    generator, because it sits on the per-step hot path. An error the environment caused leaves as an
+    EnvironmentStop, so no caller can mistake a busy or full disk for its own failure. Each store's subclass begins
+    the transaction (`__enter__`) and names how it commits (`COMMIT`)."""
 
     __slots__ = ("store",)
     COMMIT = "COMMIT"
@@ -308,8 +308,8 @@ class Store:
             raise stop from error
 
     def write_one(self, sql: str, params: tuple, whole: bool = False) -> Cursor:
-        """One statement as its own transaction, waiting out a held lock as `write()` does; a statement whose
-        checks are row conditions (see `write_shared`). `whole`: on a server the statement is a shared writer's
+        """Run one statement as its own transaction, waiting out a held lock as `write()` does. It is for a statement
+        whose checks are row conditions (see `write_shared`). `whole`: on a server the statement is a shared writer's
         whole transaction by itself, sent as it is: it takes SHARED_LOCK before it locks any row (journal's plain
         step)."""
         try:

@@ -30,8 +30,8 @@ def begin(conn: Connection, *, run_id: str, generation: int, position: int, name
 
 
 def ended(store: Store, command_id: int, exit_code: int | None, now: float) -> None:
-    """The program ended (its group killed with it): a fact about a process, not a write for the run, so it is
-    not fenced (a thread left behind records it too). Only a row still `running` moves."""
+    """Record that the program ended, its group killed with it. This is a fact about a process, not a write for the
+    run, so it is not fenced: a thread left behind records it too. Only a row still `running` moves."""
     store.write_one("UPDATE commands SET state = ?, exit = ?, ended_at = ? WHERE id = ? AND state = ?",
                     (ENDED, exit_code, now, command_id, RUNNING))
 

@@ -179,8 +179,8 @@ def _temporary_beside(path: Path) -> Path:
 
 
 def _create(path: Path) -> None:
-    """Build the schema in a private temporary file and link it into place (never over another), with incremental
-    auto-vacuum, so the pages prune frees go back to the file system (store/prune.py)."""
+    """Build the schema in a private temporary file and link it into place, never over another. The file has
+    incremental auto-vacuum, so the pages prune frees go back to the file system (store/prune.py)."""
     tmp = _temporary_beside(path)
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -225,9 +225,9 @@ class SqliteStore(Store):
     conn: sqlite3.Connection
 
     def __init__(self, path: Path, durability: str = "full", create: bool = True, any_thread: bool = False) -> None:
-        """`create=False` for commands that only read: a missing database is an error, and neither it nor
-        its folders are made (a mistyped --db must not leave an empty database behind). `any_thread`: the
-        connection may be handed to another thread (one thread at a time uses it: the TUI's reader and actor)."""
+        """With `create=False`, for commands that only read, a missing database is an error and neither it nor its
+        folders are made. A mistyped --db must not leave an empty database behind. `any_thread`: the connection may
+        be handed to another thread (one thread at a time uses it: the TUI's reader and actor)."""
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, not {durability!r}")
         super().__init__()
@@ -294,7 +294,7 @@ class SqliteStore(Store):
         return super().write_one(sql, params)
 
     def stopped(self, error: sqlite3.Error) -> EnvironmentStop | None:
-        """The environment's reason for an error on this connection; one that is not a held lock (read-only, full,
+        """The environment's reason for an error on this connection. One that is not a held lock (read-only, full,
         damaged) also forgets the file's verdict, so the next writer checks it again."""
         stop = stop_for(error, self.path)
         if stop is not None and stop.kind != BUSY:
@@ -310,8 +310,8 @@ class SqliteStore(Store):
         return stop
 
     def abandon(self) -> None:
-        """Roll back what is open; after a failed COMMIT SQLite may have rolled back already, and a second
-        ROLLBACK would hide the real error behind "no transaction is active"."""
+        """Roll back what is open. After a failed COMMIT SQLite may have rolled back already, and a second ROLLBACK
+        would hide the real error behind "no transaction is active"."""
         if self.conn.in_transaction:
             try:
                 self.conn.execute("ROLLBACK")

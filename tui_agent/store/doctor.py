@@ -136,8 +136,8 @@ def _schema(conn: sqlite3.Connection) -> Check:
 
 
 def _tables(conn, where: Path | str, differences: Callable[[object], list[str]]) -> Check:
-    """At this code's schema version: every table, view and column that version makes is there (an older database
-    is upgraded by the next command that writes, so it is compared then). `differences`: the dialect's."""
+    """Check that a database at this code's schema version has every table, view and column that version makes. An
+    older database is upgraded by the next command that writes, so it is compared then. `differences`: the dialect's."""
     version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
     if version < SCHEMA_VERSION:
         return Check("tables", True, f"compared once upgraded to schema version {SCHEMA_VERSION}")
@@ -165,8 +165,9 @@ SHOWN_SIZES = 5   # the largest tables, and the largest runs, doctor names
 
 
 def _sizes(conn: sqlite3.Connection) -> Check:
-    """The file's size, its free pages (what `tui-agent db vacuum` or incremental auto-vacuum gives back) and the
-    largest tables with their indexes, from SQLite's `dbstat` table where this SQLite has it."""
+    """The file's size, its free pages and its largest tables with their indexes. The free pages are what
+    `tui-agent db vacuum` or incremental auto-vacuum gives back. The sizes come from SQLite's `dbstat` table where this SQLite
+    has it."""
     page = conn.execute("PRAGMA page_size").fetchone()[0]
     free = page * conn.execute("PRAGMA freelist_count").fetchone()[0]
     incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
@@ -219,8 +220,8 @@ def _trouble(name: str, path: Path, error: sqlite3.Error) -> Check:
 
 
 def recover_advice(path: Path) -> str:
-    """How to save what can still be read from a damaged file, keeping the damaged one; every command in it is
-    one a person can paste (tests/engine/test_doctor.py follows them)."""
+    """How to save what can still be read from a damaged file, keeping the damaged one. Every command in it is one a
+    person can paste (tests/engine/test_doctor.py follows them)."""
     db, new = shlex.quote(str(path)), shlex.quote(str(path.with_name(f"{path.stem}.recovered{path.suffix}")))
     aside = shlex.quote(f"{path}.damaged")
     return (f"tui-agent will not write to a damaged file; keep it, and recover what can still be read into a new "
@@ -331,11 +332,11 @@ C_COLLATIONS = ("C", "POSIX")
 
 
 def diagnose_postgres(url: str, full: bool = False) -> Diagnosis:
-    """The checks of a PostgreSQL database: reachable, whose schema at which version, its tables against that
-    version's, the server's version, whether this user may write, the database's collation (text keys must sort by
-    bytes, as SQLite's do), synchronous_commit and fsync, and the local data folder. It connects read-only and
-    changes nothing (the tables check's own schema is made in a transaction rolled back); the password in the URL
-    is never shown. A server checks its own pages: `full` adds nothing here."""
+    """Run the doctor's checks on a PostgreSQL database, changing nothing. They are: reachable, whose schema at which
+    version, its tables against that version's, the server's version, whether this user may write, the database's
+    collation (text keys must sort by bytes, as SQLite's do), synchronous_commit and fsync, and the local data
+    folder. It connects read-only (the tables check's own schema is made in a transaction rolled back); the password
+    in the URL is never shown. A server checks its own pages: `full` adds nothing here."""
     import psycopg
 
     from .postgres import PostgresError, Url, connect_error, data_dir_for_url
@@ -477,8 +478,8 @@ def _has_column(conn, table: str, column: str) -> bool:
 
 
 def _pg_sizes(conn) -> Check:
-    """The database's size and its largest tables (with their indexes and TOAST); the server's autovacuum reuses
-    what prune frees, so there is no free-page count to give back."""
+    """The database's size and its largest tables, with their indexes and TOAST. The server's autovacuum reuses what
+    prune frees, so there is no free-page count to give back."""
     total = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     tables = conn.execute(
         "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid ="

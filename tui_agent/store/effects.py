@@ -66,8 +66,8 @@ def add_intended(conn: Connection, *, run_id: str, generation: int, position: in
 
 def set_state(conn: Connection, effect_id: int, state: str, now: float, expected: str | None = None,
               **fields) -> None:
-    """Move one effect to `state`, setting any other columns given; with `expected`, only from that state
-    (a person's answer to a question that was answered a moment ago is refused, not applied twice)."""
+    """Move one effect to `state`, setting any other columns given. With `expected`, only from that state: a person's
+    answer to a question that was answered a moment ago is refused, not applied twice."""
     columns = {"state": state, "updated_at": now, **fields}
     assignments = ", ".join(f"{name} = ?" for name in columns)
     if expected is None:
@@ -99,9 +99,10 @@ _HELD_BACK_PARAMS = (RunStatus.WAITING, Reason.RECONCILE, EffectState.UNKNOWN)
 
 
 def requeue_released(store: Store, now: float) -> list[str]:
-    """Runs that wait (reason reconcile) only because the worker that attempted an effect might still send it,
-    queued again once that worker has let go of the run or its process has ended; the next worker reconciles
-    the effect anew, and the lookup's silence then means "not done". Cheap when nothing waits so."""
+    """Queue again each run that waits on an effect's worker, once that worker has let go of the run or its process
+    has ended. Such a run waits (reason reconcile) only because the worker that attempted the effect might still send
+    it. The next worker reconciles the effect anew, and the lookup's silence then means "not done". Cheap when
+    nothing waits so."""
     freed = []
     for effect in list(store.query(_HELD_BACK, _HELD_BACK_PARAMS)):
         sender, why = still_sending(store.conn, effect, now)

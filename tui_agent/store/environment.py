@@ -58,16 +58,17 @@ def _message(kind: str, path: Path, error: BaseException) -> str:
 
 
 def stop_for(error: sqlite3.Error, path: Path) -> EnvironmentStop | None:
-    """The environment's reason for a SQLite error on our database, or None when it is something else
-    (a bug, a constraint): those are not the environment's doing and must not be dressed up as such."""
+    """The environment's reason for a SQLite error on our database, or None when it is something else. Another error,
+    such as a bug or a constraint, is not the environment's doing and must not be dressed up as such."""
     kind = _kind(error)
     return None if kind is None else EnvironmentStop(kind, _message(kind, path, error))
 
 
 def schema_mismatch(where: Path | str, missing: list[str]) -> EnvironmentStop:
-    """A database whose schema version is ours but whose tables are not what that version makes (schema.differences,
-    schema_postgres.differences): damaged for our purposes, whatever the database says of its pages. `where`: a
-    file's path, or a server database's URL (postgres.Url, which prints without its password)."""
+    """The stop for a database whose schema version is ours but whose tables are not what that version makes.
+    `missing` comes from schema.differences or schema_postgres.differences. Such a database is damaged for our
+    purposes, whatever the database says of its pages. `where`: a file's path, or a server database's URL
+    (postgres.Url, which prints without its password)."""
     return EnvironmentStop(DAMAGED, f"{where} is not as its schema version makes it ({'; '.join(missing[:3])}): "
                            f"another program, or a development build of tui-agent, changed it; no worker writes to "
                            f"it; {set_aside(where)} (tui-agent doctor says more)")

@@ -28,8 +28,8 @@ def last_event_like(conn: Connection, run_id: str, pattern: str) -> str | None:
 
 
 def nth_newest_at(conn: Connection, run_id: str, kind: str, n: int) -> float | None:
-    """When the run's `n`-th newest event of `kind` happened (1: the newest), read backwards from its end; None when
-    it has fewer."""
+    """When the run's `n`-th newest event of `kind` happened, or None when it has fewer. `n` = 1 is the newest; the
+    events are read backwards from the run's end."""
     row = conn.execute("SELECT at FROM events WHERE run_id = ? AND kind = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
                        (run_id, kind, n - 1)).fetchone()
     return row[0] if row else None
@@ -46,8 +46,8 @@ PAGE = 100
 
 def events_page(store: Store, run_id: str, after: int | None = None, limit: int = PAGE,
                 newest_first: bool = False) -> list[dict]:
-    """A page of the run's events by a keyset cursor on their id (the (run_id, id) index): after `after`,
-    or before it `newest_first`."""
+    """A page of the run's events after `after`, or before it with `newest_first`. It is read by a keyset cursor on
+    their id, through the (run_id, id) index."""
     where = "run_id = ?"
     params: list[str | int] = [run_id]
     if after is not None:

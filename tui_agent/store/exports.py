@@ -200,8 +200,8 @@ def _refuse_cut_short(file: Path) -> None:
 
 
 def open_export(path: str, adopt: bool = False) -> tuple[Store, dict]:
-    """The export at `path` as a store that only reads (read_export checks it first), and its meta; with `adopt`,
-    refused unless each run it was made of is ended or parked in it."""
+    """The export at `path` as a store that only reads, and its meta. read_export checks the file first. With
+    `adopt`, it is refused unless each run it was made of is ended or parked in it."""
     meta = read_export(path)
     store = open_store(path, create=False)
     try:
@@ -268,8 +268,8 @@ def _chunks(values: list) -> list[list]:
 
 
 def _clash(source: Store, target: Store, runs: list[str]) -> str | None:
-    """Inside the target's write: why the file's runs cannot join the target's (a run id it has, an effect key its
-    ledger holds, a run key that names another run), or None."""
+    """Why the file's runs cannot join the target's, or None. It runs inside the target's write. The reasons are a
+    run id the target has, an effect key its ledger holds, or a run key that names another run."""
     def first(sql: str, values: list) -> tuple | None:
         for chunk in _chunks(values):
             found = target.conn.execute(sql.format(marks=", ".join("?" * len(chunk))), chunk).fetchone()

@@ -42,8 +42,8 @@ def this_host_id() -> str | None:
 
 
 def on_this_host(worker: dict) -> bool:
-    """Whether a worker row's pid names a process this one can see: by its host id when it has one, else (a row
-    an older tui-agent wrote) by its host name, as before host ids."""
+    """Whether a worker row's pid names a process this one can see. The row's host id decides when it has one; a row
+    an older tui-agent wrote has none, so its host name decides, as before host ids."""
     if worker.get("host_id") is not None:
         return worker["host_id"] == this_host_id()
     return worker["host"] == this_host()
@@ -89,9 +89,9 @@ def process_start(pid: int) -> int | None:
 
 
 def process_alive(pid: int, started: int | None) -> bool:
-    """Whether the process that registered still exists: a stopped (SIGSTOP) or hung one does; a zombie, a
-    missing pid, or a pid now held by a process that started at another time does not. Without a start time
-    (a row an older tui-agent wrote, or a system that gives none) only whether the pid is in use can be said."""
+    """Whether the process that registered still exists. A stopped (SIGSTOP) or hung one does; a zombie, a missing
+    pid, or a pid now held by a process that started at another time does not. Without a start time (a row an older
+    tui-agent wrote, or a system that gives none) only whether the pid is in use can be said."""
     if _has_proc():
         try:
             fields = _stat(pid)
@@ -110,8 +110,8 @@ def process_alive(pid: int, started: int | None) -> bool:
 
 
 def group_left(pgid: int) -> int:
-    """How many processes of process group `pgid` are left, zombies not counted (Linux); elsewhere 1 for a group
-    that still has any process, zombies included, and 0 for none."""
+    """How many processes of process group `pgid` are left. On Linux zombies are not counted; elsewhere it is 1 for a
+    group that still has any process, zombies included, and 0 for none."""
     try:   # a group with no process at all (the common case) is told apart without reading /proc
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -133,8 +133,8 @@ def group_left(pgid: int) -> int:
 
 
 def end_group(pgid: int, wait_s: float) -> int:
-    """SIGKILL every process left in group `pgid` and wait up to `wait_s` for them to end; returns how many are
-    still there (0: the group is empty). A process of another user cannot be killed and stays."""
+    """SIGKILL every process left in group `pgid`, wait up to `wait_s` for them to end, and return how many are still
+    there. 0 means the group is empty. A process of another user cannot be killed and stays."""
     if not group_left(pgid):
         return 0
     try:

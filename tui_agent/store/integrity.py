@@ -27,8 +27,8 @@ def _state(path: Path) -> list[int]:
 
 
 def verify(conn: sqlite3.Connection, path: Path, folder: Path) -> None:
-    """Before a process's first write: raise DAMAGED when the file fails `quick_check`; the check is skipped
-    when this process trusts the file, or the data folder's verdict is for the file as it is now."""
+    """Raise DAMAGED when the file fails `quick_check`, before a process's first write. The check is skipped when
+    this process trusts the file, or the data folder's verdict is for the file as it is now."""
     state = _state(path)
     if _TRUSTED.get((state[0], state[1]), (None,))[0] == path:   # the same file by the same name
         return
@@ -79,8 +79,9 @@ def _recorded(folder: Path) -> list[int] | None:
 
 
 def _record(folder: Path, state: list[int]) -> None:
-    """Written whole or not at all (a temporary file renamed into place); a folder that cannot be written (a full
-    disk, a read-only one) only means the next writer checks again."""
+    """Record in the data folder the verdict for the file as it is now (`state`), written whole or not at all. It is
+    a temporary file renamed into place. A folder that cannot be written (a full disk, a read-only one) only means
+    the next writer checks again."""
     tmp = folder / f".{VERDICT}.{os.getpid()}.tmp"
     try:
         tmp.write_text(json.dumps({"file": state}))

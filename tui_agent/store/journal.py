@@ -243,8 +243,8 @@ def _run(conn: Connection, statements: list[tuple[str, int]], run_id: str) -> No
 
 
 def move_tail(conn: Connection, run_id: str) -> None:
-    """Inside a write whose checkpoint is folded past them: the run's tail rows (of any generation) into
-    journal_rows, so journal_tail holds only rows past a checkpoint, a few pages in all."""
+    """Move the run's tail rows, of any generation, into journal_rows. It runs inside a write whose checkpoint is
+    folded past them, so journal_tail holds only rows past a checkpoint, a few pages in all."""
     _run(conn, _MOVE_TAIL[on_server(conn)], run_id)
 
 
@@ -330,9 +330,9 @@ def journal_for(store: Store, run_id: str) -> list[dict]:
 
 def journal_page(store: Store, run_id: str, *, generation: int, after: int | None = None, limit: int = PAGE,
                  newest_first: bool = False) -> list[dict]:
-    """One page of one generation's journal by a keyset cursor on its position: the rows after `after`
-    (before it, `newest_first`), read through the primary key, so a page costs the same at the start of a run
-    of any length as at its end."""
+    """One page of one generation's journal: the rows after `after`, or before it with `newest_first`. It is read by
+    a keyset cursor on its position, through the primary key, so a page costs the same at the start of a run of any
+    length as at its end."""
     where, params = "run_id = ? AND generation = ?", [run_id, generation]
     if after is not None:
         where += " AND position < ?" if newest_first else " AND position > ?"
@@ -359,8 +359,8 @@ def journal_pages(store: Store, run_id: str, generation: int | None = None) -> I
 
 
 def cost_window(store: Store, run_id: str, size: int = 20) -> list[float]:
-    """The cost of the current generation's last `size` entries, oldest first (an entry without a cost counts
-    as 0): one seek on the primary key from the run's end, so it costs the same for a run of any length."""
+    """The cost of the current generation's last `size` entries, oldest first. An entry without a cost counts as 0.
+    It is one seek on the primary key from the run's end, so it costs the same for a run of any length."""
     generation = store.conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()
     # position is selected for the ORDER BY: SQLite merges the view's two tables by key only on a column it returns
     rows = store.conn.execute("SELECT position, coalesce(cost_usd, 0) FROM journal WHERE run_id = ? AND generation = ?"

@@ -26,8 +26,8 @@ _HOLD = ("UPDATE checkpoints SET used_model_calls = used_model_calls + ?, used_i
 
 @dataclass(frozen=True)
 class Spent:
-    """What an answered call used, from its reply's `usage`: `input_tokens` counts every input token (the cached
-    ones too, as the budget does), `cache_read_tokens` and `cache_write_tokens` how many of them were cached."""
+    """What an answered call used, from its reply's `usage`. `input_tokens` counts every input token, the cached ones
+    too, as the budget does; `cache_read_tokens` and `cache_write_tokens` count how many of them were cached."""
 
     usage: dict
     input_tokens: int
@@ -75,8 +75,9 @@ def part(store: Store, run_id: str, digest: str | None):
 
 
 def answered_request(store: Store, run_id: str, generation: int, position: int) -> dict | None:
-    """The request of the call answered at `position` (the one whose reply the journal holds), as recorded:
-    `model`, `max_tokens`, `system` and `tools` digests, `after` and the messages added since the last call."""
+    """The request of the call answered at `position`, as recorded. That call is the one whose reply the journal
+    holds. The request has `model`, `max_tokens`, `system` and `tools` digests, `after` and the messages added since
+    the last call."""
     row = store.conn.execute("SELECT request FROM model_calls WHERE run_id = ? AND generation = ? AND position = ?"
                              " AND state = 'answered' ORDER BY call DESC LIMIT 1",
                              (run_id, generation, position)).fetchone()
@@ -146,8 +147,8 @@ def begin(store: Store, run_id: str, *, generation: int, position: int, name: st
 
 def answered(conn: Connection, key: CallKey, *, spent: Spent, cost_usd: float | None, request_id: str | None,
              now: float) -> None:
-    """Inside the write that journals the reply (whose usage replaces the reservation): what it used, and the usage
-    as the API gave it, which `spend --reprice` prices again."""
+    """Record what the answered call used, and the usage as the API gave it, which `spend --reprice` prices again. It
+    runs inside the write that journals the reply, whose usage replaces the reservation."""
     conn.execute("UPDATE model_calls SET state = 'answered', tokens = ?, input_tokens = ?, cache_read_tokens = ?,"
                  " cache_write_tokens = ?, usage = ?, cost_usd = ?, request_id = ?, updated_at = ?"
                  " WHERE run_id = ? AND generation = ? AND position = ? AND call = ?",
@@ -235,7 +236,7 @@ def held_by(store: Store, runs: list[dict], now: float) -> dict[str, Held]:
 
 
 def possibly_billed(store: Store, run: dict, now: float) -> float:
-    """What the current generation's calls that died in flight reserved: read through the partial index of
+    """What the current generation's calls that died in flight reserved. It reads through the partial index of
     in-flight rows, so it costs the same however many calls the run made."""
     fence = run["fence"] if _live(run, now) else None
     row = store.conn.execute("SELECT sum(reserved_usd) FROM model_calls INDEXED BY model_calls_in_flight"

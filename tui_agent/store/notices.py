@@ -37,8 +37,8 @@ class ClaimLost(StoreError):
 
 def record(conn: Connection, run_id: str, *, status: str, reason: str | None, message: str,
            at: float) -> int | None:
-    """Inside the write that moves a run to `status`/`reason`: a notice when that state needs a person
-    (its id), else nothing (None)."""
+    """Record a notice when `status`/`reason` needs a person and return its id, else None. It runs inside the write
+    that moves a run to that state."""
     if not needs_person(status, reason):
         return None
     return conn.execute("INSERT INTO notices (run_id, kind, status, reason, message, at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -65,11 +65,11 @@ def any_undelivered(store: Store) -> bool:
 
 
 def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[dict]:
-    """Take up to `limit` undelivered notices for `by`'s --notify command, oldest first: one transaction, the
-    UPDATE naming the state it expects (`notified_at IS NULL`) and its rowcount checked, so two processes never
-    both take one. A notice is delivered at most once: a process that dies after its claim (kill -9) loses those
-    it had not handed back. Those found superseded are recorded so (`superseded` = 1) in the same transaction,
-    and returned marked: no command is to be run for them, nor are they to be handed back."""
+    """Take up to `limit` undelivered notices for `by`'s --notify command, oldest first. It is one transaction: the
+    UPDATE names the state it expects (`notified_at IS NULL`) and its rowcount is checked, so two processes never
+    both take one. A notice is delivered at most once: a process that dies after its claim (kill -9) loses those it
+    had not handed back. Those found superseded are recorded so (`superseded` = 1) in the same transaction, and
+    returned marked: no command is to be run for them, nor are they to be handed back."""
     with store.write() as conn:
         ids = [row[0] for row in conn.execute(
             "SELECT id FROM notices WHERE notified_at IS NULL ORDER BY id LIMIT ?", (limit,))]
@@ -88,9 +88,9 @@ def claim(store: Store, by: str, at: float, limit: int = CLAIM_AT_MOST) -> list[
 
 
 def hand_back(store: Store, claimed: list[dict]) -> int:
-    """Make claimed notices that no command was started for undelivered again, for the next claim: one statement
-    naming the claim it undoes (its `notified_by` and `notified_at`), so it never takes back another's claim.
-    How many it handed back."""
+    """Make claimed notices that no command was started for undelivered again, for the next claim. It is one
+    statement naming the claim it undoes (its `notified_by` and `notified_at`), so it never takes back another's
+    claim. How many it handed back."""
     if not claimed:
         return 0
     marks = ", ".join("?" for _ in claimed)
@@ -124,9 +124,9 @@ def reminders_due(store: Store, cutoff: float) -> bool:
 
 
 def remind(store: Store, after_s: float, at: float, limit: int = CLAIM_AT_MOST) -> list[int]:
-    """Record one reminder for each run that has needed a person since before `at - after_s`, in the transaction
-    that checks none exists for that episode yet, so several processes remind once (the unique index
-    notices_one_reminder would refuse a second anyway), each also an event of its run. The reminders' ids."""
+    """Record one reminder for each run that has needed a person since before `at - after_s`, each also an event of
+    its run. It runs in the transaction that checks none exists for that episode yet, so several processes remind
+    once; the unique index notices_one_reminder would refuse a second anyway. The reminders' ids."""
     made = []
     with store.write() as conn:
         for episode in _due_reminders(conn, at - after_s, limit):

@@ -150,8 +150,8 @@ class _Connection:
         self._one: psycopg.Cursor | None = None
 
     def set_trace_callback(self, trace: Callable[[str], object] | None) -> None:
-        """As sqlite3's: `trace(sql)` for every statement sent, its parameters after it (a test counts what a
-        read costs, and which run it read)."""
+        """Have `trace(sql)` called for every statement sent, as sqlite3's does, with its parameters after it. A test
+        counts what a read costs, and which run it read."""
         self._trace = trace
 
     def _traced(self, sql: str, params: tuple | list) -> None:
@@ -176,11 +176,11 @@ class _Connection:
             raise PostgresError(e) from e
 
     def at_once(self, statements: Sequence[tuple[str, tuple | list]]) -> list[Cursor]:
-        """`statements` committed together in one round trip, as one implicit transaction (a failing statement
-        rolls back those before it and skips those after): one statement as it is, several pipelined up to one
-        Sync. A connection the server has already ended (a restart, an administrator, while it sat idle) is
-        opened again first, as nothing was sent on it; one that drops under them raises, and whether they
-        committed is unknown."""
+        """Commit `statements` together in one round trip, as one implicit transaction. A failing statement rolls
+        back those before it and skips those after. One statement is sent as it is; several are pipelined up to one
+        Sync. A connection the server has already ended (a restart, an administrator, while it sat idle) is opened
+        again first, as nothing was sent on it; one that drops under them raises, and whether they committed is
+        unknown."""
         raw = self.raw
         if (raw.closed or not _alive(raw)) and self.reopen is not None:
             raw = self.raw = self.reopen()
@@ -217,8 +217,8 @@ class _Connection:
 
 
 def _alive(raw: psycopg.Connection) -> bool:
-    """Whether the server has not ended this idle connection: what it said meanwhile (an ended session's last
-    words) is read without waiting, so an end it announced shows before anything is sent."""
+    """Whether the server has not ended this idle connection. What it said meanwhile, such as an ended session's last
+    words, is read without waiting, so an end it announced shows before anything is sent."""
     try:
         with raw.lock:
             raw.pgconn.consume_input()
@@ -252,8 +252,8 @@ class _Write(Write):
 
 
 class _SharedWrite(_Write):
-    """`write_shared()`'s transaction: WRITE_LOCK held shared, beside other shared ones (their row locks order
-    them), never beside an exclusive one."""
+    """`write_shared()`'s transaction, which holds WRITE_LOCK shared. It sits beside other shared ones, whose row
+    locks order them, never beside an exclusive one."""
 
     __slots__ = ()
     LOCK = "pg_advisory_xact_lock_shared"
@@ -290,8 +290,8 @@ class PostgresStore(Store):
             self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _connect(self, first: bool = False) -> psycopg.Connection:
-        """A new connection with this store's settings; a server that cannot be reached is the environment's
-        stop (exit 4), a refusal of the URL itself (no such database or user, a wrong password) the user's."""
+        """A new connection with this store's settings. A server that cannot be reached is the environment's stop
+        (exit 4); a refusal of the URL itself (no such database or user, a wrong password) is the user's."""
         try:
             raw = psycopg.connect(self.path.secret, autocommit=True, connect_timeout=10, application_name="tui-agent")
         except psycopg.Error as e:
@@ -360,10 +360,10 @@ class PostgresStore(Store):
         return self._found()[0]
 
     def _found(self) -> tuple[int | None, int]:
-        """(our schema version or None, how many tables and views the schema holds), from one snapshot: asked
-        apart, another process's schema committed between the two answers reads as someone else's tables. Asked
-        of the catalog, not of to_regclass, whose name lookup may answer from a "no such table" this session
-        cached before it waited for the lock while another process made the schema."""
+        """Our schema version, or None, and how many tables and views the schema holds, from one snapshot. Asked
+        apart, another process's schema committed between the two answers reads as someone else's tables. Asked of
+        the catalog, not of to_regclass, whose name lookup may answer from a "no such table" this session cached
+        before it waited for the lock while another process made the schema."""
         has_meta, tables = self.conn.execute(
             "SELECT count(*) FILTER (WHERE c.relname = 'meta' AND c.relkind = 'r'), count(*) FROM pg_catalog.pg_class c"
             " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"

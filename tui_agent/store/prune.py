@@ -50,8 +50,8 @@ class Plan:
 
 @dataclass
 class Pruned:
-    """What a prune did: runs removed (by status), runs that changed before their turn and stayed (why), keys kept,
-    artifact bytes deleted, and the longest any batch held the write lock."""
+    """What a prune did. It holds the runs removed (by status), the runs that changed before their turn and stayed
+    (why), the keys kept, the artifact bytes deleted, and the longest any batch held the write lock."""
 
     removed: Counter = field(default_factory=Counter)
     stayed: Counter = field(default_factory=Counter)
@@ -75,7 +75,7 @@ def chosen_statuses(text: str, what: str = "--status") -> tuple[str, ...]:
 
 
 def plan(store: Store, statuses: Collection[str], cutoff: float, keep_last: int | None = None) -> Plan:
-    """Which runs a prune removes: read, not written (a dry run shows it; the removal checks each run again)."""
+    """Which runs a prune removes, read and not written. A dry run shows it; the removal checks each run again."""
     marks = ", ".join("?" for _ in statuses)
     ended = f"r.status IN ({marks}) AND coalesce(r.finished_at, r.updated_at) < ?"
     rows = store.conn.execute(f"SELECT r.id, r.status, r.pruned_at FROM runs r WHERE ({ended}) OR r.pruned_at IS NOT"
@@ -132,8 +132,8 @@ class _Removal:
         return bool(self.pending or self.current or self.cleared or self.emptied)
 
     def step(self, conn) -> bool:
-        """One bounded piece of work inside the batch's write; False when nothing more can be done before the
-        batch commits (what is left waits for files to be deleted after it)."""
+        """One bounded piece of work inside the batch's write. False when nothing more can be done before the batch
+        commits; what is left waits for files to be deleted after it."""
         if self.emptied:
             group = self.emptied.pop()
             conn.execute(f"DELETE FROM runs WHERE id IN ({_marks(group)})", [run["id"] for run in group])
@@ -148,8 +148,9 @@ class _Removal:
         return False
 
     def _begin(self, conn, run_ids: list[str]) -> None:
-        """Each run checked as it is now (still ended before the cutoff, no fork left that needs it, no effect in
-        doubt), its keys kept and its mark set; a run that changed since the plan is left as it is."""
+        """Check each run as it is now, then keep its keys and set its mark. A run must still be ended before the
+        cutoff, with no fork left that needs it and no effect in doubt; a run that changed since the plan is left as
+        it is."""
         names = ("id", "status", "run_key", "agent", "request", "created_at", "artifact_dir", "pruned_at", "ended_at")
         found = {row[0]: dict(zip(names, row)) for row in conn.execute(
             "SELECT id, status, run_key, agent, request, created_at, artifact_dir, pruned_at,"
@@ -186,8 +187,9 @@ class _Removal:
             self.tables.appendleft(("artifacts", "path"))
 
     def _keep_keys(self, conn, group: list[dict]) -> None:
-        """Every confirmed effect's key (with the run that really did it: `done_by` when the run reused it) and each
-        run's own key, unless one of the same kind is kept already (the first confirmation stands)."""
+        """Keep every confirmed effect's key and each run's own key, unless one of the same kind is kept already. An
+        effect's key is kept with the run that really did it: `done_by` when the run reused it. The first
+        confirmation stands."""
         ids = [run["id"] for run in group]
         kept = conn.execute(
             "INSERT INTO kept_keys (kind, key, run_id, name, result, at, kept_at) SELECT 'effect', key,"
@@ -271,7 +273,7 @@ def free_space(store: Store) -> dict:
 
 
 def room_to_rewrite(store: Store) -> None:
-    """Refuse (the environment's FULL stop) a rewrite the disks cannot hold: VACUUM builds the new file in the
+    """Refuse a rewrite the disks cannot hold, with the environment's FULL stop. VACUUM builds the new file in the
     temporary folder, then writes it through the WAL beside the database, each the file's size."""
     size = os.stat(store.path).st_size
     places: dict[int, list] = {}   # by device: a folder on it, and what the rewrite writes there
@@ -286,8 +288,8 @@ def room_to_rewrite(store: Store) -> None:
 
 
 def rewrite(store: Store) -> None:
-    """Rewrite a SQLite file with incremental auto-vacuum (VACUUM: the write lock for the whole rewrite; every
-    writer waits), leaving no free page, then empty the WAL the rewrite went through."""
+    """Rewrite a SQLite file with incremental auto-vacuum, leaving no free page, then empty the WAL the rewrite went
+    through. VACUUM holds the write lock for the whole rewrite, so every writer waits."""
     try:
         store.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         store.conn.execute("VACUUM")
@@ -298,8 +300,9 @@ def rewrite(store: Store) -> None:
 
 
 def give_back(store: Store, done: Pruned | None = None) -> dict:
-    """The free pages of a SQLite file: given back to the file system in batches when the file has incremental
-    auto-vacuum (every new database has), else counted, for `tui-agent db vacuum`."""
+    """Give a SQLite file's free pages back to the file system in batches, or else count them. They are given back
+    when the file has incremental auto-vacuum, as every new database has; otherwise they are counted, for
+    `tui-agent db vacuum`."""
     space = free_space(store)
     if not space["incremental"]:
         return {**space, "returned_bytes": 0}

@@ -65,8 +65,8 @@ def _new_id(conn: Connection) -> str:
 
 
 def request_digest(request: str) -> str:
-    """A digest of a run's request (JSON text) that spacing and field order do not change: what a kept run key
-    compares a new run's request with, once its run is removed."""
+    """A digest of a run's request (JSON text) that spacing and field order do not change. A kept run key compares a
+    new run's request with it, once its run is removed."""
     canonical = json.dumps(json.loads(request), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -93,9 +93,9 @@ def create_run(store: Store, *, now: float, run_key: str | None = None,
 def insert_run(conn: Connection, *, agent: str, agent_version: str, code_version: str, request: str,
                budget: str, model: str, now: float, run_key: str | None = None,
                script: str | None = None) -> tuple[str, bool]:
-    """Inside a write: the run row, its checkpoint and its first event (or the run `run_key` already names, or
-    named before prune removed it: kept_keys). `script`: a `scripted:FILE` model's replies (JSON), kept with the
-    run."""
+    """Insert the run row, its checkpoint and its first event, inside a write. When `run_key` already names a run, or
+    named one before prune removed it (kept_keys), that run instead. `script`: a `scripted:FILE` model's replies
+    (JSON), kept with the run."""
     if run_key is not None:
         row = conn.execute("SELECT id, agent, request FROM runs WHERE run_key = ?", (run_key,)).fetchone()
         if row:
@@ -255,8 +255,8 @@ Clock = Callable[[], float]
 
 
 def _at(now: float | Clock) -> float:
-    """A claim's time is read once the write lock is held: a claim that waited for the lock must not
-    commit a lease that already ran out while it waited (another worker would take the run at once)."""
+    """A claim's time, read once the write lock is held. A claim that waited for the lock must not commit a lease
+    that already ran out while it waited: another worker would take the run at once."""
     return now() if callable(now) else now
 
 
@@ -302,10 +302,10 @@ def _due_read(store: Store, now: float) -> tuple[str, tuple]:
 
 
 def any_due(store: Store, agents: list[str], now: float, avoid: Collection[str] = ()) -> bool:
-    """A cheap read before a claim's write transaction, so an idle worker does not take the write lock: one
-    statement, which also lists this host's workers that hold live leases on runs of `agents`, so a run whose
-    holder is verifiably gone counts as due (their processes are probed, nothing is killed). `avoid`: as for
-    claim_next."""
+    """Whether a claim would find a due run, read cheaply before its write transaction so an idle worker does not
+    take the write lock. It is one statement, which also lists this host's workers that hold live leases on runs of
+    `agents`, so a run whose holder is verifiably gone counts as due; their processes are probed, nothing is killed.
+    `avoid`: as for claim_next."""
     if not agents:
         return False
     pick, picked = _among(agents, avoid, "?")
@@ -327,8 +327,8 @@ def any_due(store: Store, agents: list[str], now: float, avoid: Collection[str] 
 
 
 def due_of_others(store: Store, agents: list[str], now: float) -> list[tuple[str, int, int]]:
-    """The agents not among `agents` that have due runs, each with how many are due and how many of those are
-    queued (the others woke, or their lease ran out), by name: what a worker that knows only `agents` leaves."""
+    """The agents not among `agents` that have due runs, by name, each with how many are due and how many of those
+    are queued. The others woke, or their lease ran out. This is what a worker that knows only `agents` leaves."""
     sql, params = _due_read(store, now)
     others = f" AND agent NOT IN ({', '.join('?' for _ in agents)})" if agents else ""
     return [(agent, due, queued) for agent, due, queued in store.conn.execute(
@@ -411,8 +411,8 @@ def check_fence(conn: Connection, run_id: str, fence: int, now: float, lease_unt
 
 def renewal(conn: Connection, run_id: str, fence: int, now: float,
             lease_until: float | None) -> tuple[str, tuple]:
-    """check_fence's statement, for a batch (store.write_batch) whose first statement it is: it locks the run's
-    row, and its rowcount says whether the fence is still the run's (`refuse_stale`)."""
+    """check_fence's statement, for a batch (store.write_batch) whose first statement it is. It locks the run's row,
+    and its rowcount says whether the fence is still the run's (`refuse_stale`)."""
     if lease_until is None or not on_server(conn):
         return ("UPDATE runs SET updated_at = ?, lease_expires_at = coalesce(?, lease_expires_at)"
                 " WHERE id = ? AND fence = ?", (now, lease_until, run_id, fence))
@@ -422,8 +422,8 @@ def renewal(conn: Connection, run_id: str, fence: int, now: float,
 
 
 def record_model(conn: Connection, run_id: str, fence: int, spec: str) -> None:
-    """Inside a fenced write: what `--model default` resolved to, kept so every later call and worker of the
-    run uses the same provider (a replay must not switch from Claude to a script)."""
+    """Record what `--model default` resolved to, inside a fenced write. It is kept so every later call and worker of
+    the run uses the same provider: a replay must not switch from Claude to a script."""
     conn.execute("UPDATE runs SET model = ? WHERE id = ? AND fence = ?", (spec, run_id, fence))
 
 
@@ -474,8 +474,8 @@ def run_exists(store: Store, run_id: str) -> bool:
 
 
 def lineage(store: Store, run_id: str) -> tuple[str, ...]:
-    """`run_id`, the run it was forked from, that run's parent and so on to the first: the runs whose recorded
-    work a fork carries on (one indexed read per generation of forks)."""
+    """`run_id`, the run it was forked from, that run's parent and so on to the first. These are the runs whose
+    recorded work a fork carries on, found with one indexed read per generation of forks."""
     found = [run_id]
     while True:
         row = store.conn.execute("SELECT parent_id FROM runs WHERE id = ?", (found[-1],)).fetchone()
@@ -651,8 +651,8 @@ def _edited_name(conn: Connection, parent: dict, position: int) -> str:
 
 def _add_edited(conn: Connection, parent: dict, *, run_id: str, position: int, name: str,
                 edited: EditedEntry, now: float) -> None:
-    """The edited entry at `position` of the new run (a large one placed in the new run's artifact folder
-    first), and the events that say what was edited, on both runs."""
+    """Add the edited entry at `position` of the new run, and the events that say what was edited, on both runs. A
+    large entry is placed in the new run's artifact folder first."""
     result: str | None = edited.encoded
     artifact: str | None = None
     if edited.place is not None:
@@ -759,8 +759,8 @@ def runs_page(store: Store, *, limit: int = 200, where: Filter = Filter(), at: f
 
 
 def each_run(store: Store, where: Filter, at: float, page: int = 500) -> Iterator[dict]:
-    """Every run `where` selects (ages counted back from `at`), newest first, read `page` at a time through
-    runs_page's keyset cursor: what `--where` and the TUI's mark-all act on."""
+    """Every run `where` selects, newest first, with ages counted back from `at`. It is read `page` at a time through
+    runs_page's keyset cursor. This is what `--where` and the TUI's mark-all act on."""
     before = None
     while True:
         rows = runs_page(store, limit=page, where=where, at=at, before=before)

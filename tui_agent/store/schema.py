@@ -242,9 +242,9 @@ def _v4(db: sqlite_utils.Database) -> None:
 
 
 def _v5(db: sqlite_utils.Database) -> None:
-    """Each attempt of a model call, committed before its request is sent, so a crash mid-call stays
-    visible and its reservation stays counted (the API may have billed it); with what was asked. And the
-    prompt cache's share of the input tokens."""
+    """Each attempt of a model call, with what was asked, committed before its request is sent. A crash mid-call then
+    stays visible and its reservation stays counted, since the API may have billed it. And the prompt cache's share
+    of the input tokens."""
     db.execute("""
         CREATE TABLE model_calls (
             run_id TEXT NOT NULL REFERENCES runs(id),
@@ -282,8 +282,8 @@ def _v5(db: sqlite_utils.Database) -> None:
 
 
 def _v6(db: sqlite_utils.Database) -> None:
-    """The model calls still in flight (or that died so), found without reading the run's other calls: what the
-    run screen's budget says may have been billed, at the same cost for a loop of ten turns or of 100,000."""
+    """The model calls still in flight, or that died so, found without reading the run's other calls. This is what
+    the run screen's budget says may have been billed, at the same cost for a loop of ten turns or of 100,000."""
     db.execute("CREATE INDEX model_calls_in_flight ON model_calls (run_id, generation) WHERE state = 'in_flight'")
 
 
@@ -309,8 +309,8 @@ def checkpoints_now(tail: str) -> str:
 
 
 def _v7(db: sqlite_utils.Database) -> None:
-    """A plain step commits one page, not two: the checkpoint row is folded up every few steps, and readers read
-    the view that adds the journal rows past it (each with its share of running time, `wall_s`)."""
+    """A plain step commits one page, not two. The checkpoint row is folded up every few steps, and readers read the
+    view that adds the journal rows past it, each with its share of running time (`wall_s`)."""
     db.execute("ALTER TABLE journal ADD COLUMN wall_s REAL")   # null: already counted in the checkpoint row
     db.execute(checkpoints_now("journal"))
 
@@ -357,9 +357,9 @@ def _v9(db: sqlite_utils.Database) -> None:
 
 
 def _v10(db: sqlite_utils.Database) -> None:
-    """Artifacts kept in the database, for a server store whose workers run on several machines (a folder beside
-    the database exists on none of them): store/artifacts.py decides where they go. A SQLite store keeps its
-    artifacts as files, so this table stays empty there; it exists so that both dialects have one schema."""
+    """Artifacts kept in the database, for a server store whose workers run on several machines. A folder beside the
+    database exists on none of them; store/artifacts.py decides where they go. A SQLite store keeps its artifacts as
+    files, so this table stays empty there; it exists so that both dialects have one schema."""
     db.execute("""
         CREATE TABLE artifacts (
             path TEXT PRIMARY KEY,       -- relative, as the journal's artifact column names it
@@ -442,10 +442,10 @@ def _v13(db: sqlite_utils.Database) -> None:
 
 
 def _v14(db: sqlite_utils.Database) -> None:
-    """Runs another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked,
-    never resumed: the source may still run them, and both would do their pending effects. No worker claims a run
-    that has a row here and no person's action moves it (store/imported.py). A run taken over with `import
-    --adopt` has none."""
+    """Runs another database holds, brought here by `tui-agent import` to be read, diffed, replayed and forked, but
+    never resumed. The source may still run them, and both would do their pending effects. No worker claims a run
+    that has a row here and no person's action moves it (store/imported.py). A run taken over with `import --adopt`
+    has none."""
     db.execute("""
         CREATE TABLE imported_runs (
             run_id TEXT PRIMARY KEY REFERENCES runs(id),
@@ -456,11 +456,11 @@ def _v14(db: sqlite_utils.Database) -> None:
 
 
 def _v15(db: sqlite_utils.Database) -> None:
-    """The ledger's promise outlives the runs: `kept_keys` holds the key of every confirmed effect, and the
-    idempotency key of every run, of a run `tui-agent prune` removed, so a later run with the same meaning still
-    finds them (store/effects.py `confirmed_with_key`, store/runs.py `insert_run`). `runs.pruned_at`: when prune
-    began removing the run, whose rows then go in batches; nothing acts on it meanwhile (operate.py), and the next
-    prune finishes what an interrupted one began. NULL on every other run."""
+    """The ledger's promise outlives the runs that `tui-agent prune` removes. For such a run, `kept_keys` holds the
+    key of every confirmed effect and the run's idempotency key, so a later run with the same meaning still finds
+    them (store/effects.py `confirmed_with_key`, store/runs.py `insert_run`). `runs.pruned_at`: when prune began
+    removing the run, whose rows then go in batches; nothing acts on it meanwhile (operate.py), and the next prune
+    finishes what an interrupted one began. NULL on every other run."""
     db.execute("""
         CREATE TABLE kept_keys (
             kind TEXT NOT NULL,          -- effect: a confirmed effect's key | run: a run's idempotency key
@@ -502,8 +502,8 @@ COMMANDS_RUNNING = "CREATE INDEX commands_running ON commands (run_id) WHERE sta
 
 
 def _v16(db: sqlite_utils.Database) -> None:
-    """Each program `ctx.run_command` starts, recorded with its process group and its start time before it runs
-    (store/commands.py), so that the next claim of a run whose worker died kills what is left of it."""
+    """Each program `ctx.run_command` starts, recorded with its process group and its start time before it runs. With
+    that record (store/commands.py), the next claim of a run whose worker died kills what is left of it."""
     db.execute(COMMANDS)
     db.execute(COMMANDS_RUNNING)
 
@@ -606,8 +606,8 @@ def _columns(conn: sqlite3.Connection) -> dict[str, tuple[str, ...] | str]:
 
 
 def differences(conn: sqlite3.Connection) -> list[str]:
-    """How a database at SCHEMA_VERSION differs from what that version's migrations make: tables, views or
-    columns missing (another program changed it, or a development build of tui-agent made it). Empty when it
+    """How a database at SCHEMA_VERSION differs from what that version's migrations make. It lists the tables, views
+    or columns missing, because another program changed it or a development build of tui-agent made it. Empty when it
     matches."""
     return missing_from(_columns(conn), _expected())
 

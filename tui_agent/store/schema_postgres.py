@@ -430,8 +430,8 @@ def _split(block: str) -> list[str]:
 
 
 def create_schema(conn: Any) -> None:
-    """Create the whole schema and its meta rows on an empty database through a psycopg connection, inside the
-    connection's current transaction (one is begun if none is open): the caller commits."""
+    """Create the whole schema and its meta rows on an empty database through a psycopg connection. It runs inside
+    the connection's current transaction, begun if none is open; the caller commits."""
     with conn.cursor() as cur:
         for statement in statements():
             cur.execute(statement)
@@ -439,8 +439,8 @@ def create_schema(conn: Any) -> None:
 
 
 def migrate(conn: Any, found: int) -> None:
-    """Bring a database at version `found` to PG_SCHEMA_VERSION inside the caller's transaction (the caller holds
-    the writers' lock and has read `found` under it, so two processes opening at once cannot both migrate)."""
+    """Bring a database at version `found` to PG_SCHEMA_VERSION inside the caller's transaction. The caller holds the
+    writers' lock and has read `found` under it, so two processes opening at once cannot both migrate."""
     with conn.cursor() as cur:
         for statement in statements([b for v in range(found + 1, PG_SCHEMA_VERSION + 1) for b in MIGRATIONS[v]]):
             cur.execute(statement)

@@ -54,9 +54,9 @@ def _checkpoint(conn: sqlite3.Connection) -> bool:
 
 
 class IdleCheckpoint:
-    """`checkpoint` from a worker's idle loop: at most once every `every_s`, only when no other connection
-    committed since the previous call (a writer at work checkpoints as it goes) and the WAL is `from_bytes`
-    or more."""
+    """`checkpoint` from a worker's idle loop, at most once every `every_s`. It checkpoints only when no other
+    connection committed since the previous call, and the WAL is `from_bytes` or more; a writer at work checkpoints
+    as it goes."""
 
     def __init__(self, store: Store, every_s: float = CHECKPOINT_EVERY_S, from_bytes: int = IDLE_FROM_BYTES) -> None:
         self.store = store
@@ -76,7 +76,7 @@ class IdleCheckpoint:
 
 
 def _size(path: Path) -> int:
-    """A file's size from its metadata: never open() a database file (closing it would drop our locks)."""
+    """A file's size, from its metadata. It never calls open() on a database file: closing it would drop our locks."""
     try:
         return path.stat().st_size
     except FileNotFoundError:

@@ -100,9 +100,9 @@ def stopped(store: Store, name: str, now: float) -> None:
 
 
 def release(store: Store, run_id: str, *, fence: int, worker: str, why: str, now: float, ended: bool = False) -> bool:
-    """Hand a run back at once (queued, fence bumped so a late write from this worker is refused), if this claim
-    still holds it running (a settle whose commit went unanswered may have ended it). `ended`: the claim's thread
-    has returned, so it calls nothing more: recorded as `let_go` records it, in the same write."""
+    """Hand a run back at once if this claim still holds it running. The run is queued and its fence bumped, so a
+    late write from this worker is refused; a settle whose commit went unanswered may have ended it already. `ended`:
+    the claim's thread has returned, so it calls nothing more: recorded as `let_go` records it, in the same write."""
     with store.write() as conn:
         if ended:
             _let_go(conn, run_id, fence, worker, now)
@@ -156,8 +156,8 @@ def knows(worker: dict, agent: str) -> bool:
 
 
 def let_go(store: Store, run_id: str, fence: int, worker: str, now: float) -> None:
-    """A worker whose write the fence refused says so: that claim calls nothing more, so a run held back
-    because its attempt might still go out can go on (store.effects.requeue_released)."""
+    """Record, for a worker whose write the fence refused, that its claim calls nothing more. A run held back because
+    its attempt might still go out can then go on (store.effects.requeue_released)."""
     with store.write() as conn:
         _let_go(conn, run_id, fence, worker, now)
 
@@ -168,10 +168,10 @@ def _let_go(conn: Connection, run_id: str, fence: int, worker: str, now: float) 
 
 
 def still_sending(conn: Connection, effect: Mapping[str, Any], now: float) -> tuple[dict | None, str]:
-    """The worker row of the claim that made the effect's latest attempt while that attempt may still go out
-    (its process lives: running, paused or hung), else None and why not. A process on another host cannot be
-    seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the lease
-    clock: `now`, the process's, on SQLite; the server's on PostgreSQL). A worker that never registered (an
+    """The worker row of the claim that made the effect's latest attempt, if that attempt may still go out, else None
+    and why not. It may still go out while its process lives: running, paused or hung. A process on another host
+    cannot be seen: it counts as alive until its heartbeat has been silent for REMOTE_SILENT_LEASES leases (by the
+    lease clock: `now`, the process's, on SQLite; the server's on PostgreSQL). A worker that never registered (an
     in-process caller) cannot be checked."""
     name = effect["attempted_by"]
     if name is None:
