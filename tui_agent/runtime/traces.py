@@ -158,9 +158,10 @@ def _otlp(endpoint: str) -> Any | None:
 
 
 class _ExportTrouble(logging.Handler):
-    """Says the exporter's complaints about an unreachable collector as one line, once per process. The exporter warns
-    per retry, with a traceback's worth of text; the runs go on, their spans dropped while the collector is away.
-    `last`: when the newest came (time.monotonic), so an exit does not wait out the retries of a dead collector."""
+    """A log handler that says the exporter's complaints about an unreachable collector as one line, once per process.
+    The exporter warns per retry, with a traceback's worth of text; the runs go on, their spans dropped while the
+    collector is away. `last`: when the newest came (time.monotonic), so an exit does not wait out the retries of a dead
+    collector."""
 
     last = float("-inf")
     said = False
