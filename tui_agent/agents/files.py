@@ -24,8 +24,8 @@ _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class NotRegular(ValueError):
-    """A path under a tree that is not a regular file reached without a link; str(e) names it and says what is
-    there instead (`pkg/a.py is a symbolic link to ../b.py`)."""
+    """A path under a tree that is not a regular file reached without a link. str(e) names it and says what is there
+    instead (`pkg/a.py is a symbolic link to ../b.py`)."""
 
 
 def shown(name: str) -> str:
@@ -43,8 +43,8 @@ def is_utf8(name: str) -> bool:
 
 
 def what(folder: int | str, name: str) -> str:
-    """What the entry `name` in `folder` (an open folder or a path) is, its link never followed:
-    `a symbolic link to TARGET`, `a FIFO`, `a socket`, `a device`, `a folder`, `a regular file`."""
+    """What the entry `name` in `folder` is, its link never followed. `folder` is an open folder or a path. The answer
+    is `a symbolic link to TARGET`, `a FIFO`, `a socket`, `a device`, `a folder` or `a regular file`."""
     dir_fd, path = (folder, name) if isinstance(folder, int) else (None, os.path.join(folder, name))
     mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode
     if stat.S_ISLNK(mode):

@@ -111,8 +111,8 @@ def _home(repo: Path) -> Path:
 
 
 def read_pulls(repo: Path) -> list[dict]:
-    """Every pull request of the repository `repo` is in, oldest first, read without making or locking anything
-    (the file is only ever replaced whole); ValueError when `repo` is not in a repository."""
+    """Every pull request of the repository `repo` is in, oldest first. They are read without making or locking
+    anything, as the file is only ever replaced whole. ValueError when `repo` is not in a repository."""
     return _read(_home(Path(repo)) / "pulls.json")
 
 

@@ -156,8 +156,8 @@ def _dirty(tree: Path) -> list[str]:
 
 
 def _rollback(tree: Path) -> list[str]:
-    """Back to the last good commit (the branch's head: a failed iteration never commits): every change and every
-    file git does not ignore removed. Returns what was there."""
+    """Go back to the last good commit, removing every change and every file git does not ignore. The last good commit
+    is the branch's head, since a failed iteration never commits. Returns what was there."""
     left = _dirty(tree)
     if left:
         worktree.git("reset", "--hard", "-q", "HEAD", cwd=tree)
@@ -238,8 +238,9 @@ def _limits(ctx: Context, s: dict) -> dict:
 
 
 def _reserve(ctx: Context, s: dict, place: dict, loop: Loop) -> None:
-    """Before an iteration starts, at the live edge only: the harness's own ceilings, the soft budget threshold,
-    and whether the next iteration fits what the budget has left (estimated from the ones before)."""
+    """Check, before an iteration starts, that the run may start another. This happens at the live edge only. It checks
+    the harness's own ceilings, the soft budget threshold, and whether the next iteration fits what the budget has left
+    (estimated from the ones before)."""
     limits = _limits(ctx, s)
     raise_it = f"raise it with tui-agent harness limit {ctx.run_id} --{{}} N (that resumes the run)"
     if loop.iterations >= limits["max_iterations"]:
@@ -328,8 +329,8 @@ def _restored_own(tree: Path, names: list[str]) -> list[str]:
 
 
 def _judge(ctx: Context, s: dict, *, place: dict, load: dict, key: str, agent: dict) -> dict:
-    """Oracle and Commit: the oracle's files and the harness's own restored, the checks run, then one commit with
-    the task ticked and its progress entry, or a rollback and a decline."""
+    """The Oracle and Commit phases of an iteration. The oracle's files and the harness's own are restored and the
+    checks run, then comes one commit with the task ticked and its progress entry, or a rollback and a decline."""
     tree, iteration, task = Path(place["worktree"]), load["iteration"], _task(load)
     gamed = restore(tree, place["base"], oracle_pattern(s["oracle"]))
     if gamed:
@@ -404,8 +405,8 @@ def _committed(place: dict, lineage: tuple[str, ...], load: dict) -> dict | None
 
 
 class Loop:
-    """What the loop knows of its iterations so far, rebuilt by replaying them: the plan's revision, the outcomes,
-    the identifiers accepted, the last check known for a commit, and the three no-progress triggers."""
+    """What the loop knows of its iterations so far, rebuilt by replaying them. That is the plan's revision, the
+    outcomes, the identifiers accepted, the last check known for a commit, and the three no-progress triggers."""
 
     def __init__(self, s: dict, ids: dict) -> None:
         self.s, self.accepted = s, ids

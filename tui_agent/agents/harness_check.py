@@ -101,8 +101,8 @@ def regressions(before: dict, after: dict) -> list[str]:
 
 
 def claude_cost(stdout: str) -> float | None:
-    """The cost `claude -p --output-format json` prints (`total_cost_usd`, or the older `cost_usd`): the whole
-    output as one JSON object, or its last line that is one; None when it says none."""
+    """The cost that `claude -p --output-format json` prints, or None when it says none. It is `total_cost_usd`, or the
+    older `cost_usd`, read from the whole output as one JSON object, or from its last line that is one."""
     for text in (stdout.strip(), *reversed(stdout.strip().splitlines())):
         try:
             said = json.loads(text)

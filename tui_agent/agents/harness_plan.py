@@ -19,8 +19,8 @@ ENTRY = "## "   # a progress entry starts with this line
 
 
 class PlanError(ValueError):
-    """The plan cannot be worked as it is (two tasks with one id, a check line that does not split); str(e) says
-    what to change."""
+    """The plan cannot be worked as it is. Examples are two tasks with one id, or a check line that does not split.
+    str(e) says what to change."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def with_rule(rules: str, rule: str) -> str:
 
 def prompt(plan: str, task: Task, *, place: tuple[int, int], progress_tail: str, rules: str, failure: str | None,
            names: dict[str, str]) -> str:
-    """What a fresh coding agent reads, small and in order: the plan with its task marked, where the task stands
+    """What a fresh coding agent reads, small and in order. That is the plan with its task marked, where the task stands
     in the queue, the tail of the progress log, the rules, and how its last check failed."""
     marked = []
     for i, line in enumerate(plan.splitlines()):

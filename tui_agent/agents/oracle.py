@@ -30,8 +30,9 @@ def oracle_pattern(globs: list[str]) -> re.Pattern:
 
 
 def restore(tree: Path, base: str, oracle: re.Pattern) -> list[str]:
-    """The oracle's files as the base commit has them: each one changed or deleted put back, each new one removed
-    (a link the tests would meet too: the link, never its target). Returns the names that differed, sorted."""
+    """Put the oracle's files back as the base commit has them. Each one changed or deleted is put back and each new one
+    removed; for a link the tests would meet too, that is the link, never its target. Returns the names that differed,
+    sorted."""
     in_base = [n for n in worktree.git("ls-tree", "-r", "--name-only", base, cwd=tree).splitlines() if oracle.match(n)]
     differed = set()
     if in_base:

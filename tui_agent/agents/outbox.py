@@ -45,8 +45,9 @@ class Outbox:
 
     def send(self, key: str, *, to: str, subject: str, body: str, sender: str = DEFAULT_SENDER,
              attachments: Sequence[Path] = (), token: AttemptToken | None = None) -> dict:
-        """Deliver one email for `key`, unless `dedupe` mode still remembers the key, or `token` is
-        older than one this run has already sent with (StaleAttempt, nothing sent).
+        """Deliver one email for `key`, unless it was delivered already or `token` is stale. Nothing is sent when
+        `dedupe` mode still remembers the key, or when `token` is older than one this run has already sent with
+        (StaleAttempt).
 
         The service runs in its caller's process, so a kill -9 of a worker is also the service's own crash:
         the delivery it is about to make is written to the memory first (pending), and the next access to the
@@ -80,8 +81,8 @@ class Outbox:
         memory["keys"].setdefault(key, {"first_seen": result["delivered_at"], "result": result})
 
     def _settled(self, memory: dict, key: str) -> dict | None:
-        """The key's memory, after settling a delivery a crash left pending: remembered if its message is in
-        the Maildir (found by its Message-ID; only after a crash is the Maildir read), forgotten if not."""
+        """The key's memory, after settling a delivery a crash left pending. The key is remembered if its message is in
+        the Maildir, found by its Message-ID, and forgotten if not; only after a crash is the Maildir read."""
         pending = memory["pending"].pop(key, None)
         if pending is not None:
             for name in self._box.keys():

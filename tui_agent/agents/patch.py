@@ -69,8 +69,8 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
 
 
 def _tests_pass_on(tree: Path, commit: str, base: str, oracle: re.Pattern, command: list[str]) -> dict:
-    """The oracle run on the committed tree; a failure parks the run (the step is not recorded, so resume runs
-    the tests again): no question claims that tests pass which were never run on what it would ship."""
+    """Run the oracle on the committed tree, so no question claims that tests pass which were never run on what it would
+    ship. A failure parks the run; the step is not recorded, so resume runs the tests again."""
     result = run_oracle(tree, base, oracle, command)
     if not result["passed"]:
         last = result["output"].strip().splitlines()[-1:] or ["no output"]

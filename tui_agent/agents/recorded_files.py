@@ -68,8 +68,8 @@ class RecordedFiles:
             raise
 
     def settle(self) -> None:
-        """Once per claim: every recorded file must hold its recorded content; else park, naming what differs,
-        or (on the claim after such a park was resumed) rewrite again the files back at their old content."""
+        """Check, once per claim, that every recorded file holds its recorded content. If not, park, naming what
+        differs; on the claim after such a park was resumed, rewrite again the files back at their old content."""
         if self.settled:
             return
         self.settled = True

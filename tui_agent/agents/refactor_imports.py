@@ -45,9 +45,9 @@ def _place(settings: dict, run_id: str, data_dir: str) -> dict:
 
 
 def _files(tree: str, old: str) -> dict:
-    """The plan, recorded once: the regular source files that mention the old module at all, in a fixed order,
-    and what was left alone (links, FIFOs, sockets: never followed, opened or read). A file to rewrite whose
-    name is not UTF-8 parks the run: the journal records names as text."""
+    """The plan, recorded once: the source files that mention the old module, and what was left alone. The files are the
+    regular ones that mention it at all, in a fixed order; links, FIFOs and sockets are left alone, never followed,
+    opened or read. A file to rewrite whose name is not UTF-8 parks the run: the journal records names as text."""
     files, left = sources(Path(tree), EXTENSIONS)
     plan = []
     for name in files:

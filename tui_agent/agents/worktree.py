@@ -38,8 +38,8 @@ def toplevel(folder: Path) -> Path | None:
 
 
 def branch_for(prefix: str, words: str, cwd: Path, suffix: str = "") -> str:
-    """`prefix/<slug><suffix>`, the slug made from `words` with every character git refuses in a branch name
-    replaced, and the whole checked by `git check-ref-format --branch`."""
+    """The branch name `prefix/<slug><suffix>`, checked by `git check-ref-format --branch`. The slug is made from
+    `words` with every character git refuses in a branch name replaced."""
     slug = re.sub(r"[^A-Za-z0-9._]+", "-", words).strip("-.") or "change"
     slug = re.sub(r"\.{2,}", ".", slug).removesuffix(".lock")
     branch = f"{prefix}/{slug[:60]}{suffix}"
@@ -234,6 +234,6 @@ def changes(tree: Path) -> list[str]:
 
 
 def remove(repo: Path, tree: Path) -> None:
-    """Remove the worktree `tree` (its files and git's record of it), keeping its branch; git refuses one that
-    holds changes no commit does, or is locked (GitFailed)."""
+    """Remove the worktree `tree`, its files and git's record of it, keeping its branch. git refuses one that holds
+    changes no commit does, or is locked (GitFailed)."""
     git("worktree", "remove", str(tree), cwd=repo)

@@ -51,8 +51,8 @@ def _target(run_ref: str | None, where: str | None, dry_run: bool, yes: bool) ->
 
 
 def _bulk(session: Session, action: str, *, where: str, dry_run: bool, yes: bool, note: str | None) -> int:
-    """`action` on every run `where` selects, after the question (or `yes`): 0 when it acted on every one, 1 when
-    some were refused, each named on a line of its own under the summary."""
+    """Do `action` on every run `where` selects, after the question unless `yes`, and return the exit code. It is 0 when
+    it acted on every one, 1 when some were refused, each named on a line of its own under the summary."""
     try:
         chosen = filters.parse(where)
     except filters.FilterError as e:
@@ -134,8 +134,8 @@ def reconcile(session: Session, run_ref: str | None, *, effect_ref: str | None, 
 
 
 def _one_decision(given: tuple[str, ...]) -> str:
-    """Exactly one decision: the flags share one destination, so without this check the last one given
-    would silently win (and --happened --not-done would send the email again)."""
+    """The one decision given, refused when there is none or more than one. The flags share one destination, so without
+    this check the last one given would silently win (and --happened --not-done would send the email again)."""
     chosen = list(dict.fromkeys(given))
     if not chosen:
         raise UserError("say what happened: --happened, --not-done, --ask or --abandon")

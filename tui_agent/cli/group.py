@@ -87,8 +87,8 @@ class Session:
 
 
 def _given_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """An empty --db or TUI_AGENT_DB (a script's unset variable, say) is a mistake, not a wish for the
-    default database; click reads an empty variable as unset, so it is looked at here."""
+    """Refuse an empty --db or TUI_AGENT_DB, which is a mistake rather than a wish for the default database. A script's
+    unset variable is the usual cause. click reads an empty variable as unset, so it is looked at here."""
     given = value if value is not None else os.environ.get("TUI_AGENT_DB")
     if given is not None and not given.strip():
         raise click.BadParameter("it is empty (or TUI_AGENT_DB is set to ''); name a database file, or leave both "

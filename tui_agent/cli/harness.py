@@ -23,8 +23,8 @@ def harness_group() -> None:
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path), default=".")
 @click.option("--commit", is_flag=True, help="Commit the files written (otherwise it prints the git commands).")
 def harness_init(folder: Path, commit: bool) -> int:
-    """Write a starter PLAN.md, PROGRESS.md and RULES.md into the repository FOLDER is in (those it lacks);
-    nothing is committed unless --commit: the run starts from the committed plan."""
+    """Write a starter PLAN.md, PROGRESS.md and RULES.md into the repository FOLDER is in, those it lacks. Nothing is
+    committed unless --commit, and the run starts from the committed plan."""
     from ..agents.harness_person import init
 
     written, commands = init(folder.resolve(), commit)
@@ -52,8 +52,8 @@ def harness_rule(session: Session, run_ref: str, text: str) -> int:
               help="The most files its branch may change (PLAN.md, PROGRESS.md and RULES.md not counted).")
 @click.pass_obj
 def harness_limit(session: Session, run_ref: str, max_iterations: int | None, max_files_changed: int | None) -> int:
-    """Raise a harness run's own ceilings, then resume it if it waits for you (parked limit:iterations or
-    limit:files_changed)."""
+    """Raise a harness run's own ceilings, then resume it if it waits for you. It waits when parked limit:iterations or
+    limit:files_changed."""
     limits = {k: v for k, v in (("max_iterations", max_iterations), ("max_files_changed", max_files_changed))
               if v is not None}
     if not limits:

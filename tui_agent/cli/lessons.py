@@ -34,9 +34,9 @@ def _setting_option(name: str):
               help="Headless: the person's answer whenever the run waits for one (without it: reported waiting).")
 @json_option("Headless: the outcome as JSON: counts, workers (timeline, effect_states), effect_state, why")
 def simulate(headless: bool, table: bool, whole: bool, person: str | None, as_json: bool, **chosen: str) -> int:
-    """Crash it yourself: the nightly report on the real runtime, in a throw-away store, with a crash where
-    you choose (the Simulator screen; never touches your runs). A setting left out is the lesson's default:
-    save nothing, no key, a service that dedupes, send again on doubt, crash after the send, worker 2 now."""
+    """Crash it yourself: run the nightly report on the real runtime, with a crash where you choose. It runs in a
+    throw-away store, as the Simulator screen does, and never touches your runs. A setting left out is the lesson's
+    default: save nothing, no key, a service that dedupes, send again on doubt, crash after the send, worker 2 now."""
     from ..sim import Settings
     from ..sim import simulate as execute_scenario
     from ..sim.explain import why

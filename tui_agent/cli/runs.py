@@ -88,8 +88,8 @@ def start(session: Session, agent: str, *, input_text: str, key: str | None, mod
 
 def _started(session: Session, agent: str, *, input_text: str, key: str | None, model: str,
              budget_specs: tuple[str, ...]) -> tuple[str, str, bool]:
-    """The run `start` and `run` start, the agent's defaults from the config file under the options: its id, the
-    model chosen, and whether its key names a run that prune removed (then nothing new was started)."""
+    """Start the run for `start` and `run`, with the agent's defaults from the config file under the options. Returns
+    its id, the model chosen, and whether its key names a run that prune removed (then nothing new was started)."""
     model, budget_specs = session.settings.agent_defaults(session.registry, agent, model, budget_specs)
     store = session.store
     run_id, created = start_run(store, session.registry, agent_name=agent, request=parse_input(input_text), key=key,
@@ -153,8 +153,9 @@ def run(session: Session, agent: str, *, input_text: str, key: str | None, model
 
 
 def _leave_the_step(progress: ProgressLine, control: RunControl) -> None:
-    """`run`'s run was handed on while its thread was inside a call that does not return (its deadline passed, or a
-    person took the run): that thread cannot be stopped, so this process ends, leaving it behind."""
+    """End this process, leaving behind the thread of `run`'s run that is stuck in a call. The run was handed on while
+    its thread was inside a call that does not return (its deadline passed, or a person took the run), and that thread
+    cannot be stopped."""
     progress.done()
     status, reason = control.given_up_as or (None, None)
     goes_on = status in (RunStatus.WAITING, RunStatus.QUEUED) and not needs_person(status, reason)
@@ -174,9 +175,9 @@ def _leave_the_step(progress: ProgressLine, control: RunControl) -> None:
 @json_option("One JSON object, its entries streamed")
 @click.pass_obj
 def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_json: bool) -> int:
-    """Compare two runs side by side (a fork with its parent, a rerun with the run before): the totals, the
-    first divergence, and per entry whether the name, result, cost and duration differ. Exit 0 when they
-    are the same entry for entry (names and results), 1 when they differ, 2 on bad input."""
+    """Compare two runs side by side, such as a fork with its parent or a rerun with the run before. It shows the
+    totals, the first divergence, and per entry whether the name, result, cost and duration differ. Exit 0 when they are
+    the same entry for entry (names and results), 1 when they differ, 2 on bad input."""
     from ..services.diff import first_divergence, json_lines, pair, text_lines
 
     store = session.existing_store
@@ -194,9 +195,9 @@ def diff_runs(session: Session, a_ref: str, b_ref: str, every_entry: bool, as_js
               help="A new or empty database to copy into (made if missing).")
 @click.pass_obj
 def copy_command(session: Session, source_where: str, target_where: str) -> int:
-    """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way: every run with its ids,
-    journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the
-    target keeps them)."""
+    """Copy a whole database into a new one, SQLite file or PostgreSQL URL either way. It copies every run with its ids,
+    journal, effects, approvals and events, and the artifacts its rows name (as files or rows, wherever the target keeps
+    them)."""
     from ..store.copying import copy_database, open_source, target_for_copy
 
     shown = {"at": time.monotonic() + 1.0, "tty": sys.stderr.isatty(), "any": False}
@@ -226,7 +227,8 @@ def copy_command(session: Session, source_where: str, target_where: str) -> int:
 
 
 def _counted(counts: dict[str, int]) -> str:
-    """What a copy, an export or an import wrote (copying.Tally.counts): `3 runs (40 journal entries, ...)`."""
+    """What a copy, an export or an import wrote, such as `3 runs (40 journal entries, ...)`. The counts are
+    copying.Tally.counts."""
     counts = dict(counts)
     runs, kept, missing = counts.pop("runs"), counts.pop("artifacts"), counts.pop("missing artifacts", 0)
     parts = [f"{n:,} {'journal entries' if t == 'journal' else t.replace('_', ' ')}" for t, n in counts.items()

@@ -147,8 +147,8 @@ def _switched(session: Session, name: str, enabled: bool) -> int:
 @click.argument("name", type=TEXT, shell_complete=completion.schedules)
 @click.pass_obj
 def schedule_fire(session: Session, name: str) -> int:
-    """Fire a schedule now (the overlap policy still applies); prints the run started, if any, and on
-    stderr what happened (started, held until the previous run ends, or skipped)."""
+    """Fire a schedule now, the overlap policy still applying. Prints the run started, if any, and on stderr what
+    happened (started, held until the previous run ends, or skipped)."""
     fired = operate.schedule_fire(session.existing_store, session.registry, name)
     if fired.disabled is not None:
         raise UserError(str(fired))

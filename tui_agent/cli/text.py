@@ -38,8 +38,8 @@ def print_table(columns: tuple[tuple[str, int], ...], rows: list[tuple]) -> None
 
 
 def json_out(value: Any) -> None:
-    """Strict JSON for scripts: rows stored before input was read strictly may hold NaN or an infinity,
-    which JSON cannot write; those come out as null rather than as bare NaN that breaks every reader."""
+    """Print `value` as strict JSON for scripts, with NaN and infinities written as null. Rows stored before input was
+    read strictly may hold them, and JSON cannot write them; a bare NaN would break every reader."""
     echo(json_text(finite(value), indent=2, allow_nan=False))
 
 
@@ -94,8 +94,8 @@ def retrying(wait: dict) -> str:
 
 
 def json_streamed(summary: dict, lists: dict[str, Iterator[dict]]) -> None:
-    """The report as one JSON object in REPORT_KEYS order, the long lists written an item at a time, so memory
-    does not grow with the run's length (the same document `json_out` would write, compact inside lists)."""
+    """Write the report as one JSON object in REPORT_KEYS order, the long lists an item at a time. That way memory does
+    not grow with the run's length. It is the same document `json_out` would write, compact inside lists."""
     def dumped(value: Any, indent: int | None = 2) -> str:
         try:
             return json_text(value, indent=indent, allow_nan=False)

@@ -211,10 +211,10 @@ def artifact(session: Session, name: str, output: str | None, force: bool) -> in
              "agent, status, reason, runs, removable")
 @click.pass_obj
 def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -> int:
-    """List the git worktrees the coding agents made (any agent whose run records one), with the run working in each,
-    its state, whether its branch is merged into the branch it was meant for, and its size on disk; --clean removes
-    those of ended runs that hold nothing a commit does not, after asking. Exit 1 when --clean had to keep one of an
-    ended run (changes no commit holds, a lock)."""
+    """List the git worktrees the coding agents made, with the run working in each. They are those of any agent whose
+    run records one. Each shows its run's state, whether its branch is merged into the branch it was meant for, and its
+    size on disk; --clean removes those of ended runs that hold nothing a commit does not, after asking. Exit 1 when
+    --clean had to keep one of an ended run (changes no commit holds, a lock)."""
     from ..services.worktrees import listing
 
     store = session.existing_store
@@ -236,8 +236,8 @@ def worktrees_command(session: Session, clean: bool, yes: bool, as_json: bool) -
 
 
 def _clean_worktrees(store, trees: list, yes: bool) -> int:
-    """`worktrees --clean`: say which worktrees stay and why, ask before removing the others (unless --yes), then
-    remove each as operate.clean_worktrees decides it again."""
+    """Clean up for `worktrees --clean`, first saying which worktrees stay and why. It asks before removing the others
+    (unless --yes), then removes each as operate.clean_worktrees decides it again."""
     from ..services.worktrees import branch_advice, why_not_remove
 
     if not trees:
@@ -311,10 +311,10 @@ def pulls(session: Session, repo: str | None, as_json: bool) -> int:
 @click.pass_obj
 def prune_command(session: Session, older_than: str, *, statuses: str, keep_last: int | None, dry_run: bool,
                   yes: bool, as_json: bool) -> int:
-    """Remove ended runs with their journal, events, effects, model calls, request parts, approvals, notices and
-    artifacts, in short batches that let running workers' commits through. The keys of their confirmed effects
-    and their run keys are kept, so a later run with the same meaning still finds them. Never removed: a run
-    that has not ended, one a fork still needs, one with an effect in doubt."""
+    """Remove ended runs with everything recorded for them, in short batches that let running workers' commits through.
+    That is their journal, events, effects, model calls, request parts, approvals, notices and artifacts. The keys of
+    their confirmed effects and their run keys are kept, so a later run with the same meaning still finds them. Never
+    removed: a run that has not ended, one a fork still needs, one with an effect in doubt."""
     chosen = operate.prune_plan(session.existing_store, filters.parse_span(older_than, "--older-than"),
                                 prune_runs.chosen_statuses(statuses), keep_last)
     store = session.existing_store

@@ -123,8 +123,8 @@ def _saying(said: list[str]) -> Callable[[str], None]:
 @json_option("A JSON array")
 @click.pass_obj
 def workers(session: Session, show_all: bool, as_json: bool) -> int:
-    """List workers, the runs each holds, lease time left and fence; a heartbeat stamped in the future (a
-    worker whose clock runs ahead) reads "clock ahead", never as a negative age."""
+    """List workers, the runs each holds, lease time left and fence. A heartbeat stamped in the future, by a worker
+    whose clock runs ahead, reads "clock ahead", never as a negative age."""
     at = now()
     listed = workers_report(session.existing_store, at)
     rows = [row for row in listed if show_all or row["state"] != WorkerState.STOPPED]
@@ -154,8 +154,8 @@ def workers(session: Session, show_all: bool, as_json: bool) -> int:
 @click.option("-f", "--follow", is_flag=True, help="Then print each line it adds, until the worker stops (or ctrl+c).")
 @click.pass_obj
 def logs(session: Session, worker_ref: str, follow: bool) -> int:
-    """Print a worker's log (a worker started with --log, or by the TUI), found by its name, a prefix of it or its
-    pid; with -f, follow it as tail -f does, ending after its last line once the worker's process has ended."""
+    """Print a worker's log, found by its name, a prefix of it or its pid. The worker was started with --log, or by the
+    TUI. With -f, follow it as tail -f does, ending after its last line once the worker's process has ended."""
     from .. import worker_log
 
     store = session.existing_store

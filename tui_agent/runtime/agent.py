@@ -65,8 +65,8 @@ class Budget:
 
 
 def run_budget(budget: Budget, overrides: dict | None = None) -> dict:
-    """The budget JSON a new run records: the agent's `budget`, then `overrides` (`--budget`; `unbounded`
-    True opts the run out), then a default ceiling for each dimension in `DEFAULT_CEILINGS` still unset.
+    """The budget JSON a new run records. It starts from the agent's `budget`, then applies `overrides` (`--budget`;
+    `unbounded` True opts the run out), then a default ceiling for each dimension in `DEFAULT_CEILINGS` still unset.
 
     The defaults are applied here, once, when the run is created, and written into the run's row with the
     list of dimensions they fill (`"defaults": ["steps", "wall_s", ...]`), rather than by the worker each

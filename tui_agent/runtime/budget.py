@@ -51,8 +51,8 @@ class BudgetMeter:
         self._watch([d for d in self._soft_at if d not in self.soft_dimensions])
 
     def _watch(self, dimensions: list[str]) -> None:
-        """The dimensions not past soft yet; of those, the ones a plain step moves (every run has default
-        ceilings on steps and running time, so each step checks them: two comparisons, not one per ceiling)."""
+        """Keep the dimensions not past soft yet, and of those the ones a plain step moves. Every run has default
+        ceilings on steps and running time, so each step checks them: two comparisons, not one per ceiling."""
         self._not_soft_yet = dimensions
         self._per_step = [d for d in dimensions if d in _PER_STEP]
 

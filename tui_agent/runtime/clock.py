@@ -77,8 +77,8 @@ class Clock:
 
     @contextmanager
     def restored(self) -> Iterator[Clock]:
-        """For tests and the simulator: yields this clock to move (`set`, `advance`, `freeze`) and puts it
-        back as it was (its offset, frozen or not) on the way out."""
+        """Yield this clock to move, and put it back as it was on the way out. It is for tests and the simulator: they
+        move it with `set`, `advance` and `freeze`, and its offset and whether it was frozen are restored."""
         saved = self._offset, self._frozen
         try:
             yield self

@@ -359,9 +359,9 @@ class Context:
         return lambda tokens, elapsed: on_live(self, name, label, tokens, elapsed)
 
     def _resolve_default(self, unresolved: Unresolved) -> None:
-        """`--model default` (the run's provider, `unresolved`) at the run's first new model call: this worker's
-        environment decides, and the choice is recorded on the run; with neither a key nor a built-in script the run
-        waits, parked."""
+        """Resolve `--model default` at the run's first new model call. The run's provider is then `unresolved`: this
+        worker's environment decides, and the choice is recorded on the run; with neither a key nor a built-in script
+        the run waits, parked."""
         spec = unresolved.resolve()
         if spec is None:
             raise Suspend(RunStatus.PARKED, Reason.ENVIRONMENT,

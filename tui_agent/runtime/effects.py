@@ -187,8 +187,8 @@ class _Effect:
         return self.confirm(row, value)
 
     def spent(self, row: EffectRow) -> bool:
-        """The retry policy allows no more attempts of this effect (attempts are counted in its row, so a crash
-        or a durable back-off between them does not reset the count)."""
+        """True when the retry policy allows no more attempts of this effect. Attempts are counted in its row, so a
+        crash or a durable back-off between them does not reset the count."""
         return row["attempts"] >= self.journal.retry.attempts
 
     def delay(self, row: EffectRow, raised: Exception | None) -> float:
@@ -208,8 +208,8 @@ class _Effect:
         return self.journal.clock.now() - attempted_at
 
     def still_ours(self) -> None:
-        """Re-read the fence just before the call: a worker paused between marking `attempted` and calling
-        (past its lease) must not send for a run another worker or a person has taken since."""
+        """Re-read the fence just before the call. A worker paused between marking `attempted` and calling (past its
+        lease) must not send for a run another worker or a person has taken since."""
         journal = self.journal
         fence = run_fence(journal.store.conn, journal.run_id)
         if fence != journal.fence:
@@ -217,8 +217,8 @@ class _Effect:
                                f"lease or a person took the run, so {self.name} was not sent")
 
     def call(self, row: EffectRow) -> Any:
-        """`do(key)`, watched by the deadline watcher: past `timeout_s` the attempt is `unknown` and the run
-        handed on (runtime/deadlines.py), never retried."""
+        """Call `do(key)`, watched by the deadline watcher. Past `timeout_s` the attempt is `unknown` and the run handed
+        on (runtime/deadlines.py), never retried."""
         journal, control = self.journal, self.journal.control
         if control is not None:
             allowed = float("inf") if self.timeout_s is None else self.timeout_s
@@ -234,10 +234,11 @@ class _Effect:
                 control.in_flight = None
 
     def hold_for_sender(self, row: EffectRow) -> None:
-        """The lookup's silence means "not done" only once nobody can still be sending: a worker paused (SIGSTOP,
-        a closed lid) or hung inside `do` past its lease may send after the lookup answered. While its process
-        lives and it has not let go of the run, the run waits; `requeue_released` queues it again after that.
-        A late send to a service that still deduplicates the key is harmless, so that does not wait."""
+        """Make the run wait while a worker may still be sending this effect. The lookup's silence means "not done" only
+        once nobody can still be sending: a worker paused (SIGSTOP, a closed lid) or hung inside `do` past its lease may
+        send after the lookup answered. While its process lives and it has not let go of the run, the run waits;
+        `requeue_released` queues it again after that. A late send to a service that still deduplicates the key is
+        harmless, so that does not wait."""
         journal = self.journal
         window = row["dedupe_ttl_s"]
         if row["fence"] == journal.fence or (window is not None and self.since_attempted(row) < window):

@@ -164,7 +164,8 @@ class Recorder:
                 failed: Callable[[Connection, Exception], None] | None = None, args: tuple = (),
                 kwargs: Mapping[str, Any] = NO_KWARGS, timeout_s: float | None | Unset = UNSET,
                 ) -> tuple[Any, int, float, float]:
-        """Call `call(*args, **kwargs)` until it succeeds: (value, attempts, started_at, duration).
+        """Call `call(*args, **kwargs)` until it succeeds and return its value with how the attempts went. The tuple is
+        (value, attempts, started_at, duration).
 
         Temporary errors are retried by the agent's policy (runtime/retry.py `after_failure`). Failed attempts
         are committed, so a crash does not reset the count, and `failed(conn, error)` adds to that commit. A

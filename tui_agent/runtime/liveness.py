@@ -16,11 +16,11 @@ STATES = tuple(WorkerState)  # also the order the Workers screen sorts by
 
 
 def worker_state(worker: dict, at: float) -> WorkerState:
-    """states.worker_state with the one fact only this host can supply: whether the worker's process is gone
-    (a worker on another host, by its host id, is never called dead; its lease decides). A row read from a server carries the
-    server's clock at the read (`judged_at`) and the heartbeat's instant by it (`server_heartbeat_at`), and it
-    is judged by those, not by this reader's clock; a live worker whose own clock runs ahead of the server's
-    is `clock_ahead` there too."""
+    """A worker's state as `states.worker_state` judges it, given whether its process is gone. Only this host can tell
+    that: a worker on another host, by its host id, is never called dead; its lease decides. A row read from a server
+    carries the server's clock at the read (`judged_at`) and the heartbeat's instant by it (`server_heartbeat_at`), and
+    it is judged by those, not by this reader's clock; a live worker whose own clock runs ahead of the server's is
+    `clock_ahead` there too."""
     gone = on_this_host(worker) and not process_alive(worker["pid"], worker.get("pid_started"))
     if "judged_at" not in worker:
         return state_of(worker, at, gone=gone)

@@ -24,10 +24,10 @@ class StepFailed(Exception):
 
 
 class Suspend(BaseException):
-    """Unwinds the agent's code so the worker can put the run in `status` (waiting, parked, or
-    cancelled for a denied approval) for `reason`; a BaseException, so an agent's `except Exception`
-    cannot swallow it. `error`: the failure the run waits out or parked on (a retry's last attempt), kept in
-    `runs.error` for the screens to say."""
+    """Unwinds the agent's code so the worker can put the run in `status` for `reason`. The status is waiting, parked,
+    or cancelled for a denied approval. It is a BaseException, so an agent's `except Exception` cannot swallow it.
+    `error`: the failure the run waits out or parked on (a retry's last attempt), kept in `runs.error` for the screens
+    to say."""
 
     def __init__(self, status: str, reason: str, message: str, wake_at: float | None = None,
                  error: str | None = None) -> None:

@@ -46,8 +46,9 @@ class _Hand:
 
 
 class Pool:
-    """`start(claim, control)` works `work(store, claim, control)` on an idle thread, or a new one; `changed` is set
-    whenever a turn returns, so the worker's loop wakes at once."""
+    """The threads that work the worker's claims, reusing idle ones. `start(claim, control)` works `work(store, claim,
+    control)` on an idle thread, or a new one; `changed` is set whenever a turn returns, so the worker's loop wakes at
+    once."""
 
     def __init__(self, name: str, open_store: Callable[[], Store],
                  work: Callable[[Store, Claim, RunControl], Outcome], changed: threading.Event) -> None:

@@ -77,13 +77,14 @@ class Registry:
 
 
 def _is_path(spec: str) -> bool:
-    """`./my_agents.py`, `agents/x.py`: a file; `my_agents`, `pkg.agents`: a module name."""
+    """True when `spec` names a file rather than a module. `./my_agents.py` and `agents/x.py` are files; `my_agents` and
+    `pkg.agents` are module names."""
     return spec.endswith(".py") or "/" in spec or os.sep in spec
 
 
 def import_agents(spec: str) -> tuple[ModuleType, str]:
-    """The module `spec` names, and how another process started from any folder (a worker the TUI starts)
-    finds it again: a file, or a module found in the current folder, as its absolute path."""
+    """Import the module `spec` names and say how another process finds it again. That process may start from any folder
+    (a worker the TUI starts): a file, or a module found in the current folder, is given as its absolute path."""
     if _is_path(spec):
         return _import_file(spec), str(Path(spec).resolve())
     module = _import_name(spec)
@@ -105,8 +106,8 @@ def _import_name(spec: str) -> ModuleType:
 
 
 def _portable(spec: str, module: ModuleType) -> str:
-    """A one-file module found in the current folder as its path, which a process started elsewhere also
-    finds; anything else by its name (installed, or on PYTHONPATH, which that process inherits)."""
+    """How another process started elsewhere finds the module again. A one-file module found in the current folder is
+    given as its path; anything else by its name (installed, or on PYTHONPATH, which that process inherits)."""
     file: str | None = getattr(module, "__file__", None)
     one_file = "." not in spec and not hasattr(module, "__path__")
     if one_file and file and Path(file).resolve().parent == Path.cwd().resolve():
@@ -115,8 +116,8 @@ def _portable(spec: str, module: ModuleType) -> str:
 
 
 def _add_cwd() -> bool:
-    """As `python -m` would (the console script does not): the current folder first on the import path;
-    False when it is there already."""
+    """Put the current folder first on the import path, as `python -m` would. The console script does not do it. False
+    when the folder is there already."""
     cwd = os.getcwd()
     if cwd in sys.path or "" in sys.path:
         return False

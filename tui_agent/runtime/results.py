@@ -53,8 +53,8 @@ def encode(value: Any, what: str, name: str | None = None) -> str:
 
 
 def digest(args: tuple, kwargs: Mapping[str, Any]) -> str:
-    """A step's arguments, short: JSON with sorted keys, where a value JSON cannot hold counts by its type's
-    name alone (an object's repr may hold its address, which would differ on every run)."""
+    """A step's arguments, short, as JSON with sorted keys. A value JSON cannot hold counts by its type's name alone: an
+    object's repr may hold its address, which would differ on every run."""
     body = json.dumps([args, kwargs], sort_keys=True, ensure_ascii=False,
                       default=lambda value: f"<{type(value).__qualname__}>")
     return hashlib.sha256(body.encode()).hexdigest()[:16]

@@ -37,7 +37,7 @@ def is_unreachable(error: BaseException) -> bool:
 
 
 def backoff_s(policy: RetryPolicy, attempt: int, rng: Callable[[], float] | None = None) -> float:
-    """The wait after failed attempt `attempt` (1-based): uniform in [0, min(cap, base * 2^(attempt-1))]."""
+    """The wait after failed attempt `attempt`, counted from 1. It is uniform in [0, min(cap, base * 2^(attempt-1))]."""
     return (rng or random.random)() * min(policy.cap_s, policy.base_s * 2 ** (attempt - 1))
 
 
@@ -95,6 +95,6 @@ def record_retry(conn: Connection, run_id: str, *, name: str, attempts: int, err
 
 
 def failing_since(conn: Connection, run_id: str, recorded: int) -> float | None:
-    """When the step's first failed attempt was, given the `recorded` failed attempts its checkpoint counts: each
-    wrote one `retry` event (`record_retry`), so the first is the `recorded`-th newest. None when there is none."""
+    """When the step's first failed attempt was, given the `recorded` failed attempts its checkpoint counts. Each wrote
+    one `retry` event (`record_retry`), so the first is the `recorded`-th newest. None when there is none."""
     return nth_newest_at(conn, run_id, RETRY_EVENT, recorded) if recorded else None

@@ -40,8 +40,9 @@ def zone(name: str) -> ZoneInfo:
 
 
 def check_cron(expr: str) -> str:
-    """Five fields, as the help says, that match some date: croniter also takes a sixth field (seconds,
-    so a schedule would fire every few seconds) and dates such as 30 February (it would never fire)."""
+    """Check that a cron expression has five fields, as the help says, and matches some date. croniter also takes a
+    sixth field (seconds, so a schedule would fire every few seconds) and dates such as 30 February (it would never
+    fire)."""
     count = len(expr.split())
     if count != 5 or not croniter.is_valid(expr):
         has = f" (it has {count} field{'s' * (count != 1)})" if count != 5 else ""
@@ -133,10 +134,9 @@ def tick(store: Store, registry: Registry, names: list[str] | None = None) -> li
 
 
 def _request(schedule: dict) -> dict:
-    """The input each fire's run gets, or Unreadable when no run can be made of it: a value that cannot be read
-    back (an older version stored one), or one nested deeper than an input may be now. A `scripted:FILE` model's
-    kept replies are read here too (into `schedule["replies"]`), so one that cannot be read disables it the same
-    way."""
+    """The input each fire's run gets, or Unreadable when no run can be made of it. That is a value that cannot be read
+    back (an older version stored one), or one nested deeper than an input may be now. A `scripted:FILE` model's kept
+    replies are read here too (into `schedule["replies"]`), so one that cannot be read disables it the same way."""
     request = read_stored(schedule["input"], "schedules.input")
     problem = value_problem(request)
     if problem is not None:
@@ -163,8 +163,8 @@ def _fields(registry: Registry, schedule: dict, request: dict) -> RunFields:
 
 @dataclass(frozen=True)
 class Fired:
-    """What a fire by hand did: the runs it started (a fire that waited may start first), and when the
-    overlap policy held this fire back, the unfinished run that held it and whether it waits or was skipped."""
+    """What a fire by hand did. It lists the runs it started (a fire that waited may start first), and when the overlap
+    policy held this fire back, the unfinished run that held it and whether it waits or was skipped."""
 
     name: str
     started: list[str]

@@ -58,9 +58,9 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
           on_outcome: Callable[[Outcome], object] | None = None,
           attendant: Attendant | None = None, on_stranger: Callable[[str], None] | None = None,
           log: str | None = None) -> Served:
-    """Work due runs until `stop` is set (or, with `once`, until none is due and all are done: threads left behind
-    in calls that outlived their runs are not waited for). `attendant` (reminders, and --notify's deliveries) works
-    on a thread of its own; with `once`, one pass as the worker exits.
+    """Work due runs until `stop` is set. With `once`, it stops when none is due and all are done; threads left behind
+    in calls that outlived their runs are not waited for. `attendant` (reminders, and --notify's deliveries) works on a
+    thread of its own; with `once`, one pass as the worker exits.
 
     A database busy past its timeout, or whose server is away, is waited out for as long as it lasts, said once
     (`Waiting`); each run's writes wait for it while its lease allows (execute), and a run dropped meanwhile is
@@ -127,9 +127,9 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
             _say(name, spent)
 
     def hand_back() -> None:
-        """Each dropped run, queued again now rather than when its lease runs out, and let go of (its thread
-        has returned, so a run held back for its send goes on); nothing when another claim or its own last
-        commit, unanswered, moved it on."""
+        """Queue each dropped run again now, rather than when its lease runs out, and let go of it. Its thread has
+        returned, so a run held back for its send goes on. Nothing is done when another claim, or its own last commit
+        left unanswered, moved it on."""
         while dropped:
             claim = dropped[0]
             release(store, claim.run_id, fence=claim.fence, worker=name, why="dropped while the database held it up",
@@ -224,8 +224,8 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
 
 
 def _given_up(store: Store, turn: Turn, why: str) -> Outcome:
-    """The outcome of a run handed on while its thread was inside a call (`why`): as the deadline watcher left it,
-    or, taken by a person or another worker, as it is now."""
+    """The outcome of a run handed on while its thread was inside a call (`why`). It is the run as the deadline watcher
+    left it or, if a person or another worker took it, as it is now."""
     run_id, control = turn.claim.run_id, turn.control
     if control.given_up_as is None:
         return refused(store, run_id, why)

@@ -14,15 +14,16 @@ LOOK_EVERY_S = 5.0   # the read touches every due run (5 ms for 1,000 of them): 
 
 
 def line(worker: str, agent: str, due: int, queued: int) -> str:
-    """`tui-agent: w-1: 1 queued run of 'triage', which this worker does not know: start it with --agents MODULE`."""
+    """The line said about due runs of an agent this worker does not know. For example: `tui-agent: w-1: 1 queued run of
+    'triage', which this worker does not know: start it with --agents MODULE`."""
     kind = "queued" if queued == due else "due"
     return (f"tui-agent: {worker}: {due} {kind} run{'s' * (due != 1)} of {agent!r}, which this worker does not "
             "know: start it with --agents MODULE")
 
 
 class Strangers:
-    """The agents of due runs that `known` leaves out, each said once to `say` (`look`, when a poll claims nothing:
-    at most every LOOK_EVERY_S unless `force`d, as by the last poll of `worker --once`)."""
+    """The agents of due runs that `known` leaves out, each said once to `say`. `look` is called when a poll claims
+    nothing, at most every LOOK_EVERY_S unless `force`d, as by the last poll of `worker --once`."""
 
     def __init__(self, worker: str, known: list[str], say: Callable[[str], None]) -> None:
         self.worker, self.known, self.say = worker, known, say

@@ -37,8 +37,8 @@ def as_column(error: BaseException | None) -> str | None:
 
 
 def innermost(frames: list[dict] | None) -> str | None:
-    """The innermost frame in the agent's own code (not the standard library or an installed package, unless
-    that is all there is), in one line: `my_agents.py:12 in digest`."""
+    """The innermost frame in the agent's own code, in one line such as `my_agents.py:12 in digest`. Frames of the
+    standard library or an installed package count only when that is all there is."""
     if not frames:
         return None
     own = [frame for frame in frames if _own(Path(frame["file"]))] or frames

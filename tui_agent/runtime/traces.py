@@ -136,9 +136,10 @@ def _console() -> Any:
 
 
 def _otlp(endpoint: str) -> Any | None:
-    """OTLP over HTTP/protobuf (the protocol the OTEL_EXPORTER_OTLP_* variables default to), or gRPC when they
-    ask for it; the exporter reads the endpoint, headers and timeout from the same variables. Batched: a slow or
-    dead collector never holds up a run, and its errors are said once (`_ExportTrouble`)."""
+    """The span processor that sends to a collector by OTLP, over HTTP/protobuf or gRPC as the variables ask. The
+    OTEL_EXPORTER_OTLP_* variables default to HTTP/protobuf, and the exporter reads the endpoint, headers and timeout
+    from them too. Batched: a slow or dead collector never holds up a run, and its errors are said once
+    (`_ExportTrouble`)."""
     protocol = next((os.environ[name] for name in _PROTOCOLS if os.environ.get(name)), "http/protobuf").strip()
     if protocol not in _EXPORTERS:
         _say(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: tui-agent sends {' or '.join(_EXPORTERS)}; this process "
@@ -157,9 +158,10 @@ def _otlp(endpoint: str) -> Any | None:
 
 
 class _ExportTrouble(logging.Handler):
-    """The exporter's complaints about a collector it cannot reach (a warning per retry, with a traceback's worth
-    of text), said as one line, once per process: the runs go on, their spans dropped while it is away. `last`:
-    when the newest came (time.monotonic), so an exit does not wait out the retries of a dead collector."""
+    """A log handler that says the exporter's complaints about an unreachable collector as one line, once per process.
+    The exporter warns per retry, with a traceback's worth of text; the runs go on, their spans dropped while the
+    collector is away. `last`: when the newest came (time.monotonic), so an exit does not wait out the retries of a dead
+    collector."""
 
     last = float("-inf")
     said = False
@@ -300,8 +302,8 @@ class Turn:
 
     def recorded(self, position: int, name: str, *, kind: str, value: Any, started_at: float, duration_s: float,
                  attempts: int, cost: float | None, detail: Mapping[str, Any] | None) -> None:
-        """A call the turn made and journaled (its span, after the fact): a step, a model call (GenAI semantic
-        conventions), an effect, a tool call, a sleep or an approval. `detail`: what the journal entry does not
+        """Write the span of a call the turn made and journaled, after the fact. The call is a step, a model call (GenAI
+        semantic conventions), an effect, a tool call, a sleep or an approval. `detail`: what the journal entry does not
         hold (the model asked for, the effect's key and state)."""
         started, ended = _ns(started_at), _ns(started_at + duration_s)
         self._replayed_until(started)
@@ -325,8 +327,8 @@ class Turn:
 
     def settled(self, status: str, reason: str, *, message: str, wake_at: float | None, raised: BaseException | None,
                 created_at: float | None) -> None:
-        """The worker wrote the run's new status: a wait's span (what and until when), a failed call's span (its
-        exception), and the run's own span when the run ended."""
+        """Write the spans due once the worker has written the run's new status. They are a wait's span (what and until
+        when), a failed call's span (its exception), and the run's own span when the run ended."""
         at = self._now()
         self._replayed_until(at)
         if status == RunStatus.WAITING:
