@@ -139,7 +139,9 @@ def minutes_ago(then: float, at: float) -> str:
 
 
 def clock(ts: float | None, at: float) -> str:
-    """Local wall time of `ts`, such as 14:03:12, with the date when it is not the day of `at`: 11-28 09:00."""
+    """Local wall time of `ts`, with the date when it is not the day of `at`.
+
+    For example 14:03:12, or 11-28 09:00."""
     if ts is None:
         return NONE
     moment = datetime.fromtimestamp(ts).astimezone()
@@ -148,7 +150,9 @@ def clock(ts: float | None, at: float) -> str:
 
 
 def stamp(text: str | None) -> str:
-    """An instant as stored, in ISO form and UTC, made readable as it is: 2026-11-29 14:00:00.000."""
+    """An instant as stored, in ISO form and UTC, made readable as it is.
+
+    For example 2026-11-29 14:00:00.000."""
     return text.replace("T", " ").removesuffix("Z") if text else NONE
 
 

@@ -291,8 +291,9 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
             note: str | None, result: str | None = None, needs_lookup: bool = False, at: float | None = None) -> str:
     """Make one reconcile decision in one write.
 
-    The run and the effect are checked as they are now; the effect is moved only from the state that was
-    checked, and the run re-queued only from the status that was checked. `at` is the decision's time when it is not the process clock's (the simulator's scenario)."""
+    The run and the effect are checked as they are now; the effect is moved only from the state that was checked, and
+    the run re-queued only from the status that was checked. `at` is the decision's time when it is not the process
+    clock's (the simulator's scenario)."""
     at, who = now() if at is None else at, _person()
     with store.write() as conn:
         run, effect = _deciding(store, run_ref, effect_ref, allowed)
@@ -567,9 +568,9 @@ def resumed(run: Mapping[str, Any], restart: bool = False) -> str:
 def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
     """Re-queue a parked run where it stopped, or one waiting on its budget or a plateau.
 
-    `budget` raises its ceilings. With `restart`, it starts from zero in a new journal generation. A parked run's step gets a fresh
-    set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is queued now:
-    its next attempt is made at once, counted on from the attempts it made."""
+    `budget` raises its ceilings. With `restart`, it starts from zero in a new journal generation. A parked run's step
+    gets a fresh set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is
+    queued now: its next attempt is made at once, counted on from the attempts it made."""
     who, at = _person(), now()
     with store.write() as conn:
         run = _current(store, run_ref, why_not_restart if restart else why_not_resume, held=True)

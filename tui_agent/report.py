@@ -181,9 +181,10 @@ def retry_wait(run: Mapping[str, Any], step_attempts: int | None) -> dict | None
 
 
 def retry_said(wait: dict, at: float | None = None) -> str:
-    """A run's next try (`retry_wait`) as every screen says it: `attempt 4 at 10:24:31 (in 2m 05s)`.
+    """A run's next try (`retry_wait`) as every screen says it.
 
-    Without `at`, for a line that is not redrawn as time passes, there is no countdown."""
+    It reads `attempt 4 at 10:24:31 (in 2m 05s)`. Without `at`, for a line that is not redrawn as time passes,
+    there is no countdown."""
     due = parse_instant(wait["next_try_at"])
     said = f"attempt {wait['attempt']} at {clock_time(due)}"
     if at is None:
@@ -245,9 +246,10 @@ def tasks_of(next_input: str | None) -> list[int] | None:
 def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
     """`ls --json`'s rows, newest first.
 
-    These are the runs `where` selects (`limit` at most), each with its checkpoint's step counts, `tasks` ([done, total] for a harness run: `tasks_of`, else null), what it spent (`spent_of`),
-    `retry` (`retry_wait`), and for a running run whether its holder is gone and when it is claimable
-    (`with_holders`). Read a page at a time through runs_page's indexes."""
+    These are the runs `where` selects (`limit` at most), each with its checkpoint's step counts, `tasks` ([done, total]
+    for a harness run: `tasks_of`, else null), what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run
+    whether its holder is gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's
+    indexes."""
     rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
                  lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
     listed = []
@@ -261,10 +263,11 @@ def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = Non
 def budget_of(run: dict, checkpoint: dict) -> dict:
     """A run's budget, as the TUI's gauges show it, with a forecast of where it leads.
 
-    Per dimension: used, limit, percent and whether its soft threshold was crossed. `forecast`: the burn rates and where they lead (forecast.forecast documents its shape; None before the
-    first step; its projections None once the run has ended). `default` per dimension: its ceiling is the
-    default one (runtime/agent.py `run_budget`); `bounds`: "defaults", "unbounded" (opted out) or "legacy" (made
-    before default ceilings: unbounded where unset); `defaults`: the dimensions with a default ceiling."""
+    Per dimension: used, limit, percent and whether its soft threshold was crossed. `forecast`: the burn rates and where
+    they lead (forecast.forecast documents its shape; None before the first step; its projections None once the run has
+    ended). `default` per dimension: its ceiling is the default one (runtime/agent.py `run_budget`); `bounds`:
+    "defaults", "unbounded" (opted out) or "legacy" (made before default ceilings: unbounded where unset); `defaults`:
+    the dimensions with a default ceiling."""
     limits = json.loads(run["budget"] or "{}")
     crossed = json.loads(checkpoint.get("soft_dimensions") or "[]")
     defaults = limits.get("defaults") or []

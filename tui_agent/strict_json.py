@@ -76,8 +76,8 @@ DEPTH_ADVICE = "flatten it"
 def value_problem(value: Any, max_depth: int | None = MAX_DEPTH) -> tuple[str, str] | None:
     """What makes `value` JSON that cannot be stored and read back, and what to do instead, or None.
 
-    That is a string or key that is not Unicode, an integer of more than MAX_DIGITS digits, or, with
-    `max_depth`, arrays and objects nested deeper. Walked without recursion, so any depth Python built can be looked at."""
+    That is a string or key that is not Unicode, an integer of more than MAX_DIGITS digits, or, with `max_depth`, arrays
+    and objects nested deeper. Walked without recursion, so any depth Python built can be looked at."""
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
     while stack:
         item, depth, parts = stack.pop()

@@ -35,8 +35,8 @@ def place(given: str) -> Path:
 def keep(path: Path, name: str, database: str | os.PathLike) -> None:
     """From now until the process ends, write every line of stdout and stderr to `path` too, each after the time.
 
-    The file is appended to, and made with mode 0600: a step's error may quote a secret. `--log` naming a file that cannot be
-    written, or the database's own file (`database`: a path, or a URL), is the user's mistake: one line."""
+    The file is appended to, and made with mode 0600: a step's error may quote a secret. `--log` naming a file that
+    cannot be written, or the database's own file (`database`: a path, or a URL), is the user's mistake: one line."""
     if not is_url(database) and str(path) in {f"{place(os.fspath(database))}{tail}" for tail in ("", "-wal", "-shm")}:
         raise UserError(f"--log {path} is the database's own file; name a log file of its own, such as "
                         f"{Path(database).with_suffix('.log')}")

@@ -192,8 +192,8 @@ class DiffScreen(Reads, Screen):
     class DivergenceFound(Message):
         """The background search's answer, the first divergence as {position, why, message}.
 
-        It is None when the runs are the same entry for entry, or `error` when the search could not read. `search` names the search
-        it answers: a later one replaces it."""
+        It is None when the runs are the same entry for entry, or `error` when the search could not read. `search` names
+        the search it answers: a later one replaces it."""
 
         search: int
         divergence: dict | None

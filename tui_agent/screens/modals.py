@@ -274,8 +274,9 @@ BULK_LABELS = {"park": "Park", "resume": "Resume", "cancel": "Cancel", "approve"
 class BulkModal(Dialog):
     """The marked runs together, saying how many are marked and how many of them each action applies to.
 
-    The counts are of the runs as they are now; each run is checked again as it is acted on. Choosing one and pressing the button is the one
-    confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs; `action` chosen first."""
+    The counts are of the runs as they are now; each run is checked again as it is acted on. Choosing one and pressing
+    the button is the one confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs;
+    `action` chosen first."""
 
     DO = "Act on them"
 

@@ -203,7 +203,8 @@ def _open_run(session: Session, run_id: str) -> None:
 def run_editor(session: Session, argv: list[str]) -> int:
     """Run the editor on the session's own terminal.
 
-    Textual hands the terminal over (`session.app.suspend()`) and takes it back when the editor exits. Pilot's headless driver cannot hand over a terminal, so its tests put another in its place."""
+    Textual hands the terminal over (`session.app.suspend()`) and takes it back when the editor exits. Pilot's headless
+    driver cannot hand over a terminal, so its tests put another in its place."""
     try:
         with session.app.suspend():
             return subprocess.run(argv, check=False).returncode
