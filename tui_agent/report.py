@@ -170,9 +170,9 @@ def schedules_report(store: Store) -> list[dict]:
 def retry_wait(run: Mapping[str, Any], step_attempts: int | None) -> dict | None:
     """The next try of a run waiting to retry a step, as `ls --json` gives it in `retry`; None for any other run.
 
-    It holds the attempt it makes next: the step's failed attempts, `step_attempts` of its checkpoint, plus one.
-    It holds when, as `next_try_at` in ISO; `run` may hold its `wake_at` as epoch seconds or ISO. And it holds
-    how the last one failed, as `last_error`."""
+    It holds the attempt it makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one),
+    when it is made (`next_try_at`, ISO), and how the last one failed (`last_error`). `run` may hold its
+    `wake_at` as epoch seconds or ISO."""
     if (run["status"], run["reason"]) != (RunStatus.WAITING, Reason.RETRY):
         return None
     due = run["wake_at"]
