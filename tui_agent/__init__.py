@@ -9,8 +9,9 @@ __all__ = ["Agent", "Budget", "Context", "EffectDeclined", "EffectNotDone", "Not
 
 
 def __getattr__(name: str) -> str:
-    """`__version__`, read from the installed package's metadata when asked for: importing importlib.metadata
-    costs a command's start some 50 ms that most commands never use."""
+    """`__version__`, read from the installed package's metadata when it is asked for.
+
+    Importing importlib.metadata costs a command's start some 50 ms that most commands never use."""
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version

@@ -45,8 +45,10 @@ VERBATIM = Verbatim()
 
 
 class Whole(click.IntRange):
-    """A whole number from `min` to `max` (COLUMN_MAX unless given), one that is too long refused before Python
-    is asked to read it (past 4,300 digits it would raise, and click would echo every digit)."""
+    """A whole number from `min` to `max`, `max` being COLUMN_MAX unless given.
+
+    One that is too long is refused before Python is asked to read it: past 4,300 digits it would raise, and
+    click would echo every digit."""
 
     def __init__(self, min: int, max: int = COLUMN_MAX) -> None:   # noqa: A002 - click's own names
         super().__init__(min=min, max=max)

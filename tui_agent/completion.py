@@ -91,8 +91,10 @@ def _from_database(ctx: click.Context, read: Callable[[peek.Connection], list[Co
 
 
 def _within(look: Callable[[], list[CompletionItem]]) -> list[CompletionItem]:
-    """What `look` found, or nothing when it takes longer than DEADLINE_S: it runs on a thread of its own, left
-    behind (a daemon: the process exits as soon as the shell has its answer)."""
+    """What `look` found, or nothing when it takes longer than DEADLINE_S.
+
+    It runs on a thread of its own, left behind: a daemon, since the process exits as soon as the shell has its
+    answer."""
     found: list[CompletionItem] = []
     thread = threading.Thread(target=lambda: found.extend(look()), name="completion", daemon=True)
     thread.start()

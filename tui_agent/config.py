@@ -422,8 +422,10 @@ def _state() -> dict:
 
 
 def effective(group_ctx: click.Context, settings: Settings) -> list[dict]:
-    """Each setting in effect and where it came from (`tui-agent config`): the group's options as click resolved
-    them, then `model`, `lease`, `notify` and `theme`, then every other value the file sets. `from` is
+    """Each setting in effect and where it came from, as `tui-agent config` lists them.
+
+    First come the group's options as click resolved them, then `model`, `lease`, `notify` and `theme`, then
+    every other value the file sets. `from` is
     "flag", "environment", "file", "state" or "default"; `where` names the flag, the variable, or file:LINE."""
     rows = []
     for flag, param in settable(group_ctx.command).items():

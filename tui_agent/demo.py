@@ -26,8 +26,9 @@ def demo_path(user_db: Path) -> Path:
 
 
 def _work(db: Path, registry: Registry, run_id: str, crash_at: str | None = None) -> None:
-    """One worker turn in this process, as a worker process would take it (a crash drops the store);
-    `crash_at` is POINT or POINT:N, as TUI_AGENT_CRASH_AT takes it."""
+    """Take one worker turn in this process, as a worker process would take it.
+
+    A crash drops the store. `crash_at` is POINT or POINT:N, as TUI_AGENT_CRASH_AT takes it."""
     store = open_store(db)
     claim = claim_run(store, run_id, "w-demo", LEASE_S, now())
     assert claim is not None, run_id   # the demo's run is queued and nothing else claims it
@@ -89,8 +90,10 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
 
 
 def _refactor(db: Path, store, registry: Registry, progress) -> str:
-    """A refactor-imports run over a generated tree of 200 files (its own small git repository when git is
-    here), killed after file 140 and left for the demo worker to finish once the lease has run out."""
+    """A refactor-imports run over a generated tree of 200 files, killed after file 140.
+
+    The tree is its own small git repository when git is here. The run is left for the demo worker to finish
+    once the lease has run out."""
     tree = refactor_sample(data_dir_for(db) / "refactor-sample", 200)
     if not _committed(tree):
         progress("git is not installed: the refactor demo edits a plain folder in place")

@@ -20,8 +20,10 @@ class UserError(TuiAgentError):
 
 
 class Unreadable(TuiAgentError):
-    """A stored value that cannot be decoded, encoded or parsed (written by an older version, or another program):
-    `field` names it (`runs.request`). A worker fails that one run (or disables that schedule) and goes on."""
+    """A stored value that cannot be decoded, encoded or parsed.
+
+    It was written by an older version, or by another program. `field` names it (`runs.request`). A worker fails that
+    one run (or disables that schedule) and goes on."""
 
     def __init__(self, field: str, why: str) -> None:
         super().__init__(f"{field} cannot be read: {why}")
@@ -29,9 +31,11 @@ class Unreadable(TuiAgentError):
 
 
 class EnvironmentStop(TuiAgentError):
-    """The environment, not the user, stopped a command on our database; `kind` says why (busy, read-only, full,
-    damaged: store/environment.py decides which). Nothing committed is lost, so it is never a run's failure.
-    `what` is the message without its advice to a command (what a worker that waits it out says)."""
+    """The environment, not the user, stopped a command on our database.
+
+    `kind` says why: busy, read-only, full or damaged, as store/environment.py decides. Nothing committed is lost, so it
+    is never a run's failure. `what` is the message without its advice to a command (what a worker that waits it out
+    says)."""
 
     exit_code = EXIT_ENVIRONMENT
 

@@ -109,8 +109,9 @@ def parse(text: str) -> Filter:
 
 def options(statuses: tuple[str, ...] = (), agent: str | None = None, since: str | None = None,
             until: str | None = None, text: str | None = None) -> Filter:
-    """The Filter of the CLI's options (`ls --status --agent --since --until --text`), checked as the words are;
-    `text` is split into words at white space (a colon in it is text)."""
+    """The Filter of the CLI's options, `ls --status --agent --since --until --text`, checked as the words are.
+
+    `text` is split into words at white space; a colon in it is text."""
     checked: dict[str, Any] = {"since": since and _when(since, f"--since {since}"),
                                "until": until and _when(until, f"--until {until}")}
     return replace(Filter(statuses=statuses, agent=agent or None, words=tuple((text or "").split())), **checked)
@@ -133,8 +134,9 @@ def instant(when: str, at: float, said: str | None = None) -> float:
 
 
 def parse_span(text: str, said: str) -> float:
-    """An age such as `30m`, `12h`, `3d` or `2w` as seconds; FilterError naming `said` (where it was given:
-    `--older-than`) when it is not one."""
+    """An age such as `30m`, `12h`, `3d` or `2w` as seconds.
+
+    When it is not one, it raises FilterError naming `said`, where it was given (`--older-than`)."""
     age = _AGE.match(text.strip())
     if age is None:
         raise FilterError(f"{said} {text!r} is not a span of time; give a number and a unit, as in 30m, 2h, 3d or 2w")

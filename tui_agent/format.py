@@ -120,8 +120,10 @@ SKEW_SHOWN_S = 5.0   # a worker's clock this far from the database's is said (le
 
 
 def skew(seconds: float | None) -> str | None:
-    """"23h 59m ahead", "2m behind": how far a worker's clock is from the database server's, when it is far
-    enough to explain what a person sees (a heartbeat stamped in the future, a sleep that wakes late)."""
+    """How far a worker's clock is from the database server's, such as "23h 59m ahead" or "2m behind".
+
+    It is said only when it is far enough to explain what a person sees: a heartbeat stamped in the future, or a
+    sleep that wakes late."""
     if seconds is None or abs(seconds) < SKEW_SHOWN_S:
         return None
     return f"{span(abs(seconds))} {'ahead' if seconds > 0 else 'behind'}"
@@ -137,7 +139,9 @@ def minutes_ago(then: float, at: float) -> str:
 
 
 def clock(ts: float | None, at: float) -> str:
-    """Local wall time of `ts`, with the date when it is not the day of `at`: 14:03:12, 11-28 09:00."""
+    """Local wall time of `ts`, with the date when it is not the day of `at`.
+
+    For example 14:03:12, or 11-28 09:00."""
     if ts is None:
         return NONE
     moment = datetime.fromtimestamp(ts).astimezone()
@@ -146,7 +150,9 @@ def clock(ts: float | None, at: float) -> str:
 
 
 def stamp(text: str | None) -> str:
-    """An instant as stored (ISO, UTC), made readable as it is: 2026-11-29 14:00:00.000."""
+    """An instant as stored, in ISO form and UTC, made readable as it is.
+
+    For example 2026-11-29 14:00:00.000."""
     return text.replace("T", " ").removesuffix("Z") if text else NONE
 
 
@@ -192,8 +198,10 @@ def cost(value: float | None) -> str:
 
 
 def step_cell(current_step: int | None, total_steps: int | None, tasks: list[int] | None) -> str:
-    """The STEP column of the runs list and `tui-agent ls`: `tasks 3/7` for a run that counts tasks (report.tasks_of),
-    else its step, `12/40` (or `12` when the run declared no total)."""
+    """The STEP column of the runs list and `tui-agent ls`.
+
+    It is `tasks 3/7` for a run that counts tasks (report.tasks_of), else its step: `12/40`, or `12` when the
+    run declared no total."""
     if tasks:
         return f"tasks {tasks[0]}/{tasks[1]}"
     return f"{current_step or 0}" + (f"/{total_steps}" if total_steps else "")
@@ -214,8 +222,9 @@ def spent(cost_usd: float, unpriced_calls: int, possibly_billed_usd: float) -> s
 
 
 def tokens(spent: dict) -> str:
-    """A run's tokens in a list's column: input/output, 12.3k/1.2k (the input counts the cached tokens too);
-    – before its first answered model call."""
+    """A run's tokens in a list's column, as input/output: 12.3k/1.2k.
+
+    The input counts the cached tokens too. Before its first answered model call it is –."""
     if not (spent["input_tokens"] or spent["output_tokens"]):
         return NONE
     return f"{count(spent['input_tokens'])}/{count(spent['output_tokens'])}"
@@ -238,7 +247,9 @@ def file_size(size: int) -> str:
 
 
 def amount(dimension: str, value: float | None) -> str:
-    """A budget figure in its dimension's unit: $0.19 (cost_usd), 3m 20s (wall_s), else a count."""
+    """A budget figure in its dimension's unit.
+
+    That is $0.19 for cost_usd, 3m 20s for wall_s, else a count."""
     if value is None:
         return NONE
     if dimension == "cost_usd":
@@ -249,7 +260,9 @@ def amount(dimension: str, value: float | None) -> str:
 
 
 def bar(done: int, total: int, width: int = 20) -> str:
-    """A text progress bar: ██████░░░░ (whole cells; full only when everything is done)."""
+    """A text progress bar of whole cells, such as ██████░░░░.
+
+    It is full only when everything is done."""
     filled = width if done >= total else min(width - 1, width * max(done, 0) // max(total, 1))
     return "█" * filled + "░" * (width - filled)
 

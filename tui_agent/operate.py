@@ -197,8 +197,10 @@ def why_not_approve(run: Mapping[str, Any], question: Mapping[str, Any] | None) 
 
 def why_not_decide(run: Mapping[str, Any], effect: Mapping[str, Any] | None = None,
                    allowed: tuple[str, ...] = ()) -> str | None:
-    """Reconcile: a person decides for a run that waits for it, was parked, or whose worker's lease ran
-    out (the worker died); with `effect`, only while that effect is in one of the `allowed` states."""
+    """Why a person cannot reconcile this run now, or None.
+
+    A person decides for a run that waits for it, was parked, or whose worker's lease ran out (the worker died).
+    With `effect`, only while that effect is in one of the `allowed` states."""
     if run["status"] == RunStatus.RUNNING and (run["lease_expires_at"] or 0) > now():
         return f"{run['worker']} holds it; wait until its lease ends"
     if run["status"] in TERMINAL:
@@ -233,8 +235,10 @@ def _waits_on_harness(reason: str | None) -> bool:
 
 
 def _refuse(store: Store, run: Mapping[str, Any], why: str) -> UserError:
-    """The one-line refusal says what the run is now and what last happened to it (often the other actor's
-    decision that won a race), so the loser learns what happened instead."""
+    """The one-line refusal, saying what the run is now and what last happened to it.
+
+    What last happened is often the other actor's decision that won a race, so the loser learns what happened
+    instead."""
     return UserError(f"{run['id']} {standing(store, run)}; {why}; nothing changed")
 
 
@@ -285,9 +289,11 @@ def _decided(conn: Connection, run: Mapping[str, Any], message: str, who: str, a
 
 def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, ...], state: str | None, what: str,
             note: str | None, result: str | None = None, needs_lookup: bool = False, at: float | None = None) -> str:
-    """One reconcile decision in one write: the run and the effect checked as they are now, the effect
-    moved only from the state that was checked, the run re-queued only from the status that was checked.
-    `at` is the decision's time when it is not the process clock's (the simulator's scenario)."""
+    """Make one reconcile decision in one write.
+
+    The run and the effect are checked as they are now; the effect is moved only from the state that was checked, and
+    the run re-queued only from the status that was checked. `at` is the decision's time when it is not the process
+    clock's (the simulator's scenario)."""
     at, who = now() if at is None else at, _person()
     with store.write() as conn:
         run, effect = _deciding(store, run_ref, effect_ref, allowed)
@@ -345,7 +351,9 @@ def reconcile_ask(store: Store, run_ref: str, effect_ref: str, note: str | None 
 
 
 def abandon(store: Store, run_ref: str, effect_ref: str, note: str | None = None) -> str:
-    """A person gives up on the run: cancelled (reason person); the effect stays as it was, on record."""
+    """A person gives up on the run, which is cancelled with reason person.
+
+    The effect stays as it was, on record."""
     with store.write() as conn:
         run, effect = _deciding(store, run_ref, effect_ref, (EffectState.UNKNOWN, EffectState.INTENDED,
                                                              EffectState.NOT_DONE, EffectState.ATTEMPTED))
@@ -515,15 +523,19 @@ def bulk_preview(store: Store, run_ids: list[str], actions: tuple[str, ...] = BU
 
 def prune_plan(store: Store, older_than_s: float, statuses: tuple[str, ...] = prune_runs.PRUNABLE,
                keep_last: int | None = None) -> prune_runs.Plan:
-    """Which ended runs `prune` would remove (those of `statuses` that ended more than `older_than_s` ago, but the
-    newest `keep_last` of each agent, one a fork still needs, one with an effect in doubt), written nowhere."""
+    """Which ended runs `prune` would remove, with nothing written.
+
+    These are the runs of `statuses` that ended more than `older_than_s` ago, but not the newest `keep_last` of
+    each agent, one a fork still needs, or one with an effect in doubt."""
     return prune_runs.plan(store, statuses, now() - older_than_s, keep_last)
 
 
 def prune(store: Store, chosen: prune_runs.Plan, progress: Callable[[prune_runs.Pruned], None] | None = None,
           ) -> prune_runs.Pruned:
-    """Remove the runs of a `prune_plan`, each checked again as its turn comes, in batches that let workers' commits
-    through (store/prune.py); their effects' keys and run keys are kept."""
+    """Remove the runs of a `prune_plan`, each checked again as its turn comes.
+
+    They go in batches that let workers' commits through (store/prune.py). Their effects' keys and run keys are
+    kept."""
     return prune_runs.remove(store, chosen, now(), progress)
 
 
@@ -554,10 +566,11 @@ def resumed(run: Mapping[str, Any], restart: bool = False) -> str:
 
 
 def resume(store: Store, run_ref: str, restart: bool = False, budget: dict[str, float] | None = None) -> str:
-    """Re-queue a parked run (or one waiting on its budget or a plateau) where it stopped, raising
-    ceilings with `budget`; with `restart`, from zero in a new journal generation. A parked run's step gets a fresh
-    set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is queued now:
-    its next attempt is made at once, counted on from the attempts it made."""
+    """Re-queue a parked run where it stopped, or one waiting on its budget or a plateau.
+
+    `budget` raises its ceilings. With `restart`, it starts from zero in a new journal generation. A parked run's step
+    gets a fresh set of attempts (and of patience, for a service that was not reachable). A run waiting to retry is
+    queued now: its next attempt is made at once, counted on from the attempts it made."""
     who, at = _person(), now()
     with store.write() as conn:
         run = _current(store, run_ref, why_not_restart if restart else why_not_resume, held=True)
@@ -620,8 +633,10 @@ def why_not_edit(kind: str) -> str | None:
 
 
 def why_not_edited(kind: str, recorded: Any, edited: Any) -> str | None:
-    """What is wrong with `edited` in place of `recorded`: a model reply must stay a reply (an object with
-    `role` "assistant" and `content` a list of blocks), and an edit that changes nothing forks nothing."""
+    """What is wrong with `edited` in place of `recorded`, or None.
+
+    A model reply must stay a reply: an object with `role` "assistant" and `content` a list of blocks. An edit
+    that changes nothing forks nothing."""
     if kind == EntryKind.MODEL:
         if not isinstance(edited, dict):
             return f"an edited model reply must be a JSON object (a Messages API reply), not a {_json_type(edited)}"
@@ -667,8 +682,10 @@ def recorded_entry(store: Store, run_ref: str, position: int) -> dict:
 
 def fork_edited(store: Store, run_ref: str, *, position: int, result: Any, name: str | None = None,
                 generation: int | None = None) -> str:
-    """A new run that keeps RUN's entries before `position`, holds `result` (a person's edit of the step result
-    or model reply recorded there, marked edited) at `position`, and runs everything after it anew. `name` and
+    """Fork RUN into a new run that holds a person's edit at `position` and runs everything after it anew.
+
+    The new run keeps RUN's entries before `position`. At `position` it holds `result`, the person's edit of the
+    step result or model reply recorded there, marked edited. `name` and
     `generation`, when given, are the entry the person edited: the fork is refused if RUN no longer holds it
     there (restarted meanwhile). Checked and forked in one write; the parent is not changed."""
     try:
@@ -693,8 +710,10 @@ def fork_edited(store: Store, run_ref: str, *, position: int, result: Any, name:
 
 
 def import_export(store: Store, source: Store, meta: dict, file: str, adopt: bool = False) -> Carried:
-    """Load the export `source` (read from `file`, its `meta` checked by exports.open_export) into `store`; with
-    `adopt`, take the runs it was made of over (exports.py)."""
+    """Load the export `source` into `store`.
+
+    `source` is read from `file`, its `meta` checked by exports.open_export. With `adopt`, take the runs it was
+    made of over (exports.py)."""
     return import_runs(source, meta, target=store, file=file, adopt=adopt, who=_person())
 
 
@@ -712,8 +731,10 @@ def remove_worktree(store: Store, run_ref: str) -> Worktree:
 
 
 def clean_worktrees(store: Store, trees: list[Worktree]) -> list[tuple[Worktree, str | None]]:
-    """Remove each of the worktrees (worktrees.listing) whose runs, read again, have all ended (`tui-agent worktrees
-    --clean`): each with None when it was removed, else why it stays."""
+    """Remove each worktree whose runs, read again, have all ended, as `tui-agent worktrees --clean` does.
+
+    The worktrees come from worktrees.listing. Each is returned with None when it was removed, else with why it
+    stays."""
     done: list[tuple[Worktree, str | None]] = []
     for tree in trees:
         try:
@@ -831,8 +852,10 @@ def stop_worker(pid: int, kill: bool = False) -> None:
 # -- the harness agent's person in the loop (agents/harness.py, agents/harness_person.py) ---------------------------
 
 def why_not_harness(run: Mapping[str, Any]) -> str | None:
-    """Why a person cannot change this run's workspace now (a rule, a ceiling), or None: only a harness run that
-    waits or is parked; its worktree is the run's while it is queued or running."""
+    """Why a person cannot change this run's workspace now, or None.
+
+    The reason may be a rule or a ceiling. Only a harness run that waits or is parked can be changed; its
+    worktree is the run's while it is queued or running."""
     if run["agent"] != "harness":
         return f"it is a run of {run['agent']}, not of the harness"
     if run["status"] in TERMINAL:
@@ -844,8 +867,9 @@ def why_not_harness(run: Mapping[str, Any]) -> str | None:
 
 
 def _harness_run(store: Store, run_ref: str) -> tuple[RunRow, Any, Any]:
-    """A harness run that waits for a person, or is parked, with its settings and its worktree as it recorded them;
-    refused for another agent's run, a run a worker holds, and one that ended."""
+    """A harness run that waits for a person or is parked, with its settings and worktree as it recorded them.
+
+    It is refused for another agent's run, a run a worker holds, and one that ended."""
     run = get_run(store, resolve_run(store, run_ref))
     why = why_not_harness(run)
     if why:

@@ -77,9 +77,10 @@ _REFUSED = re.compile(r"^budget (?P<dimension>\w+) exhausted: .*the next call ne
 
 
 def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
-    """For a run its budget stopped: what the next call needed against the ceiling, and the way out
-    (`raise_with`, formatted with {run} and {dimension}) unless the run has ended; None for any other run,
-    or when the refusal recorded no figure (a model without a price)."""
+    """For a run its budget stopped, what the next call needed against the ceiling and the way out.
+
+    The way out is `raise_with`, formatted with {run} and {dimension}, and is left out once the run has ended.
+    None for any other run, or when the refusal recorded no figure (a model without a price)."""
     run = get_run(store, run_id)
     dimension = budget_dimension(run["reason"])
     if dimension is None:
@@ -103,9 +104,10 @@ def budget_stop(store: Store, run_id: str, raise_with: str) -> str | None:
 
 
 def workers_report(store: Store, at: float) -> list[dict]:
-    """Every worker with its state, how far its clock runs ahead, and each run it holds with its lease left
-    (never negative: 0 once it has run out) and `claimable_in_s` (store/holders.claimable_in) (epoch times:
-    `iso_times` them for JSON)."""
+    """Every worker with its state, how far its clock runs ahead, and each run it holds.
+
+    Each run comes with its lease left, never negative (0 once it has run out), and `claimable_in_s`
+    (store/holders.claimable_in). Times are epoch times: `iso_times` them for JSON."""
     rows = workers_listing(store)
     for row in rows:
         row["state"] = worker_state(row, at)
@@ -166,9 +168,11 @@ def schedules_report(store: Store) -> list[dict]:
 
 
 def retry_wait(run: Mapping[str, Any], step_attempts: int | None) -> dict | None:
-    """For a run waiting to retry a step (None for any other), as `ls --json` gives it (`retry`): the attempt it
-    makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one), when (`next_try_at`, ISO;
-    `run` may hold its `wake_at` as epoch seconds or ISO), and how the last one failed (`last_error`)."""
+    """The next try of a run waiting to retry a step, as `ls --json` gives it in `retry`; None for any other run.
+
+    It holds the attempt it makes next (the step's failed attempts, `step_attempts` of its checkpoint, plus one),
+    when it is made (`next_try_at`, ISO), and how the last one failed (`last_error`). `run` may hold its
+    `wake_at` as epoch seconds or ISO."""
     if (run["status"], run["reason"]) != (RunStatus.WAITING, Reason.RETRY):
         return None
     due = run["wake_at"]
@@ -177,8 +181,10 @@ def retry_wait(run: Mapping[str, Any], step_attempts: int | None) -> dict | None
 
 
 def retry_said(wait: dict, at: float | None = None) -> str:
-    """`attempt 4 at 10:24:31 (in 2m 05s)`: a run's next try (`retry_wait`), as every screen says it; without `at`
-    (a line that is not redrawn as time passes) no countdown."""
+    """A run's next try (`retry_wait`) as every screen says it.
+
+    It reads `attempt 4 at 10:24:31 (in 2m 05s)`. Without `at`, for a line that is not redrawn as time passes,
+    there is no countdown."""
     due = parse_instant(wait["next_try_at"])
     said = f"attempt {wait['attempt']} at {clock_time(due)}"
     if at is None:
@@ -205,8 +211,10 @@ def spent_of(run: dict, held: Held | None) -> dict:
 
 
 def runs_page(store: Store, **query: Any) -> list[dict]:
-    """A page of runs as store/runs.py's runs_page reads it (`where`: a tui_agent.filters.Filter, `limit`,
-    `needs_person`, `before`; its ages counted back from now), each row with what it spent (`spent_of`)."""
+    """A page of runs as store/runs.py's runs_page reads it, each row with what it spent (`spent_of`).
+
+    `where` is a tui_agent.filters.Filter, its ages counted back from now; `limit`, `needs_person` and `before`
+    are passed on."""
     at = now()
     rows = page_of_runs(store, at=at, **query)
     held = held_by(store, rows, at)
@@ -222,8 +230,10 @@ LISTED = ("id", "agent", "agent_version", "status", "reason", "attempt", "worker
 
 
 def tasks_of(next_input: str | None) -> list[int] | None:
-    """[done, total] for a run whose checkpoint's next input counts tasks (`{"tasks": [done, total], ...}`, as the
-    harness agent keeps it), else None (its step counts then)."""
+    """[done, total] for a run whose checkpoint's next input counts tasks, else None.
+
+    The harness agent keeps them as `{"tasks": [done, total], ...}`. When this is None, the run's step counts
+    instead."""
     if not next_input or '"tasks"' not in next_input:   # most runs: no JSON read at all
         return None
     said = json.loads(next_input)
@@ -234,10 +244,12 @@ def tasks_of(next_input: str | None) -> list[int] | None:
 
 
 def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = None) -> list[dict]:
-    """`ls --json`'s rows, newest first: the runs `where` selects (`limit` at most), each with its checkpoint's
-    step counts, `tasks` ([done, total] for a harness run: `tasks_of`, else null), what it spent (`spent_of`),
-    `retry` (`retry_wait`), and for a running run whether its holder is gone and when it is claimable
-    (`with_holders`). Read a page at a time through runs_page's indexes."""
+    """`ls --json`'s rows, newest first.
+
+    These are the runs `where` selects (`limit` at most), each with its checkpoint's step counts, `tasks` ([done, total]
+    for a harness run: `tasks_of`, else null), what it spent (`spent_of`), `retry` (`retry_wait`), and for a running run
+    whether its holder is gone and when it is claimable (`with_holders`). Read a page at a time through runs_page's
+    indexes."""
     rows = every(lambda after, size, _: runs_page(store, where=where, limit=size, before=after),
                  lambda row: (row["created_at"], row["id"]), page=min(500, limit or 500))
     listed = []
@@ -249,11 +261,13 @@ def runs_listing(store: Store, where: Filter = Filter(), limit: int | None = Non
 
 
 def budget_of(run: dict, checkpoint: dict) -> dict:
-    """Per dimension: used, limit, percent and whether its soft threshold was crossed (the TUI's gauges); and
-    `forecast`: the burn rates and where they lead (forecast.forecast documents its shape; None before the
-    first step; its projections None once the run has ended). `default` per dimension: its ceiling is the
-    default one (runtime/agent.py `run_budget`); `bounds`: "defaults", "unbounded" (opted out) or "legacy" (made
-    before default ceilings: unbounded where unset); `defaults`: the dimensions with a default ceiling."""
+    """A run's budget, as the TUI's gauges show it, with a forecast of where it leads.
+
+    Per dimension: used, limit, percent and whether its soft threshold was crossed. `forecast`: the burn rates and where
+    they lead (forecast.forecast documents its shape; None before the first step; its projections None once the run has
+    ended). `default` per dimension: its ceiling is the default one (runtime/agent.py `run_budget`); `bounds`:
+    "defaults", "unbounded" (opted out) or "legacy" (made before default ceilings: unbounded where unset); `defaults`:
+    the dimensions with a default ceiling."""
     limits = json.loads(run["budget"] or "{}")
     crossed = json.loads(checkpoint.get("soft_dimensions") or "[]")
     defaults = limits.get("defaults") or []
@@ -290,9 +304,10 @@ REPORT_KEYS = ("run", "checkpoint", "steps", "journal", "effects", "events", "bu
 
 
 def run_view(store: Store, run_id: str) -> dict:
-    """What the run screen reads of a run whatever its length: the run, its checkpoint, its budget, and how many
-    entries, events and effects it has (its lists are read a page at a time: `timeline_page`, `events_page`,
-    `effects_page`)."""
+    """What the run screen reads of a run, whatever its length.
+
+    That is the run, its checkpoint, its budget, and how many entries, events and effects it has. Its lists are
+    read a page at a time: `timeline_page`, `events_page`, `effects_page`."""
     run = with_holders(store, [get_run(store, run_id)])[0]
     checkpoint = checkpoint_for(store, run_id)
     shown_run = {k: v for k, v in run.items() if k not in ("result_artifact", "run_key")}
@@ -322,8 +337,10 @@ def step_of(row: dict) -> dict:
 
 
 def entry_of(store: Store, row: dict, read: bool = True) -> dict:
-    """A journal row as `show --json` lists an entry: its result decoded (read from its artifact when it has one,
-    unless not `read`: then None until `with_artifact` reads it)."""
+    """A journal row as `show --json` lists an entry, with its result decoded.
+
+    The result is read from its artifact when it has one. When `read` is false it is None until `with_artifact`
+    reads it."""
     artifact = row["artifact"] if read else None
     return {"generation": row["generation"], "position": row["position"], "name": row["name"], "kind": row["kind"],
             "result": None if row["artifact"] and not read else decode(store, row["result"], artifact),
@@ -405,8 +422,10 @@ def with_artifact(store: Store, entry: dict) -> dict:
 
 
 def worker_log(store: Store, outcome: dict) -> tuple[str, str]:
-    """A harness iteration's coding-agent log (agents/harness.py's outcome: `agent.log`, `agent.errors`), as (the
-    artifact's name, its text: the standard output, then the standard error when there is any). An outcome that
+    """A harness iteration's coding-agent log, as the artifact's name and its text.
+
+    The log is named in agents/harness.py's outcome (`agent.log`, `agent.errors`). The text is the standard
+    output, then the standard error when there is any. An outcome that
     names no log (found on the branch by its trailers, the built-in model worker's) raises UserError saying so, as
     does an artifact that cannot be read."""
     agent = outcome.get("agent") or {}
@@ -424,8 +443,10 @@ def worker_log(store: Store, outcome: dict) -> tuple[str, str]:
 
 
 def beside(store: Store, run: Mapping[str, Any], first: int, last: int | None) -> dict:
-    """What the timeline shows beside its entries at positions first..last (to the run's end when `last` is None,
-    where the run stands): the ledger rows (epoch times), the questions and the model calls, by position."""
+    """What the timeline shows beside its entries at positions first..last, by position.
+
+    These are the ledger rows (epoch times), the questions and the model calls. When `last` is None the stretch
+    goes to the run's end, where the run stands."""
     at, run = now(), get_run(store, run["id"])     # the live lease is read from the stored row
     calls: dict[int, list[dict]] = {}
     for call in calls_for(store, run, at, first, last):
@@ -437,9 +458,10 @@ def beside(store: Store, run: Mapping[str, Any], first: int, last: int | None) -
 
 
 def next_for_person(store: Store, view: dict, after: int) -> int | None:
-    """The first position after `after` where a person is needed or was asked: an effect in doubt, a question,
-    the step where a soft budget threshold was crossed, the step a budget stopped the run at; from the start
-    again past the last one (None when there is none)."""
+    """The first position after `after` where a person is needed or was asked, or None when there is none.
+
+    Such a position holds an effect in doubt, a question, the step where a soft budget threshold was crossed, or
+    the step a budget stopped the run at. Past the last one, the search starts again from the start."""
     run, checkpoint = view["run"], view["checkpoint"]
     budget = [checkpoint.get("soft_position")]
     if budget_dimension(run["reason"]) and run["status"] not in TERMINAL:

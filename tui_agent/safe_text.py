@@ -22,14 +22,18 @@ def _escape(found: re.Match) -> str:
 
 
 def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as its escape (as Python writes it: `\\x1b`,
-    `\\r`, `\\x9b`, `\\u202e`); newlines, tabs and the length of what is there are kept."""
+    """`text` with every character a terminal would act on written as its escape.
+
+    The escapes are as Python writes them: `\\x1b`, `\\r`, `\\x9b`, `\\u202e`. Newlines, tabs and the length of
+    what is there are kept."""
     return ACTED_ON.sub(_escape, text)
 
 
 def one_line(text: str | None, limit: int) -> str:
-    """`visible` text for one line (a notice, a progress line, a desktop notification): line breaks and runs of
-    spaces made one space, clipped to `limit` characters with an ellipsis."""
+    """`visible` text for one line, such as a notice, a progress line or a desktop notification.
+
+    Line breaks and runs of spaces are made one space, and the text is clipped to `limit` characters with an
+    ellipsis."""
     text = _SPACES.sub(" ", visible(text or "")).strip()
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 

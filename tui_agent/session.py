@@ -128,8 +128,9 @@ class Session:
 
     def read(self, target: MessagePump, key: Hashable, work: Callable[[Store], Any],
              paint: Callable[[Any], None]) -> None:
-        """`work(store)` on the reader thread, then `paint(what it returned)` in `target`'s Loaded handler; a
-        newer read of the same `key` from `target` while this one waits replaces it."""
+        """Run `work(store)` on the reader thread, then `paint(what it returned)` in `target`'s Loaded handler.
+
+        A newer read of the same `key` from `target` while this one waits replaces it."""
         self.loader.ask((id(target), key), work, partial(self._post, target, paint))
 
     def _post(self, target: MessagePump, paint: Callable[[Any], None], value: Any, error: Exception | None) -> None:
@@ -152,8 +153,9 @@ class Session:
             raise message.error
 
     def cannot_read(self, error: DatabaseError | EnvironmentStop) -> None:
-        """The database cannot be read just now (the server away, a statement timed out, the file locked): said
-        once in a toast until a poll reads it again; the screen keeps what it shows."""
+        """Say once in a toast that the database cannot be read just now, until a poll reads it again.
+
+        The server may be away, a statement timed out, or the file locked. The screen keeps what it shows."""
         stop = self.reader.stopped(error) if isinstance(error, DatabaseError) else error
         if stop is None:
             raise error

@@ -156,8 +156,10 @@ EXIT_OK, EXIT_NOT_SUCCEEDED, EXIT_USAGE, EXIT_WAITING, EXIT_ENVIRONMENT = 0, 1, 
 
 
 def exit_code(status: str) -> int:
-    """A run's status as the exit code of the command that worked it (`run`, `worker --once`): a run that has
-    not ended (waiting, queued again, or running in another worker) may still succeed, so it is not a failure."""
+    """A run's status as the exit code of the command that worked it, `run` or `worker --once`.
+
+    A run that has not ended (waiting, queued again, or running in another worker) may still succeed, so it is
+    not a failure."""
     if status == RunStatus.SUCCEEDED:
         return EXIT_OK
     if status in TERMINAL or status == RunStatus.PARKED:

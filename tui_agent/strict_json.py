@@ -49,8 +49,10 @@ def _bounded_int(text: str) -> int:
 
 
 def text_problem(text: str) -> str | None:
-    """What makes `text` something that cannot be stored as text, or None: a byte that is not UTF-8 (a command
-    line's, which Python hands over as a surrogate escape, U+DC80 to U+DCFF) or a lone surrogate."""
+    """What makes `text` something that cannot be stored as text, or None.
+
+    That is a byte that is not UTF-8, or a lone surrogate. A command line's bytes that are not UTF-8 are handed
+    over by Python as surrogate escapes, U+DC80 to U+DCFF."""
     found = _SURROGATE.search(text)
     if found is None:
         return None
@@ -72,9 +74,10 @@ DEPTH_ADVICE = "flatten it"
 
 
 def value_problem(value: Any, max_depth: int | None = MAX_DEPTH) -> tuple[str, str] | None:
-    """What makes `value` JSON that cannot be stored and read back, and what to do instead, or None: a string or
-    key that is not Unicode, an integer of more than MAX_DIGITS digits, or (with `max_depth`) arrays and objects
-    nested deeper. Walked without recursion, so any depth Python built can be looked at."""
+    """What makes `value` JSON that cannot be stored and read back, and what to do instead, or None.
+
+    That is a string or key that is not Unicode, an integer of more than MAX_DIGITS digits, or, with `max_depth`, arrays
+    and objects nested deeper. Walked without recursion, so any depth Python built can be looked at."""
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 0, ())]
     while stack:
         item, depth, parts = stack.pop()
@@ -135,8 +138,9 @@ def parse_json(text: str, source: str, more: str = "", example: str = EXAMPLE) -
 
 
 def check_value(value: Any, source: str) -> Any:
-    """`value` (made in Python, not typed) when it can be stored as JSON and read back; else a one-line UserError
-    naming `source`, by the rule `parse_json` reads typed JSON with."""
+    """`value`, made in Python and not typed, when it can be stored as JSON and read back.
+
+    Else a one-line UserError naming `source`, by the rule `parse_json` reads typed JSON with."""
     problem = value_problem(value)
     if problem is not None:
         raise _refused(source, *problem)
@@ -179,8 +183,10 @@ def read_stored(text: str, field: str) -> Any:
 
 
 def finite(value: Any) -> Any:
-    """`value` with every NaN and infinity replaced by None, for strict output of rows stored before
-    input was read strictly (they may hold them; JSON has no way to write them)."""
+    """`value` with every NaN and infinity replaced by None.
+
+    This is for strict output of rows stored before input was read strictly: they may hold them, and JSON has no
+    way to write them."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

@@ -33,9 +33,10 @@ def place(given: str) -> Path:
 
 
 def keep(path: Path, name: str, database: str | os.PathLike) -> None:
-    """From now until the process ends, write every line of stdout and stderr to `path` too (appended; made with
-    mode 0600: a step's error may quote a secret), each after the time. `--log` naming a file that cannot be
-    written, or the database's own file (`database`: a path, or a URL), is the user's mistake: one line."""
+    """From now until the process ends, write every line of stdout and stderr to `path` too, each after the time.
+
+    The file is appended to, and made with mode 0600: a step's error may quote a secret. `--log` naming a file that
+    cannot be written, or the database's own file (`database`: a path, or a URL), is the user's mistake: one line."""
     if not is_url(database) and str(path) in {f"{place(os.fspath(database))}{tail}" for tail in ("", "-wal", "-shm")}:
         raise UserError(f"--log {path} is the database's own file; name a log file of its own, such as "
                         f"{Path(database).with_suffix('.log')}")
@@ -58,8 +59,9 @@ def keep(path: Path, name: str, database: str | os.PathLike) -> None:
 
 
 def say_retries() -> None:
-    """Every failed attempt of a step that will be retried (runtime/retry.py), said on stderr as one line (once,
-    however many workers a process runs: the tests' in-process commands)."""
+    """Say on stderr, as one line, every failed attempt of a step that will be retried (runtime/retry.py).
+
+    Each is said once even when a process runs many workers, as the tests' in-process commands do."""
     logger = logging.getLogger(LOGGER)
     if not any(isinstance(handler, _ToStderr) for handler in logger.handlers):
         logger.addHandler(_ToStderr())
@@ -68,7 +70,9 @@ def say_retries() -> None:
 
 
 class _ToStderr(logging.Handler):
-    """A record as the worker's other lines are said (`tui-agent: w-ab12: ...`), on whatever stderr is now."""
+    """Say a record as the worker's other lines are said, on whatever stderr is now.
+
+    Such a line reads `tui-agent: w-ab12: ...`."""
 
     def emit(self, record: logging.LogRecord) -> None:
         print(f"tui-agent: {record.getMessage()}", file=sys.stderr, flush=True)

@@ -45,8 +45,9 @@ def _deadlined(chunks, deadline_at: float) -> Iterator[bytes]:
 
 
 def _transport(provider: AnthropicProvider):
-    """An httpx2 transport that checks the provider's deadline at every chunk: the SDK's timeout is per
-    read, so a reply trickled byte by byte would otherwise outlive any timeout."""
+    """An httpx2 transport that checks the provider's deadline at every chunk.
+
+    The SDK's timeout is per read, so a reply trickled byte by byte would otherwise outlive any timeout."""
     import httpx2
 
     class DeadlineTransport(httpx2.HTTPTransport):
@@ -216,15 +217,18 @@ class AnthropicProvider:
 
 
 def _as_sent(message, carried: set[str]) -> dict:
-    """The streamed message as the JSON a plain `Message` gives: the SDK's accumulated snapshot with only
-    the top-level fields the stream carried (it sets `stop_details` whether or not one was sent)."""
+    """The streamed message as the JSON a plain `Message` gives.
+
+    That is the SDK's accumulated snapshot with only the top-level fields the stream carried; the snapshot sets
+    `stop_details` whether or not one was sent."""
     dumped = json.loads(message.to_json(indent=None))
     return {name: value for name, value in dumped.items() if name in carried}
 
 
 def _reply(reply: dict, request_id: str | None) -> dict:
-    """The reply as the API's JSON (what the journal keeps) with the request id beside it; a 200 whose
-    body is not a message is a permanent error, since asking again gets the same."""
+    """The reply as the API's JSON, which the journal keeps, with the request id beside it.
+
+    A 200 whose body is not a message is a permanent error, since asking again gets the same."""
     if not (reply.get("type") == "message" and isinstance(reply.get("content"), list)
             and isinstance(reply.get("usage"), dict) and isinstance(reply.get("model"), str)):
         raise PermanentError(f"Claude answered 200 with something that is not a message: {str(reply)[:200]!r}")

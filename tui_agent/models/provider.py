@@ -33,8 +33,10 @@ class Provider(Protocol):
 
 
 class Unresolved:
-    """`--model default` before the run's first new model call: the choice belongs to the worker that makes
-    that call (its environment holds the key or not), so nothing is decided when the run is started."""
+    """`--model default` before the run's first new model call.
+
+    The choice belongs to the worker that makes that call, whose environment holds the key or not, so nothing is
+    decided when the run is started."""
 
     name = DEFAULT
 

@@ -159,7 +159,9 @@ class AlignedRows(OptionList, inherit_bindings=False):
 
 
 def _cell(entry: dict | None, width: int, differs: dict) -> Text:
-    """An entry in a side's column: name (✎ edited), duration, cost; what differs in bold."""
+    """An entry in a side's column, as its name, duration and cost, with what differs in bold.
+
+    An edited entry's name is marked ✎ edited."""
     cell = Text(no_wrap=True)
     if entry is None:
         cell.append(f"{'—':<{width}}", style="dim")
@@ -188,9 +190,10 @@ class DiffScreen(Reads, Screen):
 
     @dataclass
     class DivergenceFound(Message):
-        """The background search's answer: the first divergence ({position, why, message}; None when the runs
-        are the same entry for entry, or `error` when the search could not read). `search` names the search
-        it answers: a later one replaces it."""
+        """The background search's answer, the first divergence as {position, why, message}.
+
+        It is None when the runs are the same entry for entry, or `error` when the search could not read. `search` names
+        the search it answers: a later one replaces it."""
 
         search: int
         divergence: dict | None

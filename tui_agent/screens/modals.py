@@ -28,8 +28,10 @@ SHORT_BELOW = 30   # rows: on a shorter terminal a dialog is compact (app.tcss, 
 
 
 class Dialog(ModalScreen):
-    """A modal with a title, a body and two buttons named by what they do (`DO`, `DONT`: never a bare
-    "Confirm"/"Cancel", which reads backwards in "Cancel r-…?"); escape is the harmless one. Its title is the
+    """A modal with a title, a body and two buttons named by what they do.
+
+    The buttons are `DO` and `DONT`, never a bare "Confirm"/"Cancel", which reads backwards in "Cancel r-…?";
+    escape is the harmless one. Its title is the
     screen's `title`: a subclass names it in `TITLE`, or sets `title` when it depends on what is decided.
 
     The title and the buttons stay on the screen; a body taller than the screen scrolls between them (to the
@@ -118,8 +120,9 @@ def chosen(select: Select[Any]) -> str:
 
 
 class ConfirmModal(Dialog):
-    """A yes/no question whose buttons say what each does ("Cancel the run" / "Keep it"); focus starts
-    on the harmless one, so an enter pressed by reflex changes nothing."""
+    """A yes/no question whose buttons say what each does, such as "Cancel the run" and "Keep it".
+
+    Focus starts on the harmless one, so an enter pressed by reflex changes nothing."""
 
     AUTO_FOCUS = "#cancel"
 
@@ -161,8 +164,9 @@ class ApproveModal(Dialog):
 
 
 class Choices(RadioSet):
-    """A RadioSet whose cursor stops at the first and the last choice it can take instead of wrapping
-    round: up on the first choice must not land on the last one ("Abandon the run")."""
+    """A RadioSet whose cursor stops at the first and the last choice it can take instead of wrapping round.
+
+    Up on the first choice must not land on the last one ("Abandon the run")."""
 
     def _step(self, direction: int) -> None:
         buttons = list(self.children)
@@ -268,9 +272,11 @@ BULK_LABELS = {"park": "Park", "resume": "Resume", "cancel": "Cancel", "approve"
 
 
 class BulkModal(Dialog):
-    """The marked runs together: how many are marked, and for each action how many of them it applies to (as they
-    are now; each run is checked again as it is acted on). Choosing one and pressing the button is the one
-    confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs; `action` chosen first."""
+    """The marked runs together, saying how many are marked and how many of them each action applies to.
+
+    The counts are of the runs as they are now; each run is checked again as it is acted on. Choosing one and pressing
+    the button is the one confirmation; escape changes nothing. `preview`: operate.bulk_preview of the marked runs;
+    `action` chosen first."""
 
     DO = "Act on them"
 
@@ -465,8 +471,9 @@ class PredictModal(Dialog):
 
 
 class LogModal(ModalScreen):
-    """enter on a harness iteration's timeline row: its coding agent's log (the whole artifact), to scroll;
-    escape, q, enter or its button close it."""
+    """The coding agent's log of a harness iteration, the whole artifact, to scroll.
+
+    enter on the iteration's timeline row opens it; escape, q, enter or its button close it."""
 
     BINDINGS = [Binding("escape,q,enter", "dismiss", "Close"),
                 Binding("pageup", "scroll(-1)", "Scroll up", show=False),

@@ -251,9 +251,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         return read(self.session.reader, self.run_id, after, limit, newest_first)
 
     def reload(self, only_if_changed: bool = False) -> None:
-        """Re-read the run and the stretch of each list the screen holds on the reader thread; the screen
-        repaints what changed when it answers, keeping the selected entry (on the last one, following the run
-        as it moves on). `only_if_changed`: nothing is read past data_version when no commit happened."""
+        """Re-read the run and the stretch of each list the screen holds, on the reader thread.
+
+        The screen repaints what changed when it answers, keeping the selected entry; on the last one, it
+        follows the run as it moves on. `only_if_changed`: nothing is read past data_version when no commit happened."""
         self.session.read(self, "reload", partial(self._load, asked=self._asked(), only_if_changed=only_if_changed),
                           self._paint_loaded)
 
@@ -263,8 +264,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
                 "windows": [(_held(w), replace(w, rows=list(w.rows))) for w in (self.steps, self.events, self.effects)]}
 
     def _load(self, store: Store, asked: dict, only_if_changed: bool = False) -> dict | None:
-        """Everything a repaint shows, read from `store` (on the reader thread, or on the loop at the first
-        paint); None when `only_if_changed` and nothing was committed since the last read."""
+        """Everything a repaint shows, read from `store`.
+
+        It is read on the reader thread, or on the loop at the first paint. None when `only_if_changed` and
+        nothing was committed since the last read."""
         version = data_version(store)
         if only_if_changed and version == asked["version"]:
             return None
@@ -361,8 +364,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.query_one("#run-header", Static).update(safe(line))
 
     def _worktree_line(self, run: dict) -> None:
-        """A coding run's worktree and branch, under the header (the run records them once, among its first
-        entries, and a reload reads them until it has; no git is asked here, on every refresh)."""
+        """A coding run's worktree and branch, shown under the header.
+
+        The run records them once, among its first entries, and a reload reads them until it has. No git is
+        asked here, on every refresh."""
         line = self.query_one("#run-worktree", Static)
         line.display = self._worktree is not None
         if self._worktree is not None:   # the branch first: a long path is what the width cuts
@@ -588,8 +593,10 @@ class RunScreen(run_actions.RunActionKeys, Screen):
         self.session.guard(run_actions.remove_worktree, self.session, self.run_id)
 
     def action_edit_fork(self) -> None:
-        """Not a RUN_ACTIONS entry: it needs the timeline's selected entry, which the runs screen and the
-        palette's rule (`why_not(app, run)`) do not have."""
+        """Fork the run with an edit of the timeline's selected entry.
+
+        It is not a RUN_ACTIONS entry: it needs the selected entry, which the runs screen and the palette's rule
+        (`why_not(app, run)`) do not have."""
         self.session.guard(run_actions.edit_fork, self.session, self.run_id, self.selected)
 
     def action_rule(self) -> None:

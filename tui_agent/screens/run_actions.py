@@ -201,8 +201,10 @@ def _open_run(session: Session, run_id: str) -> None:
 
 
 def run_editor(session: Session, argv: list[str]) -> int:
-    """The editor on the session's own terminal: Textual hands it over (`session.app.suspend()`) and takes it back when the
-    editor exits. Pilot's headless driver cannot hand over a terminal, so its tests put another in its place."""
+    """Run the editor on the session's own terminal.
+
+    Textual hands the terminal over (`session.app.suspend()`) and takes it back when the editor exits. Pilot's headless
+    driver cannot hand over a terminal, so its tests put another in its place."""
     try:
         with session.app.suspend():
             return subprocess.run(argv, check=False).returncode
@@ -247,8 +249,9 @@ def edit_fork(session: Session, run_id: str, item: TimelineItem | None = None) -
 
 
 def remove_worktree(session: Session, run_id: str) -> None:
-    """`W` on a coding run's screen: its worktree removed once every run working in it has ended, asked first
-    (operate.remove_worktree, as `tui-agent worktrees --clean` does for each); the branch stays."""
+    """Remove a coding run's worktree, once every run working in it has ended, after asking (`W` on its screen).
+
+    It goes through operate.remove_worktree, as `tui-agent worktrees --clean` does for each. The branch stays."""
     tree = worktree_of(session.reader, run_id)
     if tree is None:
         session.app.notify(f"{run_id}: it names no worktree that git knows", severity="warning")

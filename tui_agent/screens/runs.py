@@ -153,9 +153,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         return rows, after, _burns(store, rows), counts(store), workers_alive(store)
 
     def show(self, loaded: tuple) -> None:
-        """Repaint what `load` read, keeping the cursor on the same run: when the same runs are shown in the
-        same order in the same columns only changed cells are updated (their columns' widths following), else
-        the table is rebuilt."""
+        """Repaint what `load` read, keeping the cursor on the same run.
+
+        When the same runs are shown in the same order in the same columns, only changed cells are updated, their
+        columns' widths following; else the table is rebuilt."""
         rows, self._next, self._burn, figures, alive = loaded
         self._figures = figures, alive
         at, colours = now(), palette(self.app)
@@ -189,8 +190,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         self._rows, self._shown, self._columns = rows, cells, columns
 
     def next_page(self) -> None:
-        """The next PAGE rows, read from the keyset cursor where the held rows end (only those rows, however
-        far the person scrolled) and added under them; the rows held stay as they are and the cursor stays."""
+        """Read the next PAGE rows and add them under the rows held.
+
+        They are read from the keyset cursor where the held rows end: only those rows, however far the person
+        scrolled. The rows held stay as they are and the cursor stays."""
         if self._next is None:
             return
         rows, self._next = self._read(self.session.reader, PAGE, *self._next)
@@ -315,8 +318,10 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         return self.selected_id(), None
 
     def action_run(self, name: str) -> None:
-        """A run action's key: on the marked runs together when any are marked (one confirmation that says which
-        actions apply to how many of them), else on the selected run."""
+        """Act on the marked runs together when any are marked, else on the selected run.
+
+        This is a run action's key. For marked runs, one confirmation says which actions apply to how many of
+        them."""
         if self.marked and name in BULK_KEYS:
             run_actions.act_on_marked(self.session, sorted(self.marked), BULK_KEYS[name], self._acted)
         else:

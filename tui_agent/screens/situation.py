@@ -33,8 +33,10 @@ def workers_alive(store: Store) -> int:
 
 
 def who_claims(store: Store, agent: str) -> str:
-    """What the strip says of who will claim a due run of `agent`: a live worker that knows the agent (a row an
-    older worker wrote knows every agent), else why none will."""
+    """What the strip says of who will claim a due run of `agent`.
+
+    That is a live worker that knows the agent, else why none will. A row an older worker wrote knows every
+    agent."""
     alive = _alive(store)
     if not alive:
         return f"\n{NO_WORKER}"

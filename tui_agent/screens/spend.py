@@ -26,8 +26,10 @@ COLUMNS = [("DAY", "key"), ("COST", "cost"), ("BILLED?", "billed"), ("CALLS", "c
 
 
 def bars(values: list[float], rows: int = CHART_ROWS) -> list[str]:
-    """A bar per value, `rows` high at the largest, drawn with block characters (top row first; two columns a
-    value: the bar and a gap). A value above zero shows at least an eighth of a row; zero shows nothing."""
+    """A bar per value, `rows` high at the largest, drawn with block characters, top row first.
+
+    Each value takes two columns, the bar and a gap. A value above zero shows at least an eighth of a row; zero shows
+    nothing."""
     top = max(values, default=0) or 1
     heights = [max(1, round(value / top * rows * 8)) if value > 0 else 0 for value in values]
     lines = []

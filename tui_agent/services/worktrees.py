@@ -137,8 +137,10 @@ def of_run(store: Store, run_id: str) -> Worktree | None:
 
 
 def why_not_remove(tree: Worktree) -> str | None:
-    """Why the worktree must stay (a run that has not ended would go on in it; changes no commit holds; a lock),
-    or None."""
+    """Why the worktree must stay, or None.
+
+    It stays for a run that has not ended, which would go on in it, for changes no commit holds, or for a
+    lock."""
     going_on = [run for run in tree.runs if run["status"] not in TERMINAL]
     if going_on:
         run = going_on[-1]
@@ -197,6 +199,7 @@ def repositories(store: Store) -> list[str]:
 
 
 def pulls(repos: list[str]) -> list[dict]:
-    """The local git host's pull requests of each repository (agents/githost.py), each with its `repo`, oldest
-    first; ValueError for a folder that is not in a repository."""
+    """The local git host's pull requests of each repository, each with its `repo`, oldest first.
+
+    The host is agents/githost.py. ValueError for a folder that is not in a repository."""
     return [{"repo": repo, **pr} for repo in repos for pr in read_pulls(Path(repo))]

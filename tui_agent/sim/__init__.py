@@ -6,8 +6,9 @@ _SCENARIO = ("Outcome", "Row", "Scenario", "Stop", "simulate")
 
 
 def __getattr__(name: str):
-    """The scenario (and the runtime and agents it runs) loads when first asked for: the CLI reads the settings
-    for its options at every start, and a start should not pay for the simulator."""
+    """Load the scenario, and the runtime and agents it runs, when it is first asked for.
+
+    The CLI reads the settings for its options at every start, and a start should not pay for the simulator."""
     if name in _SCENARIO:
         from . import scenario
         return getattr(scenario, name)

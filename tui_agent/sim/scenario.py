@@ -57,8 +57,10 @@ class Row:
 
 @dataclass(frozen=True)
 class Stop:
-    """Where a worker stands when the scenario pauses: at one of worker 1's boundaries (where it may crash),
-    or at another moment worth a key press (a replayed entry, the end of a worker)."""
+    """Where a worker stands when the scenario pauses.
+
+    That is at one of worker 1's boundaries, where it may crash, or at another moment worth a key press: a
+    replayed entry, or the end of a worker."""
 
     worker: int
     boundary: str | None
@@ -265,8 +267,10 @@ class Scenario:
         return Row("email", "found", rows[-1]["state"], _usable(rows[-1]["key"])) if rows else None
 
     def _let_go(self, store: Store, run_id: str) -> None:
-        """Worker 1's crash ends it in the scenario's terms: its claim lets go of the run (nothing it began can
-        still go out) and the run is claimable at once, as a worker that saw it die would find it."""
+        """End worker 1 after its crash, in the scenario's terms.
+
+        Its claim lets go of the run, so nothing it began can still go out, and the run is claimable at once, as
+        a worker that saw it die would find it."""
         fence, at = get_run(store, run_id)["fence"], self.clock.now()
         let_go(store, run_id, fence, "worker-1", at)
         release(store, run_id, fence=fence, worker="worker-1", why="it crashed", now=at)

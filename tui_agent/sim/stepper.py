@@ -67,8 +67,10 @@ class Stepper:
         return self._views.get()
 
     def command(self, what: str) -> View | None:
-        """Go on from the stop: `step` to the next one, `run` to the end, `crash` worker 1 here; or, while a
-        person is asked, `happened`, `not-done` or `leave` (it stays waiting). Returns the next view (None once
+        """Go on from the stop as `what` says.
+
+        `step` goes to the next stop, `run` to the end, and `crash` crashes worker 1 here. While a person is
+        asked, it is `happened`, `not-done` or `leave` (the run stays waiting). Returns the next view (None once
         closed)."""
         if self._closed:
             return None
@@ -76,8 +78,9 @@ class Stepper:
         return self._views.get()
 
     def close(self) -> None:
-        """Stop the scenario's thread wherever it waits, or keep it from ever starting (its throw-away store
-        is removed on the way out); a caller still waiting for a view gets None."""
+        """Stop the scenario's thread wherever it waits, or keep it from ever starting.
+
+        Its throw-away store is removed on the way out. A caller still waiting for a view gets None."""
         with self._lock:
             self._closed = True
             started = self._thread.ident is not None

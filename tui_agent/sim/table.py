@@ -31,7 +31,9 @@ def whole_matrix() -> Iterator[tuple[str, Settings]]:
 
 
 def markdown(rows: Iterator[tuple[str, Settings]], progress: Callable[[int], None] = lambda done: None) -> str:
-    """The table; every row is one execution of the scenario (no person answers: a run that waits says so)."""
+    """The table as Markdown, every row one execution of the scenario.
+
+    No person answers, so a run that waits says so."""
     header = ["lesson", *(name.replace("_", " ") for name in SETTING_NAMES), *(label for _, label in COUNTS), "ends"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for done, (lesson, settings) in enumerate(rows, 1):

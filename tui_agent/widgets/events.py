@@ -36,9 +36,10 @@ def event_line(event: dict, at: float, colours: Palette = OFFLINE) -> Text:
 
 
 class EventsLog(VerticalScroll):
-    """`set_events(events, colours, newest=...)` with a stretch of the run's events; follows the newest event
-    while the view is at the bottom and the stretch holds it (`newest`). Scrolled to an end of a stretch that
-    does not hold the run's first or newest event, it posts `Edge` for the screen to read on."""
+    """The run's events, a stretch at a time, given by `set_events(events, colours, newest=...)`.
+
+    It follows the newest event while the view is at the bottom and the stretch holds it (`newest`). Scrolled to an end
+    of a stretch that does not hold the run's first or newest event, it posts `Edge` for the screen to read on."""
 
     text: reactive[Text] = reactive(Text, init=False)    # repainted only when the log or its colours changed
 

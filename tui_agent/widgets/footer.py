@@ -27,7 +27,9 @@ class KeysFooter(Footer):
             self.screen.refresh_bindings()
 
     def bindings_changed(self, screen: Screen) -> None:
-        """A key came or went (focus, a check_action): fit again; a change of what shows signals once more."""
+        """Fit the footer again when a key came or went, through focus or a check_action.
+
+        When that changes what shows, the bindings are signalled once more."""
         if self._fit(self.size.width or self.app.size.width):
             screen.refresh_bindings()
         else:
@@ -44,8 +46,10 @@ class KeysFooter(Footer):
         yield from super().compose()
 
     async def recompose(self) -> None:
-        """Only when the keys shown changed: opening a screen signals a change of bindings several times (focus,
-        classes, a check_action), and each recompose rebuilds and restyles every key."""
+        """Recompose only when the keys shown changed.
+
+        Opening a screen signals a change of bindings several times (focus, classes, a check_action), and each
+        recompose rebuilds and restyles every key."""
         if not self.is_attached or self._composed is not None and self._keys() == self._composed:
             return            # (a recompose asked for just before its screen closed finds no screen)
         await super().recompose()

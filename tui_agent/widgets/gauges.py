@@ -123,7 +123,9 @@ class BudgetGauges(Widget):
         follow_theme(self, self.refresh)
 
     def set_budget(self, budget: dict, stopped: str | None = None) -> None:
-        """`stopped`: the dimension the run stopped on (its reason `budget:<dimension>`), if any."""
+        """Show `budget`, repainting only when it or `stopped` changed.
+
+        `stopped` is the dimension the run stopped on (its reason `budget:<dimension>`), if any."""
         if budget != self.budget or stopped != self.stopped:
             width = max(20, self.content_size.width)
             was = len(self.lines(width))      # a gauge or a forecast line came or went: the height changes
@@ -175,8 +177,10 @@ class BudgetGauges(Widget):
 
 
 class StepBar(Widget):
-    """Step i of n as a bar across its width (the gauges' cells): one widget, where a Textual ProgressBar is
-    three and a timer, which the run screen paid for at every opening."""
+    """Step i of n as a bar of the gauges' cells across its width.
+
+    It is one widget, where a Textual ProgressBar is three and a timer, which the run screen paid for at every
+    opening."""
 
     DEFAULT_CSS = "StepBar { height: 1; }"
     done: reactive[int] = reactive(0)

@@ -28,8 +28,9 @@ EFFECT_TONES = {EffectState.CONFIRMED: GOOD, EffectState.UNKNOWN: DOUBT, EffectS
 
 
 def pretty_json(value: Any) -> Text:
-    """Indented, highlighted JSON (anything json cannot encode shown by its str), with the characters a terminal
-    would act on as \\u escapes, as `show --json` writes them."""
+    """Indented, highlighted JSON, with the characters a terminal would act on as \\u escapes.
+
+    The escapes are those `show --json` writes. Anything json cannot encode is shown by its str."""
     return JSON(json_text(value, indent=2, default=str)).text
 
 
@@ -161,8 +162,10 @@ DIFF_TONES = (("+++", "text-muted"), ("---", "text-muted"), ("@@", "text-seconda
 
 
 def diff_lines(result: dict, colours: Palette = OFFLINE) -> Text:
-    """A step that changed a file (its result carries a unified `diff`): the other fields, then the diff, each
-    line in the colour of what it is (and its + or - sign, which says it without colour)."""
+    """The result of a step that changed a file, as its other fields and then its unified `diff`.
+
+    Each line of the diff is in the colour of what it is, and keeps its + or - sign, which says it without
+    colour."""
     text = Text()
     for name, value in result.items():
         if name != "diff":

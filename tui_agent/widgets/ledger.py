@@ -17,7 +17,9 @@ COLUMNS = [("NAME", "name"), ("STATE", "state"), ("ATT", "att"), ("LAST ATTEMPT"
 
 
 class EffectLedger(DataTable):
-    """`set_effects(rows)` with the ledger rows (epoch times); older generations are dimmed."""
+    """The effect ledger, given by `set_effects(rows)` with the ledger rows in epoch times.
+
+    Older generations are dimmed."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)

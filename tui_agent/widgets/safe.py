@@ -16,8 +16,9 @@ from ..safe_text import ACTED_ON, visible
 
 
 def safe(text: str | Text) -> Text:
-    """`text` as Text, with every character a terminal would act on written as its escape; a Text keeps its
-    styles on the same characters (a span grows with the escapes inside it)."""
+    """`text` as Text, with every character a terminal would act on written as its escape.
+
+    A Text keeps its styles on the same characters: a span grows with the escapes inside it."""
     if isinstance(text, str):
         return Text(visible(text))
     plain = text.plain

@@ -49,8 +49,9 @@ def _setting(settings: Settings, name: str, colours: Palette, words: bool) -> Te
 
 
 def settings_strip(settings: Settings, colours: Palette) -> Group:
-    """The document's first settings, each its key, name and choice with the choice in words under it; then
-    what the document calls More settings on a line of their own."""
+    """The document's first settings, each as its key, name and choice, with the choice in words under it.
+
+    Then come what the document calls More settings, on a line of their own."""
     grid = Table.grid(expand=True, padding=(0, 1))
     for _ in MAIN_SETTINGS:
         grid.add_column(ratio=1, no_wrap=True, overflow="ellipsis")

@@ -69,8 +69,10 @@ class TimelineItem:
 
 
 def shown_names(items: list[TimelineItem]) -> list[str]:
-    """Names as the timeline shows them: an agent loop's entries (`fix/turn 2`, `fix/read_file`) nested
-    under the loop's name, which is written out on the first row of each stretch only. A name with a colon
+    """Names as the timeline shows them, an agent loop's entries nested under the loop's name.
+
+    The entries are such as `fix/turn 2` and `fix/read_file`; the loop's name is written out on the first row of
+    each stretch only. A name with a colon
     before its first slash is a step about a path (`file:src/app.py`), shown whole."""
     shown, group = [], None
     for item in items:
@@ -110,8 +112,10 @@ def model_label(call: dict) -> str:
 
 
 def timeline_items(view: dict, rows: list[dict], beside: dict, to_end: bool = True) -> list[TimelineItem]:
-    """The entries of a stretch of the current generation (`rows`, from report.timeline_page, with what stands
-    `beside` them), then, when the stretch reaches the run's end (`to_end`), where the run stands."""
+    """The timeline's items for a stretch of the current generation's entries.
+
+    The entries are `rows`, from report.timeline_page, with what stands `beside` them. When the stretch reaches
+    the run's end (`to_end`), where the run stands comes last."""
     run, checkpoint = view["run"], view["checkpoint"]
     ledger, asked, calls = beside["effects"], beside["approvals"], beside["calls"]
     items = []
@@ -188,8 +192,9 @@ def _pending(view: dict, beside: dict, recorded: set[int]) -> TimelineItem | Non
 
 
 def _standing(run: dict, position: int, name: str, note: str, **fields) -> TimelineItem:
-    """The pending row, marked and painted as the run's status: the row says where the run stands (a queued
-    run's, in the plain foreground, in bold so that it still stands out)."""
+    """The pending row, which says where the run stands, marked and painted as the run's status.
+
+    A queued run's is in the plain foreground, in bold so that it still stands out."""
     status, reason = run["status"], run["reason"]
     return TimelineItem(position, name, PENDING, mark_of(status, reason), tone_of(status, reason), note, run=run,
                         bold=bold_of(status, reason) or status == RunStatus.QUEUED, **fields)
@@ -227,8 +232,10 @@ class Timeline(OptionList, inherit_bindings=False):
     # -- content ----------------------------------------------------------------------------------
 
     def set_items(self, items: list[TimelineItem], select: str | None = None, follow: bool = True) -> None:
-        """Replace the rows in place, keeping the highlighted key (or moving to `select`); on the last row,
-        `follow` moves on to the new last row (the stretch reaches the run's end, which moved on)."""
+        """Replace the rows in place, keeping the highlighted key or moving to `select`.
+
+        On the last row, `follow` moves on to the new last row: the stretch reaches the run's end, which moved
+        on."""
         keep = select or self.selected_key
         if follow and not select and self.items and keep == self.items[-1].key and items:
             keep = items[-1].key
