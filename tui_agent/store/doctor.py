@@ -166,8 +166,8 @@ SHOWN_SIZES = 5   # the largest tables, and the largest runs, doctor names
 
 def _sizes(conn: sqlite3.Connection) -> Check:
     """The file's size, its free pages and its largest tables with their indexes. The free pages are what
-    `tui-agent db vacuum` or incremental auto-vacuum gives back. The sizes come from SQLite's `dbstat` table where this SQLite
-    has it."""
+    `tui-agent db vacuum` or incremental auto-vacuum gives back. The sizes come from SQLite's `dbstat` table
+    where this SQLite has it."""
     page = conn.execute("PRAGMA page_size").fetchone()[0]
     free = page * conn.execute("PRAGMA freelist_count").fetchone()[0]
     incremental = conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
