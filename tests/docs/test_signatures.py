@@ -2,7 +2,8 @@
 
 `self` and `cls` do not count, nor `*args` and `**kwargs`. The public constructors `Agent`, `Budget`,
 `RetryPolicy` and `Plateau` are dataclasses, whose generated `__init__` this check does not read, so they keep
-their positional fields.
+their positional fields. `POSITIONAL_ON_PURPOSE` names the functions that keep wide positional signatures, each
+with its reason.
 """
 
 import ast
@@ -11,6 +12,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "tui_agent"
 MOST = 5         # parameters a function may take with no keyword-only ones
 POSITIONAL = 2   # what a wider one may take by position
+
+POSITIONAL_ON_PURPOSE = {
+    # ctx.run_command journals a step whose function this is and whose arguments are this tuple, digested as it is
+    # by agents with `journal_inputs`: by keyword, every run recorded before would diverge on replay.
+    "context.run_program",
+}
 
 
 def too_wide(source: str, module: str) -> list[str]:
@@ -42,7 +49,11 @@ def package_too_wide() -> set[str]:
 
 
 def test_every_wide_signature_is_keyword_only_past_its_first_two():
-    assert sorted(package_too_wide()) == []
+    assert sorted(package_too_wide() - POSITIONAL_ON_PURPOSE) == []
+
+
+def test_each_function_kept_positional_on_purpose_is_still_wide():
+    assert sorted(POSITIONAL_ON_PURPOSE - package_too_wide()) == []
 
 
 def test_the_checker_finds_a_planted_wide_signature_and_passes_a_keyword_only_one(tmp_path):

@@ -302,8 +302,8 @@ def _act(ctx: Context, s: dict, *, place: dict, load: dict, failure: str | None,
     command = s["worker"]["command"]
     argv = [arg.replace("{prompt}", prompt) for arg in command]
     given = any("{prompt}" in arg for arg in command)
-    ran = run_program(ctx, "coding agent", argv=argv, cwd=tree, stdin=None if given else prompt, env=None,
-                      timeout_s=s["timeout_s"], output_limit=AGENT_LOG_LIMIT)
+    ran = run_program(ctx, "coding agent", argv, tree, None if given else prompt, None, s["timeout_s"],
+                      AGENT_LOG_LIMIT)
     cost = harness_check.claude_cost(ran["stdout"]) if s["worker"].get("cost_from") == "claude-json" else None
     said = [line for line in ran["stdout"].splitlines() if line.strip()]
     agent = {"exit": ran["exit"], "seconds": ran["duration_s"], "log": ran["stdout_artifact"],

@@ -45,8 +45,7 @@ def run_check(ctx: Context, name: str, tree: Path, argv: list[str], timeout_s: f
         run = [*argv, f"--junitxml={junit}", "-p", "no:cacheprovider"] if which == "pytest" else argv
         if which == "unittest" and not {"-v", "--verbose"} & set(argv):
             run = [*argv, "-v"]
-        done = run_program(ctx, name, argv=run, cwd=tree, stdin=None, env={"PYTHONDONTWRITEBYTECODE": "1"},
-                           timeout_s=timeout_s, output_limit=_OUTPUT_LIMIT)
+        done = run_program(ctx, name, run, tree, None, {"PYTHONDONTWRITEBYTECODE": "1"}, timeout_s, _OUTPUT_LIMIT)
         text = done["stdout"] + done["stderr"]
         tests = _junit(junit) if which == "pytest" else _verbose(text) if which == "unittest" else None
     passed = done["exit"] == 0

@@ -68,8 +68,7 @@ def identify(ctx: Context, settings: dict, tree: Path) -> dict:
     if "command" in worker:
         ids["agent"] = _program(worker["command"][0], tree)
         if worker.get("version_command") and not ids["agent"].get("missing"):
-            said = run_program(ctx, "agent version", argv=worker["version_command"], cwd=tree, stdin=None, env=None,
-                               timeout_s=60, output_limit=4096)
+            said = run_program(ctx, "agent version", worker["version_command"], tree, None, None, 60, 4096)
             ids["agent_version"] = (said["stdout"].strip().splitlines() or [f"exit {said['exit']}"])[0]
     check = _resolved(settings["check"][0], tree)
     if check is not None and _PYTHON.match(check.name):

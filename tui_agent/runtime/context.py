@@ -684,9 +684,12 @@ class Context:
                           NO_KWARGS, None)   # its own timeout kills the program: no deadline on top of it
 
 
-def run_program(ctx: Context, name: str, *, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
+def run_program(ctx: Context, name: str, argv: list[str], cwd: str | Path | None, stdin: str | bytes | None,
                 env: Mapping[str, str] | None, timeout_s: float | None, output_limit: int) -> dict:
     """Run a program inside the journaled call in progress, as `run_command` does, without journaling it.
+
+    Its arguments stay positional: `run_command` journals a step of this function with them as its argument
+    tuple, which agents with `journal_inputs` digest as it is.
 
     A built-in agent whose effect's `do` runs a program calls it (agents/harness.py); the caller records what
     it returns.
