@@ -66,7 +66,8 @@ def cell(server: str, name: str, setting: str, sql: str, processes: int, steps: 
     url = f"{server}/{name}"
     try:
         store = open_store(url, setting)
-        claims = [claim_run(store, start(store, REGISTRY, AGENT.name, {"n": steps})[0], "w", 600.0, time.time())
+        claims = [claim_run(store, start(store, REGISTRY, agent_name=AGENT.name, request={"n": steps})[0], "w", 600.0,
+                            time.time())
                   for _ in range(processes)]
         store.close()
         go, done = multiprocessing.Event(), multiprocessing.Queue()

@@ -106,7 +106,7 @@ def ours(store, n: int, claim=None):
     """Work a run of n steps (`claim`: one claimed already, else a new one); returns (claim, seconds spent in
     execute)."""
     if claim is None:
-        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
+        run_id, _ = start(store, REGISTRY, agent_name=AGENT.name, request={"n": n})
         claim = claim_run(store, run_id, "w-bench", 600.0, time.time())
     outcome = []
     seconds = timed(lambda: outcome.append(execute(store, REGISTRY, claim=claim)))
@@ -163,7 +163,7 @@ def fenced_steps(store, n: int, claim=None) -> float:
     adds above it is the runtime's Python.
     `claim`: a run already claimed (else a new one)."""
     if claim is None:
-        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
+        run_id, _ = start(store, REGISTRY, agent_name=AGENT.name, request={"n": n})
         claim = claim_run(store, run_id, "w-floor", 600.0, time.time())
     run_id = claim.run_id
     checkpoint = load_checkpoint(store, run_id)
@@ -286,7 +286,7 @@ def placed_run(store, n: int, last: bool = False):
     """A claimed new run of n steps whose id sorts after every other run's (`last`), or before one of them: where
     its journal rows land among the others'."""
     while True:
-        run_id, _ = start(store, REGISTRY, AGENT.name, {"n": n})
+        run_id, _ = start(store, REGISTRY, agent_name=AGENT.name, request={"n": n})
         highest = store.conn.execute("SELECT max(id) FROM runs WHERE id != ?", (run_id,)).fetchone()[0]
         if (run_id > highest) == last:
             return claim_run(store, run_id, "w-frames", 600.0, time.time())

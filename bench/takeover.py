@@ -75,7 +75,7 @@ def one_try(tmp: Path, dbs: Databases, registry: Registry, attempt: int) -> dict
     try:
         workers.spawn(a, DEFAULT_LEASE_S, MODULE, own_group=True)
         until("A to register", lambda: registered(ro, 1), 30, workers)
-        run_id, _ = start(store, registry, "bench-with-child", {"pidfile": str(pidfile)})
+        run_id, _ = start(store, registry, agent_name="bench-with-child", request={"pidfile": str(pidfile)})
         until("A's step to start its child", lambda: pidfile.exists() and pidfile.read_text().strip(), 30, workers,
               0.005)
         child = int(pidfile.read_text().split()[0])

@@ -223,7 +223,8 @@ class World:
     def start_runs(self, upto: int) -> None:
         while len(self.run_ids) < min(upto, RUNS):
             agent, request = self.plan[len(self.run_ids)]
-            self.run_ids.append(operate.start(self.store, self.registry, agent, request, model="scripted")[0])
+            self.run_ids.append(operate.start(self.store, self.registry, agent_name=agent, request=request,
+                                              model="scripted")[0])
 
     def spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
         out, err = (open(self.logs / f"{name}.{kind}", "wb") for kind in ("out", "err"))

@@ -78,13 +78,13 @@ def main() -> None:
         from tui_agent.store import open_store
 
         store, registry = open_store(url), load_registry()
-        seeds = [start(store, registry, "hello", {"name": f"seed {i}"})[0] for i in range(30)]
+        seeds = [start(store, registry, agent_name="hello", request={"name": f"seed {i}"})[0] for i in range(30)]
         worker = subprocess.Popen([sys.executable, "-m", "tui_agent", "--db", url, "worker"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def writing() -> None:
             while not stop.wait(0.5):
-                start(store, registry, "hello", {"name": "more"})
+                start(store, registry, agent_name="hello", request={"name": "more"})
 
         threading.Thread(target=writing, daemon=True).start()
         from tui_agent.store.runs import get_run

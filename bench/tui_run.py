@@ -76,7 +76,7 @@ def build(folder: Path, steps: int) -> tuple[Path, str]:
     store = open_store(db, durability="normal")
     registry = Registry()
     registry.add(Agent(name="long", run=_long, budget=Budget(steps=steps + 10)), "bench")
-    run_id, _ = start(store, registry, "long", {"steps": steps})
+    run_id, _ = start(store, registry, agent_name="long", request={"steps": steps})
     execute(store, registry, claim=claim_run(store, run_id, "w-bench", 3600.0, now()))
     store.close()
     return db, run_id

@@ -251,7 +251,7 @@ def throughput(tmp: Path, dbs: Databases, registry: Registry, n: int, rep: int, 
         with store.write() as conn:
             batch = OneTransaction(conn)
             for i in range(RUNS):
-                start(batch, registry, "bench-trivial", {"i": i})
+                start(batch, registry, agent_name="bench-trivial", request={"i": i})
         committed = time.time()
         trips = between.round_trips() if between else 0
         done = lambda: ro.execute("SELECT count(*) FROM runs WHERE status = 'succeeded'").fetchone()[0] == RUNS
@@ -280,7 +280,7 @@ def takeover(tmp: Path, dbs: Databases, registry: Registry, attempt: int) -> dic
     try:
         workers.spawn(a, TAKEOVER_LEASE_S)
         until("A to register", lambda: registered(ro, 1), 30, workers)
-        run_id, _ = start(store, registry, "bench-slow", SLOW)
+        run_id, _ = start(store, registry, agent_name="bench-slow", request=SLOW)
         until("A to claim the slow run", lambda: ro.execute(row_sql, (run_id,)).fetchone()[:2] == ("running", a),
               10, workers, 0.01)
         workers.spawn(b, TAKEOVER_LEASE_S)
