@@ -182,7 +182,8 @@ class _Lines:
                 header, key = self._HEADER.match(line), self._KEY.match(line)
                 if header:
                     table = self._parts(header.group(1))
-                    self.at.setdefault(table, number)
+                    for depth in range(1, len(table) + 1):   # [a.b] also opens the table a, on its line
+                        self.at.setdefault(table[:depth], number)
                 elif key:
                     name = table + self._parts(key.group(1))
                     if name in self.at and self.twice is None:

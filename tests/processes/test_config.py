@@ -109,10 +109,11 @@ BAD = [  # (the file, its bad line, the key the line names, what it says)
     ('[worker]\n\nleese = 10\n', 3, "worker.leese", "not a setting (did you mean lease?)"),
     ('\n[agent.helo]\nmodel = "scripted"\n', 2, "agent.helo", "no agent of that name (did you mean hello?)"),
     ('theme = "nordd"\n', 1, "theme", "'nordd' is not a theme (did you mean nord?)"),
+    ('lease = 30\n\n[agents.hello]\nmodel = "scripted"\n', 3, "agents", "must be text, not a table"),
 ]
 
 
-@pytest.mark.parametrize(("text", "line", "key", "why"), BAD, ids=["syntax", "range", "choice", "unknown", "agent", "theme"])
+@pytest.mark.parametrize(("text", "line", "key", "why"), BAD, ids=["syntax", "range", "choice", "unknown", "agent", "theme", "table"])
 def test_a_bad_file_is_one_line_naming_the_key_and_line_exit_2_and_nothing_is_created(tui_agent, config_file,
                                                                                      db_path, text, line, key, why):
     config_file.write_text(text)
