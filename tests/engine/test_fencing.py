@@ -201,3 +201,42 @@ def test_a_turn_that_settles_the_run_says_so_apart_from_its_status(store, clock)
     outcome = execute(store, registry, claim=claim_run(store, run_id, "w-a", 10, now()))
     assert (outcome.kind, outcome.settled, outcome.status) == (TurnEnd.SETTLED, "succeeded", "succeeded")
     assert get_run(store, run_id)["status"] == outcome.settled
+
+
+def test_a_settle_with_an_old_fence_is_refused_and_writes_nothing(store, clock):
+    """A settle is one batch whose statements each check the fence (one round trip on a server): after a takeover
+    it adds no event, moves none of the tail the old worker wrote, counts none of its running time and leaves
+    the run's row as the new claim wrote it."""
+    run_id, _ = start(store, _noop_agent(), agent_name="noop", request={})
+    old = claim_run(store, run_id, "w-a", 10, now())
+    for position in range(2):
+        add_step(store, old, Entry(position=position, name=f"s{position}", kind="step", result="1", started_at=now(),
+                                   duration_s=0.0, wall_s=0.5))
+    clock.advance(11)
+    assert claim_run(store, run_id, "w-b", 10, now()).fence == old.fence + 1
+    before = (_tables(store, run_id), events_for(store, run_id), get_run(store, run_id))
+    with pytest.raises(FenceRefused):
+        settle_run(store, old, status="failed", reason="error", message="stale", now=now(), error="late",
+                   wall_s=30.0)
+    assert (_tables(store, run_id), events_for(store, run_id), get_run(store, run_id)) == before
+    assert not store.conn.in_transaction
+
+
+def test_a_settle_folds_the_tail_and_counts_its_time_with_one_event(store, clock):
+    """The same batch with the run's own fence: the tail moved into the rows, the checkpoint brought up to it with
+    the time since the last entry added, the run's row ended and one event for it."""
+    run_id, _ = start(store, _noop_agent(), agent_name="noop", request={})
+    claim = claim_run(store, run_id, "w-a", 10, now())
+    for position in range(2):
+        add_step(store, claim, Entry(position=position, name=f"s{position}", kind="step", result="1",
+                                     started_at=now(), duration_s=0.0, wall_s=0.5))
+    events = len(events_for(store, run_id))
+    settle_run(store, claim, status="succeeded", reason="returned", message="done", now=now(), result="1", wall_s=2.0)
+    tail, rows, ((current, used_steps, used_wall_s, _),) = _tables(store, run_id)
+    assert tail == [] and rows == [(0, claim.fence), (1, claim.fence)]
+    assert (current, used_steps, used_wall_s) == (2, 2, pytest.approx(3.0))
+    run = get_run(store, run_id)
+    assert (run["status"], run["reason"], run["worker"], run["lease_expires_at"]) == ("succeeded", "returned", None, None)
+    assert run["fence"] == claim.fence and run["finished_at"] is not None
+    added = events_for(store, run_id)[events:]
+    assert [(e["kind"], e["message"], e["fence"]) for e in added] == [("succeeded", "done", claim.fence)]

@@ -109,9 +109,10 @@ def _set_part_writes_status(text: str) -> bool:
 
 
 def test_every_status_write_is_one_the_notices_know():
-    """All status writes of runs go through these four functions; settle (settle_run's, and the deadline watcher's
-    hand-on) and park (through _transition) are the ones that can make a run need a person, and they record a
-    notice. A new one fails here until it does too."""
+    """All status writes of runs go through these four functions; a settle (settle_run's, and the deadline
+    watcher's hand-on, whose statements _settling makes) and park (through _transition) are the ones that can make
+    a run need a person, and they record a notice (_settle_in); settle_run batches only a settle that needs no
+    person. A new one fails here until it does too."""
     writers = set()
     for path in PACKAGE.rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -126,12 +127,15 @@ def test_every_status_write_is_one_the_notices_know():
                     texts.append(node.value)
             if any(_set_part_writes_status(t) for t in texts):
                 writers.add(f"{path.relative_to(PACKAGE)}:{fn.name}")
-    assert writers == {"store/runs.py:_take", "store/runs.py:settle", "store/runs.py:_transition",
+    assert writers == {"store/runs.py:_take", "store/runs.py:_settling", "store/runs.py:_transition",
                        "store/workers.py:release"}
     source = (PACKAGE / "store" / "runs.py").read_text()
-    for name in ("settle", "park"):
-        body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-        assert "record_notice(conn" in body, name
+    body = {name: source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0] for name in ("_settle_in", "park",
+                                                                                     "settle", "settle_run")}
+    for name in ("_settle_in", "park"):
+        assert "record_notice(conn" in body[name], name
+    assert "_settle_in(conn" in body["settle"]
+    assert "person = needs_person(status, reason)" in body["settle_run"] and "_settle_in(conn" in body["settle_run"]
 
 
 # -- --notify: delivered once, by one process, wherever the event was made ----------------------------------------

@@ -128,6 +128,35 @@ def test_a_turns_opening_reads_are_two_round_trips(pg_url):
         store.close()
 
 
+def test_a_turns_settle_is_one_round_trip(pg_url):
+    """From the last step's commit to the end of the turn: the settle (the fence checked, the tail folded, the
+    run's row ended, its event), each statement fenced, pipelined with the writers' lock and committed at one
+    Sync."""
+    store = open_store(pg_url)
+    ran, wires = [], {}
+    registry = registry_of(_steps(["s0", "s1"], ran))
+    run_id, _ = start(store, registry, agent_name="steps", request={})
+    claim = claim_run(store, run_id, "w-test", 60.0, now())
+
+    def watch(point: str, name: str | None) -> None:
+        if (point, name) == ("after-step-commit", "s1"):
+            wires["traced"] = _Wire(store).__enter__()
+    try:
+        with watching(watch):
+            outcome = execute(store, registry, claim=claim)
+        wires["traced"].stop()
+        assert outcome.status == "succeeded" and ran == ["s0", "s1"]
+        sent = wires["traced"].sent()
+        assert wires["traced"].round_trips() == 1, sent
+        assert "pg_advisory_xact_lock_shared" in sent and "DELETE FROM journal_tail" in sent
+        assert "UPDATE runs SET status" in sent and "INSERT INTO events" in sent
+        assert get_run(store, run_id)["status"] == "succeeded"
+        assert store.conn.execute("SELECT count(*) FROM journal_tail WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+        assert [e["kind"] for e in events_for(store, run_id)][-1] == "succeeded"
+    finally:
+        store.close()
+
+
 def test_a_plain_step_that_folds_the_checkpoint_is_one_round_trip(pg_url):
     """The plain step whose turn it is to fold: the tail moved, the checkpoint moved past it and its row, in one
     statement, one Sync."""

@@ -7,6 +7,7 @@ behind the worker claims no more and exits once its other runs are done. Why: do
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -88,6 +89,8 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
     left: list[Turn] = []         # given up on, their threads still inside a call
     dropped: list[Claim] = []     # runs given up while the database held them up: handed back when it answers
     spent: str | None = None
+    busy = False                  # the last claim took a run, so more are likely due: claim without asking first
+    chores_at = -math.inf         # when the schedules and the runs held back were last looked at
 
     def work(own: Store, claim: Claim, control: RunControl) -> Outcome:
         try:
@@ -139,11 +142,13 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
     def claim_due() -> bool:
         """Claim while there is room; a worker whose heartbeat died claims nothing (no one would renew), nor one
         with too many threads left behind. A run this process still has a thread inside is left to others."""
+        nonlocal busy
         claimed = False
         avoid = [turn.claim.run_id for turn in left]
         while (spent is None and len(active) < concurrency and heartbeat.healthy
-               and any_due(store, registry.names(), now(), avoid)):
+               and (busy or any_due(store, registry.names(), now(), avoid))):
             claim = claim_next(store, name, lease_s=lease_s, agents=registry.names(), now=now, avoid=avoid)
+            busy = claim is not None
             if claim is None:
                 break
             claimed = True
@@ -164,8 +169,10 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                 break
             try:
                 hand_back()
-                tick(store, registry)  # one running worker is enough for schedules too
-                requeue_released(store, now())  # runs held back for a paused sender that has let go
+                if not busy or time.monotonic() - chores_at >= poll_s:   # once a poll, however fast runs go
+                    tick(store, registry)  # one running worker is enough for schedules too
+                    requeue_released(store, now())  # runs held back for a paused sender that has let go
+                    chores_at = time.monotonic()
                 claimed = claim_due()
                 if not claimed and strangers is not None:
                     strangers.look(store, now(), force=once and not active)

@@ -215,16 +215,20 @@ def add_entry(conn: Connection, run: Fenced, entry: Entry, checkpoint: Checkpoin
 
 
 _ALL = f"{_COLUMNS}, edited"
+# The fold's statements name the run as {run}: `?` inside a write whose fence is checked, or, in a batch whose
+# statements go out together (store.write_batch), the run's id only while the fence is still the run's (else null,
+# and the statement touches nothing), each statement checking the fence itself.
+RUN, FENCED_RUN = "?", "(SELECT id FROM runs WHERE id = ? AND fence = ?)"
 _FOLD_ROW = ("UPDATE checkpoints SET (current_step, used_steps, used_wall_s, updated_at) = (SELECT current_step,"
-             " used_steps, used_wall_s, updated_at FROM checkpoints_now WHERE run_id = ?) WHERE run_id = ?")
-_MOVED = f"WITH moved AS (DELETE FROM journal_tail WHERE run_id = ? RETURNING {_ALL})"
+             " used_steps, used_wall_s, updated_at FROM checkpoints_now WHERE run_id = {run}) WHERE run_id = {run}")
+_MOVED = f"WITH moved AS (DELETE FROM journal_tail WHERE run_id = {{run}} RETURNING {_ALL})"
 _INTO_ROWS = f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM moved"
-# Each statement with how many times it names the run. SQLite runs them one by one, as it pays no round trips; a
-# server gets one statement, whose parts see one snapshot (the fold's view still sees the tail the DELETE takes).
-_MOVE_TAIL = {False: [(f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM journal_tail WHERE run_id = ?", 1),
-                      ("DELETE FROM journal_tail WHERE run_id = ?", 1)],
-              True: [(f"{_MOVED} {_INTO_ROWS}", 1)]}
-_FOLD = {False: [(_FOLD_ROW, 2), *_MOVE_TAIL[False]], True: [(f"{_MOVED}, kept AS ({_INTO_ROWS}) {_FOLD_ROW}", 3)]}
+# SQLite runs them one by one, as it pays no round trips; a server gets one statement, whose parts see one snapshot
+# (the fold's view still sees the tail the DELETE takes).
+_MOVE_TAIL = {False: [f"INSERT INTO journal_rows ({_ALL}) SELECT {_ALL} FROM journal_tail WHERE run_id = {{run}}",
+                      "DELETE FROM journal_tail WHERE run_id = {run}"],
+              True: [f"{_MOVED} {_INTO_ROWS}"]}
+_FOLD = {False: [_FOLD_ROW, *_MOVE_TAIL[False]], True: [f"{_MOVED}, kept AS ({_INTO_ROWS}) {_FOLD_ROW}"]}
 # On a server a plain step whose turn it is to fold is one statement, its whole transaction, as every other plain
 # step is (fold_step): `fenced` checks the fence once, taking the writers' lock (shared) before it locks the run's
 # row; the tail is moved, the checkpoint moved past the entry and the entry written only if it held. Its parts see
@@ -237,21 +241,23 @@ _FOLD_STEP = (f"WITH fenced AS (SELECT 1 FROM runs WHERE id = ? AND fence = ? AN
               f" INSERT INTO journal_rows ({_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL FROM folded")
 
 
-def _run(conn: Connection, statements: list[tuple[str, int]], run_id: str) -> None:
-    for sql, named in statements:
-        conn.execute(sql, (run_id,) * named)
+def naming(templates: list[str], run_id: str, fence: int | None = None) -> list[tuple[str, tuple]]:
+    """Each statement with the run it names as {run}: plainly, or given `fence`, only while that is its fence."""
+    run, params = (RUN, (run_id,)) if fence is None else (FENCED_RUN, (run_id, fence))
+    return [(sql.replace("{run}", run), params * sql.count("{run}")) for sql in templates]
 
 
 def move_tail(conn: Connection, run_id: str) -> None:
     """Move the run's tail rows, of any generation, into journal_rows. It runs inside a write whose checkpoint is
     folded past them, so journal_tail holds only rows past a checkpoint, a few pages in all."""
-    _run(conn, _MOVE_TAIL[on_server(conn)], run_id)
+    for sql, params in naming(_MOVE_TAIL[on_server(conn)], run_id):
+        conn.execute(sql, params)
 
 
-def fold(conn: Connection, run_id: str) -> None:
-    """Inside a fenced write that lets the run go: its checkpoint row brought up to what the view says (the same
-    numbers, now in the row), and its tail moved."""
-    _run(conn, _FOLD[on_server(conn)], run_id)
+def folding(conn: Connection, run_id: str, fence: int | None = None) -> list[tuple[str, tuple]]:
+    """The statements that fold a run that is let go: its checkpoint row brought up to what the view says (the
+    same numbers, now in the row), and its tail moved. Given `fence`, each checks it (see naming)."""
+    return naming(_FOLD[on_server(conn)], run_id, fence)
 
 
 _USAGE = ("used_steps, used_model_calls, used_input_tokens, used_output_tokens, used_cost_usd, used_tool_calls,"

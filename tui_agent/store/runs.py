@@ -29,7 +29,7 @@ from .events import add_event
 from .holders import HELD_HERE, Holder, clear, holders_of, takeable_rows
 from .host import this_host_id
 from .imported import NOT_IMPORTED
-from .journal import fold
+from .journal import folding, naming
 from .model_calls import copy_for_fork
 from .notices import record as record_notice
 from .rows import RunRow
@@ -433,13 +433,21 @@ def settle_run(store: Store, claim: Claim, *, status: str, reason: str, message:
     """The worker's last write for a run: its new status and reason, fenced, with an event.
 
     It also adds the running time since the last entry, since budgets count time running, not waiting.
-    `traceback` is the failed agent code's frames (JSON).
-    It is a shared write (store.write_shared) whose first statement, the fence check, locks the run's row
-    (checked again on the row as committed, if it waited). A settle that records a notice is the exception:
-    notice ids are displays' cursors, so those commit one at a time, in id order."""
-    with store.write() if needs_person(status, reason) else store.write_shared() as conn:
-        settle(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
-               result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s, traceback=traceback)
+    `traceback` is the failed agent code's frames (JSON). It is one batch of a shared writer (store.write_batch:
+    one round trip on a server), whose first statement, the fence check, locks the run's row (checked again on
+    the row as committed, if it waited), and each of whose statements checks the fence itself. A settle that
+    records a notice is the exception: notice ids are displays' cursors, so those commit one at a time, in id
+    order."""
+    person = needs_person(status, reason)
+    statements = _settling(store.conn, claim, status=status, reason=reason, message=message, now=now, result=result,
+                           result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s,
+                           traceback=traceback, fence=None if person else claim.fence)
+    if person:
+        with store.write() as conn:
+            _settle_in(conn, claim, statements=statements, status=status, reason=reason, message=message, now=now)
+        return
+    done = store.write_batch([renewal(store.conn, claim.run_id, claim.fence, now, None), *statements])
+    refuse_stale(done[0], claim.run_id, claim.fence)
 
 
 def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
@@ -448,17 +456,40 @@ def settle(conn: Connection, claim: Claim, *, status: str, reason: str, message:
            handed_on: bool = False) -> None:
     """`settle_run` inside a write of the caller's. `handed_on`: the run's own thread may still write (it is
     inside a call the worker gave up on, runtime/deadlines.py), so the fence grows and refuses it."""
+    statements = _settling(conn, claim, status=status, reason=reason, message=message, now=now, result=result,
+                           result_artifact=result_artifact, error=error, wake_at=wake_at, wall_s=wall_s,
+                           traceback=traceback, handed_on=handed_on)
+    _settle_in(conn, claim, statements=statements, status=status, reason=reason, message=message, now=now)
+
+
+def _settle_in(conn: Connection, claim: Claim, *, statements: list[tuple[str, tuple]], status: str, reason: str,
+               message: str, now: float) -> None:
+    """Inside a write: the fence checked, then a settle's statements, then its notice when it needs a person."""
     check_fence(conn, claim.run_id, claim.fence, now, None)
-    conn.execute("UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = ?", (wall_s, claim.run_id))
-    fold(conn, claim.run_id)
-    conn.execute(
-        "UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
-        " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = ?",
-        (status, reason, result, result_artifact, error, traceback, wake_at,
-         now if status in TERMINAL else None, int(handed_on), claim.run_id),
-    )
-    add_event(conn, claim.run_id, at=now, kind=status, message=message, worker=claim.worker, fence=claim.fence)
-    record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)   # when it needs a person
+    for sql, params in statements:
+        conn.execute(sql, params)
+    record_notice(conn, claim.run_id, status=status, reason=reason, message=message, at=now)
+
+
+_ADD_WALL = "UPDATE checkpoints SET used_wall_s = used_wall_s + ? WHERE run_id = {run}"
+_SETTLED_EVENT = ("INSERT INTO events (run_id, at, kind, message, worker, fence) SELECT id, ?, ?, ?, ?, ? FROM runs"
+                  " WHERE id = {run}")
+
+
+def _settling(conn: Connection, claim: Claim, *, status: str, reason: str, message: str, now: float,
+              result: str | None, result_artifact: str | None, error: str | None, wake_at: float | None,
+              wall_s: float, traceback: str | None, handed_on: bool = False,
+              fence: int | None = None) -> list[tuple[str, tuple]]:
+    """A settle's statements after its fence check. Given `fence`, each checks it too (journal.naming). The event
+    comes before the run's row, whose fence a hand-on grows."""
+    run_id = claim.run_id
+    ended = ("UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
+             " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = {run}")
+    (wall, of_wall), (event, of_event), (row, of_row) = naming([_ADD_WALL, _SETTLED_EVENT, ended], run_id, fence)
+    return [(wall, (wall_s, *of_wall)), *folding(conn, run_id, fence),
+            (event, (now, status, message, claim.worker, claim.fence, *of_event)),
+            (row, (status, reason, result, result_artifact, error, traceback, wake_at,
+                   now if status in TERMINAL else None, int(handed_on), *of_row))]
 
 
 def get_run(store: Store, run_id: str) -> RunRow:
