@@ -157,6 +157,25 @@ def test_a_turns_settle_is_one_round_trip(pg_url):
         store.close()
 
 
+def test_a_runs_first_claim_reads_no_programs_left_and_a_later_claim_does(pg_url):
+    """A run's first claim cannot find programs an earlier claim started (commands are written only by a claimed
+    run), so it does not read for them; a claim after a takeover must."""
+    store = open_store(pg_url)
+    try:
+        run_id, _ = start(store, registry_of(_steps(["s0"], [])), agent_name="steps", request={})
+        with _Wire(store) as first:
+            assert claim_run(store, run_id, "w-a", 60.0, now()) is not None
+        with store.write() as conn:   # the lease ran out by the server's clock: another worker may take the run
+            conn.execute("UPDATE runs SET lease_expires_at = lease_expires_at - 120 WHERE id = ?", (run_id,))
+        with _Wire(store) as later:
+            assert claim_run(store, run_id, "w-b", 60.0, now()).attempt == 2
+        assert "FROM commands" not in first.sent() and "FROM commands" in later.sent()
+        # BEGIN with the writers' lock, the server's clock, the due run picked, its row taken, the event, COMMIT
+        assert first.round_trips() == 6, first.sent()
+    finally:
+        store.close()
+
+
 def test_a_plain_step_that_folds_the_checkpoint_is_one_round_trip(pg_url):
     """The plain step whose turn it is to fold: the tail moved, the checkpoint moved past it and its row, in one
     statement, one Sync."""

@@ -229,7 +229,8 @@ def _take(conn: Connection, row: tuple, *, worker: str, lease_s: float, now: flo
              now=now, reason=Reason.TAKEOVER_LOOP)
         return None
     fence, attempt = fence + 1, attempt + 1
-    if end_left(conn, run_id, now, worker, fence):   # what an earlier claim's programs left (store/commands.py)
+    # what an earlier claim's programs left (store/commands.py); a run's first claim has no earlier one
+    if attempt > 1 and end_left(conn, run_id, now, worker, fence):
         park(conn, run_id, expected=status,
              message="parked: a program an earlier claim started survived SIGKILL (see the events); "
                      f"end its process group, then tui-agent resume {run_id}", now=now, reason=Reason.ENVIRONMENT)
