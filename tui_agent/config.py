@@ -207,16 +207,18 @@ class _Lines:
 
 
 class _Reader:
-    """Checks each key and value against the commands' options, filling `settings`; the first problem is kept."""
+    """Checks each key and value against the commands' options, filling `settings` with every good one.
+
+    The first problem is kept as `settings.problem`; the keys after it are still read, so that `config` and
+    `doctor`, which go on with a bad file, show every value the file gives that could be read."""
 
     def __init__(self, group: click.Group, settings: Settings, lines: _Lines) -> None:
         self.group, self.settings, self.lines = group, settings, lines
+        self.failures, self.first_line = 0, 0
 
     def table(self, data: dict) -> None:
         shared: dict[str, Any] = {}
         for name, value in data.items():
-            if self.settings.problem:
-                return
             if name in settable(self.group):   # before the commands: `db` and `agents` are also commands
                 self._option(self.group, (name,), value, self.settings.default_map)
             elif name in SHARED:
@@ -238,8 +240,6 @@ class _Reader:
             return self._fail(key, f"must be a table ([{'.'.join(key)}]) of {'.'.join(key)}'s options")
         into = into.setdefault(key[-1], {})
         for name, item in value.items():
-            if self.settings.problem:
-                return
             if isinstance(command, click.Group) and name in command.commands:
                 self._command(command.commands[name], (*key, name), item, into)
             else:
@@ -253,31 +253,36 @@ class _Reader:
             return self._fail(key, "not a setting" + _hint(key[-1], [*options, *also],
                                                           f" ({'.'.join(key[:-1]) or 'the top level'} takes: "
                                                           f"{', '.join(sorted([*options, *also])) or 'none'})"))
+        failures = self.failures
         checked = self._value(param, key, value)
-        if not self.settings.problem:
+        if self.failures == failures:
             into[param.name] = checked
             self._keep(key, checked)
 
     def _shared(self, name: str, value: Any) -> None:
         """A top-level `model`, `lease` or `notify`: for each command with that option whose table sets none."""
         having = [(path, command) for path, command in _commands(self.group) if name in settable(command)]
+        failures, checked = self.failures, []
         for path, command in having:
+            param = settable(command)[name]
+            checked.append((path, param, self._value(param, (name,), value,
+                                                     f" (for {' '.join(path)})" if len(having) > 1 else "")))
+            if self.failures > failures:
+                return
+        for path, param, one in checked:
             into = self.settings.default_map
             for part in path:
                 into = into.setdefault(part, {})
-            param = settable(command)[name]
-            checked = self._value(param, (name,), value, f" (for {' '.join(path)})" if len(having) > 1 else "")
-            if self.settings.problem:
-                return
-            into.setdefault(param.name, checked)
+            into.setdefault(param.name, one)
         self._keep((name,), value)
 
     def _value(self, param: click.Option, key: tuple[str, ...], value: Any, context: str = "") -> Any:
         """`value` as the option's type takes it, or None after keeping the problem."""
         if param.multiple:   # a list, or one value alone
+            failures = self.failures
             checked = [self._one(param, key, item, context) for item in (value if isinstance(value, list) else
                                                                         [value])]
-            return tuple(checked) if not self.settings.problem else None
+            return tuple(checked) if self.failures == failures else None
         return self._one(param, key, value, context)
 
     def _one(self, param: click.Option, key: tuple[str, ...], value: Any, context: str) -> Any:
@@ -314,26 +319,31 @@ class _Reader:
             for name, item in table.items():
                 key = ("agent", agent, name)
                 if name not in AGENT_KEYS:
-                    return self._fail(key, "not a setting" + _hint(name, AGENT_KEYS,
-                                                                   f" (an agent's table takes: {', '.join(AGENT_KEYS)})"))
+                    self._fail(key, "not a setting" + _hint(name, AGENT_KEYS,
+                                                            f" (an agent's table takes: {', '.join(AGENT_KEYS)})"))
+                    continue
+                failures = self.failures
                 checked = self._value(start[name], key, item)
-                if self.settings.problem:
-                    return
+                if self.failures > failures:
+                    continue
                 if name == "budget":
                     try:
                         parse_budget(checked)
                     except UserError as e:
-                        return self._fail(key, str(e))
+                        self._fail(key, str(e))
+                        continue
                 self._keep(key, checked)
                 self.settings.agents.setdefault(agent, {})[name] = self.settings.read[-1]
 
     def _keep(self, key: tuple[str, ...], value: Any) -> None:
-        if not self.settings.problem:
-            self.settings.read.append(Setting(".".join(key), value, self.lines.of(key)))
+        self.settings.read.append(Setting(".".join(key), value, self.lines.of(key)))
 
     def _fail(self, key: tuple[str, ...], why: str) -> None:
-        if not self.settings.problem:
-            self.settings.problem = self.settings._error(self.lines.of(key), ".".join(key), why)
+        """Count a problem; the one on the file's earliest line is the one said (`lease` is read after tables)."""
+        self.failures += 1
+        line = self.lines.of(key)
+        if self.settings.problem is None or (line or 0) < self.first_line:
+            self.settings.problem, self.first_line = self.settings._error(line, ".".join(key), why), line or 0
 
 
 def settable(command: click.Command) -> dict[str, click.Option]:

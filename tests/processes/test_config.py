@@ -142,6 +142,25 @@ def test_config_path_config_and_doctor_still_work_with_a_bad_file(tui_agent, con
     ok(tui_agent("ls"), 2)
 
 
+def test_a_bad_key_between_good_ones_is_said_by_its_line_and_config_still_shows_the_good_ones(tui_agent,
+                                                                                          config_file):
+    config_file.write_text('theme = "nord"\nlease = 30\ndurability = "bogus"\nmodel = "scripted"\n'
+                           '[worker]\nconcurrency = 0\nname = "w-7"\n')
+    shown = ok(tui_agent("config"), 2)
+    assert shown.stderr.startswith(f"tui-agent: {config_file}:3: durability: 'bogus' is not one of"), shown.stderr
+    for name, value, line in (("theme", "nord", 1), ("lease", "30", 2), ("model", "scripted", 4),
+                             ("worker.name", "w-7", 7)):
+        assert re.search(rf"^{re.escape(name)} +{value} +{re.escape(str(config_file))}:{line}$", shown.stdout, re.M), \
+            shown.stdout
+    assert re.search(r"^durability +full +default$", shown.stdout, re.M), shown.stdout
+    assert "concurrency" not in shown.stdout
+
+    config_file.write_text('[worker]\nconcurrency = 0\n\n[agent.hello]\nmodel = "scripted"\nlease = "long"\n'
+                           'budget = ["bogus"]\n')   # a table's problem is found before the top-level keys'
+    assert ok(tui_agent("start", "hello"), 2).stderr.startswith(f"tui-agent: {config_file}:2: worker.concurrency")
+    assert re.search(r"^model +default +default$", ok(tui_agent("config"), 2).stdout, re.M)
+
+
 def test_the_themes_a_file_may_name_are_textuals_own():
     from textual.theme import BUILTIN_THEMES
 
