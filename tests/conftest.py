@@ -21,7 +21,7 @@ from tui_agent.store import open_store
 from tui_agent.store.copying import copy_database
 from tui_agent.store.host import process_start
 
-pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server and pg_url
+pytest_plugins = ["pg_server"]  # the PostgreSQL fixtures pg_server, pg_url and pg_store_url
 
 
 def pytest_configure(config):
@@ -108,10 +108,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database(request, db_path, monkeypatch) -> Path | str:
     """Where a test's database is, once on each store: a SQLite file at `db_path`, and a fresh PostgreSQL
-    database's URL. TUI_AGENT_DB names it, so a command or a process the test starts opens the same."""
+    database's URL, its schema created (`pg_store_url`). TUI_AGENT_DB names it, so a command or a process the test starts opens the same."""
     if request.param == "sqlite":
         return db_path
-    url = request.getfixturevalue("pg_url")
+    url = request.getfixturevalue("pg_store_url")
     monkeypatch.setenv("TUI_AGENT_DB", url)
     return url
 
