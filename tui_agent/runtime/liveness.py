@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..states import WorkerState, ahead_s
 from ..states import worker_state as state_of
-from ..store.host import on_this_host as on_this_host  # the Workers screen's (screens never import the store)
+from ..store.host import on_this_host as on_this_host  # for the Workers screen, which never imports the store
 from ..store.host import process_alive
 
 STATES = tuple(WorkerState)  # also the order the Workers screen sorts by
