@@ -1,9 +1,10 @@
 """A step cannot hang a worker (runtime/deadlines.py, runtime/pool.py, runtime/commands.py): a call past its
 deadline hands its run on and frees its slot; its thread is left behind, its late return refused; a person's park
-or cancel frees the slot of a run inside a hung step within a third of the lease; the wall-clock budget ends a run
-inside a hung step; a worker with too many threads left behind stops claiming; an effect's `do` past its deadline
-is reconciled, never retried; a program run by a step is stopped for real, its whole process group killed. Real
-worker processes throughout; the watcher's hand-on write also on PostgreSQL (`database`)."""
+or cancel frees the slot of a run inside a hung step (or agent code looping between its calls) within a third of
+the lease; the wall-clock budget ends a run inside either; a worker with too many threads left behind stops
+claiming; an effect's `do` past its deadline is reconciled, never retried; a program run by a step is stopped for
+real, its whole process group killed. Real worker processes throughout; the watcher's hand-on write also on
+PostgreSQL (`database`)."""
 
 import json
 import os
@@ -123,6 +124,48 @@ def test_the_wall_clock_budget_ends_a_run_inside_a_hung_step(tui_agent, invoke, 
     assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "budget:wall_s"), report["run"]
     assert 3 <= report["budget"]["dimensions"]["wall_s"]["used"] < 12, report["budget"]
     assert report["journal"] == []   # the step is run again when a person resumes with a larger budget
+
+
+def test_the_wall_clock_budget_ends_a_run_whose_own_code_loops_between_its_calls(tui_agent, invoke, tmp_path):
+    started = time.monotonic()
+    done = tui_agent(*AGENTS, "run", "loops-walled", "--input", json.dumps({"dir": str(tmp_path)}), timeout=30)
+    took = time.monotonic() - started
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert ("the agent's own code, between its journaled calls of r-" in done.stdout
+            and "was still running when the run's wall_s budget ran out: parked (budget:wall_s)" in done.stdout), \
+        done.stdout
+    assert took < 2 + 3, took   # the 2 s ceiling and the watcher's look, not the loop (which never ends)
+    [run] = json.loads(invoke("ls", "--json").stdout)
+    report = _show(invoke, run["id"])
+    assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "budget:wall_s"), report["run"]
+    assert 2 <= report["budget"]["dimensions"]["wall_s"]["used"] < 5, report["budget"]
+    assert [e["name"] for e in report["journal"]] == ["before"]
+
+
+def test_a_cancel_while_the_agents_own_code_loops_frees_the_workers_slot(invoke, spawn, tmp_path):
+    looping, quick = tmp_path / "looping", tmp_path / "quick"
+    looping.mkdir(), quick.mkdir()
+    lease = 3.0
+    stuck = _start(invoke, "loops", dir=str(looping))   # the default ceiling is a day: only a person ends it
+    behind = _start(invoke, "hangs", dir=str(quick), sleep=0)
+    worker = spawn(*AGENTS, "worker", "--lease", f"{lease:g}", "--concurrency", "1", "--name", "w-l", label="w-l")
+    until("the code to loop", lambda: "looping" in " ".join(_log(looping)), why=lambda: _err(tmp_path, worker))
+    cancelled_at = time.time()
+    done = invoke(*AGENTS, "cancel", stuck)
+    assert done.exit_code == 0, done.output
+    until("the run behind it to succeed", lambda: _show(invoke, behind)["run"]["status"] == "succeeded",
+          deadline_s=20, why=lambda: _err(tmp_path, worker))
+
+    freed = _claimed_at(_show(invoke, behind), 1) - cancelled_at
+    assert freed < lease / 3 + 0.5, freed   # as for a hung step: one heartbeat and the loop's look
+    assert _show(invoke, stuck)["run"]["status"] == "cancelled"
+    err = _err(tmp_path, worker)
+    assert f"{stuck} was taken (a person parked or cancelled it, or another worker's lease) while inside the " \
+           "agent's own code, between its journaled calls; its thread is left behind" in err, err
+    (looping / "go").touch()   # the code returns: its late return changes nothing
+    time.sleep(0.5)
+    assert _show(invoke, stuck)["run"]["status"] == "cancelled"
+    assert worker.poll() is None, err
 
 
 # -- the worker that holds threads left behind ----------------------------------------------------------------

@@ -24,7 +24,8 @@ class InFlight(NamedTuple):
     """The call a run's thread is inside: what the deadline watcher needs to hand the run on without that thread.
 
     Made with `InFlight._make` on the step path, a tuple with no Python-level constructor to run. The budget and
-    the time of the run's last entry do not change while the call runs.
+    the time of the run's last entry do not change while the call runs. Between two calls the thread is in the
+    agent's own code: then `name` is OWN_CODE, the deadline none, and `wall_used` fixed when the tuple was made.
     """
 
     deadline: float            # the call's own deadline (inf: none; then only the run's wall_s budget bounds it)
@@ -36,16 +37,27 @@ class InFlight(NamedTuple):
     attempts: int              # the call's attempts before this one, all committed
     timeout_s: float | None
     effect: int | None         # an effect's row id, when the call is its `do`
+    wall_used: float | None = None   # the run's wall_s used before `last_at` (None: the budget's, unchanging)
 
     @property
     def what(self) -> str:
+        if self.name == OWN_CODE:
+            return "the agent's own code, between its journaled calls"
         return f"{'effect' if self.effect is not None else 'step'} {self.name!r}"
+
+    @property
+    def used(self) -> float:
+        """The run's wall_s used before `last_at`."""
+        return self.budget.used["wall_s"] if self.wall_used is None else self.wall_used
 
     @property
     def wall_end(self) -> float:
         """When the run's wall_s budget runs out (inf: no ceiling)."""
         cap = self.budget._wall_cap
-        return float("inf") if cap is None else self.last_at + cap - self.budget.used["wall_s"]
+        return float("inf") if cap is None else self.last_at + cap - self.used
+
+
+OWN_CODE = ""   # InFlight.name of the agent's own code between calls (a journaled call's name is never empty)
 
 
 class RunControl:
@@ -55,6 +67,7 @@ class RunControl:
         self.lease_until = lease_until  # the latest renewal this process knows of (its heartbeat's or a commit's)
         self.claim = claim
         self.in_flight: InFlight | None = None   # the call the run's thread is inside now, if any
+        self.between: Callable[[], InFlight] | None = None   # the journal's: its own code, when in no call
         self.given_up: str | None = None         # why the worker gave up waiting for that call (one sentence)
         self.given_up_as: tuple[str, str | None] | None = None   # the run's status and reason as the watcher left it
         self.on_given_up: Callable[[RunControl], None] | None = None   # the worker's: free the slot, or exit
@@ -85,9 +98,17 @@ class RunControl:
         self._error = error
         self._event.set()
         self.kill_commands()
-        flight = self.in_flight
+        flight = self.inside()
         if flight is not None:
             self.gave_up(f"{said} while inside {flight.what}")
+
+    def inside(self) -> InFlight | None:
+        """Where the run's thread is: the call in flight, else the agent's own code once its journal exists (an
+        InFlight named OWN_CODE); None before that."""
+        flight = self.in_flight
+        if flight is None and self.between is not None:
+            return self.between()
+        return flight
 
     def gave_up(self, why: str, status: str | None = None, reason: str | None = None) -> None:
         """The run was handed on while its thread was inside a call, so the worker stops waiting for it.

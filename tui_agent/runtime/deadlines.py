@@ -50,7 +50,7 @@ class Deadlines:
             while not self._stop.wait(WATCH_S):
                 at = now()
                 for control in self._held():
-                    flight = control.in_flight
+                    flight = control.inside()
                     if flight is None or control.given_up is not None or at < min(flight.deadline,
                                                                                    flight.wall_end):
                         continue
@@ -143,5 +143,5 @@ def _wall_exhausted(flight: InFlight, at: float) -> Suspend:
     """The run's wall_s budget ended inside the call: the budget's own refusal, as the next call would meet it."""
     budget = flight.budget
     of = "the default " if "wall_s" in budget.defaults else ""
-    return budget.refusal("wall_s", f"{at - flight.last_at + budget.used['wall_s']:.0f}s used of "
+    return budget.refusal("wall_s", f"{at - flight.last_at + flight.used:.0f}s used of "
                                     f"{of}{budget.limits['wall_s']:g}s, reached inside {flight.what}")

@@ -36,7 +36,7 @@ from ..store.runs import check_fence
 from .agent import RetryPolicy
 from .budget import BudgetMeter
 from .clock import Clock, clock_time
-from .control import InFlight, RunControl
+from .control import OWN_CODE, InFlight, RunControl
 from .outcomes import CodeChanged, StepFailed, Suspend
 from .results import ARTIFACT_THRESHOLD, decode, encode, parse, place
 from .retry import Retry, after_failure, failing_since, patience_ran_out, record_retry
@@ -91,6 +91,16 @@ class Recorder:
         self.programs = 0   # programs run_command started in this claim (names their output files)
         self.last_at = claim.claimed_at
         self.renew_at = claim.claimed_at + claim.lease_s / 2
+        if control is not None:
+            control.between = self._between_calls
+
+    def _between_calls(self) -> InFlight:
+        """The agent's own code since its last call, as the deadline watcher's thread sees it: bounded by the run's
+        wall_s budget alone. A commit sets `last_at` before it charges the budget, and this reads them the other
+        way round, so a read across a commit errs late, never early."""
+        used = self.budget.used["wall_s"]
+        return InFlight._make((_NEVER, self.budget, self.last_at, self.after_failure,
+                               max(self.position, len(self.entries)), OWN_CODE, 0, None, None, used))
 
     @property
     def replaying(self) -> bool:
@@ -183,7 +193,8 @@ class Recorder:
             t0 = self.clock.perf()
             if control is not None:   # what the deadline watcher reads: one assignment, no hand-off
                 control.in_flight = InFlight._make((started_at + allowed, self.budget, self.last_at,
-                                                    self.after_failure, position, name, attempts, timeout, None))
+                                                    self.after_failure, position, name, attempts, timeout, None,
+                                                    None))
             try:
                 try:
                     value = call(*args, **kwargs)

@@ -113,7 +113,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                     _say(name, f"{why}; the call has returned since, its return discarded")
                 else:
                     left.append(turn)
-                    _say(name, f"{why}; its thread is left behind inside the call, its late return discarded "
+                    _say(name, f"{why}; its thread is left behind, still running, its late return discarded "
                                f"({len(left)} left behind now, at {LEFT_BEHIND_LIMIT} this worker stops claiming)")
                 outcomes.append(_given_up(store, turn, why))
             else:
@@ -242,5 +242,5 @@ def _given_up(store: Store, turn: Turn, why: str) -> Outcome:
 
 
 def _listed(turns: list[Turn]) -> str:
-    return ", ".join(f"{t.claim.run_id} {t.control.in_flight.what if t.control.in_flight else 'a call'}"
+    return ", ".join(f"{t.claim.run_id} {flight.what if (flight := t.control.inside()) else 'a call'}"
                      for t in turns)
