@@ -104,7 +104,8 @@ def test_a_worker_killed_at_a_random_moment_resumes_cleanly(tui_agent, tmp_path,
     assert max(ran.values()) <= 2
 
 
-def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "hang-up"])
+def test_ctrl_c_sigterm_or_a_closed_terminal_on_run_hands_the_run_back_at_once(tui_agent, tmp_path, how):
     log = tmp_path / "calls.log"
     command = [sys.executable, "-m", "tui_agent", *AGENTS, "run", "counting", "--input",
                json.dumps({"log": str(log), "steps": 6, "delay_s": 0.3})]
@@ -112,9 +113,9 @@ def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
     deadline = time.monotonic() + 30
     while len(ran_steps(log)) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
-    running.send_signal(signal.SIGINT)
-    out, _ = running.communicate(timeout=30)
-    assert running.returncode == 3
+    running.send_signal(how)
+    out, err = running.communicate(timeout=30)
+    assert running.returncode == 3, (running.returncode, err)
     assert "interrupted; it is queued again" in out
     run_id = out.split()[0]
     report = show_json(tui_agent, run_id, *AGENTS)
@@ -124,3 +125,20 @@ def test_ctrl_c_on_run_hands_the_run_back_at_once(tui_agent, tmp_path):
     assert show_json(tui_agent, run_id, *AGENTS)["run"]["status"] == "succeeded"
     assert max(ran_steps(log).values()) <= 2
     assert sum(1 for n in ran_steps(log).values() if n == 2) <= 1
+
+
+def test_a_closed_terminal_stops_a_worker_cleanly_and_it_says_so_at_once(tui_agent, tmp_path):
+    log = tmp_path / "calls.log"
+    run_id = _start(tui_agent, log, steps=40, delay_s=0.2)
+    command = [sys.executable, "-m", "tui_agent", *AGENTS, "worker", "--name", "w-hup"]
+    worker = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    until("two steps to run", lambda: len(ran_steps(log)) >= 2)
+    worker.send_signal(signal.SIGHUP)
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, (worker.returncode, err)
+    assert ("tui-agent: w-hup: stopping once its run finishes the current step (up to 30s); what is left goes back "
+            "to the queue") in err, err
+    report = show_json(tui_agent, run_id, *AGENTS)
+    assert (report["run"]["status"], report["run"]["worker"]) == ("queued", None), report["run"]
+    assert len(report["journal"]) < 40
+    assert max(ran_steps(log).values()) == 1   # the step in hand finished and was recorded: none runs twice

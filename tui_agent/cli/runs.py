@@ -40,6 +40,7 @@ from ..states import (
 from ..store.runs import get_run, resolve_run, run_exists
 from .group import OPENED, Session, cli
 from .options import budget_option, input_option, json_option, key_option, model_option, parse_input
+from .signals import interrupted_by_hang_ups
 from .text import (
     ProgressLine,
     bounds_line,
@@ -136,9 +137,10 @@ def run(session: Session, agent: str, *, input_text: str, key: str | None, model
         echo("model: offline scripted replies (no API key is used)", err=True)
     progress = ProgressLine()
     try:
-        outcome = work_here(store, registry, run_id=run_id, durability=session.durability, lease_s=lease,
-                            on_step=progress, on_given_up=lambda given: _leave_the_step(progress, given))
-    except HandedBack:  # ctrl+c: the run was handed back now rather than when the lease runs out
+        with interrupted_by_hang_ups():
+            outcome = work_here(store, registry, run_id=run_id, durability=session.durability, lease_s=lease,
+                                on_step=progress, on_given_up=lambda given: _leave_the_step(progress, given))
+    except HandedBack:  # ctrl+c, SIGTERM or SIGHUP: the run was handed back now, not when the lease runs out
         progress.done()
         echo(f"{run_id} interrupted; it is queued again where it stopped (tui-agent worker --once goes on)")
         return EXIT_WAITING

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ..store.workers import find_worker
 from .group import Session, cli
 from .options import json_option
 from .runs import report_outcome
+from .signals import stop_on_signals
 from .text import echo, json_out, print_table
 
 
@@ -40,14 +40,6 @@ def _notify_options(command):
         "--notify", "notify_cmd", default=None, type=VERBATIM, metavar="CMD",
         help="Run CMD (split like shell words, run without a shell) once per event that needs a person, the "
              "event as JSON on stdin; each event goes to one process's CMD.")(command)
-
-
-def stop_on_signals() -> threading.Event:
-    """An event that SIGTERM and SIGINT set (instead of ending the process), for a command to stop cleanly."""
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
 
 
 def _attendant(name: str, notify_cmd: str | None, remind_after: float) -> notify.Attendant:

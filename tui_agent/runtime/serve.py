@@ -196,6 +196,10 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                     stop.wait(poll_s)
         for control in heartbeat.controls():
             control.release(f"released by {name} (shutting down); claimable now")
+        if active and stop.is_set():
+            held = "its run finishes" if len(active) == 1 else f"its {len(active)} runs finish"
+            _say(name, f"stopping once {held} the current step (up to {grace_s:g}s); what is left goes back to "
+                       "the queue")
         end = time.monotonic() + grace_s
         while active and time.monotonic() < end:
             changed.clear()
