@@ -72,6 +72,18 @@ def test_bad_cron_or_zone_is_a_usage_error(store, registry):
         operate.schedule_add(store, registry, name="x", agent="nope", cron="0 2 * * *")
 
 
+@pytest.mark.parametrize("cron, words", [
+    ("0 25 * * *", "its hour, 25, is not 0-23"),
+    ("61 2 * * *", "its minute, 61, is not 0-59"),
+    ("0 2 * 13 *", "its month, 13, is not 1-12 or jan-dec"),
+    ("0 2 * * funday", "its day-of-week, funday, is not 0-7 or sun-sat"),
+])
+def test_five_fields_with_one_out_of_range_name_that_field(store, registry, cron, words):
+    with pytest.raises(UserError) as refused:
+        operate.schedule_add(store, registry, name="x", agent="job", cron=cron)
+    assert str(refused.value).startswith(f"--cron {cron!r}: {words} (the five fields: minute hour"), refused.value
+
+
 # -- missed fires -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("policy, expected", [

@@ -97,6 +97,19 @@ def test_an_agents_module_that_raises_on_import_is_one_line_exit_2_with_where(tu
     assert dump(db_path) == before
 
 
+def test_an_agents_module_whose_own_import_is_missing_names_that_import_not_the_option(tui_agent, db_path, tmp_path):
+    module = tmp_path / "needing_agents.py"
+    module.write_text("import json\nimport not_installed_anywhere\n")
+    for spec in (str(module), "needing_agents"):    # a file, and a module name found on the path
+        line = _one_line(tui_agent("--db", str(db_path), "--agents", spec, "agents",
+                                   env={"PYTHONPATH": str(tmp_path)}), 2)
+        assert (f"--agents {spec}: its code imports 'not_installed_anywhere', which this Python (" in line
+                and "cannot find, at needing_agents.py:2 in <module>; install it there, or fix the import" in line), line
+    line = _one_line(tui_agent("--db", str(db_path), "--agents", "no_such_agents_module", "agents"), 2)
+    assert "--agents no_such_agents_module: cannot import it (No module named 'no_such_agents_module'); name a " \
+           "module importable from here" in line, line
+
+
 def _two_runs_sharing_a_prefix(db: Path) -> tuple[str, list[str]]:
     """Queued hello runs (made in-process, fast) until two share the first character after `r-`."""
     store, registry = open_store(db), load_registry()

@@ -98,9 +98,9 @@ def _import_name(spec: str) -> ModuleType:
     except ModuleNotFoundError as e:
         if e.name == spec.partition(".")[0] and _add_cwd():
             return _import_name(spec)
-        raise _cannot_import(spec, e) from None
+        raise _cannot_import(spec, e, spec) from None
     except ImportError as e:
-        raise _cannot_import(spec, e) from None
+        raise _cannot_import(spec, e, spec) from None
     except Exception as e:
         raise _raised_on_import(spec, e) from None
 
@@ -126,7 +126,14 @@ def _add_cwd() -> bool:
     return True
 
 
-def _cannot_import(spec: str, error: ImportError) -> UserError:
+def _cannot_import(spec: str, error: ImportError, module: str) -> UserError:
+    """The module `module` (what `spec` names) was not found, or its own code imports a module that is not: the
+    second is said as such, where it happens, since naming the file again cures nothing."""
+    missing = error.name if isinstance(error, ModuleNotFoundError) else None
+    if missing and not f"{module}.".startswith(f"{missing}."):
+        where = innermost([f for f in agent_frames(error) if not f["file"].startswith("<")])
+        return UserError(f"--agents {spec}: its code imports {missing!r}, which this Python ({sys.executable}) cannot "
+                         "find" + (f", at {where}" if where else "") + "; install it there, or fix the import")
     return UserError(f"--agents {spec}: cannot import it ({error}); name a module importable from here, or a "
                      "file such as ./my_agents.py")
 
@@ -164,7 +171,7 @@ def _import_file(spec: str) -> ModuleType:
         loader_spec.loader.exec_module(module)
     except ImportError as e:
         del sys.modules[name]
-        raise _cannot_import(spec, e) from None
+        raise _cannot_import(spec, e, name) from None
     except Exception as e:
         del sys.modules[name]
         raise _raised_on_import(spec, e) from None

@@ -43,7 +43,12 @@ def check_cron(expr: str) -> str:
     """Check that a cron expression has five fields, as the help says, and matches some date. croniter also takes a
     sixth field (seconds, so a schedule would fire every few seconds) and dates such as 30 February (it would never
     fire)."""
-    count = len(expr.split())
+    fields = expr.split()
+    count = len(fields)
+    bad = _bad_field(fields) if count == 5 and not croniter.is_valid(expr) else None
+    if bad is not None:
+        raise UserError(f"--cron {expr!r}: {bad} (the five fields: {CRON_FIELDS}, such as '0 2 * * *', 02:00 "
+                        "daily)")
     if count != 5 or not croniter.is_valid(expr):
         has = f" (it has {count} field{'s' * (count != 1)})" if count != 5 else ""
         raise UserError(f"--cron {expr!r} is not a cron expression{has}; give five fields ({CRON_FIELDS}), "
@@ -54,6 +59,18 @@ def check_cron(expr: str) -> str:
         raise UserError(f"--cron {expr!r} never fires: no date matches it (such as 30 February); "
                         "pick a day of the month that the month has") from None
     return expr
+
+
+_RANGES = ("0-59", "0-23", "1-31", "1-12 or jan-dec", "0-7 or sun-sat")
+
+
+def _bad_field(fields: list[str]) -> str | None:
+    """Which of five fields croniter refuses, each judged with the others `*`: 'its hour, 25, is not 0-23'; None
+    when each passes alone."""
+    for i, (name, field) in enumerate(zip(CRON_FIELDS.split(), fields)):
+        if not croniter.is_valid(" ".join(field if j == i else "*" for j in range(5))):
+            return f"its {name}, {field}, is not {_RANGES[i]}"
+    return None
 
 
 def check_name(name: str) -> str:
