@@ -46,7 +46,7 @@ from .store import schedules as schedules_table
 from .store.approvals import decide as decide_approval
 from .store.approvals import pending as pending_approval
 from .store.base import Connection, reopening
-from .store.effects import find_effect, in_doubt, set_state, waiting_on_key
+from .store.effects import find_effect, in_doubt, in_doubt_in_ended_runs, set_state, waiting_on_key
 from .store.effects import requeue_released as requeue_held_back
 from .store.events import add_event, add_schedule_event
 from .store.exports import Carried, import_runs
@@ -308,6 +308,11 @@ def _decide(store: Store, run_ref: str, *, effect_ref: str, allowed: tuple[str, 
         if result is not None:
             fields["result"] = result
         set_state(conn, effect["id"], state, at, expected=effect["state"], **fields)
+        for ended in in_doubt_in_ended_runs(conn, effect["key"], run["id"]):   # the key's doubt, left by a cancel
+            set_state(conn, ended["id"], state, at, expected=ended["state"],
+                      **fields | {"note": _with_note(f"decided in run {run['id']}", note)})
+            add_event(conn, ended["run_id"], at=at, kind=EventKind.DECISION, worker=who,
+                      message=f"{ended['name']}: key {effect['key']} decided in run {run['id']}: {who} {what}")
         _decided(conn, run, message, who, at)
         for other in waiting_on_key(conn, effect["key"], run["id"]):  # runs that held back on this key go on
             requeue(conn, other, expected=RunStatus.WAITING, reason=Reason.RESUMED,

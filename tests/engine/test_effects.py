@@ -362,6 +362,39 @@ def test_deciding_the_key_in_doubt_lets_the_run_that_waited_on_it_go_on(db_path,
     assert world.service.requests == ["report:2026-11-28:team"], "the second run reused the decided result"
 
 
+@pytest.mark.parametrize("ended_by", ["abandon", "cancel"])
+@pytest.mark.parametrize("decision", ["not_done", "happened"])
+def test_a_key_left_in_doubt_by_a_run_that_ended_is_decided_in_the_run_that_waits_on_it(db_path, clock, ended_by,
+                                                                                       decision):
+    world = World(db_path, Service(), use_lookup=False)
+    first = world.start()
+    world.crash(first, "after-attempted")                 # attempted, and nobody knows whether it went out
+    if ended_by == "abandon":
+        clock.advance(31)
+        assert world.work(first, "w-3").reason == "reconcile"
+        operate.abandon(world.store, first, "send")
+    else:
+        operate.cancel_run(world.store, first)            # a cancel while the effect was attempted
+    second = world.work(world.start(), "w-2")
+    assert (second.status, second.reason) == ("waiting", "reconcile")
+    assert world.messages(second.run_id)[-1] == (
+        f"needs a person: send key report:2026-11-28:team is in doubt in run {first}, which has ended without "
+        f"deciding it; decide with tui-agent reconcile {second.run_id} send --happened | --not-done | --abandon")
+
+    if decision == "not_done":
+        operate.reconcile_not_done(world.store, second.run_id, effect_ref="send")
+    else:
+        operate.reconcile_happened(world.store, second.run_id, effect_ref="send", result={"id": 7})
+    assert world.work(second.run_id, "w-4").status == "succeeded"
+    assert world.service.requests == (["report:2026-11-28:team"] if decision == "not_done" else [])
+    row = world.effect(first)
+    assert (row["state"], row["note"]) == (
+        "not_done" if decision == "not_done" else "confirmed", f"decided in run {second.run_id}")
+    assert get_run(world.store, first)["status"] == "cancelled"   # the ended run stays ended
+    assert any(m.startswith(f"send: key report:2026-11-28:team decided in run {second.run_id}: ")
+               for m in world.messages(first)), world.messages(first)
+
+
 def test_a_changed_key_at_a_recorded_effect_fails_clearly(db_path, clock):
     world = World(db_path, Service())
     run_id = world.start("k1")

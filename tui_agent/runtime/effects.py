@@ -20,6 +20,7 @@ from ..store.effects import (
     add_intended,
     confirmed_with_key,
     effect_at,
+    in_doubt_in_ended_runs,
     in_doubt_with_key,
     mark_attempted,
     run_fence,
@@ -152,10 +153,14 @@ class _Effect:
             doubt = None if done else in_doubt_with_key(conn, self.key, row["id"])
             if not done and not doubt:
                 mark_attempted(conn, row["id"], journal.worker, journal.fence, journal.clock.now())
+            ended = doubt is not None and doubt["id"] in {e["id"] for e in in_doubt_in_ended_runs(conn, self.key, "")}
         if done:
             return self.confirm(row, json.loads(done["result"]),
                                 f"key {self.key} was already confirmed by run {done['run_id']}; not done again",
                                 done_by=done["run_id"])
+        if doubt and ended:   # nobody can decide it there any more: a decision here decides the key
+            self.wait_for_person(row, f"key {self.key} is in doubt in run {doubt['run_id']}, which has ended "
+                                      "without deciding it")
         if doubt:
             raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in doubt in run "
                           f"{doubt['run_id']}; reconcile it there, then resume this run")

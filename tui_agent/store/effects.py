@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any, cast
 
-from ..states import IN_DOUBT, EffectState, Reason, RunStatus
-from .base import Connection, Store, one_row, positioned_page
+from ..states import IN_DOUBT, TERMINAL, EffectState, Reason, RunStatus
+from .base import Connection, Store, dict_rows, one_row, positioned_page
 from .imported import NOT_IMPORTED
 from .rows import EffectRow
 from .runs import RunNotFound, StateChanged, requeue
@@ -42,6 +42,15 @@ def in_doubt_with_key(conn: Connection, key: str, except_id: int) -> EffectRow |
     return cast("EffectRow | None", one_row(conn.execute(
         f"SELECT * FROM effects WHERE key = ? AND state IN ({_marks(IN_DOUBT)}) AND id != ? ORDER BY id LIMIT 1",
         (key, *IN_DOUBT, except_id))))
+
+
+def in_doubt_in_ended_runs(conn: Connection, key: str, except_run: str) -> list[EffectRow]:
+    """The rows of `key` still in doubt in runs that have ended (cancelled or abandoned while it was attempted).
+    Nobody can decide them there, so a person's decision on the key in another run decides them too."""
+    return _effects(dict_rows(conn.execute(
+        "SELECT e.* FROM effects e JOIN runs r ON r.id = e.run_id"
+        f" WHERE e.key = ? AND e.state IN ({_marks(IN_DOUBT)}) AND r.status IN ({_marks(TERMINAL)})"
+        " AND e.run_id != ? ORDER BY e.id", (key, *IN_DOUBT, *TERMINAL, except_run))))
 
 
 def waiting_on_key(conn: Connection, key: str, except_run: str) -> list[str]:
