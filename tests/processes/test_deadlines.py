@@ -64,10 +64,11 @@ def _gone(pid: int) -> bool:
 
 def test_a_step_past_its_timeout_counts_as_a_failed_attempt_is_retried_and_its_late_return_changes_nothing(
         invoke, spawn, tmp_path, database):
-    folder = tmp_path / "calls"
-    folder.mkdir()
+    folder, busy = tmp_path / "calls", tmp_path / "busy"
+    folder.mkdir(), busy.mkdir()
     run_id = _start(invoke, "retried", dir=str(folder), timeout=0.5, sleep=3)
-    worker = spawn(*AGENTS, "worker", "--lease", "6", "--name", "w-a", label="w-a")
+    _start(invoke, "hangs", dir=str(busy), sleep=5)   # in hand meanwhile: the worker goes on, it does not start afresh
+    worker = spawn(*AGENTS, "worker", "--lease", "6", "--concurrency", "2", "--name", "w-a", label="w-a")
     until("the run to succeed", lambda: _show(invoke, run_id)["run"]["status"] == "succeeded", deadline_s=30,
           why=lambda: _err(tmp_path, worker))
 
@@ -86,6 +87,28 @@ def test_a_step_past_its_timeout_counts_as_a_failed_attempt_is_retried_and_its_l
     assert (f"tui-agent: w-a: step 'slow' of {run_id} was still running after 0.5s, its deadline: attempt 1 counts "
             "as failed (StepTimedOut)") in err, err
     assert worker.poll() is None, err
+
+
+def test_an_idle_worker_whose_thread_is_left_in_a_due_run_starts_afresh_and_retries_it(invoke, spawn, tmp_path):
+    folder = tmp_path / "calls"
+    folder.mkdir()
+    run_id = _start(invoke, "retried", dir=str(folder), timeout=0.5, sleep=120)   # its first call never returns
+    worker = spawn(*AGENTS, "worker", "--lease", "6", label="w-f")   # the one worker, named by itself
+    until("the run to succeed", lambda: _show(invoke, run_id)["run"]["status"] == "succeeded", deadline_s=20,
+          why=lambda: _err(tmp_path, worker))
+
+    report = _show(invoke, run_id)
+    took = _claimed_at(report, 2) - _logged_at(folder, "started 1")
+    print(f"retried {took:.2f} s after the first call began (deadline 0.5 s)")
+    assert took < 0.5 + 3, took
+    assert [entry["result"] for entry in report["journal"]] == [{"call": 2}]
+    assert "returned 1" not in " ".join(_log(folder))   # the thread left behind ended with the old process image
+    err = _err(tmp_path, worker)
+    assert (f"a run is due again ({run_id}) while this process still has a thread inside it, left behind by its "
+            "deadline: this worker starts afresh (the same process id and arguments) to end that thread") in err, err
+    [first, again] = [line for line in err.splitlines() if ": working " in line]
+    assert first.split(":")[0] == again.split(":")[0], err   # the same worker name
+    assert worker.poll() is None, err   # the same process, still working
 
 
 def test_a_cancel_while_a_step_hangs_frees_the_workers_slot_within_a_third_of_the_lease(invoke, spawn, tmp_path):

@@ -81,7 +81,7 @@ def worker(session: Session, once: bool, *, concurrency: int, lease: float, grac
     if not once:
         echo(f"{name}: working {store.path} (concurrency {concurrency}, lease {lease:g}s)"
              + (f", its log {log}" if log else "") + "; SIGTERM or ctrl+c stops it", err=True)
-    outcomes, left_behind, spent = serve(
+    outcomes, left_behind, spent, restart = serve(
         store.path, session.durability, registry=session.registry, name=name, concurrency=concurrency, lease_s=lease,
         once=once, grace_s=grace, stop=stop, on_outcome=report_outcome, attendant=attendant,
         on_stranger=_saying(strangers), log=None if log is None else str(log),
@@ -98,8 +98,16 @@ def worker(session: Session, once: bool, *, concurrency: int, lease: float, grac
         sys.stdout.flush()
         sys.stderr.flush()
         traces.close()   # os._exit runs no atexit hook: the spans held go out first
+        if restart:
+            os.execv(sys.executable, _again(sys.orig_argv, name))   # a new image: those threads are gone
         os._exit(code)
     return code
+
+
+def _again(argv: list[str], name: str) -> list[str]:
+    """This process's command line, to run again as the same worker: with its name, when it was given none."""
+    named = any(arg == "--name" or arg.startswith("--name=") for arg in argv)
+    return argv if named else [*argv, "--name", name]
 
 
 def _saying(said: list[str]) -> Callable[[str], None]:
@@ -204,9 +212,9 @@ def tick(session: Session, work: bool, notify_cmd: str | None, remind_after: flo
     for run_id in operate.requeue_released(store):
         echo(f"queued {run_id} again: the worker whose send it waited for has let go", err=True)
     if work:
-        outcomes, left_behind, _ = serve(store.path, session.durability, registry=session.registry, name=worker_name(),
-                                         once=True, stop=stop, on_outcome=report_outcome,
-                                         on_stranger=_saying(strangers))
+        outcomes, left_behind, *_ = serve(store.path, session.durability, registry=session.registry,
+                                          name=worker_name(), once=True, stop=stop, on_outcome=report_outcome,
+                                          on_stranger=_saying(strangers))
         if not outcomes and not left_behind and not strangers:
             echo("no run is due", err=True)
         if left_behind:   # threads inside calls that outlived their runs (handed back) cannot be stopped

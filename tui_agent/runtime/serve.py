@@ -41,12 +41,15 @@ class Served(NamedTuple):
     """What `serve` did.
 
     It holds each run's outcome, how many of its threads are still inside a call (their runs handed back; the
-    caller should end the process with os._exit, since they cannot be stopped), and why it stopped claiming by
-    itself (too many threads left behind), or None."""
+    caller should end the process with os._exit, since they cannot be stopped), why it stopped claiming by
+    itself (too many threads left behind), or None, and why the caller should start this worker afresh in its
+    own process (os.execv), or None: a run is due again that only this process's thread left behind keeps from
+    it, and no other run is in hand."""
 
     outcomes: list[Outcome]
     left_behind: int
     spent: str | None
+    restart: str | None = None
 
 
 def _say(worker: str, line: str) -> None:
@@ -89,6 +92,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
     left: list[Turn] = []         # given up on, their threads still inside a call
     dropped: list[Claim] = []     # runs given up while the database held them up: handed back when it answers
     spent: str | None = None
+    restart: str | None = None
     busy = False                  # the last claim took a run, so more are likely due: claim without asking first
     chores_at = -math.inf         # when the schedules and the runs held back were last looked at
 
@@ -174,6 +178,11 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                     requeue_released(store, now())  # runs held back for a paused sender that has let go
                     chores_at = time.monotonic()
                 claimed = claim_due()
+                if not claimed and not active and left and not once and spent is None:
+                    restart = _due_only_behind(store, registry, left)
+                    if restart is not None:
+                        _say(name, restart)
+                        break
                 if not claimed and strangers is not None:
                     strangers.look(store, now(), force=once and not active)
                 if not claimed and not active and once:
@@ -194,6 +203,8 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
                     changed.wait(poll_s)
                 else:
                     stop.wait(poll_s)
+        if attending is not None:
+            stop.set()   # however the loop ended (a stop, too many threads left behind, a restart): it ends too
         for control in heartbeat.controls():
             control.release(f"released by {name} (shutting down); claimable now")
         if active and stop.is_set():
@@ -219,7 +230,7 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
             release(store, turn.claim.run_id, fence=turn.claim.fence, worker=name,
                     why="its step outlived the grace period", now=now())
         left[:] = [turn for turn in left if not turn.done.is_set()]
-        if left and spent is None:
+        if left and spent is None and restart is None:
             _say(name, f"exits with {len(left)} thread(s) left behind inside calls that outlived their runs "
                        f"({_listed(left)}); nothing they do now is recorded")
         if attendant is not None and once:
@@ -231,7 +242,18 @@ def serve(db_path: Path, durability: str, *, registry: Registry, name: str, conc
         heartbeat.close()
         store.close()
         pool.close()   # idle threads end, closing their stores; a run still at work cannot be waited for
-    return Served(outcomes, len(late) + len(left), spent)
+    return Served(outcomes, len(late) + len(left), spent, restart)
+
+
+def _due_only_behind(store: Store, registry: Registry, left: list[Turn]) -> str | None:
+    """Why this idle worker should start afresh, or None: a run is due that it leaves to others only because one of
+    its threads is still inside it (a call that outlived its deadline), which a fresh process image ends."""
+    behind = [turn.claim.run_id for turn in left]
+    names = registry.names()
+    if not any_due(store, names, now()) or any_due(store, names, now(), behind):
+        return None
+    return (f"a run is due again ({', '.join(behind)}) while this process still has a thread inside it, left behind "
+            "by its deadline: this worker starts afresh (the same process id and arguments) to end that thread")
 
 
 def _given_up(store: Store, turn: Turn, why: str) -> Outcome:
