@@ -111,14 +111,20 @@ def test_an_idle_worker_whose_thread_is_left_in_a_due_run_starts_afresh_and_retr
     assert worker.poll() is None, err   # the same process, still working
 
 
-def test_a_cancel_while_a_step_hangs_frees_the_workers_slot_within_a_third_of_the_lease(invoke, spawn, tmp_path):
+@pytest.mark.parametrize("agent, begun, inside", [
+    ("hangs", "started", "step 'hang'"),
+    ("loops", "looping", "the agent's own code, between its journaled calls"),
+], ids=["hung-step", "looping-code"])
+def test_a_cancel_while_a_step_hangs_or_the_code_loops_frees_the_workers_slot_within_a_third_of_the_lease(
+        invoke, spawn, tmp_path, agent, begun, inside):
     hung, quick = tmp_path / "hung", tmp_path / "quick"
     hung.mkdir(), quick.mkdir()
     lease = 3.0
-    stuck = _start(invoke, "hangs", dir=str(hung), sleep=120)   # no deadline of its own: only a person ends it
+    stuck = _start(invoke, agent, dir=str(hung), sleep=120)   # no deadline of its own: only a person ends it
     behind = _start(invoke, "hangs", dir=str(quick), sleep=0)
     worker = spawn(*AGENTS, "worker", "--lease", f"{lease:g}", "--concurrency", "1", "--name", "w-c", label="w-c")
-    until("the step to hang", lambda: any(line.startswith("started") for line in _log(hung)))
+    until("the step to hang or the code to loop", lambda: any(line.startswith(begun) for line in _log(hung)),
+          why=lambda: _err(tmp_path, worker))
     cancelled_at = time.time()
     done = invoke(*AGENTS, "cancel", stuck)
     assert done.exit_code == 0, done.output
@@ -130,8 +136,11 @@ def test_a_cancel_while_a_step_hangs_frees_the_workers_slot_within_a_third_of_th
     assert freed < lease / 3 + 0.5, freed   # one heartbeat (a third of the lease) and the loop's look
     assert _show(invoke, stuck)["run"]["status"] == "cancelled"
     err = _err(tmp_path, worker)
-    assert f"{stuck} was taken (a person parked or cancelled it, or another worker's lease) while inside step " \
-           "'hang'; its thread is left behind" in err, err
+    assert f"{stuck} was taken (a person parked or cancelled it, or another worker's lease) while inside {inside}; " \
+           "its thread is left behind" in err, err
+    (hung / "go").touch()   # the looping code returns: its late return changes nothing
+    time.sleep(0.5)
+    assert _show(invoke, stuck)["run"]["status"] == "cancelled"
     assert worker.poll() is None, err
 
 
@@ -163,32 +172,6 @@ def test_the_wall_clock_budget_ends_a_run_whose_own_code_loops_between_its_calls
     assert (report["run"]["status"], report["run"]["reason"]) == ("parked", "budget:wall_s"), report["run"]
     assert 2 <= report["budget"]["dimensions"]["wall_s"]["used"] < 5, report["budget"]
     assert [e["name"] for e in report["journal"]] == ["before"]
-
-
-def test_a_cancel_while_the_agents_own_code_loops_frees_the_workers_slot(invoke, spawn, tmp_path):
-    looping, quick = tmp_path / "looping", tmp_path / "quick"
-    looping.mkdir(), quick.mkdir()
-    lease = 3.0
-    stuck = _start(invoke, "loops", dir=str(looping))   # the default ceiling is a day: only a person ends it
-    behind = _start(invoke, "hangs", dir=str(quick), sleep=0)
-    worker = spawn(*AGENTS, "worker", "--lease", f"{lease:g}", "--concurrency", "1", "--name", "w-l", label="w-l")
-    until("the code to loop", lambda: "looping" in " ".join(_log(looping)), why=lambda: _err(tmp_path, worker))
-    cancelled_at = time.time()
-    done = invoke(*AGENTS, "cancel", stuck)
-    assert done.exit_code == 0, done.output
-    until("the run behind it to succeed", lambda: _show(invoke, behind)["run"]["status"] == "succeeded",
-          deadline_s=20, why=lambda: _err(tmp_path, worker))
-
-    freed = _claimed_at(_show(invoke, behind), 1) - cancelled_at
-    assert freed < lease / 3 + 0.5, freed   # as for a hung step: one heartbeat and the loop's look
-    assert _show(invoke, stuck)["run"]["status"] == "cancelled"
-    err = _err(tmp_path, worker)
-    assert f"{stuck} was taken (a person parked or cancelled it, or another worker's lease) while inside the " \
-           "agent's own code, between its journaled calls; its thread is left behind" in err, err
-    (looping / "go").touch()   # the code returns: its late return changes nothing
-    time.sleep(0.5)
-    assert _show(invoke, stuck)["run"]["status"] == "cancelled"
-    assert worker.poll() is None, err
 
 
 # -- the worker that holds threads left behind ----------------------------------------------------------------
