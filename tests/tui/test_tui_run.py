@@ -281,6 +281,11 @@ async def test_c_on_the_selected_effect_in_doubt(demo, demo_store):
         assert isinstance(app.screen, ReconcileModal)
         await pilot.click("#not-done")
         await click(pilot, "#confirm")
+        question = app.screen   # the outbox does not deduplicate: sending again may send twice, so it asks
+        assert isinstance(question, ConfirmModal), question
+        assert question.focused.id == "cancel"
+        assert effects_for(demo_store, run_id)[-1]["state"] != "not_done"
+        await click(pilot, "#confirm")
         assert effects_for(demo_store, run_id)[-1]["state"] == "not_done"
         assert get_run(demo_store, run_id)["status"] == "queued"
 

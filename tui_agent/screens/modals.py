@@ -205,14 +205,19 @@ class ReconcileModal(Dialog):
         self.allowed = allowed or tuple(value for value, _, _ in RECONCILE_CHOICES)
         self.title = f'Reconcile "{effect["name"]}"'
 
+    def _dedupe_left_s(self) -> float | None:
+        """How much longer the service throws away a repeat of this key, or None when it does not now."""
+        at, window = self.effect.get("attempted_at"), self.effect.get("dedupe_ttl_s")
+        left = window - (self.clock.now() - at) if window and at else None
+        return left if left is not None and left > 0 else None
+
     def body(self) -> ComposeResult:
         e = self.effect
         at = e.get("attempted_at")
         since = self.clock.now() - at if at else None
-        window = e.get("dedupe_ttl_s")
         service = e.get("service") or "the service"
-        remembers = (f"dedupes this key {stopwatch(window - since)} more" if window and since is not None
-                     and window > since else "does not deduplicate it now")
+        left = self._dedupe_left_s()
+        remembers = f"dedupes this key {stopwatch(left)} more" if left is not None else "does not deduplicate it now"
         yield Static(safe("The worker stopped after it tried this and before it could record whether it succeeded."
                           if e["state"] in IN_DOUBT else f"The effect is {e['state']}."))
         yield Static(safe(f"key        {e['key']}"))
@@ -258,9 +263,14 @@ class ReconcileModal(Dialog):
         return decision, result, self.query_one("#note", Input).value.strip() or None
 
     def confirmation(self, answer: tuple[str, Any, str | None]) -> ConfirmModal | None:
+        e = self.effect
+        if answer[0] == "not-done" and not self.scenario and self._dedupe_left_s() is None:
+            return ConfirmModal(f"Send {e['name']} of {e['run_id']} again?",
+                                f"The next worker does it again under key {e['key']}, and "
+                                f"{e.get('service') or 'the service'} does not deduplicate it now: if it did happen, "
+                                "it happens twice.", "Send it again", "Don't send")
         if answer[0] != "abandon":
             return None
-        e = self.effect
         return ConfirmModal(f"Abandon {e['run_id']}?",
                             f"The run ends for good, cancelled at {e['name']}; {e['name']} is not tried again and "
                             f"stays on record as {e['state']}. Its journal stays readable.",
