@@ -4,10 +4,11 @@ the default lease (60 s)?
 Worker A is a real `tui-agent worker` that leads its own process group, as one started from a shell, by systemd,
 cron or the TUI does; its run's step starts a child process and waits for it (as a test run or a coding agent
 would be started). Worker B idles on the same database (it looks for due runs every 0.5 s). A gets SIGKILL at one
-of several moments after B registered (so the kill falls at several phases of B's poll); then
-B's `takeover` event (its claim, made once it has killed the child A left) and B's step running again (its own
-child started: seen by polling every 2 ms) are timed from the kill. The lease A last wrote, read back once A is dead, is how long the run would have waited
-before (and still waits for a worker on another host). Goal: kill -9 to B working the run, under 1 s.
+of several moments after B registered (so the kill falls at several phases of B's poll); then B's `takeover` event
+(its claim, made once it has killed the child A left) and B's step running again (its own child started: seen by
+polling every 2 ms) are timed from the kill. The lease A last wrote, read back once A is dead, is how long the run
+would have waited before (and still waits for a worker on another host). Goal: kill -9 to B working the run, under
+1 s.
 
     python bench/takeover.py                   # SQLite
     python bench/takeover.py --postgres        # a throwaway PostgreSQL server (tests/pg_cluster.py)

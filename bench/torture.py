@@ -48,16 +48,17 @@ The checks, all read from the world and the store once every process has stopped
   which only a claim that died between the rename and the record can cause: at most claims - 1 of them);
 - journal: no (run, generation, position) twice, positions 0..n-1 without a gap, no name twice in one
   generation, each checkpoint's current_step equal to its entries (as readers see it: the `checkpoints_now` view
-  where the schema has one); each journaled model call answered exactly once (model_calls). Fetches: the sources' log (fetches.log, lines without run ids) holds at least one line per
-  journaled fetch, and at most one more per nightly claim that was not the last (a step in flight when its
-  claim died or was refused runs again: at-least-once); a replay that called a recorded fetch again would add
-  three per claim and break the bound;
+  where the schema has one); each journaled model call answered exactly once (model_calls). Fetches: the sources' log
+  (fetches.log, lines without run ids) holds at least one line per journaled fetch, and at most one more per nightly
+  claim that was not the last (a step in flight when its claim died or was refused runs again: at-least-once); a
+  replay that called a recorded fetch again would add three per claim and break the bound;
 - `PRAGMA integrity_check` is ok; no worker printed a traceback or exited other than by our signals.
 
 refused_stale_writes is what the store and the world recorded: the `let_go` rows (each a claim whose write the
 fence refused: the paused worker's, every worker the operator's park took a run from, any whose lease ran out
 while it lived) plus the outbox's `stale_refused` counter. duplicates counts each extra email, journal position
-or name, answered model call, and each fetch or `already done` beyond its bound; lost counts each run in no allowed end and each succeeded run without its email.
+or name, answered model call, and each fetch or `already done` beyond its bound; lost counts each run in no allowed
+end and each succeeded run without its email.
 On a failure the line shows the real numbers, one line per problem follows, and the exit code is 1.
 
     python bench/torture.py --short    # the suite's form: >= 10 kills, 150-file trees; 13-16 s on 2 idle cores,

@@ -3,8 +3,8 @@ through the real runtime (durability normal) and prints, for each, the run scree
 peak memory of the process that painted it, and `show --json`'s time and peak memory. The screen's times run from
 pushing it (the app already started) to the first refresh after it mounted (first paint) and to the app going
 idle (settled: the footer and the lower panes done), the first opening and the median of five more; and from `g` to a
-position in the middle until idle. Each memory figure is a fresh process's own peak RSS (wait4). The goal (issue 20): opening under 0.3 s, and memory
-that does not grow with the run's length.
+position in the middle until idle. Each memory figure is a fresh process's own peak RSS (wait4). The goal (issue 20):
+opening under 0.3 s, and memory that does not grow with the run's length.
 
     python bench/tui_run.py
 """
@@ -103,7 +103,8 @@ def main() -> None:
             db, run_id = build(Path(scratch), steps)
             _, paint_mb, painted = measured([sys.executable, "-c", PAINT, str(db), run_id, str(steps)])
             cold, cold_idle, warm, warm_idle, jumped = (float(n) * 1000 for n in painted.split())
-            json_s, json_mb, _ = measured([sys.executable, "-m", "tui_agent", "--db", str(db), "show", run_id, "--json"])
+            json_s, json_mb, _ = measured([sys.executable, "-m", "tui_agent", "--db", str(db), "show", run_id,
+                                           "--json"])
             print(f"| {steps:,} | {cold:.0f} / {warm:.0f} ms | {cold_idle:.0f} / {warm_idle:.0f} ms | {jumped:.0f} ms |"
                   f" {paint_mb:.0f} MB | {json_s:.2f} s | {json_mb:.0f} MB |", flush=True)
 

@@ -58,7 +58,8 @@ def build(db: Path, registry: Registry, progress=lambda message: None, wait=time
         ("parked on cost", {"date": day, "team": "finance"}, {"cost_usd": 0.002}, None),
         ("waiting for approval", {"date": day, "team": "leads", "approve": True}, {}, None),
         ("sleeping until tomorrow", {"date": today.isoformat(), "team": "europe",
-                                     "send_at": (datetime.fromtimestamp(now()).astimezone() + timedelta(days=1)).replace(
+                                     "send_at": (datetime.fromtimestamp(now()).astimezone()
+                                                 + timedelta(days=1)).replace(
                                          hour=7, minute=0, second=0, microsecond=0).isoformat()}, {}, None),
         ("outcome unknown", {"date": day, "team": "support", "service": "every", "lookup": False}, {}, "after-do"),
     ]
@@ -113,7 +114,8 @@ def refactor_sample(root: Path, count: int) -> Path:
             f"export function Widget{i:03d}() {{\n  const [on, setOn] = useState(false);\n"
             f'  return <button className={{cn("widget", on && "on")}} onClick={{() => setOn(!on)}}>{i}</button>;\n}}\n')
     (root / "src" / "lib").mkdir(parents=True, exist_ok=True)
-    (root / "src" / "lib" / "cn.ts").write_text("export const cn = (...names: unknown[]) => names.filter(Boolean).join(' ');\n")
+    (root / "src" / "lib" / "cn.ts").write_text(
+        "export const cn = (...names: unknown[]) => names.filter(Boolean).join(' ');\n")
     return root
 
 

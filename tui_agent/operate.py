@@ -423,8 +423,8 @@ def _asked_about(store: Store, run: Mapping[str, Any]) -> tuple[EffectRow | None
         return None, "it has no effect in doubt"
     effect = doubtful[-1]
     if not effect["has_lookup"]:
-        return effect, f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with --happened " \
-            "or --not-done, one run at a time"
+        return effect, f"effect {effect['name']} has no lookup, so the service cannot be asked; decide with " \
+            "--happened or --not-done, one run at a time"
     return effect, None
 
 

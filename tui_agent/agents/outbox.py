@@ -103,7 +103,8 @@ class Outbox:
             self._save(memory)
             raise StaleAttempt(f"the outbox refused attempt {token} of {key}: it has seen attempt "
                                f"g{newest['generation']}/f{newest['fence']} of this run; nothing was sent")
-        memory["tokens"][token.run_id] = {"generation": token.generation, "fence": token.fence, "seen_at": self.clock.now()}
+        memory["tokens"][token.run_id] = {"generation": token.generation, "fence": token.fence,
+                                          "seen_at": self.clock.now()}
 
     def lookup(self, key: str) -> dict | None:
         """The first result for `key` while the service remembers it, else None."""

@@ -99,8 +99,8 @@ def _started(session: Session, agent: str, *, input_text: str, key: str | None, 
 
 
 def _removed_by_prune(key: str | None, run_id: str) -> str:
-    return f"run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass another key for a " \
-        "new run)"
+    return f"run key {key!r} names run {run_id}, which prune removed; nothing new was started (pass another key " \
+        "for a new run)"
 
 
 def report_outcome(outcome: Outcome) -> int:
@@ -460,8 +460,8 @@ def show(session: Session, run_id: str, steps: str | None, as_json: bool) -> int
               help="Replay the agent's N most recently finished runs (a check before releasing new code).")
 @click.option("--agents", "more_modules", multiple=True, type=VERBATIM, metavar="MODULE|FILE.py",
               help="The agent code to replay with, as the global --agents.")
-@click.option("--timeout", "timeout_s", type=Whole(1, 86_400), default=60, show_default=True,
-              metavar="SECONDS", help="Stop the agent's code after this long (exit 1); with --last, all the runs' together.")
+@click.option("--timeout", "timeout_s", type=Whole(1, 86_400), default=60, show_default=True, metavar="SECONDS",
+              help="Stop the agent's code after this long (exit 1); with --last, all the runs' together.")
 @click.option("--on-copy", is_flag=True, hidden=True)   # the child replay_copy starts: --db is the copy
 @json_option("One JSON object (an array with --last)")
 @click.pass_obj

@@ -107,7 +107,8 @@ def schedule_ls(session: Session, as_json: bool) -> int:
                     "no schedules; add one with: tui-agent schedule add NAME --agent A --cron '0 2 * * *'",
                     (("NAME", 18), ("AGENT", 16), ("CRON", 14), ("ZONE", 16), ("NEXT FIRE", 25), ("MISSED", 6),
                      ("OVERLAP", 7), ("MODEL", 10), ("LAST RUN", 0)),
-                    lambda r: (r["name"], r["agent"], r["cron"], r["tz"], r["next_fire"] if r["enabled"] else "disabled",
+                    lambda r: (r["name"], r["agent"], r["cron"], r["tz"],
+                               r["next_fire"] if r["enabled"] else "disabled",
                                r["missed"], r["overlap"], r["model"], r["last_run_id"] or "-"))
 
 

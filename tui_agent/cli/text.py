@@ -147,7 +147,8 @@ def call_state(call: dict) -> str:
 def usage_cell(name: str, d: dict) -> str:
     used = usd_exact(d["used"]) if name == "cost_usd" else f"{d['used']:g}"
     limit = "" if d["limit"] is None else (f"/${d['limit']:.2f}" if name == "cost_usd" else
-                                           f"/{d['limit']:.0f}" if float(d["limit"]).is_integer() else f"/{d['limit']:g}")
+                                           f"/{d['limit']:.0f}" if float(d["limit"]).is_integer() else
+                                           f"/{d['limit']:g}")
     return f"{name.removesuffix('_usd')} {used}{limit}" + (" (default)" if d.get("default") else "")
 
 

@@ -364,7 +364,8 @@ def _pruning_said(chosen) -> str:
     count = len(chosen.remove)
     if not count:
         return f"no {' or '.join(chosen.chosen)} run ended before {clock_time(chosen.cutoff)}"
-    return f"{count:,} run{'s' * (count != 1)} that ended before {clock_time(chosen.cutoff)}{_by_status(chosen.statuses)}"
+    return (f"{count:,} run{'s' * (count != 1)} that ended before {clock_time(chosen.cutoff)}"
+            f"{_by_status(chosen.statuses)}")
 
 
 def _kept_said(kept) -> str:
@@ -397,7 +398,8 @@ def _size(count: float) -> str:
 
 def _vacuum_said(space: dict) -> str:
     if space["incremental"]:
-        return f"gave {_size(space['returned_bytes'])} back to the file system (the file is {_size(space['file_bytes'])})"
+        return (f"gave {_size(space['returned_bytes'])} back to the file system (the file is "
+                f"{_size(space['file_bytes'])})")
     return (f"{_size(space['free_bytes'])} are free inside the file, which was made without incremental auto-vacuum "
             "(by an older tui-agent): tui-agent db vacuum gives them back (it rewrites the file, holding the write "
             "lock throughout)")

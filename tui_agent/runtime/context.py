@@ -170,9 +170,9 @@ class Context:
         """Run `fn(*args, **kwargs)` once and journal its result, which a resumed run then returns instead.
 
         A temporary error is retried by the agent's retry policy. `ParkRun` parks the run, and any other
-        exception fails the step, and with it the run. An attempt still running after the agent's `step_timeout_s` counts as failed with
-        `StepTimedOut`, and the run is handed back to be retried. `ctx.within(seconds).step(...)` gives one step
-        its own deadline. `fn` must not make journaled calls itself.
+        exception fails the step, and with it the run. An attempt still running after the agent's `step_timeout_s`
+        counts as failed with `StepTimedOut`, and the run is handed back to be retried.
+        `ctx.within(seconds).step(...)` gives one step its own deadline. `fn` must not make journaled calls itself.
 
         Args:
             name: The step's name in the journal. A replay matches it by position and by this name.
@@ -512,7 +512,8 @@ class Context:
                 with the digits removed, so "timeout after 31s" and "timeout after 45s" are one failure.
         """
         print_ = fingerprint or plateau_fingerprint(error)
-        self._report(EntryKind.FAILURE, {"fingerprint": print_, "error": str(error)}, lambda detector: detector.failure(print_))
+        self._report(EntryKind.FAILURE, {"fingerprint": print_, "error": str(error)},
+                     lambda detector: detector.failure(print_))
 
     def spent(self, name: str, *, model_calls: int, cost_usd: float | None, unpriced_calls: int = 0) -> None:
         """Journal what a program spent that tui-agent cannot see itself, counted against the budget once.

@@ -137,8 +137,8 @@ class _Effect:
         return self.journal.record(self.position, self.name, kind=EntryKind.EFFECT, value=value,
                                    started_at=self.started_at, duration_s=self.journal.clock.perf() - self.t0,
                                    usage=_EFFECT, also=also,
-                                detail={"name": self.name, "key": self.key, "state": state, "attempts": row.get("attempts"),
-                                        **fields})
+                                   detail={"name": self.name, "key": self.key, "state": state,
+                                           "attempts": row.get("attempts"), **fields})
 
     def wait_for_person(self, row: EffectRow, why: str) -> NoReturn:
         run = self.journal.run_id
@@ -162,10 +162,10 @@ class _Effect:
             self.wait_for_person(row, f"key {self.key} is in doubt in run {doubt['run_id']}, which has ended "
                                       "without deciding it")
         if doubt:
-            raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in doubt in run "
-                          f"{doubt['run_id']}; reconcile it there, then resume this run")
-        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": journal.clock.now(), "attempts": row["attempts"] + 1,
-               "attempted_by": journal.worker, "fence": journal.fence}
+            raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"needs a person: {self.name} key {self.key} is in "
+                          f"doubt in run {doubt['run_id']}; reconcile it there, then resume this run")
+        row = {**row, "state": EffectState.ATTEMPTED, "attempted_at": journal.clock.now(),
+               "attempts": row["attempts"] + 1, "attempted_by": journal.worker, "fence": journal.fence}
         crash_point("after-attempted", self.name)
         self.still_ours()
         try:
@@ -179,7 +179,8 @@ class _Effect:
             return self.finish(row, EffectState.NOT_DONE, e.outcome, f"not done: {e}")
         except EffectNotDone as e:
             if self.spent(row):
-                self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); no attempts left")
+                self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); "
+                                "no attempts left")
                 raise StepFailed(self.position, self.name, e, row["attempts"]) from e
             delay = self.delay(row, e)
             row = self.transition(row, EffectState.NOT_DONE, f"the service refused it, nothing was done ({e}); "
@@ -252,13 +253,13 @@ class _Effect:
         if sender is None:
             return
         who = f"{sender['name']} (pid {sender['pid']} on {sender['host']})"
-        self.transition(row, EffectState.UNKNOWN, f"the service has no record of the key, but {who} attempted it and its "
-                        "process is alive, so its send may still go out; waiting until it lets go of the run or "
+        self.transition(row, EffectState.UNKNOWN, f"the service has no record of the key, but {who} attempted it and "
+                        "its process is alive, so its send may still go out; waiting until it lets go of the run or "
                         "its process ends", waits_for=sender["name"])
-        raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"{self.name}: {who} attempted it and its process is alive (paused "
-                      "or hung), so it may still send it; the run goes on by itself once that worker lets go of "
-                      f"the run or its process ends, or decide now with tui-agent reconcile {journal.run_id} "
-                      f"{self.name} --happened | --not-done | --abandon")
+        raise Suspend(RunStatus.WAITING, Reason.RECONCILE, f"{self.name}: {who} attempted it and its process is "
+                      "alive (paused or hung), so it may still send it; the run goes on by itself once that worker "
+                      "lets go of the run or its process ends, or decide now with tui-agent reconcile "
+                      f"{journal.run_id} {self.name} --happened | --not-done | --abandon")
 
     def look_up(self, row: EffectRow, lookup: Callable) -> Any:
         """What the effect's `lookup` says about the key. A lookup that cannot reach its service (a dropped network)

@@ -161,7 +161,8 @@ def _failed(error: BaseException) -> str:
 
 def _result(block: dict, value: Any, error: bool = False) -> dict:
     content = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return {"type": "tool_result", "tool_use_id": block["id"], "content": content, **({"is_error": True} if error else {})}
+    return {"type": "tool_result", "tool_use_id": block["id"], "content": content,
+            **({"is_error": True} if error else {})}
 
 
 def _supplied(ctx: Calls, tool: Tool, **given: Any) -> dict:

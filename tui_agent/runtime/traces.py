@@ -30,7 +30,8 @@ _PROTOCOLS = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL
 _INSTALL = ("install the otel extra: pip install -e '.[otel]' in tui-agent's checkout (or pip install "
             "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)")
 _EXPORTERS = {   # OTEL_EXPORTER_OTLP_PROTOCOL -> the exporter's module and the package that has it
-    "http/protobuf": ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry-exporter-otlp-proto-http"),
+    "http/protobuf": ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                      "opentelemetry-exporter-otlp-proto-http"),
     "grpc": ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter", "opentelemetry-exporter-otlp-proto-grpc"),
 }
 _PACKAGES = {package for _, package in _EXPORTERS.values()}

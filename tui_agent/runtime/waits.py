@@ -72,4 +72,5 @@ def _denied(name: str, decision: dict) -> dict:
     if decision["approved"]:
         return decision
     note = f": {decision['note']}" if decision.get("note") else ""
-    raise Suspend(RunStatus.CANCELLED, Reason.DENIED, f"cancelled: {name} denied by {decision.get('by') or 'a person'}{note}")
+    raise Suspend(RunStatus.CANCELLED, Reason.DENIED,
+                  f"cancelled: {name} denied by {decision.get('by') or 'a person'}{note}")

@@ -115,7 +115,8 @@ def _execute(store: Store, registry: Registry, *, claim: Claim, on_step: StepObs
         if result is not None:
             inline = encode(result, "the run")
             if len(inline) > ARTIFACT_THRESHOLD:
-                inline, artifact = place(store, run["artifact_dir"], f"result-g{claim.generation}-f{claim.fence}", inline)
+                inline, artifact = place(store, run["artifact_dir"], f"result-g{claim.generation}-f{claim.fence}",
+                                         inline)
         at = clock.now()
         settle_run(store, claim, status=status, reason=reason, message=message, now=at, result=inline,
                    result_artifact=artifact, error=error, wake_at=wake_at,

@@ -144,7 +144,8 @@ def raise_budget(session: Session, run_id: str, item: TimelineItem | None = None
                 ", ".join(f"{k} {v:g}" for k, v in limits.items())
             session.act(operate.resume, run_id, budget=limits, done=lambda _: f"{run_id}: {said}; resumed")
 
-    session.app.push_screen(BudgetModal(run_view(session.reader, run_id)["budget"], budget_dimension(run["reason"])), chosen)
+    session.app.push_screen(BudgetModal(run_view(session.reader, run_id)["budget"], budget_dimension(run["reason"])),
+                            chosen)
 
 
 def rule(session: Session, run_id: str, item: TimelineItem | None = None) -> None:
@@ -187,10 +188,12 @@ def fork(session: Session, run_id: str, item: TimelineItem | None = None) -> Non
     def confirmed(yes: bool | None) -> None:
         if not yes:
             return
-        session.act(operate.fork, run_id, position, done=lambda new: f"{run_id} forked at #{position} into {new}; queued",
+        session.act(operate.fork, run_id, position,
+                    done=lambda new: f"{run_id} forked at #{position} into {new}; queued",
                     then=lambda new_id: _open_run(session, new_id))
 
-    session.app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"), confirmed)
+    session.app.push_screen(ConfirmModal(f"Fork {run_id} at #{position}?", question, "Fork it", "Don't fork"),
+                            confirmed)
 
 
 def _open_run(session: Session, run_id: str) -> None:
@@ -269,8 +272,8 @@ def remove_worktree(session: Session, run_id: str) -> None:
             session.act(operate.remove_worktree, run_id,
                     done=lambda removed: f"{run_id}: worktree removed; {branch_advice(removed)}")
 
-    session.app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree", "Keep it"),
-                    confirmed)
+    session.app.push_screen(ConfirmModal(f"Remove the worktree of {run_id}?", question, "Remove the worktree",
+                                         "Keep it"), confirmed)
 
 
 SHOWN_REFUSALS = 5   # lines of refusals a bulk action's toast shows; the rest stay marked to look at

@@ -87,8 +87,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         Binding("asterisk", "mark_matching", "Mark all", show=False),
         Binding("U", "unmark", "Unmark all", show=False),
     ]
-    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the strip names the key
-    # that acts on the selected run, so the run actions are the first to go.
+    # What a narrow footer keeps longest: the ways to start and to find things, the Simulator among them; the strip
+    # names the key that acts on the selected run, so the run actions are the first to go.
     FOOTER = ("slash", "n", "w", "s", "m", "dollar_sign", "r", "p", "x", "c", "a")
 
     def __init__(self) -> None:
@@ -241,7 +241,8 @@ class RunsScreen(run_actions.RunActionKeys, TableScreen):
         cost = spent(row["cost_usd"], row["unpriced_calls"], row["possibly_billed_usd"])
         return dict(zip((key for _, key in COLUMNS), (
             f"{MARK} {row['id']}" if row["id"] in self.marked else row["id"], safe(row["agent"]),
-            badge(row["status"], row["reason"], colours), step, str(row["attempt"]), safe(row["worker"] or "–"), Text(cost, style="dim") if cost == "–" else cost, tokens(row), budget, burn,
+            badge(row["status"], row["reason"], colours), step, str(row["attempt"]), safe(row["worker"] or "–"),
+            Text(cost, style="dim") if cost == "–" else cost, tokens(row), budget, burn,
             age(at - row["created_at"]))))
 
     def _filter_text(self) -> str:

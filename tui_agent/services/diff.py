@@ -272,7 +272,8 @@ def candidates(store: Store, run_id: str, limit: int = 30) -> list[dict]:
     found: list[dict] = []
     if run["parent_id"]:
         parent = get_run(store, run["parent_id"])
-        found.append({**_candidate(parent), "kind": "parent", "relation": f"its parent (forked at #{run['fork_step']})"})
+        found.append({**_candidate(parent), "kind": "parent",
+                      "relation": f"its parent (forked at #{run['fork_step']})"})
     forks, others = [], []
     for row in runs_page(store, limit=limit * 4, where=Filter(agent=run["agent"])):
         if row["id"] in (run_id, run["parent_id"]):
@@ -422,7 +423,8 @@ def text_lines(store: Store, p: Pair, divergence: dict | None, every_entry: bool
     yield ""
     found = head["first_divergence"]
     if found is None:
-        yield f"the same entry for entry ({max(head['a']['entries'], head['b']['entries']):,} entries: names and results)"
+        yield (f"the same entry for entry ({max(head['a']['entries'], head['b']['entries']):,} entries: names and "
+               "results)")
         if not every_entry:
             return
     else:

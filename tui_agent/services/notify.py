@@ -134,7 +134,8 @@ def parse_command(text: str) -> list[str]:
     try:
         argv = shlex.split(text)
     except ValueError as e:
-        raise UserError(f"--notify {text!r}: {e}; quote it as one argument, such as --notify 'notify-me --to ops'") from None
+        raise UserError(f"--notify {text!r}: {e}; quote it as one argument, "
+                        "such as --notify 'notify-me --to ops'") from None
     if not argv:
         raise UserError("--notify is empty; give a command, such as --notify 'notify-me --to ops'")
     program = argv[0]

@@ -122,6 +122,7 @@ def why(outcome: Outcome, prediction: Prediction | None = None) -> str:
         if (prediction.emails, prediction.fetches) == (emails, fetches):
             text = f"You predicted it: {_plural(emails, 'email')}, {_plural(fetches, 'fetch', 'fetches')}. " + text
         else:
-            text = (f"You predicted {_plural(prediction.emails, 'email')} and {_plural(prediction.fetches, 'fetch', 'fetches')}; "
+            text = (f"You predicted {_plural(prediction.emails, 'email')} and "
+                    f"{_plural(prediction.fetches, 'fetch', 'fetches')}; "
                     f"it came out {emails} and {fetches}. " + text)
     return text

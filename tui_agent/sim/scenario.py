@@ -223,7 +223,8 @@ class Scenario:
             self._row(label, "done")
 
     def run(self) -> Outcome:
-        with tempfile.TemporaryDirectory(prefix="tui-agent-sim-", dir=_scratch()) as scratch, faults.watching(self._watch):
+        with (tempfile.TemporaryDirectory(prefix="tui-agent-sim-", dir=_scratch()) as scratch,
+              faults.watching(self._watch)):
             self.folder = Path(scratch)
             registry = Registry()
             registry.add(job.build(self.settings, self.world), "the simulator")

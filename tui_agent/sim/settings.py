@@ -10,7 +10,8 @@ SOURCES = ("sales", "incidents", "deploys")
 
 # Each setting: its choices in the order a key cycles them, with the words the screen shows.
 SAVING = {"nothing": "nothing saved", "steps": "after each step", "journal": "every reply as it comes"}
-KEY = {"none": "no key", "at-send": "made at send time", "saved": "saved before sending", "meaning": "built from meaning"}
+KEY = {"none": "no key", "at-send": "made at send time", "saved": "saved before sending",
+       "meaning": "built from meaning"}
 SERVICE = {"dedupe": "dedupes for 24h", "every": "sends every request"}
 AFTER_CRASH = {"resend": "send again", "ask-service": "ask the service", "ask-person": "ask a person"}
 RESTART_AFTER = {"now": "now", "1m": "1 minute later", "30h": "30 hours later"}

@@ -24,8 +24,8 @@ def _marks(values: Collection[str]) -> str:
 
 
 def effect_at(conn: Connection, run_id: str, generation: int, position: int) -> EffectRow | None:
-    return cast("EffectRow | None", one_row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ? AND position = ?",
-                             (run_id, generation, position))))
+    return cast("EffectRow | None", one_row(conn.execute("SELECT * FROM effects WHERE run_id = ? AND generation = ?"
+                                                         " AND position = ?", (run_id, generation, position))))
 
 
 def confirmed_with_key(conn: Connection, key: str, except_id: int) -> dict | None:

@@ -258,8 +258,8 @@ def _refuse_unadoptable(source: Store, named: list[str], file: str) -> None:
     for run, status in source.conn.execute(
             f"SELECT id, status FROM runs WHERE id IN ({', '.join('?' * len(named))}) ORDER BY id", named):
         if status not in TERMINAL and status != RunStatus.PARKED:
-            raise UserError(f"cannot adopt {run}: it is {status} in {shown(file)}, and only an ended or parked run can be "
-                            "taken over (its source may still be running it); import it without --adopt to read, "
+            raise UserError(f"cannot adopt {run}: it is {status} in {shown(file)}, and only an ended or parked run can "
+                            "be taken over (its source may still be running it); import it without --adopt to read, "
                             "replay or fork it; nothing was imported")
 
 

@@ -370,7 +370,8 @@ def cost_window(store: Store, run_id: str, size: int = 20) -> list[float]:
     generation = store.conn.execute("SELECT generation FROM runs WHERE id = ?", (run_id,)).fetchone()
     # position is selected for the ORDER BY: SQLite merges the view's two tables by key only on a column it returns
     rows = store.conn.execute("SELECT position, coalesce(cost_usd, 0) FROM journal WHERE run_id = ? AND generation = ?"
-                              " ORDER BY position DESC LIMIT ?", (run_id, generation and generation[0], size)).fetchall()
+                              " ORDER BY position DESC LIMIT ?",
+                              (run_id, generation and generation[0], size)).fetchall()
     return [row[1] for row in reversed(rows)]
 
 

@@ -250,9 +250,9 @@ def copy_for_fork(conn: Connection, parent: dict, run_id: str, from_step: int) -
     conn.execute("INSERT INTO model_calls (run_id, generation, position, call, name, fence, provider, model, state,"
                  " request, reserved_input, reserved_output, reserved_usd, tokens, input_tokens, cache_read_tokens,"
                  " cache_write_tokens, usage, cost_usd, request_id, started_at, updated_at)"
-                 " SELECT ?, 1, position, call, name, 0, provider, model, state, request, reserved_input, reserved_output,"
-                 " reserved_usd, tokens, input_tokens, cache_read_tokens, cache_write_tokens, usage, cost_usd, request_id,"
-                 " started_at, updated_at FROM model_calls"
+                 " SELECT ?, 1, position, call, name, 0, provider, model, state, request, reserved_input,"
+                 " reserved_output, reserved_usd, tokens, input_tokens, cache_read_tokens, cache_write_tokens, usage,"
+                 " cost_usd, request_id, started_at, updated_at FROM model_calls"
                  " WHERE run_id = ? AND generation = ? AND position < ? AND state = 'answered'",
                  (run_id, parent["id"], parent["generation"], from_step))
     conn.execute("INSERT INTO request_parts (run_id, digest, body) SELECT ?, digest, body FROM request_parts"

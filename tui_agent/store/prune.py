@@ -283,8 +283,8 @@ def room_to_rewrite(store: Store) -> None:
         free = shutil.disk_usage(where).free
         if free < wanted:
             raise EnvironmentStop(FULL, f"the rewrite needs {wanted / 2**20:.1f} MiB free in {where} and there are "
-                                  f"{free / 2**20:.1f} MiB: free space there (or point TMPDIR at another disk), then run "
-                                  "tui-agent db vacuum again; nothing was changed")
+                                  f"{free / 2**20:.1f} MiB: free space there (or point TMPDIR at another disk), then "
+                                  "run tui-agent db vacuum again; nothing was changed")
 
 
 def rewrite(store: Store) -> None:

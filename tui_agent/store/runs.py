@@ -185,7 +185,8 @@ def _takeovers_since_progress(conn: Connection, run_id: str) -> int:
     """Takeovers since the run's checkpoint last moved (a journal entry, a failed attempt): bounded reads."""
     moved = conn.execute("SELECT updated_at FROM checkpoints_now WHERE run_id = ?", (run_id,)).fetchone()[0]
     return conn.execute("SELECT count(*) FROM (SELECT 1 FROM events WHERE run_id = ? AND kind = 'takeover'"
-                        " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent", (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
+                        " AND at >= ? ORDER BY id DESC LIMIT ?) AS recent",
+                        (run_id, moved, TAKEOVER_LOOP)).fetchone()[0]
 
 
 def _loops(conn: Connection, row: tuple) -> bool:
@@ -485,7 +486,8 @@ def _settling(conn: Connection, claim: Claim, *, status: str, reason: str, messa
     comes before the run's row, whose fence a hand-on grows."""
     run_id = claim.run_id
     ended = ("UPDATE runs SET status = ?, reason = ?, result = ?, result_artifact = ?, error = ?, traceback = ?,"
-             " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ? WHERE id = {run}")
+             " worker = NULL, lease_expires_at = NULL, wake_at = ?, finished_at = ?, fence = fence + ?"
+             " WHERE id = {run}")
     (wall, of_wall), (event, of_event), (row, of_row) = naming([_ADD_WALL, _SETTLED_EVENT, ended], run_id, fence)
     return [(wall, (wall_s, *of_wall)), *folding(conn, run_id, fence),
             (event, (now, status, message, claim.worker, claim.fence, *of_event)),
@@ -592,8 +594,8 @@ def restart(conn: Connection, run_id: str, expected: str, message: str, now: flo
     conn.execute("UPDATE checkpoints SET (used_steps, used_wall_s) = (SELECT used_steps, used_wall_s FROM"
                  " checkpoints_now WHERE run_id = ?) WHERE run_id = ?", (run_id, run_id))
     conn.execute("UPDATE checkpoints SET generation = ?, schema_version = ?, current_step = 0, total_steps = NULL,"
-                 " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL, soft_dimensions = NULL,"
-                 " updated_at = ? WHERE run_id = ?",
+                 " next_input = NULL, plan_revision = 0, step_attempts = 0, soft_position = NULL,"
+                 " soft_dimensions = NULL, updated_at = ? WHERE run_id = ?",
                  (generation, CHECKPOINT_SCHEMA, now, run_id))
     add_event(conn, run_id, at=now, kind=RunStatus.QUEUED, message=message.format(generation=generation))
     return generation

@@ -26,7 +26,8 @@ def _v1(db: sqlite_utils.Database) -> None:
             "request": str,          # JSON
             "run_key": str,          # caller-given dedupe key (start --key), unique when set
             "budget": str,           # JSON: the limits this run was started with
-            "model": str,            # provider spec: default (until a worker resolves it), scripted[:FILE], anthropic[:ID]
+            "model": str,            # provider spec: default (until a worker resolves it), scripted[:FILE],
+                                     # anthropic[:ID]
             "status": str,
             "reason": str,
             "attempt": int,

@@ -361,7 +361,8 @@ FIRST: list[str] = [
 # are still all of them); `journal` becomes the view of both tables.
 JOURNAL_TAIL = """
 DROP VIEW checkpoints_now;
-ALTER TABLE journal RENAME TO journal_rows;""" + JOURNAL.replace("CREATE TABLE journal (", "CREATE TABLE journal_tail (", 1)
+ALTER TABLE journal RENAME TO journal_rows;""" + JOURNAL.replace("CREATE TABLE journal (",
+                                                                 "CREATE TABLE journal_tail (", 1)
 
 # Version 16 (schema._v16): the programs ctx.run_command starts.
 COMMANDS = """

@@ -12,9 +12,9 @@ MARKS: dict[str, str] = {RunStatus.QUEUED: "○", RunStatus.RUNNING: "●", RunS
          RunStatus.SUCCEEDED: "✓", RunStatus.FAILED: "✗", RunStatus.CANCELLED: "–"}
 STATUSES = tuple(MARKS)     # every status a run can have, in the order a run goes through them
 NEEDS_YOU = "text-warning"  # waiting on a person; never $accent, which is $warning in Textual's own themes
-TONES: dict[str, str] = {RunStatus.QUEUED: "foreground", RunStatus.RUNNING: "text-primary", RunStatus.WAITING: "text-secondary",
-         RunStatus.PARKED: "text-muted", RunStatus.SUCCEEDED: "text-success", RunStatus.FAILED: "text-error",
-         RunStatus.CANCELLED: "foreground-muted"}
+TONES: dict[str, str] = {RunStatus.QUEUED: "foreground", RunStatus.RUNNING: "text-primary",
+         RunStatus.WAITING: "text-secondary", RunStatus.PARKED: "text-muted", RunStatus.SUCCEEDED: "text-success",
+         RunStatus.FAILED: "text-error", RunStatus.CANCELLED: "foreground-muted"}
 BOLD = {RunStatus.RUNNING, RunStatus.FAILED}
 QUIET = (Reason.CHECK_PASSED, Reason.NEW, Reason.PERSON)   # the usual reason: the status alone says it
 

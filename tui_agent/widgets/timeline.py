@@ -131,9 +131,11 @@ def timeline_items(view: dict, rows: list[dict], beside: dict, to_end: bool = Tr
             mark, tone = WAITING, WAITING_TONE
             wake = (entry["result"] or {}).get("wake_at") if isinstance(entry["result"], dict) else None
             note = f"until {clock(wake, now())}" if wake else "sleeping"
-        elif kind == EntryKind.APPROVAL and isinstance(entry["result"], dict) and not entry["result"].get("approved", True):
+        elif kind == EntryKind.APPROVAL and isinstance(entry["result"], dict) \
+                and not entry["result"].get("approved", True):
             note = "denied"
-        elif kind == EntryKind.EFFECT and isinstance(entry["result"], dict) and {"task_id", "status"} <= set(entry["result"]):
+        elif kind == EntryKind.EFFECT and isinstance(entry["result"], dict) \
+                and {"task_id", "status"} <= set(entry["result"]):
             note = iteration_note(entry["result"])
         items.append(TimelineItem(position, entry["name"], kind, mark, tone, note, step.get("duration_ms"),
                                   step.get("attempts") or 1, step.get("cost_usd"), entry, step,
