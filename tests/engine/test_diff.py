@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from diff_agents import COUNTING, asker
 from helpers import registry_of, start_and_work, work
 
-from tui_agent import Agent
 from tui_agent.operate import fork, start
 from tui_agent.paging import Window
 from tui_agent.services import diff
@@ -25,32 +25,6 @@ from tui_agent.services.diff import (
 )
 from tui_agent.store import artifacts
 from tui_agent.store.journal import checkpoint_for
-
-# -- agents ---------------------------------------------------------------------------------------
-
-
-def _asker(ctx, request):
-    ctx.step("settings", lambda: {"team": request["team"]})
-    ctx.step("fetch", lambda: [1, 2, 3])
-    reply = ctx.model("summarize", messages=[{"role": "user", "content": f"summarize for {request['team']}"}],
-                      max_tokens=200)
-    text = reply["content"][0]["text"]
-    ctx.step("write", lambda: f"report: {text}")
-    return {"report": text}
-
-
-def asker(reply: str) -> Agent:
-    """The same agent each time, with a scripted model reply of the test's choosing."""
-    return Agent(name="asker", run=_asker, script=lambda messages, max_tokens, call_index: reply)
-
-
-def _counting(ctx, request):
-    for i in range(request["steps"]):
-        ctx.step(f"s{i}", lambda i=i: -1 if i == request.get("odd_at") else i * 2)
-    return {"steps": request["steps"]}
-
-
-COUNTING = Agent(name="counting", run=_counting)
 
 
 @pytest.fixture

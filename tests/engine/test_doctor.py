@@ -3,7 +3,6 @@ never a traceback, never a write (a damaged file's bytes are compared before and
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -14,6 +13,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from disks import damage, quick_check_fails, sha256
 
 from tui_agent import operate
 from tui_agent.runtime.registry import load_registry
@@ -32,34 +32,6 @@ def database_with_runs(path: Path, count: int = 300) -> None:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-
-
-def damage(path: Path, table: str | None = "runs", offset: int = 8) -> None:
-    """Overwrite 100 bytes of the page that roots `table` (None: page 1, which holds the schema) with garbage;
-    from byte 8 on that is the b-tree's cell pointers, which quick_check reads (deeper in a page, the bytes may
-    be free space that nothing reads)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    root = 1 if table is None else conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?",
-                                                (table,)).fetchone()[0]
-    conn.close()
-    with open(path, "r+b") as f:  # no SQLite connection is open in this process: no lock to lose
-        f.seek((root - 1) * page_size + (100 if root == 1 else 0) + offset)
-        f.write(b"\xa5" * 100)
-
-
-def quick_check_fails(path: Path) -> bool:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]
-    except sqlite3.DatabaseError:
-        return True
-    finally:
-        conn.close()
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def report(done) -> dict:

@@ -9,11 +9,11 @@ import sqlite3
 import psycopg
 import pytest
 from helpers import database_at_version
+from old_schemas import V9, pg_v9
 
 from tui_agent.store import open_store
 from tui_agent.store.schema import SCHEMA_VERSION
 from tui_agent.store.schema_postgres import (
-    FIRST,
     MIGRATIONS,
     PG_SCHEMA_VERSION,
     create_schema,
@@ -22,15 +22,6 @@ from tui_agent.store.schema_postgres import (
 
 SQLITE_TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision", "FLOAT": "double precision",
                 "BLOB": "bytea"}
-V9 = 9   # the version PostgreSQL's schema began at
-
-
-def pg_v9(url):
-    """A PostgreSQL database as tui-agent 9 made it (schema_postgres.FIRST is that version, frozen)."""
-    with psycopg.connect(url) as conn:
-        for statement in statements(FIRST):
-            conn.execute(statement)
-        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', %s)", (str(V9),))
 PG_ACTIONS = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
 
 

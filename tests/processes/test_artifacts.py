@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from disks import read_only, writable
 from helpers import (
     at_once,
     database_at_version,
@@ -21,8 +22,7 @@ from helpers import (
     until,
     work,
 )
-from test_environment import _read_only, _writable
-from test_pg_schema import pg_v9
+from old_schemas import pg_v9
 
 from tui_agent import Agent
 from tui_agent.operate import start
@@ -371,7 +371,7 @@ def test_artifact_o_onto_a_full_device_or_into_a_read_only_folder_is_one_line_ex
                                                  "and run the command again\n")
     folder = tmp_path / "read-only"
     folder.mkdir()
-    _read_only(folder)
+    read_only(folder)
     try:
         done = _saving(blob[0], folder / "out.json")
         assert done.returncode == 4 and len(done.stderr.splitlines()) == 1, done.stderr
@@ -379,4 +379,4 @@ def test_artifact_o_onto_a_full_device_or_into_a_read_only_folder_is_one_line_ex
             "; nothing was written; save somewhere this user may write\n"), done.stderr
         assert list(folder.iterdir()) == []
     finally:
-        _writable(folder)
+        writable(folder)

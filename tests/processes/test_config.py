@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import key, ok, show_json, tui
-from test_tui_workers import kill_all, open_workers, start_one, until
+from worker_pilot import kill_all, open_workers, start_one, until
 
 from tui_agent import config
 from tui_agent.app import TuiAgentApp

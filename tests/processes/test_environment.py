@@ -2,41 +2,19 @@
 timeout, the disk is full, a page is damaged, the file is read-only. Each is one line and exit 4, never a
 traceback and never a failed run; what was committed is all there afterwards. Real processes throughout."""
 
-import hashlib
 import json
-import os
-import resource
-import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-import pytest
-from helpers import ROOT, dump, later, ran_steps, show_json, until
+from disks import fill, limited, one_line, read_only, sha256, writable
+from helpers import dump, later, ran_steps, show_json, until
 
 from tui_agent.runtime.clock import iso, parse_instant
 
 AGENTS = ["--agents", "counting_agents"]
 HOLD_S = 20.0   # longer than the store's 15 s busy timeout
-
-
-def _one_line(done, code: int = 4) -> str:
-    """The error is one line, the last on stderr (a worker logs its claims there before it)."""
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    errors = [line for line in lines if line.startswith("tui-agent: ")]
-    assert len(errors) == 1, done.stderr
-    assert lines[-1] == errors[0], done.stderr
-    assert "Traceback" not in done.stderr
-    return errors[0]
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # -- 1. another program holds the write lock for 20 s -------------------------------------------
@@ -113,30 +91,6 @@ def test_a_run_taken_over_again_and_again_without_progress_is_parked_not_looped(
 # -- 4. storage faults ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk():
-    """A folder on a file system with little room: a 2 MiB tmpfs where this process may mount one (root);
-    elsewhere a file-size limit for the child processes, which SQLite meets the same way."""
-    folder = Path(tempfile.mkdtemp(prefix="tui-agent-full-"))
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)],
-                             capture_output=True).returncode == 0
-    try:
-        yield folder, mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(folder)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _fill(folder: Path, leave: int) -> Path:
-    """Take all the free space in `folder` but `leave` bytes."""
-    filler = folder / "filler"
-    free = shutil.disk_usage(folder).free
-    with open(filler, "wb") as f:
-        f.write(b"\0" * max(0, free - leave))
-    return filler
-
-
 def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_room(tui_agent, small_disk):
     folder, mounted = small_disk
     db = folder / "runs.db"
@@ -145,13 +99,13 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
                        json.dumps({"log": str(folder / "calls.log"), "steps": 90})).stdout.strip()
     before = dump(db)
     if mounted:
-        filler = _fill(folder, leave=48 * 1024)
+        filler = fill(folder, leave=48 * 1024)
         env = {}
     else:  # a file-size limit: the WAL cannot grow past it
         filler = None
         env = {"TUI_AGENT_TEST_FSIZE": str(db.stat().st_size + 48 * 1024)}
-    done = _limited(tui_agent, env, "--db", str(db), *AGENTS, "worker", "--once")
-    line = _one_line(done)
+    done = limited(tui_agent, env, "--db", str(db), *AGENTS, "worker", "--once")
+    line = one_line(done)
     assert str(db) in line
     assert "disk is full" in line
     assert "nothing that was committed was lost" in line
@@ -173,18 +127,6 @@ def test_a_full_disk_is_one_line_and_exit_4_and_the_run_resumes_once_there_is_ro
     assert len(report["journal"]) == 90
 
 
-def _limited(tui_agent, env: dict, *args: str):
-    limit = env.pop("TUI_AGENT_TEST_FSIZE", None)
-    if limit is None:
-        return tui_agent(*args)
-
-    def cap():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
-
-    return subprocess.run([sys.executable, "-m", "tui_agent", *args], capture_output=True, text=True, cwd=ROOT,
-                          preexec_fn=cap, timeout=60)
-
-
 def _damage_runs_table(db: Path) -> None:
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -200,15 +142,15 @@ def test_a_damaged_page_is_one_line_exit_4_and_never_written_to(tui_agent, db_pa
     for _ in range(3):
         assert tui_agent("run", "hello").returncode == 0
     _damage_runs_table(db_path)
-    before = _digest(db_path)
+    before = sha256(db_path)
     for args in (["ls"], ["start", "hello"], ["worker", "--once"]):
-        line = _one_line(tui_agent(*args))
+        line = one_line(tui_agent(*args))
         assert str(db_path) in line, line
         assert "damaged" in line, line
         assert "tui-agent doctor" in line, line
-    assert _digest(db_path) == before
+    assert sha256(db_path) == before
     _doctor_finds(tui_agent, db_path, "integrity")
-    assert _digest(db_path) == before
+    assert sha256(db_path) == before
 
 
 def _doctor_finds(tui_agent, db: Path, check: str) -> None:
@@ -220,45 +162,34 @@ def _doctor_finds(tui_agent, db: Path, check: str) -> None:
     assert failed[check]["advice"], failed
 
 
-def _read_only(path: Path) -> None:
-    """Not writable even for root: the immutable attribute where it can be set, else the mode bits."""
-    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
-        path.chmod(0o400 if path.is_file() else 0o500)
-
-
-def _writable(path: Path) -> None:
-    subprocess.run(["chattr", "-i", str(path)], capture_output=True)
-    path.chmod(0o600 if path.is_file() else 0o700)
-
-
 def test_a_read_only_file_is_one_line_exit_4_untouched_and_reads_still_work(tui_agent, db_path):
     ran = tui_agent("run", "hello")
     run_id = ran.stdout.split()[0]
     parked = tui_agent("start", "hello").stdout.strip()
     assert tui_agent("park", parked).returncode == 0
     before = dump(db_path)
-    _read_only(db_path)
+    read_only(db_path)
     try:
         for args in (["start", "hello"], ["worker", "--once"], ["resume", parked], ["run", "hello"]):
-            line = _one_line(tui_agent(*args))
+            line = one_line(tui_agent(*args))
             assert str(db_path) in line, line
             assert "read-only" in line, line
         assert tui_agent("ls").returncode == 0
         assert json.loads(tui_agent("show", run_id, "--json").stdout)["run"]["status"] == "succeeded"
         _doctor_finds(tui_agent, db_path, "permissions")
     finally:
-        _writable(db_path)
+        writable(db_path)
     assert dump(db_path) == before
 
 
 def test_a_new_database_in_a_read_only_folder_is_one_line_exit_4(tui_agent, tmp_path):
     folder = tmp_path / "locked"
     folder.mkdir()
-    _read_only(folder)
+    read_only(folder)
     try:
-        line = _one_line(tui_agent("--db", str(folder / "runs.db"), "run", "hello"))
+        line = one_line(tui_agent("--db", str(folder / "runs.db"), "run", "hello"))
         assert "read-only" in line
         assert str(folder / "runs.db") in line
     finally:
-        _writable(folder)
+        writable(folder)
     assert list(folder.iterdir()) == []

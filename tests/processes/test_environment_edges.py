@@ -14,9 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
+from disks import damage, fill, limited, one_line, quick_check_fails, read_only, sha256, writable
 from helpers import dump, later, ok, show_json
-from test_doctor import damage, quick_check_fails, sha256
-from test_environment import _fill, _limited, _one_line, _read_only, _writable, small_disk  # noqa: F401 (a fixture)
 
 from tui_agent.store.integrity import VERDICT
 
@@ -81,7 +80,7 @@ def _files(folder: Path) -> set[Path]:
 
 
 def _limit(size: int) -> dict:
-    """For `_limited`: a file-size limit for the command (a fresh dict each time: `_limited` takes it out)."""
+    """For `limited`: a file-size limit for the command (a fresh dict each time: `limited` takes it out)."""
     return {"TUI_AGENT_TEST_FSIZE": str(size)}
 
 
@@ -99,7 +98,7 @@ def test_a_damaged_page_past_the_header_is_refused_before_every_write_and_the_fi
     for args in (["start", "hello"], ["run", "hello"],
                  ["schedule", "add", "nightly", "--agent", "hello", "--cron", "0 2 * * *"],
                  ["cancel", queued], ["fork", queued, "--from-step", "0"], ["worker", "--once"]):
-        line = _one_line(tui_agent(*args))
+        line = one_line(tui_agent(*args))
         assert f"{db_path} is damaged (quick_check: " in line, (args, line)
         assert "tui-agent doctor" in line, line
         assert sha256(db_path) == before, args
@@ -133,7 +132,7 @@ def test_the_file_is_checked_once_per_state_and_again_after_a_write_error(tui_ag
     assert checks() == 2
 
     # a write that fails (its WAL outgrows a file-size limit) forgets the verdict: the next writer checks again
-    line = _one_line(_limited(tui_agent, _limit(64 * 1024), "start", "hello", "--input",
+    line = one_line(limited(tui_agent, _limit(64 * 1024), "start", "hello", "--input",
                               json.dumps({"name": "x" * 100_000})))
     assert "disk is full" in line, line
     assert checks() == 2, "the state it met was known"
@@ -153,17 +152,17 @@ def test_on_a_full_disk_reads_keep_working_and_doctor_says_full_not_damaged(tui_
     run_id = done.stdout.split()[0]
     queued = ok(tui_agent("--db", str(db), "start", "hello")).stdout.strip()
     before = dump(db)
-    filler = _fill(folder, leave=0) if mounted else None
+    filler = fill(folder, leave=0) if mounted else None
     size = 0 if mounted else 1024
 
     def command(*args: str):
-        return _limited(tui_agent, _limit(size) if size else {}, "--db", str(db), *args)
+        return limited(tui_agent, _limit(size) if size else {}, "--db", str(db), *args)
 
     listed = ok(command("ls"))
     assert run_id in listed.stdout and queued in listed.stdout
     assert json.loads(ok(command("show", run_id, "--json")).stdout)["run"]["status"] == "succeeded"
     assert [w["state"] for w in json.loads(ok(command("workers", "--all", "--json")).stdout)] == ["stopped"]
-    line = _one_line(command("start", "hello"))
+    line = one_line(command("start", "hello"))
     assert "could not be written" in line and "disk is full" in line, line
 
     found = json.loads(command("doctor", "--json").stdout)
@@ -177,7 +176,7 @@ def test_on_a_full_disk_reads_keep_working_and_doctor_says_full_not_damaged(tui_
 
     if mounted:   # a damaged file on a full disk: recovering it starts with making room for the copy
         damage(db, "runs")
-        _fill(folder, leave=0)
+        fill(folder, leave=0)
         advice = {c["name"]: c for c in json.loads(tui_agent("--db", str(db), "doctor", "--json").stdout)["checks"]
                   }["integrity"]["advice"]
         assert advice.index("free space there first") < advice.index("1) Stop"), advice
@@ -194,10 +193,10 @@ def test_fork_edit_of_a_large_result_on_a_full_disk_is_one_line_and_leaves_nothi
     files = _files(folder / "runs.data")
     fork = ("--db", str(db), "fork", run_id, "--edit", "0", "--result", f"@{edited}")
     if mounted:
-        filler, env = _fill(folder, leave=48 * 1024), {}
+        filler, env = fill(folder, leave=48 * 1024), {}
     else:
         filler, env = None, _limit(db.stat().st_size + 48 * 1024)
-    line = _one_line(_limited(tui_agent, env, *fork))
+    line = one_line(limited(tui_agent, env, *fork))
     assert "disk is full" in line and f"{folder / 'runs.data' / 'artifacts'}" in line, line
     assert _files(folder / "runs.data") == files   # no partial .tmp, no folder made for it
     assert json.loads(tui_agent("--db", str(db), "ls", "--json").stdout) == runs
@@ -213,7 +212,7 @@ def test_a_large_step_result_under_a_file_size_limit_keeps_the_run_resumable(tui
     log = tmp_path / "calls.log"
     run_id = ok(tui_agent("--agents", str(agents), "start", "big", "--input",
                           json.dumps({"log": str(log)}))).stdout.strip()
-    line = _one_line(_limited(tui_agent, _limit(db_path.stat().st_size + 128 * 1024), "--agents", str(agents),
+    line = one_line(limited(tui_agent, _limit(db_path.stat().st_size + 128 * 1024), "--agents", str(agents),
                               "worker", "--once"))
     assert "disk is full" in line and str(db_path.with_name("runs.data") / "artifacts" / run_id) in line, line
     report = show_json(tui_agent, run_id, "--agents", str(agents))
@@ -236,19 +235,19 @@ def test_in_a_read_only_folder_reads_keep_working_and_writes_are_exit_4(tui_agen
     run_id = ok(tui_agent("--db", str(db), "run", "hello")).stdout.split()[0]
     before = sha256(db)
     assert sorted(os.listdir(folder)) == ["runs.data", "runs.db"]   # no -wal or -shm: a reader must make them
-    _read_only(folder)
+    read_only(folder)
     try:
         assert run_id in ok(tui_agent("--db", str(db), "ls")).stdout
         assert show_json(tui_agent, run_id, "--db", str(db))["run"]["status"] == "succeeded"
         ok(tui_agent("--db", str(db), "workers", "--all"))
         for args in (["start", "hello"], ["cancel", run_id]):
-            line = _one_line(tui_agent("--db", str(db), *args))
+            line = one_line(tui_agent("--db", str(db), *args))
             assert f"{db} is read-only" in line, line
         found = json.loads(tui_agent("--db", str(db), "doctor", "--json").stdout)
         assert [c["name"] for c in found["checks"] if not c["ok"]] == ["permissions"], found
         assert sorted(os.listdir(folder)) == ["runs.data", "runs.db"]
     finally:
-        _writable(folder)
+        writable(folder)
     assert sha256(db) == before
 
 
@@ -262,7 +261,7 @@ def test_a_file_another_program_keeps_with_locking_mode_exclusive_is_busy_exit_4
         commands = [["ls"], ["show", run_id], ["start", "hello"], ["worker", "--once"]]
         with ThreadPoolExecutor(len(commands)) as pool:   # each waits out the busy timeout: all at once
             for args, done in zip(commands, pool.map(lambda args: tui_agent(*args), commands)):
-                line = _one_line(done)
+                line = one_line(done)
                 assert f"{db_path} is busy" in line and "locking_mode=EXCLUSIVE" in line, (args, line)
     finally:
         holder.stdin.close()
@@ -281,7 +280,7 @@ def test_a_copy_refused_or_failing_halfway_leaves_no_target(tui_agent, tmp_path,
     ok(tui_agent("--db", str(damaged), "run", "hello"))
     damage(damaged, "effects", offset=0)
     target = tmp_path / "copy.db"
-    line = _one_line(tui_agent("copy", "--from", str(damaged), "--to", str(target)))
+    line = one_line(tui_agent("copy", "--from", str(damaged), "--to", str(target)))
     assert f"{damaged} is damaged" in line, line
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == []
 
@@ -291,7 +290,7 @@ def test_a_copy_refused_or_failing_halfway_leaves_no_target(tui_agent, tmp_path,
     ok(tui_agent("--db", str(source), "fork", run_id, "--edit", "0", "--result", f"@{edited}"))
     folder, mounted = small_disk
     target = folder / "copy.db"
-    line = _one_line(_limited(tui_agent, {} if mounted else _limit(1024 * 1024), "copy", "--from", str(source),
+    line = one_line(limited(tui_agent, {} if mounted else _limit(1024 * 1024), "copy", "--from", str(source),
                               "--to", str(target)))
     assert "disk is full" in line, line
     assert list(folder.iterdir()) == []

@@ -12,7 +12,7 @@ import time
 
 import psycopg
 from helpers import database_at_version
-from test_pg_schema import pg_v9
+from old_schemas import pg_v9
 
 from tui_agent.store.host import process_start, this_host
 from tui_agent.store.schema import SCHEMA_VERSION, STOPS_OLDER

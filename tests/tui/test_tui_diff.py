@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
+from diff_agents import COUNTING, asker
 from helpers import key, open_run, registry_of, start_and_work, tui, work
 from rich.console import Console
-from test_diff import COUNTING, asker
 from textual.widgets import Input, OptionList
 
 from tui_agent.operate import fork, resume, start

@@ -3,7 +3,7 @@ removed afterwards), a confirmation, then a fork with the edit in place of the r
 
 Textual's headless driver cannot hand its terminal to another program (`app.suspend()` raises
 SuspendNotSupported), so the tests put `run_actions.run_editor` aside for one that runs the same argument list as a
-real subprocess (the editor script of test_edit_fork), and one test keeps the real one to see the refusal."""
+real subprocess (the editor script of edit_fork_agents), and one test keeps the real one to see the refusal."""
 
 from __future__ import annotations
 
@@ -13,17 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from edit_fork_agents import Counter, decider, journal_rows, leftovers, make_editor, planner, replacement
 from helpers import click, key, open_run, registry_of, start_and_work, tui, work
 from rich.console import Console
-from test_edit_fork import (
-    Counter,
-    decider,
-    journal_rows,
-    leftovers,
-    make_editor,
-    planner,
-    replacement,
-)
 
 from tui_agent import Agent, operate
 from tui_agent.screens import run_actions

@@ -3,13 +3,13 @@ asserts on the database (and on the real worker processes), never on pixels."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
 
 import pytest
 from helpers import SIZE, key, polled, tui
+from worker_pilot import kill_all, open_workers, start_one, until, worker_row
 
 from tui_agent import operate
 from tui_agent.app import TuiAgentApp
@@ -23,23 +23,6 @@ from tui_agent.store.runs import get_run, list_runs
 from tui_agent.store.workers import register, workers_listing
 
 
-async def until(pilot, what: str, check, deadline_s: float = 20.0):
-    """Poll `check` (the app re-reads as its change poll would) until it returns something truthy."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        await polled(pilot)
-        await pilot.pause()
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
-def worker_row(app: TuiAgentApp, pid: int) -> dict | None:
-    return next((w for w in workers_listing(app.reader) if w["pid"] == pid), None)
-
-
 def cell(screen, row_key: str, column: str) -> str | None:
     """What the table shows in one cell now (None when there is no such row)."""
     table = screen.query_one("DataTable")
@@ -50,34 +33,6 @@ def cell(screen, row_key: str, column: str) -> str | None:
 
 def exited(process):
     return lambda: process.poll() is not None
-
-
-def kill_all(app: TuiAgentApp) -> None:
-    for process in app.spawned:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-
-
-async def open_workers(pilot) -> WorkersScreen:
-    await key(pilot, "w")
-    assert isinstance(pilot.app.screen, WorkersScreen)
-    return pilot.app.screen
-
-
-async def start_one(pilot) -> tuple:
-    """`+`: a real worker process, registered in the database under the pid of the Popen."""
-    app = pilot.app
-    before = len(app.spawned)
-    await pilot.press("plus")
-    assert len(app.spawned) == before + 1
-    process = app.spawned[-1]
-    row = await until(pilot, f"worker pid {process.pid} to register", lambda: worker_row(app, process.pid))
-    assert row["stopped_at"] is None
-    screen = app.screen
-    await until(pilot, "the screen to select the new worker", lambda: (screen.selected_worker() or {}).get("pid")
-                == process.pid)
-    return process, row
 
 
 async def test_plus_starts_a_worker_process_and_t_stops_it(db_path):
